@@ -1,0 +1,3 @@
+from afford.cli import main
+
+main()

@@ -1,0 +1,22 @@
+"""The command line: one small file per command; each parses, calls the library, renders,
+and sets the exit code (0 success / GO, 1 NO-GO or failed gate, 2 bad input, 3 measurement
+failed)."""
+
+from __future__ import annotations
+
+import typer
+
+from afford.cli import certify, schema
+
+app = typer.Typer(
+    name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="What can this box afford to train, and may this run start?\n\n"
+         "Start with `afford certify`: it measures this machine and writes a certificate that "
+         "the other commands read.")
+
+app.command("certify")(certify.command)
+app.command("schema")(schema.command)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,108 @@
+"""``afford certify``: measure this box and write a device certificate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from afford.certify import CertifyRequest, certify, default_filename, parse_sweep
+from afford.cli.common import err, guard, interactive, out, print_json
+from afford.errors import InputError
+from afford.io import check_writable
+from afford.report.terminal import certificate_table
+from afford.schema.cert import save_certificate
+from afford.summary import summarize
+
+
+def command(
+    workload: Annotated[Optional[list[str]], typer.Option(
+        "--workload", "-w", help="Workload to measure (repeatable): softmax, scan, tinylm, "
+        "tinylm@q3, or your own as pkg.module:factory. Default: softmax, scan and tinylm.")] = None,
+    sweep: Annotated[Optional[list[str]], typer.Option(
+        "--sweep", help="Sweep values as NAME=V1,V2,... where NAME is a workload's sweep "
+        "parameter (s for softmax/scan, seq for tinylm) or n for every workload.")] = None,
+    mode: Annotated[Optional[list[str]], typer.Option(
+        "--mode", help="dtype mode (repeatable): fp32, bf16 or fp16 autocast. Default: bf16 on "
+        "a CUDA card that supports it, else fp32.")] = None,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="A first look: a small fixed floor of timed work per point.")] = False,
+    full: Annotated[bool, typer.Option(
+        "--full", help="The strict protocol: 3.0 s of timed work per point per child.")] = False,
+    children: Annotated[int, typer.Option(
+        help="Independent child processes (at least 3).")] = 3,
+    device: Annotated[Optional[str], typer.Option(
+        help="cuda, cuda:1 or cpu. Default: cuda when present.")] = None,
+    out_path: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json here.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+) -> None:
+    """Measure this box and write a device certificate.
+
+    Every sweep point is timed in at least 3 independent child processes, each in its own
+    shuffled order; step 0 and the warm-up are kept apart from the timed warm steps; the
+    throughput law is fitted over resident points only. Exit codes: 0 written, 2 bad input,
+    3 the measurement failed.
+    """
+    with guard():
+        if quick and full:
+            raise InputError("--quick and --full contradict each other; choose one")
+        sweeps = dict(parse_sweep(s) for s in sweep or [])
+        if out_path is not None:
+            check_writable(out_path, overwrite=force)
+        req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
+                             precision="quick" if quick else "full" if full else "adaptive",
+                             children=children, device=device,
+                             command="afford " + " ".join(sys.argv[1:]))
+        cert = _measure(req, show=interactive() and not as_json)
+        path = out_path or Path(default_filename(cert))
+        save_certificate(cert, path, overwrite=force)
+        rows = summarize(cert)
+        if as_json:
+            print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
+                        "elapsed_seconds": cert.environment.elapsed_seconds,
+                        "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings})
+            return
+        env = cert.environment
+        out.print(certificate_table(rows, f"{env.device_name} ({env.device_type}), "
+                                    f"{cert.protocol.precision} protocol, "
+                                    f"{cert.protocol.children} children, "
+                                    f"{env.elapsed_seconds:.1f} s"))
+        for w in cert.warnings:
+            err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+        refused = [r for r in cert.workloads if r.refused]
+        out.print(f"certificate written to {path}")
+        if refused:
+            raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
+
+
+def _row_json(r) -> dict:
+    return {"workload": r.name, "mode": r.mode, "law": r.law,
+            "r2": r.r2.value if r.r2 else None, "range": r.fitted_range,
+            "resident": r.resident.value,
+            "warm_seconds": r.warm_seconds.value if r.warm_seconds else None,
+            "step0_over_warm": r.step0_over_warm.value if r.step0_over_warm else None}
+
+
+def _measure(req: CertifyRequest, show: bool):
+    if not show:
+        return certify(req)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err, transient=True)
+    with progress:
+        task = progress.add_task("resolving", total=None)
+
+        def on_plan(plan) -> None:
+            progress.update(task, total=len(plan.items) * req.children, description="measuring")
+
+        def on_event(event) -> None:
+            if event["event"] == "begin":
+                progress.update(task, description=f"child {event['child']}: {event['key']}")
+            elif event["event"] == "point":
+                progress.advance(task)
+
+        return certify(req, on_event=on_event, on_plan=on_plan)

@@ -1,0 +1,39 @@
+"""What every command shares: error handling, consoles, JSON output."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+
+import typer
+from rich.console import Console
+
+from afford.errors import AffordError
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+@contextlib.contextmanager
+def guard() -> Iterator[None]:
+    """Turn afford's errors into a one-paragraph message on stderr and the exit code."""
+    try:
+        yield
+    except AffordError as exc:
+        err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+
+
+def print_json(doc: object) -> None:
+    """One JSON document on stdout, nothing else."""
+    sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def interactive() -> bool:
+    return sys.stdout.isatty()

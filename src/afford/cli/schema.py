@@ -1,0 +1,24 @@
+"""``afford schema KIND``: print the JSON Schema of a file kind."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from afford.cli.common import guard, print_json
+from afford.errors import InputError
+
+KINDS = {"cert": ("afford.schema.cert", "Certificate")}
+
+
+def command(kind: Annotated[str, typer.Argument(help="File kind: " + ", ".join(KINDS))]) -> None:
+    """Print the JSON Schema of an afford file kind (cert, ...)."""
+    import importlib
+
+    with guard():
+        if kind not in KINDS:
+            raise InputError(f"unknown schema kind {kind!r}; kinds: {', '.join(sorted(KINDS))}")
+        mod, name = KINDS[kind]
+        model = getattr(importlib.import_module(mod), name)
+        print_json(model.model_json_schema(by_alias=True))

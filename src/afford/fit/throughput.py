@@ -1,0 +1,209 @@
+"""The throughput law: step seconds against a sweep value n (DESIGN section 4).
+
+Two forms are fitted over resident points only and both are kept:
+
+- ``power``:        t = exp(a) * n^b, least squares in log-log. Right when the step is
+  compute-bound (Kaplan et al. 2020 use the same log-log form for their laws).
+- ``floor_power``:  t = F + c * n^b, a fixed per-step floor plus a power term. On a fast
+  GPU small shapes are launch-bound and the step has a floor (REFERENCES.md: a GPT-2 step
+  at batch 2 x 512 took 32-35 ms on an H200 in fp32 and bf16 alike).
+
+Both report R^2 in log space (so the two are comparable), relative residuals, the fitted
+range and the leave-one-out relative prediction error; predictions use the form with the
+smaller leave-one-out error, and say which. A prediction outside the fitted range is
+flagged as extrapolated.
+
+A batch ladder is fitted as t = F + c * tokens (:func:`fit_linear_floor`); F / t is the
+fixed share of the step: large means launch-bound.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from scipy import optimize
+
+R2_WARN = 0.99
+
+
+class LawFit(BaseModel):
+    """One fitted form. ``params``: a, b (power); F, c, b (floor_power); F, c (linear)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    form: Literal["power", "floor_power", "linear_floor"]
+    params: dict[str, float]
+    r2: float = Field(description="coefficient of determination in log space")
+    residuals: list[float] = Field(description="relative: predicted / measured - 1")
+    loo_rel_errors: list[float] | None = Field(
+        None, description="leave-one-out: predicted without the point / measured - 1")
+
+    @property
+    def loo_max(self) -> float | None:
+        if not self.loo_rel_errors:
+            return None
+        return max(abs(e) for e in self.loo_rel_errors)
+
+    def predict(self, x: float | np.ndarray) -> float | np.ndarray:
+        return _evaluate(self.form, self.params, x)
+
+
+class Excluded(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: float
+    reason: str
+
+
+class ThroughputLaw(BaseModel):
+    """Both forms over the same resident points, the chosen one, and what was left out."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    x_name: str
+    x: list[float]
+    seconds: list[float]
+    x_min: float
+    x_max: float
+    power: LawFit
+    floor_power: LawFit | None = None
+    chosen: Literal["power", "floor_power"]
+    excluded: list[Excluded] = []
+    warnings: list[str] = []
+
+    @property
+    def best(self) -> LawFit:
+        return self.floor_power if self.chosen == "floor_power" else self.power
+
+    def predict(self, x: float) -> tuple[float, bool]:
+        """Seconds at ``x`` with the chosen form, and whether ``x`` is extrapolated."""
+        return float(self.best.predict(x)), not (self.x_min <= x <= self.x_max)
+
+    def formula(self) -> str:
+        """The chosen law, short: ``t = 1.98e-06 s^1.417`` (seconds)."""
+        f = self.best
+        if f.form == "power":
+            return f"t = {math.exp(f.params['a']):.3g} {self.x_name}^{f.params['b']:.3f}"
+        return (f"t = {f.params['F']:.3g} + {f.params['c']:.3g} "
+                f"{self.x_name}^{f.params['b']:.3f}")
+
+    def describe(self) -> str:
+        f = self.best
+        return (f"{self.formula()} ({self.chosen}, R^2 {f.r2:.4f}, "
+                f"{self.x_name} in [{self.x_min:g}, {self.x_max:g}])")
+
+
+def _evaluate(form: str, p: dict[str, float], x):
+    x = np.asarray(x, dtype=float)
+    if form == "power":
+        y = np.exp(p["a"]) * x ** p["b"]
+    elif form == "floor_power":
+        y = p["F"] + p["c"] * x ** p["b"]
+    else:
+        y = p["F"] + p["c"] * x
+    return float(y) if y.ndim == 0 else y
+
+
+def _r2_log(y: np.ndarray, pred: np.ndarray) -> float:
+    ly, lp = np.log(y), np.log(np.maximum(pred, 1e-300))
+    ss_res = float(np.sum((ly - lp) ** 2))
+    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
+    if ss_tot == 0.0:
+        return 1.0 if ss_res == 0.0 else 0.0
+    return 1.0 - ss_res / ss_tot
+
+
+def _check(x: Sequence[float], y: Sequence[float], need: int) -> tuple[np.ndarray, np.ndarray]:
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xa.shape != ya.shape or xa.ndim != 1:
+        raise ValueError("x and y must be 1-d and of equal length")
+    if len(xa) < need:
+        raise ValueError(f"need at least {need} points, got {len(xa)}")
+    if np.any(xa <= 0) or np.any(ya <= 0) or not np.all(np.isfinite(ya)):
+        raise ValueError("x and y must be positive and finite")
+    return xa, ya
+
+
+def _power_params(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    b, a = np.polyfit(np.log(x), np.log(y), 1)
+    return {"a": float(a), "b": float(b)}
+
+
+def _floor_power_params(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    p0 = _power_params(x, y)
+    start = (0.5 * float(y.min()), float(np.exp(p0["a"])) * 0.5, max(min(p0["b"], 3.9), 0.01))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        popt, _ = optimize.curve_fit(
+            lambda xx, F, c, b: F + c * xx ** b, x, y, p0=start, sigma=y,
+            bounds=([0.0, 0.0, 0.0], [float(y.min()), np.inf, 4.0]), maxfev=20000)
+    return {"F": float(popt[0]), "c": float(popt[1]), "b": float(popt[2])}
+
+
+def _linear_floor_params(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    # weighted by 1/y so relative errors count equally; F may not be negative
+    res = optimize.lsq_linear(np.stack([1.0 / y, x / y], axis=1), np.ones_like(y),
+                              bounds=([0.0, -np.inf], [np.inf, np.inf]))
+    return {"F": float(res.x[0]), "c": float(res.x[1])}
+
+
+_PARAMS = {"power": _power_params, "floor_power": _floor_power_params,
+           "linear_floor": _linear_floor_params}
+_NEED = {"power": 2, "floor_power": 4, "linear_floor": 2}
+
+
+def _fit(form: str, x: Sequence[float], y: Sequence[float]) -> LawFit:
+    xa, ya = _check(x, y, _NEED[form])
+    params = _PARAMS[form](xa, ya)
+    pred = np.asarray(_evaluate(form, params, xa))
+    loo = None
+    if len(xa) > _NEED[form]:
+        loo = []
+        for i in range(len(xa)):
+            keep = np.arange(len(xa)) != i
+            p_i = _PARAMS[form](xa[keep], ya[keep])
+            loo.append(float(_evaluate(form, p_i, xa[i]) / ya[i] - 1.0))
+    return LawFit(form=form, params=params, r2=_r2_log(ya, pred),
+                  residuals=[float(v) for v in pred / ya - 1.0], loo_rel_errors=loo)
+
+
+def fit_power(x: Sequence[float], y: Sequence[float]) -> LawFit:
+    """t = exp(a) * x^b by least squares in log-log."""
+    return _fit("power", x, y)
+
+
+def fit_floor_power(x: Sequence[float], y: Sequence[float]) -> LawFit:
+    """t = F + c * x^b, F in [0, min t], by relative least squares (needs 4 points)."""
+    return _fit("floor_power", x, y)
+
+
+def fit_linear_floor(tokens: Sequence[float], y: Sequence[float]) -> LawFit:
+    """t = F + c * tokens: the batch-ladder law; F / t is the fixed (launch) share."""
+    return _fit("linear_floor", tokens, y)
+
+
+def fit_throughput(x_name: str, x: Sequence[float], seconds: Sequence[float],
+                   excluded: Sequence[Excluded] = ()) -> ThroughputLaw:
+    """Fit both forms over resident points ``x`` and choose by leave-one-out error."""
+    power = fit_power(x, seconds)
+    floor = fit_floor_power(x, seconds) if len(x) >= 4 else None
+    chosen = "power"
+    if floor is not None and floor.loo_max is not None and power.loo_max is not None \
+            and floor.loo_max < power.loo_max:
+        chosen = "floor_power"
+    notes = []
+    best = floor if chosen == "floor_power" else power
+    if best.r2 < R2_WARN:
+        notes.append(f"R^2 {best.r2:.4f} < {R2_WARN}: the {chosen} law describes these "
+                     "points poorly; predictions from it are rough")
+    if len(x) < 3:
+        notes.append(f"only {len(x)} resident points: no leave-one-out check is possible")
+    return ThroughputLaw(x_name=x_name, x=[float(v) for v in x],
+                         seconds=[float(v) for v in seconds], x_min=float(min(x)),
+                         x_max=float(max(x)), power=power, floor_power=floor, chosen=chosen,
+                         excluded=list(excluded), warnings=notes)

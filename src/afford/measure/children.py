@@ -1,0 +1,88 @@
+"""Spawn the independent children, one after another, and collect their JSON lines.
+
+Children run one at a time (they would contend for the device otherwise). Each gets every
+sweep point in its own shuffled order, so drift over a run does not masquerade as a law
+(DESIGN section 3, rule 2). A child that dies leaves its finished points intact and an
+error on the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from afford.measure.timing import TimingRule
+
+Event = dict[str, Any]
+
+
+def child_order(items: list[dict], child: int) -> list[dict]:
+    """The order child ``child`` times the points in: a shuffle seeded by its index."""
+    order = list(items)
+    random.Random(child).shuffle(order)
+    return order
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def run_child(child: int, items: list[dict], *, device: str, device_class: str,
+              rule: TimingRule, seed: int, on_event: Callable[[Event], None],
+              timeout: float | None = None) -> dict[str, Event]:
+    """Run one child over ``items`` (already in its order); return point events by key."""
+    job = {"child": child, "device": device, "device_class": device_class, "seed": seed,
+           "rule": asdict(rule),
+           "items": [{**it, "child": child, "position": pos} for pos, it in enumerate(items)]}
+    results: dict[str, Event] = {}
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "afford.measure.child"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                text=True, env=_child_env())
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(job))
+            proc.stdin.close()
+            for line in proc.stdout:
+                event = json.loads(line)
+                event["child"] = child
+                if event["event"] == "point":
+                    results[event["key"]] = event
+                on_event(event)
+            rc = proc.wait(timeout=timeout)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        err.seek(0)
+        tail = err.read()[-1500:].strip()
+    if rc != 0 or len(results) < len(items):
+        why = f"child {child} exited with code {rc}" + (f": {tail}" if tail else "")
+        for pos, it in enumerate(items):
+            if it["key"] not in results:
+                results[it["key"]] = {"event": "point", "key": it["key"], "child": child,
+                                      "record": {"child": child, "order_position": pos,
+                                                 "error": why}}
+                on_event(results[it["key"]])
+    return results
+
+
+def run_children(items: list[dict], *, children: int, device: str, device_class: str,
+                 rule: TimingRule, seed: int,
+                 on_event: Callable[[Event], None] = lambda e: None) -> list[dict[str, Event]]:
+    """Every child over every item, each in its own order; one result dict per child."""
+    return [run_child(c, child_order(items, c), device=device, device_class=device_class,
+                      rule=rule, seed=seed, on_event=on_event) for c in range(children)]

@@ -1,0 +1,189 @@
+"""The timing protocol of one sweep point inside one child (DESIGN section 3, rules 1-2).
+
+Step 0 is timed alone and kept apart; then warm-up steps, each timed and kept, until both a
+count and a time budget are spent (budgets, as in ``triton.testing.do_bench``); then timed
+warm steps in blocks until at least ``min_steps`` steps and ``floor_seconds`` of timed work
+are done. The adaptive rule keeps going, up to ``max_floor_seconds``, until the median is
+known to ``target_rel_precision`` (half-width of its distribution-free 95 % interval). Every
+timed step keeps its step index.
+
+The clock is injected, so tests run the protocol on a fake clock and get exact results.
+``CudaClock`` records CUDA events on the stream around each step (no host sync between the
+steps of a block, so launch overlap is as in a training loop) and synchronises once a block.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from afford.fit.stats import median, median_precision
+
+
+class Clock(Protocol):
+    """``mark`` stamps a point in the step stream; ``sync`` waits for the device;
+    ``between`` reads the seconds between two marks once synced."""
+
+    name: str
+
+    def mark(self) -> Any: ...
+
+    def sync(self) -> None: ...
+
+    def between(self, a: Any, b: Any) -> float: ...
+
+
+class HostClock:
+    """``time.perf_counter`` for synchronous devices (the CPU)."""
+
+    name = "host perf_counter around each step (synchronous device)"
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def sync(self) -> None:
+        return None
+
+    def between(self, a: float, b: float) -> float:
+        return b - a
+
+
+class CudaClock:
+    """CUDA events on the current stream; one host sync per block of steps."""
+
+    name = "CUDA events around each step; torch.cuda.synchronize() once per block"
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+
+    def mark(self):
+        ev = self._torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def sync(self) -> None:
+        self._torch.cuda.synchronize()
+
+    def between(self, a, b) -> float:
+        return a.elapsed_time(b) / 1e3
+
+
+class FakeClock:
+    """A clock for tests: time moves only when ``advance`` is called."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.syncs = 0
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    def mark(self) -> float:
+        return self.t
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+    def between(self, a: float, b: float) -> float:
+        return b - a
+
+
+@dataclass(frozen=True)
+class TimingRule:
+    """How long to time one point. The three presets are :func:`rule_for`."""
+
+    warmup_steps: int = 3
+    warmup_seconds: float = 0.3
+    min_steps: int = 12
+    floor_seconds: float = 0.5
+    max_floor_seconds: float = 3.0
+    target_rel_precision: float = 0.01
+    max_block: int = 16
+    max_warmup_steps: int = 200
+
+
+def rule_for(precision: str) -> TimingRule:
+    """``full``: 3.0 s floor always; ``adaptive``: 0.5 s extended to 3.0 s until the median is
+    known to 1 %; ``quick``: a small fixed floor for a first look."""
+    if precision == "full":
+        return TimingRule(warmup_seconds=1.0, floor_seconds=3.0, max_floor_seconds=3.0)
+    if precision == "adaptive":
+        return TimingRule()
+    if precision == "quick":
+        return TimingRule(warmup_steps=2, warmup_seconds=0.05, floor_seconds=0.1,
+                          max_floor_seconds=0.1)
+    raise ValueError(f"unknown precision {precision!r} (full, adaptive, quick)")
+
+
+@dataclass(frozen=True)
+class PointTiming:
+    step0_seconds: float
+    warmup_seconds: tuple[float, ...]
+    timed_seconds: tuple[float, ...]
+    timed_indices: tuple[int, ...]
+    precision: float
+    reached_target: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def median_seconds(self) -> float:
+        return median(self.timed_seconds)
+
+
+def _timed_one(step: Callable[[int], Any], clock: Clock, i: int) -> float:
+    a = clock.mark()
+    step(i)
+    b = clock.mark()
+    clock.sync()
+    return clock.between(a, b)
+
+
+def time_point(step: Callable[[int], Any], clock: Clock, rule: TimingRule,
+               check: Callable[[], None] | None = None) -> PointTiming:
+    """Run the protocol. ``step(i)`` runs training step ``i``; ``check()`` runs once after the
+    warm-up (the finite-gradient check) and raises to refuse the point before timing."""
+    step0 = _timed_one(step, clock, 0)
+    i, warm = 1, []
+    while len(warm) < rule.warmup_steps or sum(warm) < rule.warmup_seconds:
+        warm.append(_timed_one(step, clock, i))
+        i += 1
+        if len(warm) >= rule.max_warmup_steps:
+            break
+    if check is not None:
+        check()
+    block = _block_size(median(warm), rule)
+    timed: list[float] = []
+    indices: list[int] = []
+    precision = float("inf")
+    while True:
+        marks = [clock.mark()]
+        for _ in range(block):
+            step(i)
+            marks.append(clock.mark())
+            indices.append(i)
+            i += 1
+        clock.sync()
+        timed.extend(clock.between(marks[k], marks[k + 1]) for k in range(block))
+        total = sum(timed)
+        if len(timed) < rule.min_steps or total < rule.floor_seconds:
+            continue
+        precision = median_precision(timed)
+        if precision <= rule.target_rel_precision or total >= rule.max_floor_seconds:
+            break
+    return PointTiming(step0_seconds=step0, warmup_seconds=tuple(warm),
+                       timed_seconds=tuple(timed), timed_indices=tuple(indices),
+                       precision=precision,
+                       reached_target=precision <= rule.target_rel_precision)
+
+
+def _block_size(warm_median: float, rule: TimingRule) -> int:
+    """Steps between host syncs: about a quarter of the floor, at most ``max_block``."""
+    if warm_median <= 0:
+        return rule.max_block
+    return int(max(1, min(rule.max_block, rule.floor_seconds / 4.0 / warm_median)))

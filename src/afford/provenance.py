@@ -1,0 +1,102 @@
+"""Where every number came from.
+
+DESIGN section 3, rule 5: every number afford prints carries a provenance tag, and the
+renderers refuse a bare number. Rule 6: a correction strikes a value, it never deletes it.
+Rule 9: a probe that could not run says so (:class:`NotExecutable`), never a blank or a zero.
+
+The tags:
+
+- ``MEASURED``  read off a named box in a named run (``source`` names the run / quantity);
+- ``FITTED``    predicted by a law (``source`` names the law and its R^2);
+- ``MODULE``    computed by a named function from other numbers (``source`` names it);
+- ``INHERITED`` carried from a cited source (``source`` is the citation);
+- ``ASSUMED``   not measured; ``source`` is the reason.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Tag(str, Enum):
+    MEASURED = "MEASURED"
+    FITTED = "FITTED"
+    MODULE = "MODULE"
+    INHERITED = "INHERITED"
+    ASSUMED = "ASSUMED"
+
+
+Scalar = Union[float, int, str, bool, None]
+
+
+class Tagged(BaseModel):
+    """A value with its unit and provenance. The only kind of number a renderer accepts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: Scalar
+    unit: str = ""
+    tag: Tag
+    source: str = Field(description="run/quantity (MEASURED), law and R^2 (FITTED), "
+                        "function (MODULE), citation (INHERITED) or reason (ASSUMED)")
+    extrapolated: bool = Field(False, description="FITTED outside the fitted range")
+    provisional: bool = Field(False, description="derived from a data source not pinned")
+
+    def __str__(self) -> str:  # pragma: no cover - convenience only
+        return f"{self.value} {self.unit} [{self.tag.value}]".strip()
+
+
+def measured(value: Scalar, unit: str, source: str) -> Tagged:
+    return Tagged(value=value, unit=unit, tag=Tag.MEASURED, source=source)
+
+
+def fitted(value: Scalar, unit: str, source: str, *, extrapolated: bool = False) -> Tagged:
+    return Tagged(value=value, unit=unit, tag=Tag.FITTED, source=source,
+                  extrapolated=extrapolated)
+
+
+def module(value: Scalar, unit: str, source: str) -> Tagged:
+    return Tagged(value=value, unit=unit, tag=Tag.MODULE, source=source)
+
+
+def inherited(value: Scalar, unit: str, citation: str) -> Tagged:
+    return Tagged(value=value, unit=unit, tag=Tag.INHERITED, source=citation)
+
+
+def assumed(value: Scalar, unit: str, reason: str) -> Tagged:
+    return Tagged(value=value, unit=unit, tag=Tag.ASSUMED, source=reason)
+
+
+class Struck(BaseModel):
+    """A withdrawn or retracted value: kept, struck, with the reason and its successor."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: Tagged
+    status: str = Field("withdrawn", pattern="^(withdrawn|retracted)$")
+    reason: str = Field(min_length=1)
+    superseded_by: str | None = None
+
+
+class NotExecutable(BaseModel):
+    """A probe that could not run here, with the error text (rule 9)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    what: str
+    reason: str
+    status: str = "NOT EXECUTABLE"
+
+
+def require_tagged(x: object, where: str = "") -> Tagged:
+    """Return ``x`` if it is :class:`Tagged`; raise ``TypeError`` for a bare number.
+
+    Renderers call this on every number they print (rule 5).
+    """
+    if isinstance(x, Tagged):
+        return x
+    at = f" in {where}" if where else ""
+    raise TypeError(f"untagged number {x!r}{at}: every printed number needs a provenance tag")

@@ -1,0 +1,1 @@
+"""Renderers: from typed, tagged results to text. They format; they never compute."""

@@ -1,0 +1,60 @@
+"""The envelope every afford file shares: a ``schema`` id, then the body; load/save helpers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from afford.errors import InputError
+from afford.io import atomic_write_text
+
+M = TypeVar("M", bound="Envelope")
+
+
+class Envelope(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_id: str = Field(alias="schema")
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=1) + "\n"
+
+
+def load_envelope(path: str | Path, model: type[M], current: str,
+                  migrations: dict[str, Callable[[dict], dict]] | None = None) -> M:
+    """Read ``path`` as ``model``; upgrade known older ids; clear errors otherwise."""
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read it: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(raw, dict) or "schema" not in raw:
+        raise InputError(f"{p}: not an afford file (no 'schema' field; expected {current!r})")
+    migrations = migrations or {}
+    seen = set()
+    while raw["schema"] != current:
+        sid = raw["schema"]
+        if sid not in migrations or sid in seen:
+            raise InputError(f"{p}: schema {sid!r} is not one this afford reads "
+                             f"(expected {current!r}{', or ' + ', '.join(migrations) if migrations else ''})")
+        seen.add(sid)
+        raw = migrations[sid](raw)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise InputError(f"{p}: malformed {current} file: {where}: {first['msg']} "
+                         f"({exc.error_count()} error(s) in all)") from None
+
+
+def save_envelope(obj: Envelope, path: str | Path, *, overwrite: bool) -> Path:
+    return atomic_write_text(path, obj.to_json(), overwrite=overwrite)

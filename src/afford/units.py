@@ -1,0 +1,114 @@
+"""Parse and format human quantities; SI base units inside (DESIGN section 2).
+
+Counts: ``"7.5M"`` -> 7_500_000 (k, M, B/G, T are powers of 1000).
+Durations: ``"11h"``, ``"90s"``, ``"7d"``, ``"1h30m"``, ``"2w"`` -> seconds.
+Bytes: ``"20GB"`` -> 20e9 (decimal), ``"16GiB"`` -> 16 * 2**30 (binary).
+Fractions: ``"5%"`` -> 0.05, ``"0.05"`` -> 0.05.
+
+Every parser raises :class:`UnitError` (a ``ValueError``) with the text it could not read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+
+_COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_DURATION_SUFFIX = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
+                    "d": 86400.0, "w": 604800.0, "ms": 1e-3}
+_BYTE_SUFFIX = {
+    "B": 1, "": 1,
+    "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+}
+
+
+class UnitError(ValueError):
+    """A quantity that could not be read."""
+
+
+def parse_count(text: str | int | float) -> float:
+    """``"7.5M"`` -> 7.5e6; plain numbers pass through."""
+    if isinstance(text, (int, float)):
+        return _finite(float(text), text)
+    m = re.fullmatch(_NUMBER + r"\s*([kKMBGT]?)", str(text).strip())
+    if not m:
+        raise UnitError(f"cannot read {text!r} as a count (examples: 124M, 7.5M, 1B, 2048)")
+    return _finite(float(m.group(1)) * _COUNT_SUFFIX[m.group(2)], text)
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds from ``"11h"``, ``"1h30m"``, ``"7d"``, ``"90s"`` or a bare number of seconds."""
+    if isinstance(text, (int, float)):
+        return _finite(float(text), text)
+    s = str(text).strip().replace(" ", "")
+    if re.fullmatch(_NUMBER, s):
+        return _finite(float(s), text)
+    parts = re.findall(_NUMBER + r"(ms|sec|min|s|m|h|d|w)", s)
+    if not parts or "".join(n + u for n, u in parts) != s:
+        raise UnitError(f"cannot read {text!r} as a duration (examples: 11h, 90s, 1h30m, 7d)")
+    return _finite(sum(float(n) * _DURATION_SUFFIX[u] for n, u in parts), text)
+
+
+def parse_bytes(text: str | int | float) -> int:
+    """Bytes from ``"20GB"`` (decimal) or ``"16GiB"`` (binary); a bare number is bytes."""
+    if isinstance(text, (int, float)):
+        return int(_finite(float(text), text))
+    m = re.fullmatch(_NUMBER + r"\s*([kKMGT]i?B|B)?", str(text).strip())
+    if not m or (m.group(2) or "") not in _BYTE_SUFFIX:
+        raise UnitError(f"cannot read {text!r} as a size (examples: 20GB, 16GiB, 512MiB)")
+    return int(round(float(m.group(1)) * _BYTE_SUFFIX[m.group(2) or ""]))
+
+
+def parse_fraction(text: str | int | float) -> float:
+    """``"5%"`` -> 0.05; ``"0.05"`` -> 0.05."""
+    if isinstance(text, (int, float)):
+        return _finite(float(text), text)
+    s = str(text).strip()
+    m = re.fullmatch(_NUMBER + r"\s*(%?)", s)
+    if not m:
+        raise UnitError(f"cannot read {text!r} as a fraction (examples: 5%, 0.05)")
+    value = float(m.group(1))
+    return _finite(value / 100.0 if m.group(2) else value, text)
+
+
+def _finite(value: float, text: object) -> float:
+    if not math.isfinite(value):
+        raise UnitError(f"{text!r} is not a finite quantity")
+    return value
+
+
+def format_count(n: float, digits: int = 3) -> str:
+    """7_500_000 -> ``"7.5M"``."""
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.{digits}g}{suffix}"
+    return f"{n:.{digits}g}"
+
+
+def format_bytes(n: float, binary: bool = True) -> str:
+    """Bytes in GiB/MiB (binary) or GB/MB (decimal)."""
+    units = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if binary else \
+            (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
+    for suffix, scale in units:
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {suffix}"
+    return f"{n:.0f} B"
+
+
+def format_duration(seconds: float) -> str:
+    """Human duration: ``"2.50 ms"``, ``"1.23 s"``, ``"11h 00m"``, ``"3d 04h"``."""
+    s = float(seconds)
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if s < 1.0:
+        return f"{s * 1e3:.2f} ms"
+    if s < 120.0:
+        return f"{s:.2f} s"
+    if s < 3600.0:
+        return f"{int(s // 60)}m {int(s % 60):02d}s"
+    if s < 86400.0:
+        return f"{int(s // 3600)}h {int(s % 3600 // 60):02d}m"
+    return f"{int(s // 86400)}d {int(s % 86400 // 3600):02d}h"

@@ -1,0 +1,62 @@
+"""The things afford measures: a registry of built-ins and user workloads.
+
+Names: ``softmax``, ``scan``, ``tinylm``, a preset as ``tinylm@q3``, or a user workload as
+``pkg.module:factory`` (see :mod:`afford.workloads.base` for the protocol).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from afford.errors import InputError
+from afford.workloads.base import Built, Workload, WorkloadRefused, train_step
+from afford.workloads.scan import Scan
+from afford.workloads.softmax import Softmax
+from afford.workloads.tinylm import PRESETS, TinyLM
+
+BUILTINS = ("softmax", "scan", "tinylm")
+DEFAULT = ("softmax", "scan", "tinylm")
+
+__all__ = ["BUILTINS", "DEFAULT", "Built", "Workload", "WorkloadRefused", "resolve",
+           "train_step"]
+
+
+def resolve(spec: str, device_class: str) -> Workload:
+    """The workload a name stands for; :class:`InputError` with the choices if none."""
+    if ":" in spec:
+        return _load_user(spec)
+    name, _, preset = spec.partition("@")
+    if name == "softmax" and not preset:
+        return Softmax(device_class=device_class)
+    if name == "scan" and not preset:
+        return Scan(device_class=device_class)
+    if name == "tinylm":
+        if not preset:
+            return TinyLM(device_class=device_class)
+        if preset in PRESETS:
+            return TinyLM(PRESETS[preset]())
+        raise InputError(f"unknown tinylm preset {preset!r}; presets: {', '.join(PRESETS)}")
+    raise InputError(f"unknown workload {spec!r}. Built-ins: {', '.join(BUILTINS)} "
+                     f"(presets: {', '.join('tinylm@' + p for p in PRESETS)}); a workload of "
+                     "your own is named as pkg.module:factory")
+
+
+def _load_user(spec: str) -> Workload:
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise InputError(f"workload {spec!r}: write a user workload as pkg.module:factory")
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as exc:  # import errors of any kind are the user's input
+        raise InputError(f"workload {spec!r}: cannot import {mod_name!r}: {exc}") from exc
+    factory = getattr(mod, attr, None)
+    if not callable(factory):
+        raise InputError(f"workload {spec!r}: {mod_name} has no callable {attr!r}")
+    try:
+        workload = factory()
+    except Exception as exc:
+        raise InputError(f"workload {spec!r}: the factory raised {exc!r}") from exc
+    if not isinstance(workload, Workload):
+        raise InputError(f"workload {spec!r}: the factory returned {type(workload).__name__}, "
+                         "not an afford.workloads.Workload (see afford.workloads.base)")
+    return workload
