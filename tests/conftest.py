@@ -1,0 +1,37 @@
+"""Shared fixtures. ``cpu_cert`` is one real, reduced CPU certificate made once per session
+(real child processes, real timing) that the tests of later stages read."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from afford.certify import CertifyRequest, certify
+from afford.schema.cert import save_certificate
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device; run on the lent GPU")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cpu_cert_path(tmp_path_factory):
+    req = CertifyRequest(workloads=["tinylm", "softmax"], sweeps={"seq": [16, 32, 64],
+                                                                  "s": [32, 64, 128]},
+                         precision="quick", device="cpu", command="afford certify (test)")
+    cert = certify(req)
+    path = tmp_path_factory.mktemp("cert") / "cpu.json"
+    save_certificate(cert, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def cpu_cert(cpu_cert_path):
+    from afford.schema.cert import load_certificate
+
+    return load_certificate(cpu_cert_path)

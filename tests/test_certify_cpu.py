@@ -1,0 +1,82 @@
+"""A real, reduced CPU certificate end to end: child processes, raw samples, law."""
+
+import pytest
+
+from afford.certify import assemble_point
+from afford.schema.cert import Certificate
+
+pytestmark = pytest.mark.slow
+
+
+def test_certificate_keeps_raw_samples_with_step_indices(cpu_cert: Certificate):
+    assert cpu_cert.protocol.children == 3 and cpu_cert.protocol.precision == "quick"
+    for w in cpu_cert.workloads:
+        for p in w.points:
+            assert len(p.children) == 3
+            for k in p.children:
+                assert k.step0_seconds > 0
+                assert len(k.warmup_seconds) >= cpu_cert.protocol.warmup_steps
+                assert len(k.timed_seconds) == len(k.timed_step_indices) >= 12
+                # timed steps come after step 0 and the warm-up, in order
+                assert k.timed_step_indices[0] == 1 + len(k.warmup_seconds)
+                assert k.timed_step_indices == sorted(k.timed_step_indices)
+                assert k.grads_checked and k.grads_checked > 0
+                assert k.peak_rss_bytes > 0 and "RSS" in k.memory_source
+
+
+def test_children_use_different_orders(cpu_cert: Certificate):
+    orders = []
+    for c in range(3):
+        orders.append([(w.name, p.value) for w in cpu_cert.workloads for p in w.points
+                       for k in p.children if k.child == c])
+        orders[-1].sort(key=lambda wp: next(k.order_position for w in cpu_cert.workloads
+                                            if w.name == wp[0] for p in w.points
+                                            if p.value == wp[1] for k in p.children
+                                            if k.child == c))
+    assert len({tuple(o) for o in orders}) > 1
+
+
+def test_point_value_is_median_of_child_medians(cpu_cert: Certificate):
+    import statistics
+
+    for w in cpu_cert.workloads:
+        for p in w.points:
+            meds = [statistics.median(k.timed_seconds) for k in p.children]
+            assert p.median_seconds == pytest.approx(statistics.median(meds))
+            assert p.resident is True
+
+
+def test_law_fitted_over_resident_points(cpu_cert: Certificate):
+    tiny = next(w for w in cpu_cert.workloads if w.name == "tinylm")
+    assert tiny.law is not None and tiny.law.x == [16.0, 32.0, 64.0]
+    assert tiny.law.power.loo_rel_errors is not None
+    assert cpu_cert.environment.device_type == "cpu"
+    assert cpu_cert.environment.elapsed_seconds > 0
+    assert cpu_cert.environment.torch_num_threads >= 1
+
+
+def test_first_loss_is_at_chance_for_tinylm(cpu_cert: Certificate):
+    import math
+
+    tiny = next(w for w in cpu_cert.workloads if w.name == "tinylm")
+    for p in tiny.points:
+        for k in p.children:
+            assert k.first_loss == pytest.approx(math.log(256), rel=0.02)
+
+
+def test_oom_point_is_not_resident_and_excluded():
+    events = [{"event": "point", "key": "k", "record": {"child": c, "order_position": 0,
+                                                          "oom": True, "error": "OutOfMemoryError: x"}}
+              for c in range(3)]
+    p = assemble_point(4096, events, device_memory=10**9)
+    assert p.resident is False and "out of memory" in p.excluded_reason
+    assert p.median_seconds is None
+
+
+def test_over_reserved_point_is_not_resident():
+    rec = {"child": 0, "order_position": 0, "timed_seconds": [1.0] * 12,
+           "timed_step_indices": list(range(4, 16)), "median_seconds": 1.0,
+           "peak_reserved_bytes": 2 * 10**9, "peak_allocated_bytes": 10**9}
+    events = [{"event": "point", "key": "k", "record": {**rec, "child": c}} for c in range(3)]
+    p = assemble_point(1, events, device_memory=10**9)
+    assert p.resident is False and "exceeds" in p.excluded_reason

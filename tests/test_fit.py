@@ -1,0 +1,94 @@
+"""Exact fit values on synthetic data, worked by hand."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from afford.fit.stats import median, median_ci, median_precision, relative_spread
+from afford.fit.throughput import (fit_floor_power, fit_linear_floor, fit_power,
+                                   fit_throughput)
+
+
+def test_power_law_recovered_exactly():
+    # t = 2e-6 * n^1.5 at n = 100, 400, 1600: log-log slope 1.5, intercept ln 2e-6
+    n = [100, 400, 1600]
+    t = [2e-6 * x**1.5 for x in n]
+    law = fit_power(n, t)
+    assert law.params["b"] == pytest.approx(1.5, abs=1e-12)
+    assert law.params["a"] == pytest.approx(math.log(2e-6), abs=1e-10)
+    assert law.r2 == pytest.approx(1.0)
+    assert all(abs(e) < 1e-9 for e in law.loo_rel_errors)
+
+
+def test_power_law_residuals_are_relative():
+    # two points define the line; a third 10 % high leaves a known residual pattern
+    law = fit_power([1, 2], [1.0, 2.0])
+    assert law.params["b"] == pytest.approx(1.0)
+    assert law.loo_rel_errors is None  # no leave-one-out with only two points
+    assert law.predict(4.0) == pytest.approx(4.0)
+
+
+def test_floor_power_recovers_floor():
+    n = np.array([64, 128, 256, 512, 1024, 2048], dtype=float)
+    t = 0.030 + 1e-9 * n**2
+    law = fit_floor_power(n, t)
+    assert law.params["F"] == pytest.approx(0.030, rel=1e-3)
+    assert law.params["b"] == pytest.approx(2.0, rel=1e-3)
+
+
+def test_throughput_prefers_floor_when_launch_bound():
+    n = [64, 128, 256, 512, 1024, 2048]
+    t = [0.030 + 1e-9 * x**2 for x in n]
+    law = fit_throughput("n", n, t)
+    assert law.chosen == "floor_power"
+    secs, extrapolated = law.predict(4096)
+    assert extrapolated and secs == pytest.approx(0.030 + 1e-9 * 4096**2, rel=1e-2)
+    assert law.predict(300)[1] is False
+
+
+def test_throughput_keeps_power_on_pure_power_data_and_warns_on_poor_fit():
+    n = [100, 200, 400, 800]
+    law = fit_throughput("n", n, [1e-5 * x for x in n])
+    assert law.chosen == "power" and not law.warnings
+    noisy = fit_throughput("n", n, [1.0, 3.0, 1.5, 4.0])
+    assert any("R^2" in w for w in noisy.warnings)
+
+
+def test_linear_floor_fixed_share():
+    tokens = [1000, 2000, 4000]
+    t = [0.010 + 2e-6 * x for x in tokens]  # F = 10 ms, c = 2 us/token
+    law = fit_linear_floor(tokens, t)
+    assert law.params["F"] == pytest.approx(0.010, rel=1e-9)
+    assert law.params["c"] == pytest.approx(2e-6, rel=1e-9)
+    assert law.params["F"] / t[0] == pytest.approx(10 / 12)
+
+
+def test_fit_rejects_bad_input():
+    with pytest.raises(ValueError):
+        fit_power([1], [1.0])
+    with pytest.raises(ValueError):
+        fit_power([1, 2], [1.0, -1.0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=st.floats(-15, 0), b=st.floats(0.2, 3.0))
+def test_power_fit_recovers_any_exact_law(a, b):
+    n = np.array([32, 64, 128, 256, 512.0])
+    law = fit_power(n, np.exp(a) * n**b)
+    assert law.params["b"] == pytest.approx(b, abs=1e-8)
+
+
+def test_median_ci_order_statistics():
+    # n = 12: ranks 3 and 10 (coverage 96.1 %); n = 100: ranks 40 and 61 (Conover table A3)
+    assert median_ci(list(range(1, 13))) == (3.0, 10.0)
+    assert median_ci(list(range(1, 101))) == (40.0, 61.0)
+    assert median_ci([5.0, 1.0, 3.0]) == (1.0, 5.0)
+
+
+def test_median_precision_and_spread():
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median_precision([1.0] * 20) == 0.0
+    assert relative_spread([1.0, 1.1, 1.05]) == pytest.approx(0.1 / 1.05)

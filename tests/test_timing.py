@@ -1,0 +1,91 @@
+"""The timing protocol under a fake clock: exact, no device."""
+
+import numpy as np
+import pytest
+
+from afford.measure.timing import FakeClock, TimingRule, rule_for, time_point
+
+
+def scripted(clock: FakeClock, durations: dict[int, float], default: float):
+    calls = []
+
+    def step(i: int) -> None:
+        calls.append(i)
+        clock.advance(durations.get(i, default))
+
+    return step, calls
+
+
+def test_step0_and_warmup_kept_apart_with_indices():
+    clock = FakeClock()
+    step, calls = scripted(clock, {0: 2.0, 1: 0.5, 2: 0.25}, default=0.0078125)  # exact in binary
+    rule = TimingRule(warmup_steps=3, warmup_seconds=0.0, min_steps=12, floor_seconds=0.1,
+                      max_floor_seconds=0.1)
+    t = time_point(step, clock, rule)
+    assert t.step0_seconds == 2.0
+    assert t.warmup_seconds == (0.5, 0.25, 0.0078125)
+    assert t.timed_indices[0] == 4 and list(t.timed_indices) == list(range(4, 4 + len(t.timed_indices)))
+    assert all(s == 0.0078125 for s in t.timed_seconds)
+    assert t.median_seconds == 0.0078125 and len(t.timed_seconds) >= 12
+    assert calls == list(range(len(calls)))
+
+
+def test_min_steps_and_floor_both_required():
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.5)  # slow steps: the count decides
+    t = time_point(step, clock, TimingRule(warmup_steps=1, warmup_seconds=0.0, min_steps=12,
+                                           floor_seconds=0.1, max_floor_seconds=0.1))
+    assert len(t.timed_seconds) == 12
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.001)  # fast steps: the floor decides
+    t = time_point(step, clock, TimingRule(warmup_steps=1, warmup_seconds=0.0, min_steps=12,
+                                           floor_seconds=0.5, max_floor_seconds=0.5))
+    assert sum(t.timed_seconds) >= 0.5 and len(t.timed_seconds) >= 500
+
+
+def test_warmup_runs_to_its_time_budget():
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.125)  # binary-exact, so 8 x 0.125 == 1.0
+    t = time_point(step, clock, TimingRule(warmup_steps=2, warmup_seconds=1.0, min_steps=12,
+                                           floor_seconds=0.1, max_floor_seconds=0.1))
+    assert len(t.warmup_seconds) == 8
+
+
+def test_adaptive_stops_early_when_precise_and_extends_when_noisy():
+    rule = rule_for("adaptive")
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.01)
+    quiet = time_point(step, clock, rule)
+    assert quiet.reached_target and sum(quiet.timed_seconds) < rule.max_floor_seconds
+    clock = FakeClock()
+    rng = np.random.default_rng(0)
+    noisy_step, _ = scripted(clock, {i: 0.01 * rng.lognormal(0, 0.5) for i in range(100000)}, 0.01)
+    noisy = time_point(noisy_step, clock, rule)
+    assert not noisy.reached_target
+    assert sum(noisy.timed_seconds) >= rule.max_floor_seconds
+    assert noisy.precision > rule.target_rel_precision
+
+
+def test_full_always_times_its_floor():
+    rule = rule_for("full")
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.01)
+    t = time_point(step, clock, rule)
+    assert sum(t.timed_seconds) >= 3.0
+
+
+def test_check_runs_after_warmup_and_refuses_before_timing():
+    clock = FakeClock()
+    step, calls = scripted(clock, {}, default=0.01)
+
+    def check():
+        raise RuntimeError("no gradient")
+
+    with pytest.raises(RuntimeError):
+        time_point(step, clock, TimingRule(warmup_steps=3, warmup_seconds=0.0), check)
+    assert calls == [0, 1, 2, 3]  # step 0 and the warm-up only: nothing timed
+
+
+def test_unknown_precision():
+    with pytest.raises(ValueError):
+        rule_for("sloppy")

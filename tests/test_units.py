@@ -1,0 +1,64 @@
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from afford.units import (UnitError, format_bytes, format_count, format_duration, parse_bytes,
+                          parse_count, parse_duration, parse_fraction)
+
+
+@pytest.mark.parametrize("text,value", [("7.5M", 7.5e6), ("124M", 124e6), ("1B", 1e9),
+                                        ("2048", 2048), ("20k", 2e4), ("1.5e3", 1500)])
+def test_parse_count(text, value):
+    assert parse_count(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text,seconds", [("11h", 39600), ("90s", 90), ("7d", 604800),
+                                          ("1h30m", 5400), ("2w", 1209600), ("45", 45),
+                                          ("30min", 1800), ("250ms", 0.25)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text,nbytes", [("20GB", 20 * 10**9), ("16GiB", 16 * 2**30),
+                                         ("512MiB", 512 * 2**20), ("1000", 1000),
+                                         ("1.5TB", 1.5e12)])
+def test_parse_bytes(text, nbytes):
+    assert parse_bytes(text) == nbytes
+
+
+def test_decimal_and_binary_gigabytes_differ():
+    assert parse_bytes("16GiB") - parse_bytes("16GB") == 16 * (2**30 - 10**9)
+
+
+@pytest.mark.parametrize("text,frac", [("5%", 0.05), ("0.05", 0.05), ("100%", 1.0)])
+def test_parse_fraction(text, frac):
+    assert parse_fraction(text) == pytest.approx(frac)
+
+
+@pytest.mark.parametrize("bad", ["", "M", "7.5X", "abc", "1h30", "inf"])
+def test_bad_counts_and_durations_raise(bad):
+    with pytest.raises(UnitError):
+        parse_count(bad)
+    with pytest.raises(UnitError):
+        parse_duration(bad)
+
+
+@pytest.mark.parametrize("bad", ["20 Gb", "GiB", "-", "3 XB"])
+def test_bad_sizes_raise(bad):
+    with pytest.raises(UnitError):
+        parse_bytes(bad)
+
+
+def test_formatting():
+    assert format_count(7.5e6) == "7.5M"
+    assert format_bytes(16 * 2**30) == "16.00 GiB"
+    assert format_bytes(20e9, binary=False) == "20.00 GB"
+    assert format_duration(0.0025) == "2.50 ms"
+    assert format_duration(39600) == "11h 00m"
+
+
+@given(st.floats(min_value=1, max_value=1e12, allow_nan=False))
+def test_count_round_trip_within_rounding(x):
+    assert math.isclose(parse_count(format_count(x, digits=6)), x, rel_tol=1e-5)
