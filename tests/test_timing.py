@@ -51,19 +51,37 @@ def test_warmup_runs_to_its_time_budget():
     assert len(t.warmup_seconds) == 8
 
 
-def test_adaptive_stops_early_when_precise_and_extends_when_noisy():
+def lognormal_steps(clock, sigma, seed=0):
+    rng = np.random.default_rng(seed)
+    return scripted(clock, {i: 0.01 * rng.lognormal(0, sigma) for i in range(100000)}, 0.01)
+
+
+def test_adaptive_stops_at_floor_when_already_precise():
     rule = rule_for("adaptive")
     clock = FakeClock()
     step, _ = scripted(clock, {}, default=0.01)
     quiet = time_point(step, clock, rule)
-    assert quiet.reached_target and sum(quiet.timed_seconds) < rule.max_floor_seconds
+    assert quiet.reached_target and quiet.stopped == "target"
+    assert rule.floor_seconds <= sum(quiet.timed_seconds) < rule.floor_seconds + 0.2
+
+
+def test_adaptive_extends_until_the_median_is_known_to_one_percent():
+    rule = rule_for("adaptive")
     clock = FakeClock()
-    rng = np.random.default_rng(0)
-    noisy_step, _ = scripted(clock, {i: 0.01 * rng.lognormal(0, 0.5) for i in range(100000)}, 0.01)
-    noisy = time_point(noisy_step, clock, rule)
-    assert not noisy.reached_target
-    assert sum(noisy.timed_seconds) >= rule.max_floor_seconds
-    assert noisy.precision > rule.target_rel_precision
+    step, _ = lognormal_steps(clock, sigma=0.05)
+    t = time_point(step, clock, rule)
+    assert t.stopped == "target" and t.precision <= 0.01
+    assert rule.floor_seconds + 0.1 < sum(t.timed_seconds) < rule.max_floor_seconds
+
+
+def test_adaptive_does_not_extend_when_the_target_is_out_of_reach():
+    rule = rule_for("adaptive")
+    clock = FakeClock()
+    step, _ = lognormal_steps(clock, sigma=0.5)
+    t = time_point(step, clock, rule)
+    assert t.stopped == "unreachable" and not t.reached_target
+    assert t.precision > rule.target_rel_precision
+    assert sum(t.timed_seconds) < rule.floor_seconds + 0.2
 
 
 def test_full_always_times_its_floor():

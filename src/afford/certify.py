@@ -40,6 +40,27 @@ class CertifyRequest:
     command: str = ""
 
 
+@dataclass
+class StageContext:
+    """What a stage after the sweep sees. A stage returns certificate fields to set
+    (e.g. ``{"probes": ProbesSection(...)}``) and may emit events for the progress bar."""
+
+    req: CertifyRequest
+    env: object  # afford.schema.cert.Environment
+    plan: "Plan"
+    results: list[WorkloadResult]
+    on_event: Callable[[Event], None]
+
+
+Stage = Callable[[StageContext], dict]
+
+
+def stages_for(req: CertifyRequest) -> list[Stage]:
+    """The stages that run after the sweep, in order. Each later issue adds its own here."""
+    chosen: list[Stage] = []
+    return chosen
+
+
 @dataclass(frozen=True)
 class Plan:
     """The resolved request: what each child will time."""
@@ -235,6 +256,10 @@ def certify(req: CertifyRequest,
             not any(r.refused for r in results):
         errors = {c.error for r in results for p in r.points for c in p.children if c.error}
         raise MeasurementError("no point could be timed: " + "; ".join(sorted(errors))[:1500])
+    sections: dict = {}
+    ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event)
+    for stage in stages_for(req):
+        sections.update(stage(ctx))
     ended = datetime.now(timezone.utc)
     env = env.model_copy(update={"ended_at": ended,
                                  "elapsed_seconds": (ended - started).total_seconds()})
@@ -247,7 +272,7 @@ def certify(req: CertifyRequest,
                         seed=req.seed)
     return Certificate(environment=env, protocol=protocol, workloads=results,
                        warnings=[f"{r.name} ({r.mode}): {n}" for r in results
-                                 for n in r.warnings])
+                                 for n in r.warnings], **sections)
 
 
 def default_filename(cert: Certificate) -> str:

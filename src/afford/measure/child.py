@@ -62,7 +62,7 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
             timed_seconds=list(timing.timed_seconds),
             timed_step_indices=list(timing.timed_indices),
             median_seconds=timing.median_seconds, precision=_finite_or_none(timing.precision),
-            reached_target=timing.reached_target, first_loss=float(losses[0]),
+            reached_target=timing.reached_target, stopped=timing.stopped, first_loss=float(losses[0]),
             grads_checked=checked["n"])
         record.update(window.close())
     except WorkloadRefused as exc:

@@ -40,35 +40,49 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+class _Child:
+    """A spawned child. It imports torch at once and then waits for its job on stdin, so the
+    next child can be started while the current one measures (CUDA only: on a CPU device
+    the import would compete with the timed steps for the same cores)."""
+
+    def __init__(self) -> None:
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "afford.measure.child"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, text=True, env=_child_env())
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.err.close()
+
+
 def run_child(child: int, items: list[dict], *, device: str, device_class: str,
               rule: TimingRule, seed: int, on_event: Callable[[Event], None],
-              timeout: float | None = None) -> dict[str, Event]:
+              spawned: _Child | None = None, timeout: float | None = None) -> dict[str, Event]:
     """Run one child over ``items`` (already in its order); return point events by key."""
     job = {"child": child, "device": device, "device_class": device_class, "seed": seed,
            "rule": asdict(rule),
            "items": [{**it, "child": child, "position": pos} for pos, it in enumerate(items)]}
     results: dict[str, Event] = {}
-    with tempfile.TemporaryFile(mode="w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "afford.measure.child"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                text=True, env=_child_env())
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(job))
-            proc.stdin.close()
-            for line in proc.stdout:
-                event = json.loads(line)
-                event["child"] = child
-                if event["event"] == "point":
-                    results[event["key"]] = event
-                on_event(event)
-            rc = proc.wait(timeout=timeout)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        err.seek(0)
-        tail = err.read()[-1500:].strip()
+    kid = spawned or _Child()
+    proc = kid.proc
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(job))
+        proc.stdin.close()
+        for line in proc.stdout:
+            event = json.loads(line)
+            event["child"] = child
+            if event["event"] == "point":
+                results[event["key"]] = event
+            on_event(event)
+        rc = proc.wait(timeout=timeout)
+        kid.err.seek(0)
+        tail = kid.err.read()[-1500:].strip()
+    finally:
+        kid.kill()
     if rc != 0 or len(results) < len(items):
         why = f"child {child} exited with code {rc}" + (f": {tail}" if tail else "")
         for pos, it in enumerate(items):
@@ -83,6 +97,21 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
 def run_children(items: list[dict], *, children: int, device: str, device_class: str,
                  rule: TimingRule, seed: int,
                  on_event: Callable[[Event], None] = lambda e: None) -> list[dict[str, Event]]:
-    """Every child over every item, each in its own order; one result dict per child."""
-    return [run_child(c, child_order(items, c), device=device, device_class=device_class,
-                      rule=rule, seed=seed, on_event=on_event) for c in range(children)]
+    """Every child over every item, each in its own order; one result dict per child.
+    Children measure one at a time; on CUDA the next one is spawned (and imports torch)
+    while the current one measures."""
+    prespawn = device.startswith("cuda")
+    out: list[dict[str, Event]] = []
+    nxt: _Child | None = _Child()
+    try:
+        for c in range(children):
+            cur, nxt = nxt, (_Child() if prespawn and c + 1 < children else None)
+            out.append(run_child(c, child_order(items, c), device=device,
+                                 device_class=device_class, rule=rule, seed=seed,
+                                 on_event=on_event, spawned=cur))
+            if nxt is None and c + 1 < children:
+                nxt = _Child()
+    finally:
+        if nxt is not None:
+            nxt.kill()
+    return out

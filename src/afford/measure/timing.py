@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from afford.fit.stats import median, median_precision
@@ -129,7 +129,7 @@ class PointTiming:
     timed_indices: tuple[int, ...]
     precision: float
     reached_target: bool
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    stopped: str = "floor"  # floor | target | cap | unreachable
 
     @property
     def median_seconds(self) -> float:
@@ -174,12 +174,31 @@ def time_point(step: Callable[[int], Any], clock: Clock, rule: TimingRule,
         if len(timed) < rule.min_steps or total < rule.floor_seconds:
             continue
         precision = median_precision(timed)
-        if precision <= rule.target_rel_precision or total >= rule.max_floor_seconds:
+        stopped = _stop_reason(precision, total, len(timed), rule)
+        if stopped:
             break
     return PointTiming(step0_seconds=step0, warmup_seconds=tuple(warm),
                        timed_seconds=tuple(timed), timed_indices=tuple(indices),
                        precision=precision,
-                       reached_target=precision <= rule.target_rel_precision)
+                       reached_target=precision <= rule.target_rel_precision, stopped=stopped)
+
+
+UNREACHABLE_SLACK = 1.5  # "about 1 %": give up extending when 1.5 x target is out of reach
+
+
+def _stop_reason(precision: float, total: float, n: int, rule: TimingRule) -> str | None:
+    """Why timing stops now, or ``None`` to extend. Once the floor is met: stop when the
+    median is known to the target; when the cap is spent; or when even the cap could not
+    bring it to about the target (precision shrinks as 1/sqrt(steps); extending then buys
+    little, and the precision reached is reported instead)."""
+    if precision <= rule.target_rel_precision:
+        return "target" if rule.max_floor_seconds > rule.floor_seconds else "floor"
+    if total >= rule.max_floor_seconds:
+        return "cap" if rule.max_floor_seconds > rule.floor_seconds else "floor"
+    projected = precision * (total / rule.max_floor_seconds) ** 0.5
+    if projected > UNREACHABLE_SLACK * rule.target_rel_precision:
+        return "unreachable"
+    return None
 
 
 def _block_size(warm_median: float, rule: TimingRule) -> int:

@@ -88,6 +88,9 @@ class ChildPoint(_Model):
     median_seconds: float | None = None
     precision: float | None = Field(None, description="95% CI half-width of the median / median")
     reached_target: bool | None = None
+    stopped: str | None = Field(None, description="why timing stopped: floor, target (median "
+                                "known to the target), cap (max floor spent), unreachable "
+                                "(the target was out of reach within the cap)")
     first_loss: float | None = Field(None, description="loss of step 0")
     grads_checked: int | None = Field(None, description="parameters with a finite gradient")
     peak_allocated_bytes: int | None = None
@@ -140,6 +143,7 @@ class Certificate(Envelope):
     protocol: Protocol
     workloads: list[WorkloadResult]
     warnings: list[str] = []
+    # Sections written by the stages after the sweep; each optional (absent: not run).
 
 
 def load_certificate(path: str | Path) -> Certificate:

@@ -17,7 +17,7 @@ from afford.workloads.base import Built, Workload, causal_mask
 _SHAPES = {  # device class -> (n, d, default sweep of s)
     "cpu": (4, 64, [64, 128, 256, 512]),
     "small-gpu": (8, 256, [256, 512, 1024, 2048]),
-    "large-gpu": (16, 512, [512, 1024, 2048, 4096]),
+    "large-gpu": (16, 512, [1024, 2048, 4096, 8192]),
 }
 
 
