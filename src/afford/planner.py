@@ -106,7 +106,7 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
                                 run.figure("checkpoints_kept", "copies", run.name))
     _notes(platform, matches, run, step, dsk, g)
     return PlanResult(certificate_device=readings.device_name(cert), platform=platform.name,
-                      platform_device=platform.device.name if platform.device else None,
+                      platform_device=platform.device.label if platform.device else None,
                       device_matches=matches, memory=memory, chunk=ch, rows=tuple(rows),
                       run=info, quota=quota, target=target, cadence=cad, failures=fails,
                       disk=dsk, assumptions=tuple(dict.fromkeys(g.assumptions)),
@@ -315,10 +315,13 @@ def _run_sections(run: RunFile, info: RunInfo, step, ch, run_row, quota, write, 
     return target, cad, fails
 
 
-def _notes(platform: Platform, matches, run, step, dsk, g: _Gather) -> None:
+def _notes(platform: Platform, matches: bool | None, run, step, dsk, g: _Gather) -> None:
     if platform.device and platform.device.count > 1:
         g.notes.append(f"{platform.name} has {platform.device.count} devices; this plan is for "
                        "one of them")
+    if matches is None:
+        g.notes.append(f"platform {platform.name} names no device: the certificate's device is "
+                       "taken for it, and every time below is that device's")
     if matches is False:
         g.notes.append("the certificate's device is not the platform's: every time below is "
                        "the certificate's device's, not the platform's")

@@ -128,15 +128,28 @@ class StartupPart(Figure):
 
 
 class Device(_Model):
-    name: str = Field(min_length=1, description="the device, as a person reads it")
+    """The platform's device. Without ``name`` and ``match`` it is a what-if (a memory size
+    only): any certificate's device is taken for it, and the plan says so."""
+
+    name: str | None = Field(None, min_length=1, description="the device, as a person reads it")
     match: str | None = Field(None, min_length=1, description="a word (or words) that a "
                               "certificate's device name must contain; default: name")
     count: int = Field(1, ge=1, description="devices on the platform (a plan uses one)")
     memory: Size | None = Field(None, description="memory of one device; default: the "
                                 "certificate's measured figure")
 
-    def matches(self, device_name: str) -> bool:
-        """Word match, case-insensitive: ``P100`` matches ``Tesla P100-PCIE-16GB``."""
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        mem = f" of {self.memory.value}" if self.memory else ""
+        return f"an unnamed device{mem}"
+
+    def matches(self, device_name: str) -> bool | None:
+        """Word match, case-insensitive: ``P100`` matches ``Tesla P100-PCIE-16GB``; ``None``
+        when the platform names no device."""
+        if not (self.match or self.name):
+            return None
         pattern = r"(?<![0-9A-Za-z])" + re.escape(self.match or self.name) + r"(?![0-9A-Za-z])"
         return re.search(pattern, device_name, re.IGNORECASE) is not None
 

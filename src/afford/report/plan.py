@@ -60,17 +60,26 @@ def memory_section(p: PlanResult) -> Table:
 
 
 def chunk_table(rows: tuple[ChunkRow, ...]) -> Table:
-    table = Table(title="chunk table", title_justify="left")
+    table = Table(title="chunk table", title_justify="left", caption_justify="left")
     for col in ("workload", "mode", "value", "step", "steps/chunk", "steps/h", "allocated",
                 "proj. reserved", "of budget", "fits", "note"):
-        table.add_column(col, overflow="fold",
-                         justify="right" if col not in ("workload", "mode", "note") else "left")
+        text = col in ("workload", "mode", "note")
+        table.add_column(col, overflow="fold", no_wrap=not text,
+                         justify="left" if text else "right")
+    excluded: list[str] = []
     for r in rows:
         name = f"[bold]{r.workload} (run)[/]" if r.is_run else r.workload
-        note = "; ".join(x for x in (r.note, r.excluded) if x)
+        notes = [r.note] if r.note else []
+        if r.excluded:
+            excluded.append(f"({len(excluded) + 1}) {r.workload} {r.sweep_param}={r.value}: "
+                            f"{r.excluded}")
+            notes.append(f"excluded ({len(excluded)})")
         table.add_row(name, r.mode, f"{r.sweep_param}={r.value}", fmt(r.step_seconds),
                       _f(r.steps_per_chunk), fmt(r.steps_per_hour), fmt(r.allocated_bytes),
-                      fmt(r.projected_reserved_bytes), fmt(r.budget_share), _yes(r.fits), note)
+                      fmt(r.projected_reserved_bytes), fmt(r.budget_share), _yes(r.fits),
+                      "; ".join(notes))
+    if excluded:
+        table.caption = "\n".join(excluded)
     return table
 
 
