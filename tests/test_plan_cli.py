@@ -65,7 +65,8 @@ def test_presets_load_with_their_citations():
     assert not k.device.matches("NVIDIA H200") and not k.device.matches("GTX T40")
     assert load_platform("kaggle-p100").device.matches("Tesla P100-PCIE-16GB")
     colab = load_platform("colab-free")
-    assert colab.session_cap.tagged().tag is Tag.ASSUMED and colab.weekly_quota.sentinel == "unknown"
+    assert colab.session_cap.tagged().tag is Tag.ASSUMED
+    assert colab.weekly_quota.sentinel == "unknown"
     assert load_platform("local").session_cap.si() is None
     assert load_platform("spot").mtbf.tagged().tag is Tag.ASSUMED
     for name in presets():  # every startup component it cannot measure carries a reason
@@ -95,7 +96,8 @@ def test_defaults_are_tagged_assumed():
     (lambda t: t.replace('value = "12h", cite = "docs"', 'value = "12h"'),
      "field session_cap: give exactly one of cite"),
     (lambda t: t.replace("session_cap", "sesion_cap"), "field sesion_cap: unknown field"),
-    (lambda t: t + 'margin = { value = "12h", assumed = "x" }\n', "margin (43200 s) must be shorter"),
+    (lambda t: t + 'margin = { value = "12h", assumed = "x" }\n',
+     "margin (43200 s) must be shorter"),
     (lambda t: t + 'budget_fraction = { value = 1.5, assumed = "x" }\n',
      "field budget_fraction: 1.5 is not a fraction in (0, 1]"),
     (lambda t: t.replace('value = "12h", cite', 'value = "unknown", cite'),
@@ -118,7 +120,8 @@ def test_bad_platform_file_exits_2_naming_field_and_reason(tmp_path, edit, match
 @pytest.mark.parametrize("edit,match", [
     (lambda t: t.replace('workload = "tinylm"', ""), "field workload: required field is missing"),
     (lambda t: t + "shape = { seq = 64 }\n", "exactly one of value"),
-    (lambda t: t.replace("target_steps = 1000", ""), "exactly one of target_tokens or target_steps"),
+    (lambda t: t.replace("target_steps = 1000", ""),
+     "exactly one of target_tokens or target_steps"),
     (lambda t: t + 'target_tokens = "1B"\n', "exactly one of target_tokens or target_steps"),
     (lambda t: t + 'checkpoint_overhead = "150%"\n', "field checkpoint_overhead: '150%' is not"),
     (lambda t: t.replace("checkpoints_kept = 1", "checkpoints_kept = 0"),

@@ -46,8 +46,10 @@ def test_a_week_never_trains_more_than_its_quota_less_startups(q, c, s, t):
 
 
 @settings(max_examples=60, deadline=None)
-@given(alloc=st.floats(min_value=0.1, max_value=60.0), ratio=st.floats(min_value=1.0, max_value=1.6),
-       memory=st.floats(min_value=1.0, max_value=80.0), fraction=st.floats(min_value=0.5, max_value=1.0))
+@given(alloc=st.floats(min_value=0.1, max_value=60.0),
+       ratio=st.floats(min_value=1.0, max_value=1.6),
+       memory=st.floats(min_value=1.0, max_value=80.0),
+       fraction=st.floats(min_value=0.5, max_value=1.0))
 def test_preflight_never_says_go_when_the_run_does_not_fit(alloc, ratio, memory, fraction):
     a = int(alloc * GIB)
     cert = make_cert(alloc_512=a, reserved_512=int(a * ratio), memory=int(memory * GIB))

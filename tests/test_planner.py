@@ -176,6 +176,7 @@ def test_no_cap_treats_the_run_as_one_session():
     assert p.disk.fits is None
     v = planner.preflight(make_cert(), plat, make_run(target_steps=10_000, target_tokens=None))
     assert v.go is True and any("names no device" in w for w in v.warnings)
+    assert any("platform's disk is unknown" in w for w in v.warnings)
 
 
 def test_mtbf_adds_young_and_daly():

@@ -82,7 +82,7 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
     """The whole cost model for ``run`` (or, without one, the chunk table and quota)."""
     g = _Gather()
     matches = platform.device.matches(readings.device_name(cert)) if platform.device else None
-    memory = chunkmod.memory_budget(_device_memory(cert, platform, matches, g),
+    memory = chunkmod.memory_budget(_device_memory(cert, platform, matches),
                                     platform.budget_fraction.tagged(), _ratio(cert, g))
     shape = run_shape(cert, run) if run else None
     unpinned = tuple(s for s in (run.data_sources if run else []) if not (pins or {}).get(s))
@@ -124,7 +124,7 @@ def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
     return verdict(p, facts)
 
 
-def _device_memory(cert, platform: Platform, matches: bool | None, g: _Gather) -> Tagged:
+def _device_memory(cert, platform: Platform, matches: bool | None) -> Tagged:
     """The certificate's measured memory when it was measured on the platform's device (or
     the platform names none); else the platform's figure."""
     measured = readings.device_memory(cert)

@@ -140,6 +140,10 @@ def _warnings(plan: PlanResult, facts: Facts) -> list[str]:
     if row.step_seconds is not None and row.step_seconds.extrapolated:
         out.append(f"the step time at {row.sweep_param}={row.value} is extrapolated beyond the "
                    "fitted range")
+    if plan.disk is not None and plan.disk.fits is None:
+        what = "the platform's disk" if plan.disk.disk_bytes.value is None else \
+            "the checkpoint's size"
+        out.append(f"checkpoints not checked against the disk: {what} is unknown")
     if facts.max_weeks is None and plan.target is not None:
         out.append("the run states no max_weeks: the time to the target was not checked")
     out.extend(f"assumed: {a}" for a in plan.assumptions)

@@ -35,7 +35,9 @@ def _yes(b: bool | None) -> str:
 
 def chunk_section(p: PlanResult) -> list[RenderableType]:
     c = p.chunk
-    rows = [("session cap", c.cap_seconds, "none"), ("margin", c.margin_seconds, "-"),
+    no_cap = c.cap_seconds.value is None
+    rows = [("session cap", c.cap_seconds, "none"),
+            ("margin", None if no_cap else c.margin_seconds, "-"),
             ("chunk = cap - margin", c.chunk_seconds, "no cap: one session"),
             ("startup total", c.startup.total_seconds, "-"),
             ("restart (startup before step 1)", c.startup.restart_seconds, "-"),
