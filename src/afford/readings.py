@@ -132,3 +132,115 @@ def startup_seconds(cert: Certificate) -> dict[str, Tagged]:
     """Measured startup components by name (``import_torch``, ``import_transformers``,
     ``first_step`` ...). Empty without the probes stage."""
     return {}
+
+
+# --- Accessors added for the cost model (issue 6: afford plan / afford preflight) -------------
+# Same contract: a figure is Tagged, or None when the certificate holds nothing to answer with.
+
+def workload_keys(cert: Certificate) -> list[tuple[str, str, str]]:
+    """(name, mode, sweep parameter) of every workload result, in certificate order."""
+    return [(r.name, r.mode, r.sweep_param) for r in cert.workloads]
+
+
+def sweep_values(cert: Certificate, name: str, mode: str | None = None) -> list[int]:
+    return [p.value for p in workload(cert, name, mode).points]
+
+
+def sweep_param(cert: Certificate, name: str, mode: str | None = None) -> str:
+    return workload(cert, name, mode).sweep_param
+
+
+def shape_at(cert: Certificate, name: str, value: int, mode: str | None = None
+             ) -> dict[str, int] | None:
+    """The workload's shape at sweep value ``value``: the measured point's shape, or the
+    family's shape (any measured point's) with the sweep parameter set to ``value``."""
+    r = workload(cert, name, mode)
+    p = point(r, value)
+    if p is not None and p.shape:
+        return dict(p.shape)
+    family = next((q.shape for q in r.points if q.shape), None)
+    if family is None:
+        return None
+    return {**family, r.sweep_param: int(value)}
+
+
+def step0_seconds(cert: Certificate, name: str, value: int, mode: str | None = None
+                  ) -> Tagged | None:
+    """Seconds of step 0 (cold: allocation, autotuning, compilation) at a measured point,
+    median over children; ``None`` where the point was not measured."""
+    r = workload(cert, name, mode)
+    p = point(r, value)
+    if p is None or p.step0_seconds is None:
+        return None
+    return measured(p.step0_seconds, "s", f"{r.name} {r.mode} {r.sweep_param}={value}: step 0, "
+                    f"median over children, {_run(cert)}")
+
+
+def step0_over_warm(cert: Certificate, name: str, mode: str | None = None) -> Tagged | None:
+    """Median over measured points of step 0 / warm median: scales a predicted warm step
+    to a step 0 where none was measured."""
+    r = workload(cert, name, mode)
+    ratios = sorted(p.step0_over_warm for p in r.points if p.step0_over_warm is not None)
+    if not ratios:
+        return None
+    mid = len(ratios) // 2
+    med = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    return module(med, "x", f"{r.name} {r.mode}: median over {len(ratios)} points of step 0 / "
+                  f"warm, {_run(cert)}")
+
+
+def tokens_per_step(cert: Certificate, name: str, value: int, mode: str | None = None
+                    ) -> Tagged | None:
+    """Tokens one step consumes, as the workload reported it at a measured point."""
+    r = workload(cert, name, mode)
+    p = point(r, value)
+    if p is None or p.tokens_per_step is None:
+        return None
+    return module(p.tokens_per_step, "tokens", f"{r.name} {r.mode} {r.sweep_param}={value}: "
+                  f"the workload's tokens per step, {_run(cert)}")
+
+
+def params(cert: Certificate, name: str, value: int, mode: str | None = None) -> Tagged | None:
+    """Trainable parameters counted at a measured point."""
+    r = workload(cert, name, mode)
+    p = point(r, value)
+    if p is None or p.params is None:
+        return None
+    return module(p.params, "params", f"{r.name} {r.mode} {r.sweep_param}={value}: trainable "
+                  f"parameters counted, {_run(cert)}")
+
+
+def device_name(cert: Certificate) -> str:
+    return cert.environment.device_name
+
+
+def device_type(cert: Certificate) -> str:
+    return cert.environment.device_type
+
+
+def device_memory(cert: Certificate) -> Tagged | None:
+    """Total memory of the card (CUDA) or of the host (CPU), MEASURED."""
+    e = cert.environment
+    if e.device_memory_bytes is None:
+        return None
+    what = "total memory of the card" if e.device_type == "cuda" else "MemTotal of the host"
+    return measured(e.device_memory_bytes, "B", f"{what}, {_run(cert)}")
+
+
+def torch_version(cert: Certificate) -> str:
+    return cert.environment.torch_version
+
+
+def certified_at(cert: Certificate):
+    """When the certificate's measurement started (a timezone-aware datetime)."""
+    return cert.environment.started_at
+
+
+def point_status(cert: Certificate, name: str, value: int, mode: str | None = None
+                 ) -> str | None:
+    """Why a measured point is not used (not resident, refused, failed); ``None`` when it is
+    resident or was not measured."""
+    p = point(workload(cert, name, mode), value)
+    if p is None or _resident(p):
+        return None
+    return p.excluded_reason or "residency unknown"

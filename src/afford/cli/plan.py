@@ -1,0 +1,49 @@
+"""``afford plan CERT --platform P [--run RUN]``: the cost model, every figure tagged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from afford import planner
+from afford.cli.common import guard, out, print_json
+from afford.platforms import Platform, load_platform
+from afford.report.plan import render_plan
+from afford.runfile import RunFile, load_run, pinned_sources
+from afford.schema.cert import Certificate, load_certificate
+
+PLATFORM_HELP = ("A preset (kaggle-p100, kaggle-t4x2, colab-free, local, spot) or the path "
+                 "to a platform TOML file.")
+MANIFEST_HELP = ("A data manifest (afford pin) that pins the run's data sources; without one "
+                 "every source is unpinned and counts derived from it are provisional.")
+
+
+def load_inputs(cert: Path, platform: str, run: Path | None, manifest: Path | None
+                ) -> tuple[Certificate, Platform, RunFile | None, dict[str, bool]]:
+    """Read the files a plan needs; InputError (exit 2) naming the file, field and reason."""
+    return (load_certificate(cert), load_platform(platform),
+            load_run(run) if run is not None else None, pinned_sources(manifest))
+
+
+def command(
+    cert: Annotated[Path, typer.Argument(help="A device certificate (afford certify).")],
+    platform: Annotated[str, typer.Option("--platform", "-p", help=PLATFORM_HELP)],
+    run: Annotated[Optional[Path], typer.Option(
+        "--run", "-r", help="A run file (TOML): workload, shape, target, checkpoints.")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help=MANIFEST_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan (afford.plan/1) "
+                                          "as JSON on stdout.")] = False,
+) -> None:
+    """Plan training on a platform from a certificate: the chunk and its margin, steps per
+    chunk and memory fit for every measured shape, the weekly quota with startup charged
+    (beside the naive figure, marked wrong), checkpoint cadence, the failure ledger and disk.
+    Exit codes: 0 planned, 2 bad input."""
+    with guard():
+        c, p, r, pins = load_inputs(cert, platform, run, manifest)
+        result = planner.plan(c, p, r, pins=pins)
+        if as_json:
+            print_json(result.model_dump(mode="json", by_alias=True))
+            return
+        out.print(render_plan(result))

@@ -1,0 +1,47 @@
+"""``afford preflight CERT --platform P --run RUN``: GO (exit 0) or NO-GO (exit 1)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from afford import planner
+from afford.cli.common import guard, out, print_json
+from afford.cli.plan import MANIFEST_HELP, PLATFORM_HELP, load_inputs
+from afford.report.plan import render_verdict
+
+
+def _torch_here() -> str | None:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def command(
+    cert: Annotated[Path, typer.Argument(help="A device certificate (afford certify).")],
+    platform: Annotated[str, typer.Option("--platform", "-p", help=PLATFORM_HELP)],
+    run: Annotated[Path, typer.Option("--run", "-r", help="The run file (TOML).")],
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help=MANIFEST_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdict "
+                                          "(afford.preflight/1) as JSON on stdout.")] = False,
+) -> None:
+    """May this run start? GO, or NO-GO with every reason: the shape not resident within the
+    budget, startup not covered by the margin, checkpoints not fitting on disk, a chunk that
+    cannot reach one checkpoint, a target out of reach within max_weeks, a certificate from
+    another device. Warns for an old certificate, another torch version, unpinned data.
+    Exit codes: 0 GO, 1 NO-GO, 2 bad input."""
+    with guard():
+        c, p, r, pins = load_inputs(cert, platform, run, manifest)
+        v = planner.preflight(c, p, r, pins=pins, now=datetime.now(timezone.utc),
+                              here_torch=_torch_here())
+        if as_json:
+            print_json(v.model_dump(mode="json", by_alias=True))
+        else:
+            out.print(render_verdict(v))
+    if not v.go:
+        raise typer.Exit(1)

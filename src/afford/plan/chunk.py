@@ -1,0 +1,114 @@
+"""The chunk: what one session-capped stretch of training holds (DESIGN section 4).
+
+- chunk = session cap - margin;
+- startup = the sum of its components (measured where this box can measure them, assumed
+  where it cannot); the margin must cover it: margin / startup is reported as "covers Nx";
+- steps per chunk = floor(chunk seconds / step seconds);
+- projected reserved = allocated x the worst reserved / allocated ratio over resident
+  measured shapes (DESIGN section 3, rule 4: residency is decided by reserved memory);
+- budget = device memory x budget fraction; a shape fits when projected <= budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from afford.plan.derive import derive, floor_div, num
+from afford.plan.result import Chunk, ChunkRow, MemoryBudget, Startup, StartupComponent
+from afford.provenance import Tagged
+
+
+def startup(components: Sequence[StartupComponent]) -> Startup:
+    """Total and restart cost (the components paid before step 1) of a session's startup."""
+    total = sum(num(c.seconds) for c in components)
+    restart = sum(num(c.seconds) for c in components if not c.final)
+    names = " + ".join(c.name for c in components) or "nothing"
+    before = " + ".join(c.name for c in components if not c.final) or "nothing"
+    return Startup(components=tuple(components),
+                   total_seconds=derive(total, "s", f"startup: {names}",
+                                        *(c.seconds for c in components)),
+                   restart_seconds=derive(restart, "s", f"restart: {before}",
+                                          *(c.seconds for c in components if not c.final)))
+
+
+def chunk(cap: Tagged, margin: Tagged, start: Startup) -> Chunk:
+    """chunk = cap - margin, and how many times the margin covers the startup.
+
+    Without a session cap (``cap.value is None``) there is no chunk: the run is one session.
+    """
+    if cap.value is None:
+        return Chunk(cap_seconds=cap, margin_seconds=margin, chunk_seconds=None,
+                     startup=start, margin_covers=None, covered=None)
+    c = num(cap) - num(margin)
+    if c <= 0:
+        raise ValueError(f"margin {num(margin)} s leaves no chunk of a {num(cap)} s cap")
+    total = num(start.total_seconds)
+    covers = derive(num(margin) / total, "x", "margin / startup total", margin,
+                    start.total_seconds) if total > 0 else None
+    return Chunk(cap_seconds=cap, margin_seconds=margin,
+                 chunk_seconds=derive(c, "s", "session cap - margin", cap, margin),
+                 startup=start, margin_covers=covers, covered=total <= num(margin))
+
+
+def steps_per_chunk(chunk_seconds: Tagged | None, step: Tagged | None) -> Tagged | None:
+    """floor(chunk seconds / step seconds): whole steps only, a partial step counts nothing."""
+    if chunk_seconds is None or step is None:
+        return None
+    return derive(floor_div(num(chunk_seconds), num(step)), "steps",
+                  "floor(chunk seconds / step seconds)", chunk_seconds, step)
+
+
+def steps_per_hour(step: Tagged | None) -> Tagged | None:
+    if step is None:
+        return None
+    return derive(floor_div(3600.0, num(step)), "steps/h", "floor(3600 s / step seconds)", step)
+
+
+def memory_budget(device_memory: Tagged, fraction: Tagged, ratio: Tagged) -> MemoryBudget:
+    """budget = device memory x budget fraction (bytes, floored to a whole byte)."""
+    budget = int(num(device_memory) * num(fraction))
+    return MemoryBudget(device_memory_bytes=device_memory, fraction=fraction,
+                        budget_bytes=derive(budget, "B", "device memory x budget fraction",
+                                            device_memory, fraction),
+                        reserved_ratio=ratio)
+
+
+def projected_reserved(allocated: Tagged | None, ratio: Tagged,
+                       reserved: Tagged | None = None) -> Tagged | None:
+    """allocated x worst ratio; a measured reserved figure above that wins (it is the fact)."""
+    if allocated is None:
+        return reserved
+    projected = num(allocated) * num(ratio)
+    if reserved is not None and num(reserved) > projected:
+        return reserved
+    return derive(int(round(projected)), "B", "allocated x worst reserved/allocated ratio",
+                  allocated, ratio)
+
+
+def budget_share(projected: Tagged | None, budget: Tagged) -> Tagged | None:
+    if projected is None:
+        return None
+    return derive(num(projected) / num(budget), "ratio", "projected reserved / budget",
+                  projected, budget)
+
+
+def chunk_row(*, workload: str, mode: str, sweep_param: str, value: int,
+              step: Tagged | None, allocated: Tagged | None, reserved: Tagged | None,
+              memory: MemoryBudget, chunk_seconds: Tagged | None, is_run: bool = False,
+              tokens_per_step: Tagged | None = None, params: Tagged | None = None,
+              excluded: str | None = None, note: str = "") -> ChunkRow:
+    """One row of the chunk table; the run's row adds tokens per chunk and parameters."""
+    spc = steps_per_chunk(chunk_seconds, step)
+    proj = projected_reserved(allocated, memory.reserved_ratio, reserved)
+    share = budget_share(proj, memory.budget_bytes)
+    tpc = None
+    if is_run and spc is not None and tokens_per_step is not None:
+        tpc = derive(int(num(spc)) * int(num(tokens_per_step)), "tokens",
+                     "steps per chunk x tokens per step", spc, tokens_per_step)
+    return ChunkRow(workload=workload, mode=mode, sweep_param=sweep_param, value=value,
+                    is_run=is_run, step_seconds=step, steps_per_chunk=spc,
+                    steps_per_hour=steps_per_hour(step), allocated_bytes=allocated,
+                    projected_reserved_bytes=proj, budget_share=share,
+                    fits=None if proj is None else num(proj) <= num(memory.budget_bytes),
+                    tokens_per_step=tokens_per_step if is_run else None,
+                    tokens_per_chunk=tpc, params=params, excluded=excluded, note=note)

@@ -1,0 +1,215 @@
+"""What a plan is: frozen, typed sections in which every figure is :class:`Tagged`.
+
+``afford.plan/1`` (a plan) and ``afford.preflight/1`` (a verdict with its plan) are the
+documents ``afford plan --json`` and ``afford preflight --json`` print. Renderers read these
+and compute nothing (DESIGN section 2). A section that could not be computed is ``None``
+and the plan's ``notes`` say why.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from afford.provenance import Tagged
+
+PLAN_SCHEMA = "afford.plan/1"
+VERDICT_SCHEMA = "afford.preflight/1"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class StartupComponent(_Frozen):
+    """One part of a session's fixed cost: measured where this box can measure it."""
+
+    name: str
+    what: str
+    seconds: Tagged
+    final: bool = Field(False, description="paid at the end of the session (the final save), "
+                        "not again when a killed session restarts")
+
+
+class Startup(_Frozen):
+    components: tuple[StartupComponent, ...]
+    total_seconds: Tagged
+    restart_seconds: Tagged = Field(description="the components paid before step 1: what a "
+                                    "restart after a kill costs (Daly's R)")
+
+
+class Chunk(_Frozen):
+    """chunk = session cap - margin; the margin must cover the startup."""
+
+    cap_seconds: Tagged = Field(description="value None: the platform has no session cap")
+    margin_seconds: Tagged
+    chunk_seconds: Tagged | None = Field(description="None without a session cap")
+    startup: Startup
+    margin_covers: Tagged | None = Field(description="margin / startup total (x)")
+    covered: bool | None
+
+
+class MemoryBudget(_Frozen):
+    """budget = device memory x budget fraction (DESIGN section 3, rule 4: against reserved)."""
+
+    device_memory_bytes: Tagged
+    fraction: Tagged
+    budget_bytes: Tagged
+    reserved_ratio: Tagged = Field(description="worst reserved / allocated over resident "
+                                   "measured shapes")
+
+
+class ChunkRow(_Frozen):
+    """One workload at one sweep value (or the run's own shape) against the platform."""
+
+    workload: str
+    mode: str
+    sweep_param: str
+    value: int
+    is_run: bool = False
+    step_seconds: Tagged | None
+    steps_per_chunk: Tagged | None
+    steps_per_hour: Tagged | None
+    allocated_bytes: Tagged | None
+    projected_reserved_bytes: Tagged | None
+    budget_share: Tagged | None = Field(description="projected reserved / budget")
+    fits: bool | None = Field(description="None: no memory figure at this shape")
+    tokens_per_step: Tagged | None = None
+    tokens_per_chunk: Tagged | None = None
+    params: Tagged | None = None
+    excluded: str | None = Field(None, description="why the certificate's sweep did not use "
+                                 "this measured point (not resident, refused, failed)")
+    note: str = ""
+
+
+class Quota(_Frozen):
+    """The weekly quota with startup charged (DESIGN section 4), beside the naive figure."""
+
+    quota_seconds: Tagged
+    naive_chunks: Tagged = Field(description="quota / chunk: WRONG, charges nothing for startup")
+    naive_steps: Tagged | None = Field(None, description="naive chunks x steps per chunk: WRONG")
+    billed_seconds_per_chunk: Tagged
+    whole_chunks: Tagged
+    remainder_seconds: Tagged
+    trainable_remainder_seconds: Tagged
+    steps_per_week: Tagged | None = None
+    tokens_per_week: Tagged | None = None
+
+
+class Target(_Frozen):
+    """How far the run's target is: sessions, GPU time, weeks."""
+
+    target_steps: Tagged
+    target_tokens: Tagged
+    sessions: Tagged
+    gpu_seconds: Tagged = Field(description="billed GPU time to the target, startups included")
+    weeks: Tagged | None = Field(description="quota-bound where there is a weekly quota, "
+                                 "else wall clock running without pause")
+    limited_by: Literal["weekly quota", "wall clock"]
+
+
+class Cadence(_Frozen):
+    """save_every = the smallest step count whose write stays within the overhead budget."""
+
+    write_seconds: Tagged
+    overhead_budget: Tagged
+    save_every: Tagged
+    interval_seconds: Tagged = Field(description="save_every x step + write")
+    overhead_share: Tagged = Field(description="write / interval at save_every")
+    writes_per_chunk: Tagged | None = None
+    write_seconds_per_chunk: Tagged | None = None
+    share_of_chunk: Tagged | None = None
+    reaches_checkpoint: bool | None = Field(None, description="a chunk holds save_every steps")
+    min_budget_to_reach: Tagged | None = Field(
+        None, description="the smallest overhead budget whose save_every fits in a chunk")
+
+
+class KillRow(_Frozen):
+    """GPU time a kill at one point costs, with and without periodic checkpoints."""
+
+    point: Literal["warm-up", "mid-chunk", "checkpoint write", "final save"]
+    how: str
+    without: Tagged | None
+    with_: Tagged | None = Field(alias="with")
+    ratio: Tagged | None = Field(description="without / with")
+    share_of_quota_without: Tagged | None = None
+    share_of_quota_with: Tagged | None = None
+
+
+class Daly(_Frozen):
+    """Young 1974 / Daly 2006 beside the overhead-budget cadence, for a platform with an MTBF."""
+
+    mtbf_seconds: Tagged
+    write_seconds: Tagged
+    restart_seconds: Tagged
+    young_interval_seconds: Tagged
+    daly_interval_seconds: Tagged
+    daly_waste: Tagged = Field(description="expected wall-clock overhead at Daly's interval, "
+                               "T_w / T_s - 1 (Daly 2006, full model)")
+    daly_loss_per_failure_seconds: Tagged
+    budget_interval_seconds: Tagged
+    budget_waste: Tagged
+    budget_loss_per_failure_seconds: Tagged
+
+
+class Failures(_Frozen):
+    rows: tuple[KillRow, ...]
+    daly: Daly | None = None
+
+
+class Disk(_Frozen):
+    disk_bytes: Tagged
+    checkpoint_bytes: Tagged | None
+    copies_fit: Tagged | None
+    live_copies: Tagged
+    steady_share: Tagged | None = Field(description="live copies x bytes / disk")
+    peak_share: Tagged | None = Field(description="(live copies + 1) x bytes / disk: an atomic "
+                                      "write holds one more copy until its rename")
+    fits: bool | None
+
+
+class RunInfo(_Frozen):
+    name: str
+    workload: str
+    mode: str
+    sweep_param: str
+    value: int
+    shape: dict[str, int]
+    tokens_per_step: Tagged
+    data_sources: tuple[str, ...] = ()
+    unpinned: tuple[str, ...] = ()
+
+
+class PlanResult(_Frozen):
+    schema_id: Literal["afford.plan/1"] = Field(PLAN_SCHEMA, alias="schema")
+    certificate_device: str
+    platform: str
+    platform_device: str | None
+    device_matches: bool | None = Field(description="None: the platform names no device")
+    memory: MemoryBudget
+    chunk: Chunk
+    rows: tuple[ChunkRow, ...]
+    run: RunInfo | None = None
+    quota: Quota | None = None
+    target: Target | None = None
+    cadence: Cadence | None = None
+    failures: Failures | None = None
+    disk: Disk | None = None
+    assumptions: tuple[str, ...] = Field((), description="each figure that fell back to an "
+                                         "ASSUMED value, with the reason")
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=1) + "\n"
+
+
+class Verdict(_Frozen):
+    schema_id: Literal["afford.preflight/1"] = Field(VERDICT_SCHEMA, alias="schema")
+    go: bool
+    reasons: tuple[str, ...] = Field(description="every reason for NO-GO; empty when GO")
+    warnings: tuple[str, ...] = ()
+    plan: PlanResult
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=1) + "\n"

@@ -1,0 +1,338 @@
+"""certificate + platform (+ run) -> plan -> verdict: the only place that sequences them.
+
+The certificate is read only through :mod:`afford.readings`. Where it holds no figure (no
+probes section yet: checkpoint write time and size, import time), the plan falls back to an
+ASSUMED value whose source says why, and lists the fallback in ``plan.assumptions`` so that
+preflight repeats it. Nothing here does I/O: the command line loads the files and passes
+``now`` and this environment's torch version in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from afford import readings
+from afford.errors import InputError
+from afford.plan import cadence as cadmod
+from afford.plan import chunk as chunkmod
+from afford.plan import disk as diskmod
+from afford.plan import failures as failmod
+from afford.plan import quota as quotamod
+from afford.plan.derive import derive, num
+from afford.plan.preflight import Facts, verdict
+from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
+from afford.platforms import Platform
+from afford.provenance import Tagged, assumed
+from afford.runfile import RunFile
+from afford.schema.cert import Certificate
+
+NO_PROBES = "certificate has no probes section; run afford certify with probes"
+ASSUMED_IMPORT_SECONDS = 20.0
+ASSUMED_PREFLIGHT_SECONDS = 10.0
+ASSUMED_FIRST_STEP_SECONDS = 60.0
+ASSUMED_WRITE_BYTES_PER_SECOND = 200e6
+ASSUMED_WRITE_SECONDS = 60.0
+ASSUMED_CHECKPOINT_BYTES_PER_PARAM = 12
+CUDA_RESERVED_RATIO = 1.12
+
+
+@dataclass
+class _Gather:
+    """What the plan collects on the way: fallbacks taken and notes to show."""
+
+    assumptions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def fallback(self, value, unit: str, reason: str) -> Tagged:
+        self.assumptions.append(reason)
+        return assumed(value, unit, reason)
+
+
+@dataclass(frozen=True)
+class RunShape:
+    value: int
+    shape: dict[str, int]
+    sweep_param: str
+
+
+def run_shape(cert: Certificate, run: RunFile) -> RunShape:
+    """The run's sweep value and full shape; InputError when the shape is not one the
+    certificate's law for that workload describes (only the sweep parameter may differ)."""
+    param = readings.sweep_param(cert, run.workload, run.mode)
+    if run.value is not None:
+        shape = readings.shape_at(cert, run.workload, run.value, run.mode) or {param: run.value}
+        return RunShape(run.value, shape, param)
+    want = dict(run.shape or {})
+    if param not in want:
+        raise InputError(f"run shape {want} lacks the sweep parameter {param!r} of "
+                         f"{run.workload}")
+    family = readings.shape_at(cert, run.workload, want[param], run.mode) or {}
+    diff = [k for k in set(family) | set(want) if k != param and family.get(k) != want.get(k)]
+    if diff:
+        got = ", ".join(f"{k} {want.get(k)} vs {family.get(k)}" for k in sorted(diff))
+        raise InputError(f"the run's shape differs from the certificate's {run.workload} in "
+                         f"{got} (run vs certificate); its law sweeps {param} only. Certify a "
+                         "workload of that shape first")
+    return RunShape(want[param], family, param)
+
+
+def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
+         pins: dict[str, bool] | None = None) -> PlanResult:
+    """The whole cost model for ``run`` (or, without one, the chunk table and quota)."""
+    g = _Gather()
+    matches = platform.device.matches(readings.device_name(cert)) if platform.device else None
+    memory = chunkmod.memory_budget(_device_memory(cert, platform, matches),
+                                    platform.budget_fraction.tagged(), _ratio(cert, g))
+    shape = run_shape(cert, run) if run else None
+    unpinned = tuple(s for s in (run.data_sources if run else []) if not (pins or {}).get(s))
+    step = readings.step_seconds(cert, run.workload, shape.value, run.mode) if run else None
+    ckpt_bytes, write = _checkpoint(cert, run, shape, g)
+    start = chunkmod.startup(_startup(cert, platform, run, shape, step, write, g))
+    ch = chunkmod.chunk(platform.session_cap.tagged(), platform.margin.tagged(), start)
+    rows = [_row(cert, name, mode, value, memory, ch.chunk_seconds)
+            for name, mode, _ in readings.workload_keys(cert)
+            for value in readings.sweep_values(cert, name, mode)]
+    info = run_row = None
+    if run:
+        info, run_row = _run_row(cert, run, shape, step, memory, ch.chunk_seconds, unpinned, g)
+        rows.insert(0, run_row)
+    quota = _quota(platform, ch, step, run_row, g)
+    target = cad = fails = dsk = None
+    if run and step is not None:
+        target, cad, fails = _run_sections(run, info, step, ch, run_row, quota, write, platform,
+                                           unpinned)
+        dsk = diskmod.disk_plan(platform.disk.tagged(), ckpt_bytes,
+                                run.figure("checkpoints_kept", "copies", run.name))
+    _notes(platform, matches, run, step, dsk, g)
+    return PlanResult(certificate_device=readings.device_name(cert), platform=platform.name,
+                      platform_device=platform.device.label if platform.device else None,
+                      device_matches=matches, memory=memory, chunk=ch, rows=tuple(rows),
+                      run=info, quota=quota, target=target, cadence=cad, failures=fails,
+                      disk=dsk, assumptions=tuple(dict.fromkeys(g.assumptions)),
+                      notes=tuple(g.notes))
+
+
+def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
+              pins: dict[str, bool] | None = None, now: datetime | None = None,
+              here_torch: str | None = None) -> Verdict:
+    """GO / NO-GO with every reason (:func:`afford.plan.preflight.verdict`)."""
+    p = plan(cert, platform, run, pins=pins)
+    age = (now - readings.certified_at(cert)).total_seconds() / 86400 if now else None
+    facts = Facts(cert_age_days=age, cert_torch=readings.torch_version(cert),
+                  here_torch=here_torch, max_weeks=run.figure("max_weeks", "weeks", run.name))
+    return verdict(p, facts)
+
+
+def _device_memory(cert, platform: Platform, matches: bool | None) -> Tagged:
+    """The certificate's measured memory when it was measured on the platform's device (or
+    the platform names none); else the platform's figure."""
+    measured = readings.device_memory(cert)
+    stated = platform.device.memory.tagged() if platform.device and platform.device.memory \
+        else None
+    if stated is not None and stated.value is not None and not (matches and measured):
+        return stated
+    if measured is not None:
+        return measured
+    raise InputError(f"no device memory is known: platform {platform.name} states none and the "
+                     "certificate holds none")
+
+
+def _ratio(cert, g: _Gather) -> Tagged:
+    r = readings.worst_reserved_ratio(cert)
+    if r is not None:
+        return r
+    if readings.device_type(cert) == "cpu":
+        return g.fallback(1.0, "x", "reserved/allocated ratio 1.0 on CPU: peak RSS is what the "
+                          "process holds; there is no caching allocator's reserve")
+    return g.fallback(CUDA_RESERVED_RATIO, "x", "reserved/allocated ratio not measured (no "
+                      "resident point with both figures); 1.12 is the worst measured on an "
+                      "H200 for GPT-2 small (REFERENCES.md)")
+
+
+def _checkpoint(cert, run, shape, g: _Gather) -> tuple[Tagged | None, Tagged]:
+    """(bytes, write seconds) of one checkpoint of the run's workload (or the largest
+    measured one without a run), measured by the probes stage or ASSUMED."""
+    if run is None:
+        found = []
+        for n, m, _ in readings.workload_keys(cert):
+            mine = _Gather()
+            found.append((_checkpoint_of(cert, n, m, _largest_params(cert, n, m), mine), mine))
+        (size, write), mine = max(found, key=lambda f: num(f[0][1]))
+        g.assumptions.extend(mine.assumptions)
+        return size, write
+    params = readings.params(cert, run.workload, shape.value, run.mode)
+    return _checkpoint_of(cert, run.workload, run.mode, params, g)
+
+
+def _checkpoint_of(cert, name, mode, params: Tagged | None, g: _Gather):
+    size = readings.checkpoint_bytes(cert, name, mode)
+    if size is None and params is not None:
+        size = g.fallback(int(num(params)) * ASSUMED_CHECKPOINT_BYTES_PER_PARAM, "B",
+                          f"checkpoint size of {name} not measured: {NO_PROBES}; assumed 12 "
+                          "bytes/param (fp32 weights 4 + AdamW moments 8)")
+    write = readings.checkpoint_write_seconds(cert, name, mode)
+    if write is None and size is not None:
+        write = g.fallback(num(size) / ASSUMED_WRITE_BYTES_PER_SECOND, "s",
+                           f"checkpoint write time of {name} not measured: {NO_PROBES}; "
+                           "assumed size / 200 MB/s")
+    if write is None:
+        write = g.fallback(ASSUMED_WRITE_SECONDS, "s", f"checkpoint write time of {name} not "
+                           f"measured and its size unknown: {NO_PROBES}; assumed 60 s")
+    return size, write
+
+
+def _largest_params(cert, name, mode) -> Tagged | None:
+    found = [readings.params(cert, name, v, mode) for v in readings.sweep_values(cert, name, mode)]
+    found = [p for p in found if p is not None]
+    return max(found, key=num) if found else None
+
+
+def _startup(cert, platform: Platform, run, shape, step, write, g: _Gather
+             ) -> list[StartupComponent]:
+    measured = readings.startup_seconds(cert)
+    comps = [StartupComponent(name=k, what=f"{k.replace('_', ' ')} in a fresh process",
+                              seconds=v) for k, v in measured.items() if k.startswith("import")]
+    if not comps:
+        comps.append(StartupComponent(
+            name="import", what="interpreter + framework import in a fresh process",
+            seconds=g.fallback(ASSUMED_IMPORT_SECONDS, "s", "interpreter + torch import not "
+                               f"measured: {NO_PROBES}; assumed 20 s")))
+    pre = measured.get("preflight") or g.fallback(
+        ASSUMED_PREFLIGHT_SECONDS, "s", "the run's checks before step 0 (afford preflight, "
+        f"data checks) not measured: {NO_PROBES}; assumed 10 s")
+    comps.append(StartupComponent(name="preflight", what="checks before step 0", seconds=pre))
+    comps.append(StartupComponent(name="first_step", what="step 0 (allocation, autotuning)",
+                                  seconds=_first_step(cert, run, shape, step, g)))
+    comps.extend(StartupComponent(name=k, what=p.what or k.replace("_", " "), seconds=p.tagged())
+                 for k, p in platform.startup.items())
+    comps.append(StartupComponent(name="final_save", what="final checkpoint write",
+                                  seconds=write, final=True))
+    return comps
+
+
+def _first_step(cert, run, shape, step, g: _Gather) -> Tagged:
+    """Step 0 at the run's shape: measured, or the warm step x the median step-0/warm ratio;
+    without a run, the slowest measured step 0 in the certificate."""
+    if run is None:
+        found = [readings.step0_seconds(cert, n, v, m) for n, m, _ in readings.workload_keys(cert)
+                 for v in readings.sweep_values(cert, n, m)]
+        found = [t for t in found if t is not None]
+        if found:
+            return max(found, key=num)
+    else:
+        s0 = readings.step0_seconds(cert, run.workload, shape.value, run.mode)
+        if s0 is not None:
+            return s0
+        ratio = readings.step0_over_warm(cert, run.workload, run.mode)
+        if ratio is not None and step is not None:
+            return derive(num(step) * num(ratio), "s", "warm step x median step-0/warm ratio",
+                          step, ratio)
+    return g.fallback(ASSUMED_FIRST_STEP_SECONDS, "s", "step 0 not measured at this shape; "
+                      "assumed 60 s")
+
+
+def _row(cert, name, mode, value, memory, chunk_seconds) -> ChunkRow:
+    step = readings.step_seconds(cert, name, value, mode)
+    alloc, res = _memory_at(cert, name, mode, value)
+    status = readings.point_status(cert, name, value, mode)
+    return chunkmod.chunk_row(workload=name, mode=mode,
+                              sweep_param=readings.sweep_param(cert, name, mode), value=value,
+                              step=step, allocated=alloc, reserved=res, memory=memory,
+                              chunk_seconds=chunk_seconds, excluded=status)
+
+
+def _memory_at(cert, name, mode, value) -> tuple[Tagged | None, Tagged | None]:
+    alloc, res = readings.peak_bytes(cert, name, value, mode)
+    if alloc is None and res is None:
+        shape = readings.shape_at(cert, name, value, mode)
+        pred = readings.predicted_memory(cert, name, shape, mode) if shape else None
+        if pred is not None:
+            return pred
+    return alloc, res
+
+
+def _run_row(cert, run: RunFile, shape: RunShape, step, memory, chunk_seconds, unpinned, g):
+    tps = run.figure("tokens_per_step", "tokens", run.name) or \
+        readings.tokens_per_step(cert, run.workload, shape.value, run.mode)
+    if tps is None and "batch" in shape.shape and "seq" in shape.shape:
+        tps = derive(shape.shape["batch"] * shape.shape["seq"], "tokens", "batch x seq")
+    if tps is None:
+        raise InputError(f"run file {run.name}: give tokens_per_step (the certificate has no "
+                         f"figure for {run.workload} at {shape.sweep_param}={shape.value})")
+    alloc, res = _memory_at(cert, run.workload, run.mode, shape.value)
+    status = readings.point_status(cert, run.workload, shape.value, run.mode)
+    note = "the run's shape"
+    if step is None:
+        note += "; no step time: not measured and no throughput law"
+    row = chunkmod.chunk_row(workload=run.workload, mode=run.mode, sweep_param=shape.sweep_param,
+                             value=shape.value, step=step, allocated=alloc, reserved=res,
+                             memory=memory, chunk_seconds=chunk_seconds, is_run=True,
+                             tokens_per_step=tps,
+                             params=readings.params(cert, run.workload, shape.value, run.mode),
+                             excluded=status, note=note)
+    info = RunInfo(name=run.name or "run", workload=run.workload, mode=run.mode,
+                   sweep_param=shape.sweep_param, value=shape.value, shape=shape.shape,
+                   tokens_per_step=tps, data_sources=tuple(run.data_sources), unpinned=unpinned)
+    return info, row
+
+
+def _quota(platform: Platform, ch, step, run_row, g: _Gather):
+    q = platform.weekly_quota
+    if q.sentinel == "unknown":
+        g.notes.append(f"weekly quota unknown on {platform.name}: {q.assumed or q.cite}; the "
+                       "quota figures are left out")
+    if q.sentinel is not None or ch.chunk_seconds is None:
+        return None
+    return quotamod.weekly_quota(q.tagged(), ch.chunk_seconds, ch.startup, step,
+                                 run_row.steps_per_chunk if run_row else None,
+                                 run_row.tokens_per_step if run_row else None)
+
+
+def _run_sections(run: RunFile, info: RunInfo, step, ch, run_row, quota, write, platform,
+                  unpinned):
+    tokens = run.figure("target_tokens", "tokens", run.name)
+    steps = run.figure("target_steps", "steps", run.name)
+    if unpinned:
+        tokens = tokens and tokens.model_copy(update={"provisional": True})
+        steps = steps and steps.model_copy(update={"provisional": True})
+    t_steps, t_tokens = quotamod.target_steps(info.tokens_per_step, tokens=tokens, steps=steps)
+    target = quotamod.time_to_target(t_steps, t_tokens, step, ch.startup,
+                                     run_row.steps_per_chunk, quota)
+    budget = run.figure("checkpoint_overhead", "ratio", run.name) \
+        if "checkpoint_overhead" in run.model_fields_set else \
+        assumed(run.checkpoint_overhead, "ratio", "afford's default checkpoint overhead budget: "
+                "1 % of wall clock")
+    span_steps, span_seconds = run_row.steps_per_chunk, ch.chunk_seconds
+    if span_steps is None:  # no session cap: the whole run is one session
+        span_steps = t_steps
+        span_seconds = derive(int(num(t_steps)) * num(step), "s", "target steps x step", t_steps,
+                              step)
+    cad = cadmod.cadence(write, step, budget, span_steps, span_seconds)
+    mtbf = platform.mtbf.tagged() if platform.mtbf else None
+    fails = failmod.failures(ch.startup.restart_seconds, write, step, span_steps, cad.save_every,
+                             quota.quota_seconds if quota else None, mtbf)
+    return target, cad, fails
+
+
+def _notes(platform: Platform, matches: bool | None, run, step, dsk, g: _Gather) -> None:
+    if platform.device and platform.device.count > 1:
+        g.notes.append(f"{platform.name} has {platform.device.count} devices; this plan is for "
+                       "one of them")
+    if matches is None:
+        g.notes.append(f"platform {platform.name} names no device: the certificate's device is "
+                       "taken for it, and every time below is that device's")
+    if matches is False:
+        g.notes.append("the certificate's device is not the platform's: every time below is "
+                       "the certificate's device's, not the platform's")
+    if platform.session_cap.sentinel == "none":
+        g.notes.append("no session cap: the cadence and failure ledger treat the whole run as "
+                       "one session")
+    if run is None:
+        g.notes.append("no run given (--run): the target, cadence, failure ledger and disk "
+                       "need one")
+    elif step is None:
+        g.notes.append("no step time at the run's shape: the target, cadence, failure ledger "
+                       "and disk are left out")
+    if dsk is not None and dsk.disk_bytes.value is None:
+        g.notes.append(f"disk unknown on {platform.name}: {dsk.disk_bytes.source}")

@@ -1,0 +1,128 @@
+"""A run file (TOML, ``afford.run/1``): the concrete run a plan and a preflight are about.
+
+::
+
+    schema = "afford.run/1"
+    name = "tinylm-1024"
+    workload = "tinylm"          # named as in the certificate
+    mode = "bf16"                # the dtype mode measured: fp32, bf16 or fp16
+    value = 1024                 # the sweep value; or shape = { batch = 8, seq = 1024, ... }
+    tokens_per_step = 8192       # optional: default the certificate's figure at that shape
+    target_tokens = "2B"         # or target_steps = 250000
+    checkpoints_kept = 2         # live copies on disk
+    checkpoint_overhead = "1%"   # share of wall clock checkpoint writes may take (default 1 %)
+    data_sources = ["fineweb-edu-sample"]   # names in a data manifest (afford pin)
+    max_weeks = 4                # optional: preflight says NO-GO if the target takes longer
+
+Also here: reading which data sources a manifest pins (:func:`pinned_sources`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from afford.errors import InputError
+from afford.provenance import Tagged, inherited
+from afford.tomlfile import read_toml, validate
+from afford.units import parse_count, parse_fraction
+
+RUN_SCHEMA = "afford.run/1"
+DEFAULT_OVERHEAD = 0.01
+
+
+class RunFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    schema_id: Literal["afford.run/1"] = Field(RUN_SCHEMA, alias="schema")
+    name: str | None = Field(None, min_length=1, description="default: the file's stem")
+    workload: str = Field(min_length=1, description="as named in the certificate")
+    mode: Literal["fp32", "bf16", "fp16"]
+    value: int | None = Field(None, gt=0, description="the sweep value of the run's shape")
+    shape: dict[str, int] | None = Field(None, description="the full shape instead of value")
+    tokens_per_step: int | float | str | None = None
+    target_tokens: int | float | str | None = None
+    target_steps: int | float | str | None = None
+    checkpoints_kept: int = Field(ge=1, description="live checkpoint copies kept on disk")
+    checkpoint_overhead: float | str = Field(DEFAULT_OVERHEAD, description="share of wall "
+                                             "clock checkpoint writes may take")
+    data_sources: list[str] = []
+    max_weeks: float | None = Field(None, gt=0, description="the longest the run may take")
+
+    @field_validator("tokens_per_step", "target_tokens", "target_steps")
+    @classmethod
+    def _count(cls, v):
+        if v is None:
+            return v
+        n = parse_count(v)
+        if n <= 0 or n != int(n):
+            raise ValueError(f"{v!r} is not a positive whole count")
+        return int(n)
+
+    @field_validator("checkpoint_overhead")
+    @classmethod
+    def _overhead(cls, v):
+        f = parse_fraction(v)
+        if not 0.0 < f < 1.0:
+            raise ValueError(f"{v!r} is not a share of wall clock in (0, 100 %)")
+        return f
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, v):
+        if v is not None and any(n <= 0 for n in v.values()):
+            raise ValueError("every dimension of a shape must be a positive integer")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "RunFile":
+        if (self.value is None) == (self.shape is None):
+            raise ValueError("give exactly one of value (the sweep value) or shape (the full "
+                             "shape)")
+        if (self.target_tokens is None) == (self.target_steps is None):
+            raise ValueError("give exactly one of target_tokens or target_steps")
+        return self
+
+    def figure(self, field: str, unit: str, source: str) -> Tagged | None:
+        """A run-file value as a figure INHERITED from the file (the user's own statement)."""
+        v = getattr(self, field)
+        return None if v is None else inherited(v, unit, f"run file {source}: {field}")
+
+
+def load_run(path: str | Path) -> RunFile:
+    p = Path(path)
+    run = validate(read_toml(p, "run"), RunFile, f"run file {p}")
+    return run if run.name else run.model_copy(update={"name": p.stem})
+
+
+def pinned_sources(path: str | Path | None) -> dict[str, bool]:
+    """Source name -> pinned, from a data manifest (``afford.manifest/1``, ``afford pin``).
+
+    A source counts as pinned when its entry carries a SHA-256 and a status other than
+    UNPINNED. Without a manifest every source is unpinned. (Read leniently: sources as a
+    list of objects with ``name`` or as an object keyed by name.)
+    """
+    if path is None:
+        return {}
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"manifest {p}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"manifest {p}: cannot read it as JSON: {exc}") from None
+    if not isinstance(raw, dict) or not str(raw.get("schema", "")).startswith("afford.manifest/"):
+        raise InputError(f"manifest {p}: not an afford data manifest (schema "
+                         "'afford.manifest/1'; write one with afford pin)")
+    sources = raw.get("sources", [])
+    if isinstance(sources, dict):
+        sources = [{"name": k, **v} for k, v in sources.items() if isinstance(v, dict)]
+    out = {}
+    for s in sources if isinstance(sources, list) else []:
+        if isinstance(s, dict) and "name" in s:
+            status = str(s.get("status", "")).upper()
+            out[str(s["name"])] = bool(s.get("sha256")) and status != "UNPINNED"
+    return out

@@ -1,0 +1,336 @@
+"""The cost model's pure functions on round numbers worked by hand (DESIGN section 4)."""
+
+import math
+
+import pytest
+
+from afford.plan import cadence, chunk, disk, failures, quota
+from afford.plan.derive import ceil_div, floor_div
+from afford.plan.result import StartupComponent
+from afford.provenance import Tag, assumed, inherited, measured
+
+GIB = 2**30
+
+
+def s(v, tag="M"):
+    return measured(v, "s", "test") if tag == "M" else assumed(v, "s", "test reason")
+
+
+def start(total=600.0, final=0.0):
+    """A startup of ``total`` seconds, ``final`` of them the final save."""
+    comps = [StartupComponent(name="import", what="", seconds=s(60.0)),
+             StartupComponent(name="install", what="", seconds=s(total - 60.0 - final, "A"))]
+    if final:
+        comps.append(StartupComponent(name="final_save", what="", seconds=s(final), final=True))
+    return chunk.startup(comps)
+
+
+CAP, MARGIN = inherited(43200.0, "s", "docs"), assumed(3600.0, "s", "default")
+
+
+# --- chunk --------------------------------------------------------------------------------
+
+def test_chunk_is_cap_less_margin_and_margin_covers_startup_six_times():
+    c = chunk.chunk(CAP, MARGIN, start(600.0))
+    assert c.chunk_seconds.value == 39600.0 and c.chunk_seconds.tag is Tag.MODULE
+    assert c.startup.total_seconds.value == 600.0
+    assert c.margin_covers.value == 6.0 and c.covered is True
+    assert "ASSUMED" in c.chunk_seconds.source  # the margin is assumed
+
+
+def test_margin_that_does_not_cover_the_startup():
+    c = chunk.chunk(CAP, MARGIN, start(3601.0))
+    assert c.covered is False and c.margin_covers.value == pytest.approx(3600 / 3601)
+
+
+def test_startup_exactly_equal_to_the_margin_is_covered():
+    assert chunk.chunk(CAP, MARGIN, start(3600.0)).covered is True
+
+
+def test_restart_excludes_the_final_save():
+    st = start(600.0, final=20.0)
+    assert st.total_seconds.value == 600.0 and st.restart_seconds.value == 580.0
+
+
+def test_no_cap_means_no_chunk():
+    c = chunk.chunk(inherited(None, "s", "own machine"), MARGIN, start())
+    assert c.chunk_seconds is None and c.covered is None
+
+
+@pytest.mark.parametrize("step,steps", [
+    (0.5, 79200),     # 39600 / 0.5 lands exactly on a step
+    (0.7, 56571),     # 56571.43: the partial step counts nothing
+    (39600.0, 1),     # one step fills the chunk exactly
+    (39600.5, 0),     # a step longer than the chunk
+])
+def test_steps_per_chunk(step, steps):
+    r = chunk.steps_per_chunk(measured(39600.0, "s", "c"), measured(step, "s", "t"))
+    assert r.value == steps
+
+
+def test_a_budget_landing_exactly_on_a_step_despite_binary_rounding():
+    assert 1.2 / 0.1 < 12  # 11.999999999999998 in binary floating point
+    assert chunk.steps_per_chunk(s(1.2), s(0.1)).value == 12
+    assert floor_div(1.2, 0.1) == 12 and ceil_div(1.2, 0.1) == 12
+
+
+def test_extrapolated_step_marks_steps_per_chunk_extrapolated():
+    step = measured(0.5, "s", "law").model_copy(update={"tag": Tag.FITTED, "extrapolated": True})
+    assert chunk.steps_per_chunk(s(39600.0), step).extrapolated is True
+
+
+def test_memory_budget_and_fit():
+    mem = chunk.memory_budget(inherited(16 * GIB, "B", "sheet"), assumed(0.9, "ratio", "d"),
+                              measured(1.25, "x", "ratio"))
+    assert mem.budget_bytes.value == 15461882265  # floor(17179869184 x 0.9)
+    row = chunk.chunk_row(workload="w", mode="fp32", sweep_param="seq", value=1,
+                          step=s(0.5), allocated=measured(10 * GIB, "B", "a"), reserved=None,
+                          memory=mem, chunk_seconds=s(39600.0))
+    assert row.projected_reserved_bytes.value == 13421772800  # 10 GiB x 1.25 = 12.5 GiB
+    assert row.budget_share.value == pytest.approx(13421772800 / 15461882265)
+    assert row.fits is True and row.steps_per_chunk.value == 79200
+    assert row.steps_per_hour.value == 7200
+
+
+def test_projected_exactly_at_the_budget_fits_and_one_byte_over_does_not():
+    mem = chunk.memory_budget(measured(1000, "B", "m"), assumed(0.9, "ratio", "d"),
+                              measured(1.5, "x", "r"))
+    at = chunk.projected_reserved(measured(600, "B", "a"), mem.reserved_ratio)
+    assert at.value == 900 == mem.budget_bytes.value
+    row = chunk.chunk_row(workload="w", mode="fp32", sweep_param="n", value=1, step=None,
+                          allocated=measured(600, "B", "a"), reserved=None, memory=mem,
+                          chunk_seconds=None)
+    assert row.fits is True and row.steps_per_chunk is None
+    over = chunk.chunk_row(workload="w", mode="fp32", sweep_param="n", value=1, step=None,
+                           allocated=measured(601, "B", "a"), reserved=None, memory=mem,
+                           chunk_seconds=None)
+    assert over.projected_reserved_bytes.value == 902 and over.fits is False
+
+
+def test_measured_reserved_above_the_projection_wins():
+    p = chunk.projected_reserved(measured(100, "B", "a"), measured(1.1, "x", "r"),
+                                 measured(150, "B", "reserved"))
+    assert p.value == 150 and p.tag is Tag.MEASURED
+
+
+def test_run_row_tokens_per_chunk():
+    mem = chunk.memory_budget(measured(1000, "B", "m"), assumed(0.9, "ratio", "d"),
+                              measured(1.0, "x", "r"))
+    row = chunk.chunk_row(workload="w", mode="fp32", sweep_param="seq", value=1024,
+                          step=s(0.5), allocated=None, reserved=None, memory=mem,
+                          chunk_seconds=s(39600.0), is_run=True,
+                          tokens_per_step=measured(8192, "tokens", "t"))
+    assert row.tokens_per_chunk.value == 79200 * 8192 and row.fits is None
+
+
+# --- weekly quota -------------------------------------------------------------------------
+
+Q30 = inherited(108000.0, "s", "30 GPU-hours")
+C39600 = measured(39600.0, "s", "chunk")
+
+
+def test_weekly_quota_worked_example():
+    # billed = 39600 + 600 = 40200; whole = floor(108000 / 40200) = 2; remainder 27600;
+    # trainable 27000; steps = 2 x 79200 + 27000 / 0.5 = 212400
+    q = quota.weekly_quota(Q30, C39600, start(600.0), s(0.5), measured(79200, "steps", "c"),
+                           measured(8192, "tokens", "t"))
+    assert q.naive_chunks.value == pytest.approx(108000 / 39600)  # 2.727: WRONG
+    assert "WRONG" in q.naive_chunks.source
+    assert q.naive_steps.value == 216000  # 2 x 79200 + 28800 / 0.5: no startup charged
+    assert q.billed_seconds_per_chunk.value == 40200.0
+    assert q.whole_chunks.value == 2
+    assert q.remainder_seconds.value == 27600.0
+    assert q.trainable_remainder_seconds.value == 27000.0
+    assert q.steps_per_week.value == 212400
+    assert q.tokens_per_week.value == 212400 * 8192
+
+
+@pytest.mark.parametrize("seconds,remainder,trainable,steps", [
+    (81000.0, 600.0, 0.0, 158400),   # remainder exactly one startup: nothing trainable
+    (80700.0, 300.0, 0.0, 158400),   # remainder smaller than a startup: zero, not negative
+    (80400.0, 0.0, 0.0, 158400),     # the quota is exactly two billed chunks
+    (81000.5, 600.5, 0.5, 158401),   # half a second past the startup: one more 0.5 s step
+])
+def test_quota_remainder_edges(seconds, remainder, trainable, steps):
+    q = quota.weekly_quota(inherited(seconds, "s", "q"), C39600, start(600.0), s(0.5),
+                           measured(79200, "steps", "c"))
+    assert q.whole_chunks.value == 2
+    assert q.remainder_seconds.value == pytest.approx(remainder)
+    assert q.trainable_remainder_seconds.value == pytest.approx(trainable)
+    assert q.steps_per_week.value == steps
+
+
+def test_quota_without_a_run_has_no_steps():
+    q = quota.weekly_quota(Q30, C39600, start(600.0))
+    assert q.steps_per_week is None and q.naive_steps is None and q.whole_chunks.value == 2
+
+
+def test_target_in_tokens_rounds_steps_up():
+    steps, tokens = quota.target_steps(measured(8192, "tokens", "t"),
+                                       tokens=inherited(1_000_000_000, "tokens", "run"))
+    assert steps.value == 122071  # ceil(122070.3125)
+    steps2, tokens2 = quota.target_steps(measured(8192, "tokens", "t"),
+                                         steps=inherited(1000, "steps", "run"))
+    assert steps2.value == 1000 and tokens2.value == 8_192_000
+    with pytest.raises(ValueError):
+        quota.target_steps(measured(8192, "tokens", "t"))
+
+
+def test_time_to_target_capped_under_quota():
+    q = quota.weekly_quota(Q30, C39600, start(600.0), s(0.5), measured(79200, "steps", "c"))
+    t = quota.time_to_target(measured(122071, "steps", "r"), measured(1e9, "tokens", "r"),
+                             s(0.5), start(600.0), measured(79200, "steps", "c"), q)
+    assert t.sessions.value == 2
+    # one full session billed 40200 s, then startup 600 + 42871 steps x 0.5 s
+    assert t.gpu_seconds.value == pytest.approx(40200 + 600 + 42871 * 0.5)
+    assert t.weeks.value == pytest.approx(122071 / 212400) and t.limited_by == "weekly quota"
+
+
+def test_time_to_target_without_a_cap():
+    t = quota.time_to_target(measured(122071, "steps", "r"), measured(1e9, "tokens", "r"),
+                             s(0.5), start(600.0))
+    assert t.sessions.value == 1 and t.gpu_seconds.value == 600 + 122071 * 0.5
+    assert t.weeks.value == pytest.approx((600 + 122071 * 0.5) / 604800)
+    assert t.limited_by == "wall clock"
+
+
+def test_target_exactly_whole_sessions():
+    t = quota.time_to_target(measured(158400, "steps", "r"), measured(1, "tokens", "r"),
+                             s(0.5), start(600.0), measured(79200, "steps", "c"))
+    assert t.sessions.value == 2
+    assert t.gpu_seconds.value == 40200 + 600 + 79200 * 0.5
+
+
+# --- cadence ------------------------------------------------------------------------------
+
+def test_save_every_worked_example():
+    # write 10 s, step 1 s, 1 %: k = ceil(10 x 0.99 / 0.01) = 990; 10 / (990 + 10) = 1 %
+    c = cadence.cadence(s(10.0), s(1.0), inherited(0.01, "ratio", "run"),
+                        measured(39600, "steps", "c"), s(39600.0))
+    assert c.save_every.value == 990
+    assert c.interval_seconds.value == 1000.0
+    assert c.overhead_share.value == pytest.approx(0.01)
+    assert c.writes_per_chunk.value == 40  # floor(39600 / 990)
+    assert c.write_seconds_per_chunk.value == 400.0
+    assert c.share_of_chunk.value == pytest.approx(400 / 39600)
+    assert c.reaches_checkpoint is True and c.min_budget_to_reach is None
+
+
+@pytest.mark.parametrize("budget,k", [(0.02, 490), (0.5, 10), (0.9, 2), (0.99, 1)])
+def test_save_every_for_other_budgets(budget, k):
+    assert cadence.save_every(10.0, 1.0, budget) == k
+
+
+def test_save_every_is_at_least_one_step():
+    assert cadence.save_every(0.0, 1.0, 0.01) == 1
+
+
+def test_bad_budget_is_refused():
+    with pytest.raises(ValueError):
+        cadence.save_every(10.0, 1.0, 1.0)
+
+
+def test_chunk_that_cannot_reach_one_checkpoint_and_the_budget_that_would():
+    c = cadence.cadence(s(10.0), s(1.0), inherited(0.01, "ratio", "run"),
+                        measured(500, "steps", "c"), s(500.0))
+    assert c.reaches_checkpoint is False and c.writes_per_chunk.value == 0
+    need = c.min_budget_to_reach.value
+    assert need == pytest.approx(10 / 510)
+    assert cadence.save_every(10.0, 1.0, need) == 500  # exactly reaches it
+
+
+# --- failures -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m_minutes,published", [(24 * 60, 117), (6 * 60, 57), (15, 9.1)])
+def test_daly_reproduces_published_optima(m_minutes, published):
+    """Daly 2006: d = 5 min, R = 10 min give optima of about 117, 57 and 9.1 min."""
+    d, r, m = 5.0, 10.0, float(m_minutes)
+    tau = failures.daly_interval(d, m)
+    digits = 0 if published > 10 else 1
+    assert round(tau, digits) == published
+    # the full model's own minimum agrees within 1 %
+    grid = [tau * (0.5 + i / 1000) for i in range(1001)]
+    best = min(grid, key=lambda t: failures.daly_wall_time(t, d, r, m))
+    assert best == pytest.approx(tau, rel=0.01)
+
+
+def test_young_and_daly_limits():
+    assert failures.young_interval(5.0, 1440.0) == 120.0  # sqrt(2 x 5 x 1440)
+    assert failures.daly_interval(10.0, 4.0) == 4.0       # d >= 2M: the interval is M
+
+
+def test_loss_per_failure_is_about_half_the_interval_plus_restart():
+    lost = failures.loss_per_failure(100.0, 0.0, 30.0, 1e9)
+    assert lost == pytest.approx(50.0 + 30.0, rel=1e-6)
+
+
+def test_kill_ledger_worked_example():
+    # R = 300, write 10, step 1, 39600 steps, save_every 990: interval 1000 s
+    rows = failures.kill_ledger(s(300.0), s(10.0), s(1.0), measured(39600, "steps", "c"),
+                                measured(990, "steps", "k"), Q30)
+    by = {r.point: r for r in rows}
+    assert by["warm-up"].without.value == by["warm-up"].with_.value == 300.0
+    assert by["mid-chunk"].without.value == 300 + 39600 / 2
+    assert by["mid-chunk"].with_.value == 300 + 1000 / 2
+    assert by["mid-chunk"].ratio.value == pytest.approx(20100 / 800)
+    assert by["mid-chunk"].share_of_quota_without.value == pytest.approx(20100 / 108000)
+    assert by["checkpoint write"].without is None
+    assert by["checkpoint write"].with_.value == 300 + 1000
+    # the last periodic save is at step 38610: 990 steps before the final save
+    assert by["final save"].without.value == 300 + 39600 + 10
+    assert by["final save"].with_.value == 300 + 990 + 10
+
+
+def test_kill_ledger_final_save_soon_after_a_periodic_one():
+    rows = failures.kill_ledger(s(300.0), s(10.0), s(1.0), measured(1000, "steps", "c"),
+                                measured(990, "steps", "k"))
+    final = next(r for r in rows if r.point == "final save")
+    assert final.with_.value == 300 + 10 + 10 and final.share_of_quota_with is None
+
+
+def test_kill_ledger_when_no_periodic_checkpoint_fits_in_the_chunk():
+    rows = failures.kill_ledger(s(300.0), s(10.0), s(1.0), measured(500, "steps", "c"),
+                                measured(990, "steps", "k"))
+    by = {r.point: r for r in rows}
+    assert by["mid-chunk"].with_.value == by["mid-chunk"].without.value == 550.0
+    assert by["checkpoint write"].with_ is None
+    assert by["final save"].with_.value == by["final save"].without.value == 810.0
+
+
+def test_daly_section_beside_the_budget_interval():
+    d = failures.daly(inherited(21600.0, "s", "6 h"), s(300.0), s(600.0), s(1.0),
+                      measured(3000, "steps", "k"))
+    assert d.daly_interval_seconds.value == pytest.approx(56.712963 * 60, rel=1e-6)
+    assert d.budget_interval_seconds.value == 3000.0
+    # Daly's interval wastes no more than any other, the budget's included
+    assert d.daly_waste.value <= d.budget_waste.value
+    assert d.daly_waste.value == pytest.approx(
+        math.exp(600 / 21600) * 21600 * math.expm1((d.daly_interval_seconds.value + 300) / 21600)
+        / d.daly_interval_seconds.value - 1)
+
+
+# --- disk ---------------------------------------------------------------------------------
+
+DISK = inherited(20_000_000_000, "B", "20 GB")
+
+
+def test_disk_worked_example():
+    d = disk.disk_plan(DISK, measured(3_000_000_000, "B", "ckpt"),
+                       inherited(2, "copies", "run"))
+    assert d.copies_fit.value == 6
+    assert d.steady_share.value == pytest.approx(0.3)
+    assert d.peak_share.value == pytest.approx(0.45)
+    assert d.fits is True
+
+
+@pytest.mark.parametrize("live,fits", [(3, True), (4, False)])
+def test_disk_edge_live_plus_one_exactly_fills_it(live, fits):
+    # 5 GB checkpoints on 20 GB: 4 fit; 3 live + 1 being written = exactly 20 GB
+    d = disk.disk_plan(DISK, measured(5_000_000_000, "B", "c"), inherited(live, "copies", "r"))
+    assert d.copies_fit.value == 4 and d.fits is fits
+
+
+def test_disk_unknown():
+    d = disk.disk_plan(assumed(None, "B", "not published"), measured(1, "B", "c"),
+                       inherited(2, "copies", "r"))
+    assert d.fits is None and d.copies_fit is None
