@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from afford.cli import certify, history, schema
+from afford.cli import certify, history, pin, schema
 
 app = typer.Typer(
     name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -17,6 +17,7 @@ app = typer.Typer(
 app.command("certify")(certify.command)
 app.command("schema")(schema.command)
 app.add_typer(history.app, name="history")
+app.command("pin")(pin.command)
 
 
 def main() -> None:
