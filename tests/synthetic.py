@@ -105,7 +105,7 @@ def tinylm(scale: float = 1.0) -> WorkloadResult:
     pts.append(oom_point(2048, {**shape, "seq": 2048}))
     floor = LawFit(form="floor_power", params={"F": F, "c": c, "b": b}, r2=0.99991,
                    residuals=residuals, loo_rel_errors=[0.006, -0.009, 0.004, -0.003])
-    power = LawFit(form="power", params={"a": math.log(1.1e-4 * scale), "b": 0.62}, r2=0.98,
+    power = LawFit(form="power", params={"a": math.log(4.9e-4 * scale), "b": 0.46}, r2=0.98,
                    residuals=[0.05, -0.04, -0.03, 0.04], loo_rel_errors=[0.09, -0.05, -0.04, 0.07])
     law = ThroughputLaw(x_name="seq", x=[float(x) for x in xs], seconds=meas, x_min=128.0,
                         x_max=1024.0, power=power, floor_power=floor, chosen="floor_power",
@@ -122,3 +122,67 @@ def make_cert(device: str = "Synthetic GPU 80GB", scale: float = 1.0, **env) -> 
     return Certificate(environment=environment(device, **env), protocol=protocol(),
                        workloads=[softmax(scale), tinylm(scale)],
                        warnings=["tinylm (bf16): seq=2048: excluded (out of memory)"])
+
+
+def ledger_rows():
+    """The synthetic certificate's readings, one of them struck and superseded."""
+    from afford import ledger
+
+    rows = ledger.certificate_readings(make_cert(), "afford certify --out synthetic.json")[:4]
+    redo = ledger.new_reading(date=datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc),
+                              device="Synthetic GPU 80GB", torch="2.11.0+cu130", commit="fed",
+                              command="afford certify --full", quantity=rows[0].quantity,
+                              value=0.000805, unit="s", step_indices="c0:4-40;c1:4-38;c2:4-41")
+    struck = rows[0].model_copy(update={"status": "withdrawn", "reason": "re-measured under "
+                                        "the --full protocol", "superseded_by": redo.id})
+    other = ledger.new_reading(date=datetime(2026, 12, 1, tzinfo=timezone.utc),
+                               device="Another box", command="afford certify",
+                               quantity="x/peak_reserved_bytes", value=1, unit="B")
+    return (struck, *rows[1:], redo, other)
+
+
+def manifest():
+    from afford.manifest import Manifest, Source
+
+    at = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
+    return Manifest(sources=[
+        Source(name="enwik8", kind="file", status="PINNED", path="data/enwik8",
+               sha256="2b49720ec4d78c3c9fabaee6e4179a5e997302b3a70029f30f2d582218c024a8",
+               size_bytes=100_000_000, pinned_at=at),
+        Source(name="held-out", kind="file", status="UNPINNED", path="data/held.bin",
+               reason="not present: no such file or folder", pinned_at=at)])
+
+
+def plan_doc():
+    """A plan as ``afford plan --json`` might write it: tagged figures (as JSON), one bare
+    number (not shown), a NOT EXECUTABLE figure, a ladder, and an unpinned data source."""
+    def t(value, unit, tag, source):
+        return {"value": value, "unit": unit, "tag": tag, "source": source,
+                "extrapolated": False, "provisional": False}
+
+    return {
+        "schema": "afford.plan/1",
+        "platform": {"name": "kaggle-p100", "device": "Tesla P100-PCIE-16GB",
+                     "session_cap": t(43200.0, "s", "INHERITED", "Kaggle docs")},
+        "run": {"data_sources": ["enwik8", "held-out"], "tokens_per_step": 8192},
+        "chunk": {"chunk": t(39600.0, "s", "MODULE", "cap - margin"),
+                  "import_torch": {"what": "import torch", "reason": "no CUDA here",
+                                   "status": "NOT EXECUTABLE"}},
+        "ladder": [
+            {"params": t(7.5e6, "params", "ASSUMED", "ladder size"),
+             "wall_law": t(3600.0, "s", "FITTED", "law over sizes"),
+             "wall_roofline": t(900.0, "s", "MODULE", "6ND / measured GEMM rate")},
+            {"params": t(1.24e8, "params", "ASSUMED", "ladder size"),
+             "wall_law": t(86400.0, "s", "FITTED", "law over sizes"),
+             "wall_roofline": t(20000.0, "s", "MODULE", "6ND / measured GEMM rate")}],
+    }
+
+
+def report_inputs():
+    from afford.report.build import Inputs
+
+    return Inputs(certs=(("synthetic.json", make_cert()),),
+                  plans=(("plan-kaggle.json", plan_doc()),),
+                  manifest=("afford.manifest.json", manifest()),
+                  history=("history.tsv", ledger_rows()),
+                  expect=("Tesla T4",))

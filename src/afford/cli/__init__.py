@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from afford.cli import certify, compare, history, pin, schema
+from afford.cli import certify, compare, history, pin, report, schema
 
 app = typer.Typer(
     name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -19,6 +19,7 @@ app.command("schema")(schema.command)
 app.add_typer(history.app, name="history")
 app.command("pin")(pin.command)
 app.command("compare")(compare.command)
+app.command("report")(report.command)
 
 
 def main() -> None:
