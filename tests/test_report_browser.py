@@ -2,7 +2,6 @@
 screenshot, and its DOM holds the plots and the tables."""
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 

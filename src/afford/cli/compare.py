@@ -7,15 +7,17 @@ from typing import Annotated
 
 import typer
 
-from afford.cli.common import err, guard, out, print_json
+from afford.cli.common import guard, out, print_json
 from afford.compare import NOT_COMPARED, REPRODUCES, compare_files
 from afford.errors import InputError
 from afford.report.compare import comparison_tables, footer, header
 
 
 def command(
-    a: Annotated[Path, typer.Argument(metavar="A.json", help="Certificate A: its laws are the prediction.")],
-    b: Annotated[Path, typer.Argument(metavar="B.json", help="Certificate B: its measured points are judged.")],
+    a: Annotated[Path, typer.Argument(
+        metavar="A.json", help="Certificate A: its laws are the prediction.")],
+    b: Annotated[Path, typer.Argument(
+        metavar="B.json", help="Certificate B: its measured points are judged.")],
     tol: Annotated[str, typer.Option(
         help="Tolerance, stated up front (required): 5% or 0.05.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

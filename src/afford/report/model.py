@@ -39,7 +39,7 @@ class Series:
     tag: Tag
     x: tuple[float, ...]
     y: tuple[float, ...]
-    style: Literal["points", "line", "dashed", "excluded"] = "points"
+    style: Literal["points", "line", "linepoints", "dashed", "excluded"] = "points"
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def ladder(doc: Any, name: str) -> Plot | None:
     if not columns:
         return None
     series = tuple(Series(k, pts[0][2], tuple(p[0] for p in pts), tuple(p[1] for p in pts),
-                          "line") for k, pts in columns.items())
+                          "linepoints") for k, pts in columns.items())
     return Plot(id=slug(name, "ladder"), kind="ladder", title=f"Scale ladder: {name}",
                 x_label="parameters", y_label="wall-clock seconds", series=series,
                 caption="Wall clock per model size, one line per column (never pooled).")

@@ -23,6 +23,7 @@ MISSING_NOTE = ("Plots omitted: matplotlib is not installed here "
 _STYLE = {"points": dict(linestyle="none", marker="o", markersize=5),
           "excluded": dict(linestyle="none", marker="x", markersize=8, color="#c0392b"),
           "line": dict(linestyle="-", linewidth=1.8),
+          "linepoints": dict(linestyle="-", linewidth=1.5, marker="o", markersize=5),
           "dashed": dict(linestyle="--", linewidth=1.2)}
 
 
