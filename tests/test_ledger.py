@@ -78,6 +78,12 @@ def test_other_quantities_need_no_step_index(quantity):
     assert reading(quantity=quantity, step_indices="").step_indices == ""
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_reading_is_finite(value):
+    with pytest.raises(InputError, match="finite"):
+        reading(value=value)
+
+
 @pytest.mark.parametrize("text,parsed", [
     ("3-5", {"": [3, 4, 5]}),
     ("0,2,5-7", {"": [0, 2, 5, 6, 7]}),

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -132,6 +133,8 @@ class Reading(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> "Reading":
+        if not math.isfinite(self.value):
+            raise ValueError(f"{self.quantity} = {self.value}: a reading is a finite number")
         if is_step_time(self.quantity):
             if not self.step_indices:
                 raise ValueError(f"{self.quantity} is a step time: a step time without the "

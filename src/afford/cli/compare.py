@@ -22,9 +22,12 @@ def command(
         help="Tolerance, stated up front (required): 5% or 0.05.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Predict B's measured points with A's laws, error per point, within a tolerance stated
-    before B is read. Never pools A and B. Exit codes: 0 REPRODUCES, 1 DOES NOT
-    REPRODUCE, 2 bad input (or nothing comparable)."""
+    """Does box A's law describe box B, within a tolerance stated before B is read?
+
+    A's laws predict B's measured points; the error per point and a verdict per law
+    (REPRODUCES / DOES NOT REPRODUCE). A and B are never pooled. Exit codes: 0 REPRODUCES,
+    1 DOES NOT REPRODUCE, 2 bad input (or nothing comparable).
+    """
     with guard():
         result = compare_files(a, b, tol)
         if as_json:
