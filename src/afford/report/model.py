@@ -10,7 +10,7 @@ their series as plain floats, each series labelled with the tag of the figures i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Union
 
 from afford.provenance import NotExecutable, Struck, Tag, Tagged
@@ -75,7 +75,6 @@ class Report:
     sections: tuple[Section, ...]
     plots: tuple[Plot, ...] = ()
     legend: str = ""
-    warnings: tuple[str, ...] = field(default_factory=tuple)
 
     def plot(self, plot_id: str) -> Plot:
         return next(p for p in self.plots if p.id == plot_id)
