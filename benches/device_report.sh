@@ -19,6 +19,7 @@ log() { echo "== $*" | tee -a "$OUT/device_report.log"; }
 log "certify --quick, twice (independent runs of this box)"
 for run in a b; do
     timeout 150 "$PY" -m afford certify --quick --workload tinylm --workload softmax \
+        --sweep seq=128,256,512,1024 --sweep s=256,512,1024,2048 \
         --out "$OUT/cert_$run.json" --force >>"$OUT/device_report.log" 2>&1
     echo "certify $run: rc=$?" | tee -a "$OUT/device_report.log"
 done

@@ -148,7 +148,7 @@ def points(cert: Certificate, r: WorkloadResult) -> Table:
             if p.step0_over_warm is not None else "-",
             _residual(r, p), alloc or "-", reserved or "-", _resident_text(p)))
     return Table(columns=(r.sweep_param, "warm step", "child spread", "precision", "step 0",
-                          "step0/warm", "residual", "peak allocated", "peak reserved",
+                          "step0/warm", "residual", "peak allocated (CPU: RSS)", "peak reserved",
                           "resident"), rows=tuple(rows),
                  caption=f"{r.name} ({r.mode}): {r.description or r.source}")
 
