@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from afford.cli import certify, plan, preflight, schema
+from afford.cli import certify, compare, history, pin, plan, preflight, report, schema
 
 app = typer.Typer(
     name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -18,6 +18,10 @@ app.command("certify")(certify.command)
 app.command("schema")(schema.command)
 app.command("plan")(plan.command)
 app.command("preflight")(preflight.command)
+app.add_typer(history.app, name="history")
+app.command("pin")(pin.command)
+app.command("compare")(compare.command)
+app.command("report")(report.command)
 
 
 def main() -> None:

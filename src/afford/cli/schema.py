@@ -9,7 +9,8 @@ import typer
 from afford.cli.common import guard, print_json
 from afford.errors import InputError
 
-KINDS = {"cert": ("afford.schema.cert", "Certificate")}
+KINDS = {"cert": ("afford.schema.cert", "Certificate"),
+         "manifest": ("afford.manifest", "Manifest")}
 
 
 def command(kind: Annotated[str, typer.Argument(help="File kind: " + ", ".join(KINDS))]) -> None:

@@ -1,0 +1,183 @@
+"""Cross-device reproduction: does box A's law describe box B, within a tolerance stated
+before B's numbers were read? (DESIGN section 3, rule 7.)
+
+The order is the point, and :func:`compare_files` reads top to bottom in it:
+
+1. the tolerance is parsed (a bad one fails before anything is read);
+2. certificate A is loaded;
+3. the result is created (:class:`Stated`, frozen) holding the tolerance and A's laws;
+4. only then is certificate B loaded, and :func:`judge` checks B's measured points against
+   the stated result. ``judge`` takes no tolerance argument: it can only use the one stated.
+
+For each law of A (one per workload and dtype mode), A's chosen form predicts each of B's
+resident, measured points of the same workload, mode and fixed shape; the error is
+``predicted / measured - 1`` (the sign convention of a law's residuals), and the law
+REPRODUCES when every point is within the tolerance. A and B are never pooled: no law is
+fitted here, B's own law is not used, and a point of A is never a point of B.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from afford.errors import InputError
+from afford.fit.throughput import ThroughputLaw
+from afford.provenance import Tagged, fitted, measured, module
+from afford.schema.cert import Certificate, WorkloadResult, load_certificate
+from afford.units import UnitError, parse_fraction
+
+COMPARE_SCHEMA = "afford.compare/1"
+REPRODUCES, NOT_REPRODUCED, NOT_COMPARED = "REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"
+Verdict = Literal["REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class CertRef(_Frozen):
+    path: str
+    device: str
+    started_at: datetime
+    torch: str
+
+
+class LawRef(_Frozen):
+    """One of A's laws, whole, with the fixed shape it was measured at."""
+
+    workload: str
+    mode: str
+    fixed_shape: dict[str, int]
+    law: ThroughputLaw
+    description: str
+
+
+class Stated(_Frozen):
+    """The comparison as it stands before B is read: the tolerance and A's laws."""
+
+    schema_id: str = Field(COMPARE_SCHEMA, alias="schema")
+    tolerance: float
+    tolerance_text: str
+    a: CertRef
+    laws: list[LawRef]
+
+
+class PointCheck(_Frozen):
+    x: float
+    measured: Tagged
+    predicted: Tagged
+    error: Tagged
+    within: bool
+
+
+class LawCheck(_Frozen):
+    workload: str
+    mode: str
+    law: str
+    points: list[PointCheck]
+    worst: Tagged | None
+    verdict: Verdict
+    note: str = ""
+
+
+class Comparison(Stated):
+    b: CertRef
+    checks: list[LawCheck]
+    verdict: Verdict
+
+
+def parse_tolerance(text: str) -> float:
+    """``"5%"`` or ``"0.05"`` -> 0.05; InputError unless 0 < tol < 1."""
+    try:
+        tol = parse_fraction(text)
+    except UnitError as exc:
+        raise InputError(f"--tol {text!r}: {exc}") from None
+    if not 0.0 < tol < 1.0:
+        raise InputError(f"--tol {text!r}: the tolerance must be above 0 and below 100%")
+    return tol
+
+
+def _ref(cert: Certificate, path: str) -> CertRef:
+    e = cert.environment
+    return CertRef(path=path, device=e.device_name, started_at=e.started_at,
+                   torch=e.torch_version)
+
+
+def fixed_shape(r: WorkloadResult) -> dict[str, int]:
+    """The shape without the swept dimension (the same at every point of a sweep)."""
+    shapes = [p.shape for p in r.points if p.shape]
+    base = shapes[0] if shapes else {}
+    return {k: v for k, v in sorted(base.items()) if k != r.sweep_param}
+
+
+def state(a: Certificate, a_path: str, tolerance: float, tolerance_text: str) -> Stated:
+    """The result before B exists: the tolerance and every law of A."""
+    laws = [LawRef(workload=r.name, mode=r.mode, fixed_shape=fixed_shape(r), law=r.law,
+                   description=r.law.describe()) for r in a.workloads if r.law is not None]
+    if not laws:
+        raise InputError(f"{a_path}: certificate A has no law to test (no workload has two "
+                         "resident points)")
+    return Stated(tolerance=tolerance, tolerance_text=tolerance_text, a=_ref(a, a_path),
+                  laws=laws)
+
+
+def _check_point(law: LawRef, r: WorkloadResult, x: int, secs: float, tol: float,
+                 run: str) -> PointCheck:
+    pred, extra = law.law.predict(x)
+    err = pred / secs - 1.0
+    return PointCheck(
+        x=float(x),
+        measured=measured(secs, "s", f"B: {r.name} {r.mode} {r.sweep_param}={x}, {run}"),
+        predicted=fitted(pred, "s", f"A's law: {law.description}", extrapolated=extra),
+        error=module(err, "ratio", "predicted by A's law / measured on B - 1"),
+        within=abs(err) <= tol)
+
+
+def _check_law(law: LawRef, b: Certificate, tol: float) -> LawCheck:
+    r = next((w for w in b.workloads if w.name == law.workload and w.mode == law.mode), None)
+    head = dict(workload=law.workload, mode=law.mode, law=law.description)
+    if r is None:
+        return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
+                        note=f"B has no {law.workload} ({law.mode}) workload")
+    if fixed_shape(r) != law.fixed_shape:
+        return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
+                        note=f"shapes differ: A {law.fixed_shape}, B {fixed_shape(r)}")
+    run = f"{b.environment.device_name}, {b.environment.started_at:%Y-%m-%d %H:%M} UTC"
+    checks = [_check_point(law, r, p.value, p.median_seconds, tol, run) for p in r.points
+              if p.resident and p.excluded_reason is None and p.median_seconds is not None]
+    if not checks:
+        return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
+                        note="B has no resident measured point of this workload")
+    worst = max(checks, key=lambda c: abs(c.error.value))
+    skipped = len(r.points) - len(checks)
+    return LawCheck(**head, points=checks, worst=worst.error,
+                    verdict=REPRODUCES if all(c.within for c in checks) else NOT_REPRODUCED,
+                    note=f"{skipped} point(s) of B not resident or not measured: not judged"
+                    if skipped else "")
+
+
+def judge(stated: Stated, b: Certificate, b_path: str) -> Comparison:
+    """B's points against the stated laws, with the stated tolerance (and no other)."""
+    checks = [_check_law(law, b, stated.tolerance) for law in stated.laws]
+    judged = [c for c in checks if c.verdict != NOT_COMPARED]
+    verdict = NOT_COMPARED if not judged else \
+        REPRODUCES if all(c.verdict == REPRODUCES for c in judged) else NOT_REPRODUCED
+    return Comparison(**dict(stated), b=_ref(b, b_path), checks=checks,
+                      verdict=verdict)
+
+
+def compare_files(a_path: str | Path, b_path: str | Path, tol_text: str, *,
+                  load: Callable[[str | Path], Certificate] = load_certificate,
+                  on_stated: Callable[[Stated], None] = lambda s: None) -> Comparison:
+    """The four steps, in the order that makes the tolerance honest (module docstring)."""
+    tolerance = parse_tolerance(tol_text)                  # 1. the tolerance, first
+    a = load(a_path)                                       # 2. box A
+    stated = state(a, str(a_path), tolerance, tol_text)    # 3. the result: tol + A's laws
+    on_stated(stated)
+    b = load(b_path)                                       # 4. only now box B's readings
+    return judge(stated, b, str(b_path))

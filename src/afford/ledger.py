@@ -1,0 +1,419 @@
+"""The history ledger: an append-only TSV of readings, one a line (DESIGN section 3, rules 1,
+5 and 6; section 5 "File formats").
+
+Why a TSV: it is git-friendly (a new reading is a new line; a strike changes one line) and any
+tool reads it. The first line is the header below; it is the format's version marker
+(``afford.history/1`` is exactly these columns in this order; another header is refused).
+
+Rules this module enforces, each with a test:
+
+- **A step time needs its step indices** (rule 1). A quantity is a *step time* when its name
+  ends in ``step_seconds`` or ``step<N>_seconds`` (``warm_step_seconds``, ``step0_seconds``,
+  ``tinylm/fp32/seq=64/warm_step_seconds``); such a reading without ``step_indices`` is
+  refused, and its unit must be ``s``.
+- **Readings are only appended; a correction strikes, it never deletes** (rule 6). Striking
+  sets ``status`` (withdrawn: replaced or no longer claimed; retracted: it was wrong), a
+  ``reason`` (required) and optionally ``superseded_by`` (the id of another reading) on the
+  struck line; every other line, and every other field of that line, stays byte for byte.
+  A struck reading cannot be struck again or revived.
+- Every write is atomic (:func:`afford.io.atomic_write_text`): a killed writer leaves the old
+  ledger whole or the new one whole.
+
+Each reading has an ``id``: ``r`` + 10 hex digits of the SHA-256 of its content fields, so ids
+do not collide when two branches append and are merged, and the same reading cannot be
+appended twice.
+
+Step indices are written compactly: ``3-14`` (steps 3 to 14), ``0,2,5-9``, and per child
+process ``c0:3-14;c1:3-17;c2:3-12``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from afford import readings as rd
+from afford.errors import InputError
+from afford.io import atomic_write_text
+from afford.provenance import Struck, Tag, Tagged
+from afford.schema.cert import Certificate, Point, WorkloadResult
+
+LEDGER_SCHEMA = "afford.history/1"
+COLUMNS = ("id", "date", "device", "torch", "commit", "command", "quantity", "value", "unit",
+           "tag", "step_indices", "config_fingerprint", "status", "reason", "superseded_by")
+HEADER = "\t".join(COLUMNS)
+STATUSES = ("current", "withdrawn", "retracted")
+
+_STEP_TIME = re.compile(r"(^|[/._:])step\d*_seconds$")
+_RANGE = r"\d+(?:-\d+)?"
+_GROUP = rf"(?:[A-Za-z][A-Za-z0-9_]*:)?{_RANGE}(?:,{_RANGE})*"
+_STEPS = re.compile(rf"{_GROUP}(?:;{_GROUP})*")
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+
+
+def is_step_time(quantity: str) -> bool:
+    """True for a quantity that times one step: its name ends in ``step_seconds`` or
+    ``step<N>_seconds`` (the rule that decides when step indices are required)."""
+    return bool(_STEP_TIME.search(quantity))
+
+
+def parse_step_indices(text: str) -> dict[str, list[int]]:
+    """``"c0:3-5;c1:3,4"`` -> ``{"c0": [3, 4, 5], "c1": [3, 4]}``; ungrouped -> key ``""``.
+
+    InputError for anything else (ranges must ascend, indices are non-negative integers)."""
+    s = text.strip()
+    if not _STEPS.fullmatch(s):
+        raise InputError(f"step indices {text!r}: write them as 3-14, 0,2,5-9 or "
+                         "c0:3-14;c1:3-17 (per child)")
+    out: dict[str, list[int]] = {}
+    for group in s.split(";"):
+        label, _, ranges = group.rpartition(":")
+        if label in out:
+            raise InputError(f"step indices {text!r}: the group {label or '(unlabelled)'} "
+                             "appears twice")
+        out[label] = _expand(ranges, text)
+    return out
+
+
+def _expand(ranges: str, text: str) -> list[int]:
+    values: list[int] = []
+    for part in ranges.split(","):
+        lo, _, hi = part.partition("-")
+        a, b = int(lo), int(hi or lo)
+        if b < a or (values and a <= values[-1]):
+            raise InputError(f"step indices {text!r}: ranges must ascend ({part!r})")
+        values.extend(range(a, b + 1))
+    return values
+
+
+def format_step_indices(indices: list[int] | tuple[int, ...]) -> str:
+    """[3, 4, 5, 9] -> ``"3-5,9"`` (sorted, duplicates dropped)."""
+    xs = sorted(set(int(i) for i in indices))
+    if not xs:
+        raise ValueError("no step indices to format")
+    parts, start, prev = [], xs[0], xs[0]
+    for x in xs[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return ",".join(parts)
+
+
+class Reading(BaseModel):
+    """One line of the ledger."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^r[0-9a-f]{10}$")
+    date: datetime
+    device: str = Field(min_length=1)
+    torch: str = ""
+    commit: str = ""
+    command: str = Field(min_length=1, description="the run the reading was read off")
+    quantity: str = Field(min_length=1, pattern=r"^\S+$")
+    value: int | float
+    unit: str = ""
+    tag: Tag
+    step_indices: str = ""
+    config_fingerprint: str = ""
+    status: Literal["current", "withdrawn", "retracted"] = "current"
+    reason: str = ""
+    superseded_by: str = ""
+
+    @model_validator(mode="after")
+    def _rules(self) -> "Reading":
+        if not math.isfinite(self.value):
+            raise ValueError(f"{self.quantity} = {self.value}: a reading is a finite number")
+        if is_step_time(self.quantity):
+            if not self.step_indices:
+                raise ValueError(f"{self.quantity} is a step time: a step time without the "
+                                 "index of the step it timed is not a measurement of a step "
+                                 "(give the step indices, e.g. 3-14 or c0:3-14;c1:3-17)")
+            if self.unit != "s":
+                raise ValueError(f"{self.quantity} is a step time: its unit must be s, "
+                                 f"not {self.unit!r}")
+        if self.step_indices:
+            parse_step_indices(self.step_indices)
+        if self.status == "current" and (self.reason or self.superseded_by):
+            raise ValueError("a current reading has no reason or superseded_by")
+        if self.status != "current" and not self.reason.strip():
+            raise ValueError(f"a {self.status} reading needs its reason")
+        return self
+
+    @property
+    def struck(self) -> bool:
+        return self.status != "current"
+
+    def tagged(self) -> Tagged:
+        """The value as a renderer takes it: tagged, with the run it was read off."""
+        src = f"{self.quantity}, {self.device}, {self.command}, {self.date:%Y-%m-%d}"
+        if self.step_indices:
+            src += f", steps {self.step_indices}"
+        return Tagged(value=self.value, unit=self.unit, tag=self.tag, source=src)
+
+    def shown(self) -> Tagged | Struck:
+        """Tagged when current; :class:`~afford.provenance.Struck` (with reason) when not."""
+        if not self.struck:
+            return self.tagged()
+        return Struck(value=self.tagged(), status=self.status, reason=self.reason,
+                      superseded_by=self.superseded_by or None)
+
+
+def _content_id(fields: dict) -> str:
+    keys = ("date", "device", "torch", "commit", "command", "quantity", "value", "unit", "tag",
+            "step_indices", "config_fingerprint")
+    text = "\t".join(_cell(k, fields.get(k, "")) for k in keys)
+    return "r" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+
+
+def new_reading(*, date: datetime | None = None, **fields) -> Reading:
+    """A current reading with its content id; InputError when it breaks a rule."""
+    fields["date"] = (date or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(
+        microsecond=0)
+    fields.setdefault("tag", Tag.MEASURED)
+    fields["tag"] = Tag(fields["tag"])
+    try:
+        return Reading(id=_content_id(fields), **fields)
+    except ValidationError as exc:
+        raise InputError(_first_error(exc, fields.get("quantity", "?"))) from None
+
+
+def _first_error(exc: ValidationError, what: str) -> str:
+    e = exc.errors()[0]
+    where = ".".join(str(x) for x in e["loc"])
+    msg = e["msg"].removeprefix("Value error, ")
+    return f"reading {what}: {where + ': ' if where else ''}{msg}"
+
+
+# ---------------------------------------------------------------- the file
+
+
+def _cell(name: str, value) -> str:
+    if name == "date" and isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if name == "value" and isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Tag):
+        return value.value
+    return "".join(_ESCAPES.get(ch, ch) for ch in str(value))
+
+
+def _uncell(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _UNESCAPES.get(m.group(1), m.group(1)), text)
+
+
+def to_line(r: Reading) -> str:
+    return "\t".join(_cell(c, getattr(r, c)) for c in COLUMNS)
+
+
+def from_line(line: str, where: str) -> Reading:
+    cells = line.split("\t")
+    if len(cells) != len(COLUMNS):
+        raise InputError(f"{where}: {len(cells)} columns, expected {len(COLUMNS)} "
+                         f"({', '.join(COLUMNS)})")
+    raw = {c: _uncell(v) for c, v in zip(COLUMNS, cells)}
+    value = raw["value"]
+    try:
+        raw["value"] = int(value) if re.fullmatch(r"-?\d+", value) else float(value)
+    except ValueError:
+        raise InputError(f"{where}: value {value!r} is not a number") from None
+    try:
+        r = Reading(**raw)
+    except ValidationError as exc:
+        raise InputError(f"{where}: {_first_error(exc, raw['quantity'])}") from None
+    return r
+
+
+def create(path: str | Path) -> Path:
+    """A new ledger holding only the header; never overwrites an existing file."""
+    return atomic_write_text(path, HEADER + "\n", overwrite=False)
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such ledger (create it with `afford history add`, which "
+                         "starts a new one, or write the header line)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read it: {exc}") from None
+    lines = text.splitlines()
+    if not lines or lines[0] != HEADER:
+        raise InputError(f"{path}: not an {LEDGER_SCHEMA} ledger: its first line must be the "
+                         f"header {HEADER!r}")
+    return lines
+
+
+def load(path: str | Path) -> list[Reading]:
+    """Every reading of the ledger, struck ones included, in file order."""
+    p = Path(path)
+    lines = _read_lines(p)
+    rows = [from_line(line, f"{p}:{n}") for n, line in enumerate(lines[1:], 2) if line]
+    seen: set[str] = set()
+    for r in rows:
+        if r.id in seen:
+            raise InputError(f"{p}: the id {r.id} appears twice")
+        seen.add(r.id)
+    return rows
+
+
+def append(path: str | Path, new: list[Reading]) -> list[Reading]:
+    """Append readings (creating the ledger if absent); refuses a reading already there."""
+    p = Path(path)
+    lines = _read_lines(p) if p.exists() else [HEADER]
+    have = {r.id for r in load(p)} if p.exists() else set()
+    for r in new:
+        if r.status != "current":
+            raise InputError(f"reading {r.id}: only current readings are appended; strike "
+                             "afterwards with `afford history strike`")
+        if r.id in have:
+            raise InputError(f"{p}: reading {r.id} ({r.quantity} = {r.value}) is already in "
+                             "the ledger; a reading is appended once")
+        have.add(r.id)
+    body = [line for line in lines if line] + [to_line(r) for r in new]
+    atomic_write_text(p, "\n".join(body) + "\n")
+    return new
+
+
+def strike(path: str | Path, reading_id: str, *, reason: str,
+           status: str = "withdrawn", superseded_by: str = "") -> Reading:
+    """Strike one reading: status, reason and successor change on its line, nothing else."""
+    if status not in ("withdrawn", "retracted"):
+        raise InputError(f"strike status {status!r}: choose withdrawn or retracted")
+    if not reason.strip():
+        raise InputError("a strike needs a reason (--reason): a correction says why")
+    p = Path(path)
+    lines = _read_lines(p)
+    rows = load(p)
+    ids = {r.id for r in rows}
+    if reading_id not in ids:
+        raise InputError(f"{p}: no reading with id {reading_id!r}")
+    if superseded_by and (superseded_by not in ids or superseded_by == reading_id):
+        raise InputError(f"--superseded-by {superseded_by!r}: name another reading of this "
+                         "ledger by its id (append the new reading first)")
+    idx = next(i for i, line in enumerate(lines) if line.startswith(reading_id + "\t"))
+    old = from_line(lines[idx], f"{p}:{idx + 1}")
+    if old.struck:
+        raise InputError(f"reading {reading_id} is already {old.status} ({old.reason}); a "
+                         "strike is final")
+    struck = old.model_copy(update={"status": status, "reason": reason.strip(),
+                                    "superseded_by": superseded_by})
+    Reading.model_validate(struck.model_dump())
+    lines[idx] = to_line(struck)
+    atomic_write_text(p, "\n".join(line for line in lines if line) + "\n")
+    return struck
+
+
+# ---------------------------------------------------------------- certificates
+
+
+def _fingerprint(cert: Certificate, r: WorkloadResult, p: Point | None) -> str:
+    """12 hex digits of SHA-256 over what makes two readings comparable: device, torch,
+    precision flags, protocol, workload, mode and shape (or the sweep, for a law)."""
+    e = cert.environment
+    doc = {"device": e.device_name, "torch": e.torch_version, "tf32": [e.tf32_matmul,
+           e.tf32_cudnn], "matmul_precision": e.float32_matmul_precision,
+           "cublas": e.cublas_workspace_config, "alloc": e.pytorch_cuda_alloc_conf,
+           "protocol": cert.protocol.model_dump(mode="json"), "workload": r.name,
+           "source": r.source, "mode": r.mode, "sweep_param": r.sweep_param,
+           "shape": p.shape if p is not None else [q.value for q in r.points]}
+    text = json.dumps(doc, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _child_steps(p: Point, step0: bool) -> str:
+    groups = [f"c{k.child}:" + ("0" if step0 else format_step_indices(k.timed_step_indices))
+              for k in p.children
+              if (k.step0_seconds is not None if step0 else k.timed_step_indices)]
+    return ";".join(groups)
+
+
+def _point_readings(cert: Certificate, r: WorkloadResult, p: Point, base: dict) -> list[dict]:
+    q = f"{r.name}/{r.mode}/{r.sweep_param}={p.value}"
+    fp = _fingerprint(cert, r, p)
+    rows = [dict(quantity=f"{q}/warm_step_seconds", value=p.median_seconds, unit="s",
+                 tag=Tag.MEASURED, step_indices=_child_steps(p, False))]
+    if p.step0_seconds is not None:
+        rows.append(dict(quantity=f"{q}/step0_seconds", value=p.step0_seconds, unit="s",
+                         tag=Tag.MEASURED, step_indices=_child_steps(p, True)))
+    for field in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes"):
+        if getattr(p, field) is not None:
+            rows.append(dict(quantity=f"{q}/{field}", value=getattr(p, field), unit="B",
+                             tag=Tag.MEASURED))
+    return [{**base, "config_fingerprint": fp, **row} for row in rows]
+
+
+def _law_readings(cert: Certificate, r: WorkloadResult, base: dict) -> list[dict]:
+    if r.law is None:
+        return []
+    best, q = r.law.best, f"{r.name}/{r.mode}/law_{r.law.chosen}"
+    fp = _fingerprint(cert, r, None)
+    rows = [dict(quantity=f"{q}/exponent", value=best.params["b"], unit="", tag=Tag.FITTED),
+            dict(quantity=f"{q}/r2", value=best.r2, unit="", tag=Tag.MODULE)]
+    if "F" in best.params:
+        rows.append(dict(quantity=f"{q}/floor_seconds", value=best.params["F"], unit="s",
+                         tag=Tag.FITTED))
+    if best.loo_max is not None:
+        rows.append(dict(quantity=f"{q}/loo_max", value=best.loo_max, unit="ratio",
+                         tag=Tag.MODULE))
+    return [{**base, "config_fingerprint": fp, **row} for row in rows]
+
+
+def _contract_readings(cert: Certificate, base: dict) -> list[dict]:
+    """What the later stages expose through :mod:`afford.readings` (probes, checkpoints,
+    startup). A figure a stage did not write is ``None`` there and is left out here."""
+    found: list[tuple[str, Tagged | None, str]] = []
+    for dtype in ("fp32", "tf32", "bf16", "fp16"):
+        found.append((f"gemm_{dtype}_flop_per_second", rd.gemm_rate(cert, dtype), ""))
+    found.append(("copy_bytes_per_second", rd.copy_bandwidth(cert), ""))
+    for r in cert.workloads:
+        found.append((f"{r.name}/{r.mode}/checkpoint_write_seconds",
+                      rd.checkpoint_write_seconds(cert, r.name, r.mode), ""))
+        found.append((f"{r.name}/{r.mode}/checkpoint_bytes",
+                      rd.checkpoint_bytes(cert, r.name, r.mode), ""))
+    for name, t in rd.startup_seconds(cert).items():
+        found.append((f"startup/{name}_seconds", t, "0" if name == "first_step" else ""))
+    rows = []
+    for quantity, t, steps in found:
+        if t is None or isinstance(t.value, (str, bool)) or t.value is None:
+            continue
+        if is_step_time(quantity) and not steps:
+            continue  # an index this function cannot know is never invented
+        rows.append({**base, "quantity": quantity, "value": t.value, "unit": t.unit,
+                     "tag": t.tag, "step_indices": steps})
+    return rows
+
+
+def certificate_readings(cert: Certificate, command: str) -> list[Reading]:
+    """The headline readings of a certificate: warm and step-0 seconds per resident point
+    (with the timed step indices of every child), peak memory, the chosen law's exponent,
+    R^2, floor and leave-one-out error, and what :mod:`afford.readings` exposes."""
+    e = cert.environment
+    commit = (e.git_head or "") + ("-dirty" if e.git_dirty else "")
+    base = dict(date=e.started_at, device=e.device_name, torch=e.torch_version,
+                commit=commit, command=command or e.command)
+    rows: list[dict] = []
+    for r in cert.workloads:
+        for p in r.points:
+            if p.resident and p.excluded_reason is None and p.median_seconds is not None:
+                rows.extend(_point_readings(cert, r, p, base))
+        rows.extend(_law_readings(cert, r, base))
+    rows.extend(_contract_readings(cert, base))
+    return [new_reading(**row) for row in rows]
+
+
+def append_certificate(path: str | Path, cert: Certificate, command: str = "") -> list[Reading]:
+    """Append a certificate's headline readings to the ledger at ``path`` (created if
+    absent). ``command`` names the run (default: the command stored in the certificate)."""
+    return append(path, certificate_readings(cert, command))

@@ -1,0 +1,195 @@
+"""``afford.manifest/1``: the data sources a run reads, pinned by hash (DESIGN section 3,
+rule 8: a count derived from a source whose hash is not pinned is provisional).
+
+A source is one of:
+
+- a **file**: SHA-256 of its bytes, streamed in 1 MiB blocks (a multi-GB file needs no more
+  memory than a block), and its size;
+- a **folder**: a tree hash, SHA-256 over the sorted lines ``<relative path>\\0<sha256>\\n``
+  of every file under it, the total size and the file count (renaming a shard changes it);
+- a **generator** ``pkg.mod:func`` with parameters: pinned by the SHA-256 of the source file
+  of the module that defines it and of the canonical JSON of its parameters (the code and
+  the parameters together decide the data it makes).
+
+A source named but absent (no such file, a generator that does not import) is recorded
+``UNPINNED`` with the reason; :func:`status_of` answers ``UNPINNED`` as well for a name the
+manifest does not hold at all, so anything derived from it is shown as provisional.
+
+Writing: :func:`pin_into` merges into an existing manifest. A source of the same name whose
+hash is unchanged is kept as it was (with its first ``pinned_at``); one whose hash *changed*
+is refused unless ``force`` (catching that change is what pinning is for); a file at the
+path that is not a manifest is never overwritten. Writes are atomic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from afford.errors import InputError
+from afford.provenance import Tagged
+from afford.schema.envelope import Envelope, load_envelope, save_envelope
+
+MANIFEST_SCHEMA = "afford.manifest/1"
+BLOCK = 1 << 20  # bytes read per step of the streamed hash
+PINNED, UNPINNED = "PINNED", "UNPINNED"
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="how runs and plans name this source")
+    kind: Literal["file", "folder", "generator"]
+    status: Literal["PINNED", "UNPINNED"]
+    path: str | None = Field(None, description="as given on the command line")
+    sha256: str | None = Field(None, description="file bytes, tree hash, or generator pin")
+    size_bytes: int | None = None
+    files: int | None = Field(None, description="folders: files hashed")
+    generator: str | None = Field(None, description="pkg.mod:func")
+    params: dict[str, str] | None = None
+    code_path: str | None = Field(None, description="generators: the module source hashed")
+    code_sha256: str | None = None
+    reason: str | None = Field(None, description="why UNPINNED")
+    pinned_at: datetime
+
+
+class Manifest(Envelope):
+    schema_id: Literal["afford.manifest/1"] = Field(MANIFEST_SCHEMA, alias="schema")
+    sources: list[Source] = []
+
+
+def sha256_file(path: str | Path) -> tuple[str, int]:
+    """(hex SHA-256, size in bytes) of a file, streamed in :data:`BLOCK`-byte reads."""
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as fh:
+        while block := fh.read(BLOCK):
+            h.update(block)
+            size += len(block)
+    return h.hexdigest(), size
+
+
+def sha256_tree(folder: str | Path) -> tuple[str, int, int]:
+    """(tree hash, total bytes, file count) of every regular file under ``folder``."""
+    root = Path(folder)
+    h, total, n = hashlib.sha256(), 0, 0
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest, size = sha256_file(f)
+        h.update(f"{f.relative_to(root).as_posix()}\0{digest}\n".encode("utf-8"))
+        total, n = total + size, n + 1
+    return h.hexdigest(), total, n
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def pin_path(path: str | Path, name: str | None = None) -> Source:
+    """A file or folder source; UNPINNED (with the reason) when it is not there."""
+    p = Path(path)
+    label = name or p.name or str(p)
+    if p.is_file():
+        digest, size = sha256_file(p)
+        return Source(name=label, kind="file", status=PINNED, path=str(path), sha256=digest,
+                      size_bytes=size, pinned_at=_now())
+    if p.is_dir():
+        digest, size, n = sha256_tree(p)
+        return Source(name=label, kind="folder", status=PINNED, path=str(path), sha256=digest,
+                      size_bytes=size, files=n, pinned_at=_now())
+    why = "not present: no such file or folder" if not p.exists() else "not a file or folder"
+    return Source(name=label, kind="file", status=UNPINNED, path=str(path), reason=why,
+                  pinned_at=_now())
+
+
+def parse_params(items: Iterable[str]) -> dict[str, str]:
+    """``["k=v", "n=3"]`` -> ``{"k": "v", "n": "3"}``; InputError when malformed."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--param {item!r}: write it as KEY=VALUE")
+        if key.strip() in out:
+            raise InputError(f"--param {key.strip()!r} given twice")
+        out[key.strip()] = value
+    return out
+
+
+def pin_generator(spec: str, params: dict[str, str], name: str | None = None) -> Source:
+    """A generator ``pkg.mod:func`` pinned by its module's source and its parameters;
+    UNPINNED when it cannot be imported or its source cannot be read."""
+    mod_name, sep, func = spec.partition(":")
+    if not sep or not mod_name or not func:
+        raise InputError(f"--generator {spec!r}: write it as pkg.module:function")
+    label = name or spec
+    try:
+        target = getattr(importlib.import_module(mod_name), func)
+        code_path = inspect.getsourcefile(target)
+        if code_path is None:
+            raise OSError("no source file")
+        code_sha, _ = sha256_file(code_path)
+    except (ImportError, AttributeError, OSError, TypeError) as exc:
+        return Source(name=label, kind="generator", status=UNPINNED, generator=spec,
+                      params=params, reason=f"cannot read the generator's code: {exc}",
+                      pinned_at=_now())
+    doc = json.dumps({"generator": spec, "code_sha256": code_sha, "params": params},
+                     sort_keys=True)
+    return Source(name=label, kind="generator", status=PINNED, generator=spec, params=params,
+                  code_path=code_path, code_sha256=code_sha,
+                  sha256=hashlib.sha256(doc.encode("utf-8")).hexdigest(), pinned_at=_now())
+
+
+def load(path: str | Path) -> Manifest:
+    return load_envelope(path, Manifest, MANIFEST_SCHEMA)
+
+
+def merge(manifest: Manifest, new: list[Source], *, force: bool) -> Manifest:
+    """Sources merged by name; a changed hash of a pinned source needs ``force``."""
+    names = [s.name for s in new]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise InputError(f"two sources would be named {', '.join(sorted(dup))}; name them "
+                         "apart (one path per --name)")
+    by_name = {s.name: s for s in manifest.sources}
+    for s in new:
+        old = by_name.get(s.name)
+        if old is not None and old.status == PINNED and old.sha256 == s.sha256 \
+                and old.kind == s.kind:
+            continue  # unchanged: keep the first pin
+        if old is not None and old.status == PINNED and not force:
+            now = s.sha256[:12] if s.sha256 else f"UNPINNED ({s.reason})"
+            raise InputError(f"source {s.name!r} was pinned as {old.sha256[:12]}... and is "
+                             f"now {now}: the data changed. Pass --force to re-pin it, or "
+                             "pin it under another --name")
+        by_name[s.name] = s
+    return Manifest(sources=sorted(by_name.values(), key=lambda s: s.name))
+
+
+def pin_into(path: str | Path, sources: list[Source], *, force: bool = False) -> Manifest:
+    """Merge ``sources`` into the manifest at ``path`` (created if absent); atomic write."""
+    p = Path(path)
+    base = load(p) if p.exists() else Manifest()
+    merged = merge(base, sources, force=force)
+    save_envelope(merged, p, overwrite=True)
+    return merged
+
+
+def status_of(manifest: Manifest | None, name: str) -> str:
+    """``PINNED`` or ``UNPINNED`` for a source a run or plan names (absent: UNPINNED)."""
+    if manifest is None:
+        return UNPINNED
+    s = next((s for s in manifest.sources if s.name == name), None)
+    return s.status if s is not None else UNPINNED
+
+
+def provisional(value: Tagged, manifest: Manifest | None, names: Iterable[str]) -> Tagged:
+    """``value`` marked provisional when any source it was derived from is not pinned."""
+    if any(status_of(manifest, n) != PINNED for n in names):
+        return value.model_copy(update={"provisional": True})
+    return value

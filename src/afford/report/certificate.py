@@ -1,0 +1,251 @@
+"""One device certificate as report sections: environment, protocol, laws, points, memory,
+residency, probes, determinism, gates, and any other section a later stage wrote.
+
+Figures come from the certificate's own fields (tagged here, with the run they were read
+off), from :mod:`afford.readings` (the contract the later stages fill in) and, for sections
+this module does not know, from :func:`afford.report.generic.generic_section`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from afford import readings as rd
+from afford.provenance import fitted, measured, module
+from afford.report.generic import generic_section
+from afford.report.model import Cell, Section, Table
+from afford.schema.cert import Certificate, Point, WorkloadResult
+
+# Fields of the foundation's certificate; any other field is a later stage's section.
+FOUNDATION_FIELDS = {"schema_id", "environment", "protocol", "workloads", "warnings"}
+# Sections the report places by name (in this order); others follow under their own name.
+NAMED_SECTIONS = ("memory", "probes", "determinism", "gates")
+DTYPES = ("fp32", "tf32", "bf16", "fp16")
+
+
+def run_of(cert: Certificate) -> str:
+    e = cert.environment
+    return f"{e.device_name}, certify {e.started_at:%Y-%m-%d %H:%M} UTC"
+
+
+def _flag(v: bool | None) -> str:
+    return "unknown" if v is None else ("on" if v else "off")
+
+
+def environment(cert: Certificate) -> Table:
+    e, run = cert.environment, run_of(cert)
+    rows: list[tuple[str, Cell]] = [
+        ("device", f"{e.device_name} ({e.device_type}, {e.device_class})"),
+        ("device memory", measured(e.device_memory_bytes, "B",
+                                   f"total memory of the device, {run}")
+         if e.device_memory_bytes is not None else "unknown"),
+        ("compute capability", e.compute_capability or "-"),
+        ("multiprocessors", measured(e.multiprocessors, "", f"device properties, {run}")
+         if e.multiprocessors is not None else "-"),
+        ("driver", e.driver_version or "-"),
+        ("CPU", e.cpu_model or "-"),
+        ("OS", e.os), ("Python", e.python_version), ("torch", e.torch_version),
+        ("CUDA / cuDNN", f"{e.cuda_version or '-'} / {e.cudnn_version or '-'}"),
+        ("torch threads", measured(e.torch_num_threads, "", f"torch.get_num_threads, {run}")),
+        ("TF32 matmul / cuDNN", f"{_flag(e.tf32_matmul)} / {_flag(e.tf32_cudnn)}"),
+        ("float32 matmul precision", e.float32_matmul_precision),
+        ("CUBLAS_WORKSPACE_CONFIG", e.cublas_workspace_config or "unset"),
+        ("PYTORCH_CUDA_ALLOC_CONF", e.pytorch_cuda_alloc_conf or "unset"),
+        ("git HEAD", (e.git_head or "-") + (" (dirty)" if e.git_dirty else "")),
+        ("afford", e.afford_version), ("command", e.command),
+        ("started", f"{e.started_at:%Y-%m-%d %H:%M:%S} UTC"),
+        ("elapsed", measured(e.elapsed_seconds, "s", f"wall clock of certify, {run}")
+         if e.elapsed_seconds is not None else "-"),
+    ]
+    return Table(columns=("field", "value"), rows=tuple(rows))
+
+
+def protocol(cert: Certificate) -> Table:
+    p = cert.protocol
+    src = f"the {p.precision} timing rule (afford.measure.timing.rule_for)"
+    rows: list[tuple[str, Cell]] = [
+        ("precision", p.precision),
+        ("independent children", module(p.children, "", "certify --children")),
+        ("warm-up steps (at least)", module(p.warmup_steps, "steps", src)),
+        ("warm-up time (at least)", module(p.warmup_seconds, "s", src)),
+        ("timed warm steps (at least)", module(p.min_timed_steps, "steps", src)),
+        ("timed work floor", module(p.floor_seconds, "s", src)),
+        ("timed work cap", module(p.max_floor_seconds, "s", src)),
+        ("target precision of a median", module(p.target_rel_precision, "ratio", src)),
+        ("clock", p.clock), ("order", p.order), ("point value", p.point_value),
+    ]
+    return Table(columns=("setting", "value"), rows=tuple(rows))
+
+
+def _law_row(r: WorkloadResult, form: str) -> tuple[Cell, ...] | None:
+    law = r.law
+    f = law.power if form == "power" else law.floor_power
+    if f is None:
+        return None
+    src = f"{r.name} {r.mode}: fit_throughput ({form}) over {len(law.x)} resident points"
+    chosen = "chosen" if law.chosen == form else "kept"
+    b = fitted(f.params["b"], "", src)
+    if form == "power":
+        scale = fitted(math.exp(f.params["a"]), "s", f"exp(a), {src}")
+        floor: Cell = "-"
+        formula = f"t = exp(a) {law.x_name}^b"
+    else:
+        scale = fitted(f.params["c"], "s", src)
+        floor = fitted(f.params["F"], "s", src)
+        formula = f"t = F + c {law.x_name}^b"
+    loo = module(f.loo_max, "ratio", "max |leave-one-out relative error|") \
+        if f.loo_max is not None else "-"
+    rng = measured(f"{law.x_name} {law.x_min:g}..{law.x_max:g}", "",
+                   f"resident points of {r.name} {r.mode}")
+    return (f"{r.name} ({r.mode})", formula, chosen, scale, b, floor,
+            module(f.r2, "", "R^2 in log space, fit_throughput"), loo, rng)
+
+
+def laws(cert: Certificate) -> Table:
+    rows = []
+    for r in cert.workloads:
+        if r.law is None:
+            rows.append((f"{r.name} ({r.mode})", r.refused or "no law: fewer than 2 resident "
+                         "points", "-", "-", "-", "-", "-", "-", "-"))
+            continue
+        rows.extend(row for row in (_law_row(r, "power"), _law_row(r, "floor_power")) if row)
+    return Table(columns=("workload", "law", "", "exp(a) or c", "b", "F", "R^2",
+                          "LOO max", "fitted over"), rows=tuple(rows),
+                 caption="both forms are kept; the one with the smaller leave-one-out error "
+                 "predicts")
+
+
+def _residual(r: WorkloadResult, p: Point) -> Cell:
+    if r.law is None or float(p.value) not in r.law.x:
+        return "-"
+    res = r.law.best.residuals[r.law.x.index(float(p.value))]
+    return module(res, "ratio", f"{r.law.chosen} law / measured - 1")
+
+
+def _resident_text(p: Point) -> str:
+    if p.excluded_reason:
+        return f"excluded: {p.excluded_reason}"
+    return {True: "yes", False: "no", None: "unknown"}[p.resident]
+
+
+def points(cert: Certificate, r: WorkloadResult) -> Table:
+    run, rows = run_of(cert), []
+    for p in r.points:
+        where = f"{r.name} {r.mode} {r.sweep_param}={p.value}, {run}"
+        alloc, reserved = rd.peak_bytes(cert, r.name, p.value, r.mode)
+
+        def m(v, unit, what):
+            return measured(v, unit, f"{what}, {where}") if v is not None else "-"
+
+        rows.append((
+            f"{p.value}", m(p.median_seconds, "s", "median of child medians"),
+            module(p.child_spread, "ratio", "(max - min) / median of child medians")
+            if p.child_spread is not None else "-",
+            module(p.worst_precision, "ratio", "worst 95% CI half-width / median")
+            if p.worst_precision is not None else "-",
+            m(p.step0_seconds, "s", "median over children of step 0"),
+            module(p.step0_over_warm, "x", "step 0 / warm median")
+            if p.step0_over_warm is not None else "-",
+            _residual(r, p), alloc or "-", reserved or "-", _resident_text(p)))
+    return Table(columns=(r.sweep_param, "warm step", "child spread", "precision", "step 0",
+                          "step0/warm", "residual", "peak allocated (CPU: RSS)", "peak reserved",
+                          "resident"), rows=tuple(rows),
+                 caption=f"{r.name} ({r.mode}): {r.description or r.source}")
+
+
+def residency(cert: Certificate) -> Table | None:
+    card = cert.environment.device_memory_bytes
+    if not card:
+        return None
+    rows = []
+    for r in cert.workloads:
+        for p in r.points:
+            alloc, reserved = rd.peak_bytes(cert, r.name, p.value, r.mode)
+            held = reserved or alloc
+            if held is None:
+                if p.excluded_reason:
+                    rows.append((f"{r.name} ({r.mode})", f"{r.sweep_param}={p.value}", "-",
+                                 "-", f"NO: {p.excluded_reason}"))
+                continue
+            share = module(held.value / card, "ratio", "peak held / device memory")
+            rows.append((f"{r.name} ({r.mode})", f"{r.sweep_param}={p.value}", held, share,
+                         "yes" if held.value <= card else "NO"))
+    ratio = rd.worst_reserved_ratio(cert)
+    cap = "reserved (allocated where reserved is not recorded) against the card"
+    if ratio is not None:
+        rows.append(("all resident points", "worst reserved / allocated", ratio, "-", "-"))
+    return Table(columns=("workload", "point", "peak held", "of the card", "fits"),
+                 rows=tuple(rows), caption=cap)
+
+
+def probes(cert: Certificate) -> Table | None:
+    """What the probes stage exposes through :mod:`afford.readings` (``None``: not run)."""
+    rows: list[tuple[str, Cell]] = []
+    for dtype in DTYPES:
+        for label, t in ((f"GEMM rate {dtype}", rd.gemm_rate(cert, dtype)),
+                         (f"datasheet peak {dtype}", rd.datasheet_peak(cert, dtype))):
+            if t is not None:
+                rows.append((label, t))
+    if (bw := rd.copy_bandwidth(cert)) is not None:
+        rows.append(("copy bandwidth", bw))
+    for r in cert.workloads:
+        for label, t in (("checkpoint write", rd.checkpoint_write_seconds(cert, r.name, r.mode)),
+                         ("checkpoint size", rd.checkpoint_bytes(cert, r.name, r.mode))):
+            if t is not None:
+                rows.append((f"{label}, {r.name} ({r.mode})", t))
+    for name, t in rd.startup_seconds(cert).items():
+        rows.append((f"startup: {name}", t))
+    return Table(columns=("figure", "value"), rows=tuple(rows)) if rows else None
+
+
+def _named(cert: Certificate, key: str, plots: tuple[str, ...]) -> Section:
+    section = getattr(cert, key, None)
+    contract = probes(cert) if key == "probes" else None
+    title = key.capitalize()
+    if section is None and contract is None:
+        note = (f"Not run: this certificate has no {key} section (the stage that writes "
+                "it did not run, or this afford predates it).")
+        if key == "memory":
+            note = ("No memory law: this certificate has no memory section (the stage that "
+                    "writes it did not run, or this afford predates it). The measured peaks "
+                    "of every point are in the sweep tables and plotted here.")
+        return Section(title=title, notes=(note,), plots=plots)
+    s = generic_section(title, section) if section is not None else Section(title=title)
+    tables = ((contract,) if contract else ()) + s.tables
+    return Section(title=title, notes=s.notes, tables=tables, plots=plots)
+
+
+def stage_sections(cert: Certificate, plot_ids: dict[str, list[str]]) -> list[Section]:
+    """Memory, probes, determinism, gates, then any other section, each when present."""
+    out = [_named(cert, key, tuple(plot_ids.get(key, ()))) for key in NAMED_SECTIONS]
+    extra = [k for k in type(cert).model_fields
+             if k not in FOUNDATION_FIELDS and k not in NAMED_SECTIONS]
+    for key in extra:
+        if getattr(cert, key, None) is not None:
+            out.append(generic_section(key.replace("_", " ").capitalize(), getattr(cert, key)))
+    return out
+
+
+def certificate_section(cert: Certificate, label: str, plot_ids: dict[str, list[str]]
+                        ) -> Section:
+    """The whole certificate; ``plot_ids`` maps a subsection title to its plots."""
+    e = cert.environment
+    subs = [Section("Environment", tables=(environment(cert),)),
+            Section("Protocol", tables=(protocol(cert),)),
+            Section("Throughput laws", tables=(laws(cert),),
+                    plots=tuple(plot_ids.get("laws", ()))),
+            Section("Sweep points", tables=tuple(points(cert, r) for r in cert.workloads),
+                    notes=("Every point is the median over independent child processes of "
+                           "each child's median of timed warm steps; step 0 is apart.",))]
+    subs.extend(stage_sections(cert, plot_ids)[:1])
+    res = residency(cert)
+    subs.append(Section("Residency", tables=(res,) if res else (),
+                        notes=() if res else ("The device memory is unknown: residency "
+                                              "against the card cannot be shown.",),
+                        plots=tuple(plot_ids.get("residency", ()))))
+    subs.extend(stage_sections(cert, plot_ids)[1:])
+    if cert.warnings:
+        subs.append(Section("Warnings", notes=tuple(cert.warnings)))
+    return Section(title=f"Device: {e.device_name}", subsections=tuple(subs),
+                   notes=(f"Certificate {label} ({cert.schema_id}), {e.device_type}, "
+                          f"measured {e.started_at:%Y-%m-%d %H:%M} UTC.",))

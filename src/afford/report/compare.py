@@ -1,0 +1,36 @@
+"""``afford compare`` in the terminal: one table per law of A, the verdict per law and
+overall. Every number passes :func:`~afford.report.terminal.fmt`."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from afford.compare import Comparison, LawCheck
+from afford.report.terminal import LEGEND, fmt
+
+
+def law_table(c: LawCheck, tolerance_text: str) -> Table:
+    title = f"{c.workload} ({c.mode}): {c.verdict}"
+    table = Table(title=title, title_justify="left", caption=c.note or None)
+    for col in ("x", "B measured", "A's law predicts", "error", f"within {tolerance_text}"):
+        table.add_column(col)
+    for p in c.points:
+        table.add_row(f"{p.x:g}", fmt(p.measured), fmt(p.predicted), fmt(p.error),
+                      "yes" if p.within else "NO")
+    return table
+
+
+def header(c: Comparison) -> str:
+    return (f"tolerance {c.tolerance_text}, stated before B was read\n"
+            f"A: {c.a.device} ({c.a.path}, {c.a.started_at:%Y-%m-%d %H:%M} UTC)\n"
+            f"B: {c.b.device} ({c.b.path}, {c.b.started_at:%Y-%m-%d %H:%M} UTC)")
+
+
+def comparison_tables(c: Comparison) -> list[Table]:
+    return [law_table(check, c.tolerance_text) for check in c.checks]
+
+
+def footer(c: Comparison) -> str:
+    return (f"{c.verdict}: A's laws "
+            f"{'describe' if c.verdict == 'REPRODUCES' else 'do not describe'} B within "
+            f"{c.tolerance_text} (laws never pooled: A's law, B's measured points)\n{LEGEND}")

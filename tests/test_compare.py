@@ -1,0 +1,150 @@
+"""compare: the tolerance is stated before B is read; A and B are never pooled."""
+
+import inspect
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from afford import compare
+from afford.cli import app
+from afford.errors import InputError
+from tests.synthetic import make_cert
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    def write(name, cert):
+        p = tmp_path / name
+        p.write_text(cert.to_json())
+        return p
+
+    return {"a": write("a.json", make_cert()),
+            "same": write("same.json", make_cert("Other GPU", scale=1.03)),
+            "slow": write("slow.json", make_cert("Slow GPU", scale=1.3))}
+
+
+def test_the_tolerance_is_stated_before_b_is_read(pair):
+    events = []
+
+    def load(path):
+        events.append(("load", path))
+        return compare.load_certificate(path)
+
+    def on_stated(s):
+        events.append(("stated", s.tolerance, [law.workload for law in s.laws]))
+
+    result = compare.compare_files(pair["a"], pair["same"], "5%", load=load,
+                                   on_stated=on_stated)
+    assert events == [("load", pair["a"]), ("stated", 0.05, ["softmax", "tinylm"]),
+                      ("load", pair["same"])]
+    assert result.tolerance == 0.05 and result.tolerance_text == "5%"
+    # judge cannot be handed another tolerance: it only has the stated one
+    assert list(inspect.signature(compare.judge).parameters) == ["stated", "b", "b_path"]
+
+
+def test_a_bad_tolerance_fails_before_any_file_is_read(pair):
+    calls = []
+    with pytest.raises(InputError, match="--tol"):
+        compare.compare_files(pair["a"], pair["same"], "five", load=calls.append)
+    assert calls == []
+
+
+@pytest.mark.parametrize("text", ["0", "0%", "100%", "1.5", "-5%"])
+def test_tolerance_range(text):
+    with pytest.raises(InputError):
+        compare.parse_tolerance(text)
+
+
+def test_a_slower_box_does_not_reproduce(pair):
+    r = compare.compare_files(pair["a"], pair["slow"], "5%")
+    assert r.verdict == compare.NOT_REPRODUCED
+    soft = r.checks[0]
+    assert soft.workload == "softmax" and soft.verdict == compare.NOT_REPRODUCED
+    # B's time is 1.3x A's law /(1 + residual); A's law predicts exp(a) x^b, so the error at
+    # s=256 (residual +1 %) is 1.01 / 1.3 - 1
+    assert soft.points[0].error.value == pytest.approx(1.01 / 1.3 - 1.0, rel=1e-12)
+    assert all(not p.within for p in soft.points)
+    assert soft.worst.value == pytest.approx(0.99 / 1.3 - 1.0)  # s=512, residual -1 %
+
+
+def test_within_tolerance_reproduces_and_the_boundary_is_inclusive(pair):
+    r = compare.compare_files(pair["a"], pair["same"], "5%")
+    assert r.verdict == compare.REPRODUCES
+    errs = [p.error.value for c in r.checks for p in c.points]
+    assert len(errs) == 8 and max(abs(e) for e in errs) < 0.05
+    worst = max(abs(e) for e in errs)
+    tight = compare.compare_files(pair["a"], pair["same"], repr(worst))
+    assert tight.verdict == compare.REPRODUCES
+    tighter = compare.compare_files(pair["a"], pair["same"], repr(worst * 0.999))
+    assert tighter.verdict == compare.NOT_REPRODUCED
+
+
+def test_never_pooled(pair):
+    """The law used is A's, unchanged; B's own law plays no part."""
+    a = compare.load_certificate(pair["a"])
+    r = compare.compare_files(pair["a"], pair["slow"], "5%")
+    assert [law.law for law in r.laws] == [w.law for w in a.workloads]
+    for check, w in zip(r.checks, a.workloads):
+        for p in check.points:
+            assert p.predicted.value == pytest.approx(w.law.predict(p.x)[0], rel=1e-15)
+            assert p.predicted.tag.value == "FITTED" and p.measured.tag.value == "MEASURED"
+            assert p.measured.source.startswith("B: ")
+
+
+def test_extrapolated_predictions_are_flagged(tmp_path):
+    a = make_cert()
+    b = make_cert("Other GPU")
+    w = b.workloads[0]
+    pts = [p.model_copy(update={"value": p.value * 2}) for p in w.points]
+    b = b.model_copy(update={"workloads": [w.model_copy(update={"points": pts})]})
+    (tmp_path / "a.json").write_text(a.to_json())
+    (tmp_path / "b.json").write_text(b.to_json())
+    r = compare.compare_files(tmp_path / "a.json", tmp_path / "b.json", "50%")
+    extra = [p.predicted.extrapolated for p in r.checks[0].points]
+    assert extra == [False, False, False, True]  # 4096 is beyond A's 256..2048
+    assert r.checks[1].verdict == compare.NOT_COMPARED and "no tinylm" in r.checks[1].note
+
+
+def test_different_fixed_shapes_are_not_compared(tmp_path):
+    b = make_cert("Other GPU")
+    w = b.workloads[0]
+    pts = [p.model_copy(update={"shape": {**p.shape, "b": 4}}) for p in w.points]
+    b = b.model_copy(update={"workloads": [w.model_copy(update={"points": pts})]})
+    (tmp_path / "a.json").write_text(make_cert().to_json())
+    (tmp_path / "b.json").write_text(b.to_json())
+    r = compare.compare_files(tmp_path / "a.json", tmp_path / "b.json", "5%")
+    assert r.verdict == compare.NOT_COMPARED
+    assert "shapes differ" in r.checks[0].note
+
+
+def run(*args):
+    return runner.invoke(app, ["compare", *args])
+
+
+def test_cli_exit_codes(pair, tmp_path):
+    r = run(str(pair["a"]), str(pair["same"]), "--tol", "5%")
+    assert r.exit_code == 0, r.output
+    assert "tolerance 5%, stated before B was read" in r.stdout and "REPRODUCES" in r.stdout
+    r = run(str(pair["a"]), str(pair["slow"]), "--tol", "5%", "--json")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "afford.compare/1" and doc["tolerance"] == 0.05
+    assert list(doc)[:3] == ["schema", "tolerance", "tolerance_text"]
+    assert doc["verdict"] == "DOES NOT REPRODUCE"
+    assert run(str(pair["a"]), str(pair["same"])).exit_code == 2  # --tol is required
+    r = run(str(pair["a"]), str(tmp_path / "missing.json"), "--tol", "5%")
+    assert r.exit_code == 2 and "no such file" in r.output and "Traceback" not in r.output
+    r = run(str(pair["a"]), str(pair["same"]), "--tol", "lots")
+    assert r.exit_code == 2 and "--tol" in r.output
+
+
+def test_cli_nothing_comparable_exits_2(tmp_path):
+    b = make_cert("Other GPU")
+    b = b.model_copy(update={"workloads": []})
+    (tmp_path / "a.json").write_text(make_cert().to_json())
+    (tmp_path / "b.json").write_text(b.to_json())
+    r = run(str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--tol", "5%")
+    assert r.exit_code == 2 and "no law of A could be checked" in r.output

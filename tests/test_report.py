@@ -1,0 +1,243 @@
+"""Reports: the Markdown golden, the untagged-number refusal, generic sections, empty slots,
+the self-contained HTML with its plots, exports, and the CLI."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+from typer.testing import CliRunner
+
+from afford.cli import app
+from afford.provenance import NotExecutable, Tagged, measured
+from afford.report import html, markdown, plots
+from afford.report.build import Inputs, build_report
+from afford.report.generic import generic_section
+from afford.report.model import Report, Section, Table
+from afford.schema.cert import Certificate
+from tests.synthetic import make_cert, report_inputs
+
+GOLDEN = Path(__file__).parent / "golden" / "report.md"
+runner = CliRunner()
+needs_matplotlib = pytest.mark.skipif(not plots.available(),
+                                      reason="matplotlib is not installed (afford[plots])")
+
+
+def test_markdown_golden():
+    """Regenerate after an intended change with AFFORD_UPDATE_GOLDEN=1."""
+    text = markdown.render(build_report(report_inputs()))
+    if os.environ.get("AFFORD_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+
+
+def test_markdown_order_is_the_lab_notebook():
+    text = markdown.render(build_report(report_inputs()))
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads == ["## Data", "## Device: Synthetic GPU 80GB",
+                     "## Device: Tesla T4 (no certificate yet)",
+                     "## Device: Tesla P100-PCIE-16GB (no certificate yet)",
+                     "## Cost model: plan-kaggle.json", "## History"]
+    subs = re.findall(r"^### (.+)$", text, re.M)
+    assert subs[:9] == ["Environment", "Protocol", "Throughput laws", "Sweep points", "Memory",
+                        "Residency", "Probes", "Determinism", "Gates"]
+
+
+@pytest.mark.parametrize("bad", [0.5, 3, float("nan")])
+def test_the_renderers_refuse_an_untagged_number(bad):
+    report = Report(title="t", inputs=(), sections=(
+        Section("s", tables=(Table(columns=("a", "b"), rows=(("label", bad),)),)),))
+    with pytest.raises(TypeError, match="untagged number"):
+        markdown.render(report)
+    with pytest.raises(TypeError, match="untagged number"):
+        html.render(report)
+
+
+def test_tagged_text_none_and_not_executable_cells_render():
+    report = Report(title="t", inputs=(), sections=(Section("s", tables=(Table(
+        columns=("a", "b", "c", "d"),
+        rows=((measured(0.0123, "s", "run"), "text", None,
+               NotExecutable(what="nvml", reason="no NVML here")),)),)),))
+    md = markdown.render(report)
+    assert "| 12.30 ms M | text | -   | NOT EXECUTABLE: no NVML here |" in md
+    page = html.render(report)
+    assert 'class="tag tag-M" title="MEASURED: run"' in page
+    assert "NOT EXECUTABLE</span>: no NVML here" in page
+
+
+class FakeRow(BaseModel):
+    name: str
+    delta: Tagged
+    tol: float
+
+
+class FakeGates(BaseModel):
+    verdict: str
+    rows: list[FakeRow]
+    raw_samples: list[float]
+    nvml: NotExecutable
+
+
+def fake_gates():
+    row = FakeRow(name="init loss", delta=measured(0.01, "ratio", "gate run"), tol=0.05)
+    return FakeGates(verdict="PASS", rows=[row], raw_samples=[1.0, 2.0],
+                     nvml=NotExecutable(what="nvml", reason="no NVML"))
+
+
+def test_generic_section_shows_tagged_figures_and_names_the_bare_ones():
+    s = generic_section("Gates", fake_gates())
+    rows = dict(s.tables[0].rows)
+    assert rows["verdict"] == "PASS" and rows["nvml"].reason == "no NVML"
+    assert s.tables[1].columns == ("name", "delta") and s.tables[1].rows[0][0] == "init loss"
+    assert s.notes == ("Not shown, because they carry no provenance tag: rows[0].tol, "
+                       "raw_samples[2 values].",)
+
+
+def test_a_later_stage_section_appears_when_present():
+    class LaterCert(Certificate):
+        gates: FakeGates | None = None
+
+    cert = LaterCert(**dict(make_cert()), gates=fake_gates())
+    text = markdown.render(build_report(Inputs(certs=(("c.json", cert),))))
+    gates = text[text.index("### Gates"):]
+    assert "| verdict | PASS" in gates and "1.00% M" in gates
+    assert "Not run" not in gates.split("###")[1]
+
+
+def test_empty_slot_shows_no_other_device_number():
+    report = build_report(Inputs(certs=(("c.json", make_cert()),), expect=("Tesla T4",)))
+    slot = next(s for s in report.sections if "Tesla T4" in s.title)
+    assert slot.command == "afford certify --out afford-cert-tesla-t4.json"
+    cells = [c for t in slot.tables for row in t.rows for c in row[1:]]
+    assert cells and all(c == "" for c in cells)
+    # a device that has its certificate gets no slot
+    again = build_report(Inputs(certs=(("c.json", make_cert()),), expect=("synthetic gpu",)))
+    assert not any("no certificate" in s.title for s in again.sections)
+
+
+def test_unpinned_data_marks_plan_figures_provisional():
+    report = build_report(report_inputs())
+    plan = next(s for s in report.sections if s.title.startswith("Cost model"))
+    tagged = [c for t in plan.tables for row in t.rows for c in row if isinstance(c, Tagged)]
+    assert tagged and all(c.provisional for c in tagged)
+    pinned = Inputs(plans=(("p.json", {"run": {"data_sources": ["enwik8"]},
+                                       "x": {"value": 1, "unit": "", "tag": "MODULE",
+                                             "source": "f"}}),),
+                    manifest=report_inputs().manifest)
+    plan = next(s for s in build_report(pinned).sections if s.title.startswith("Cost"))
+    assert not plan.tables[0].rows[-1][1].provisional
+
+
+def test_history_rows_are_struck_with_their_reason():
+    text = markdown.render(build_report(report_inputs()))
+    assert "~~811.1 us M~~ (withdrawn: re-measured under the --full protocol; superseded " \
+           "by r" in text
+    assert "Another box" not in text and "left out (1)" in text
+
+
+def self_contained(page: str) -> None:
+    assert not re.search(r"<(script|link|img|iframe)\b", page, re.I)
+    assert not re.search(r"""\b(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
+    assert "@import" not in page and not re.search(r"url\((?!#)", page)  # only url(#id)
+
+
+@needs_matplotlib
+def test_html_is_self_contained_with_inline_plots():
+    report = build_report(report_inputs())
+    page = html.render(report, draw=plots.svg)
+    self_contained(page)
+    kinds = re.findall(r'<figure id="plot-[^"]+" data-kind="(\w+)"><svg', page)
+    assert sorted(kinds) == ["ladder", "memory", "memory", "residency", "throughput",
+                             "throughput"]
+    assert page.count("<table") == len([t for s in _all(report.sections) for t in s.tables])
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), "inline SVGs must not share element ids"
+
+
+def _all(sections):
+    for s in sections:
+        yield s
+        yield from _all(s.subsections)
+
+
+def test_html_without_matplotlib_still_renders_with_a_note(monkeypatch):
+    monkeypatch.setattr(plots, "available", lambda: False)
+    page = html.render(build_report(report_inputs()), draw=None,
+                       plots_note=plots.MISSING_NOTE)
+    self_contained(page)
+    assert "<svg" not in page and "matplotlib is not installed" in page
+    assert page.count("<figure") == 6
+
+
+@needs_matplotlib
+def test_plot_export_is_reproducible(tmp_path):
+    report = build_report(report_inputs())
+    written = plots.export(report.plots, tmp_path / "p")
+    assert len(written) == 2 * len(report.plots) == 12
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written if p.suffix == ".png")
+    one = report.plots[0]
+    plots._save.cache_clear()
+    assert plots.svg(one) == (tmp_path / "p" / f"{one.id}.svg").read_text()  # drawn anew
+    from afford.errors import InputError
+
+    with pytest.raises(InputError, match="already exists"):
+        plots.export(report.plots, tmp_path / "p")
+
+
+def test_report_of_a_real_cpu_certificate(cpu_cert):
+    text = markdown.render(build_report(Inputs(certs=(("cpu.json", cpu_cert),))))
+    assert f"## Device: {cpu_cert.environment.device_name}" in text
+    assert "tinylm (fp32)" in text and "softmax (fp32)" in text
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def run(*args):
+    return runner.invoke(app, ["report", *args])
+
+
+@pytest.fixture
+def cert_file(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text(make_cert().to_json())
+    return p
+
+
+def test_cli_writes_markdown_and_html(cert_file, tmp_path):
+    md = tmp_path / "r.md"
+    r = run(str(cert_file), "-o", str(md), "--expect", "Tesla T4")
+    assert r.exit_code == 0, r.output
+    assert "## Device: Tesla T4 (no certificate yet)" in md.read_text()
+    page = tmp_path / "r.html"
+    assert run(str(cert_file), "-o", str(page)).exit_code == 0
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    r = run(str(cert_file), "-o", str(page))
+    assert r.exit_code == 2 and "already exists" in r.output
+    assert run(str(cert_file), "-o", str(page), "--force").exit_code == 0
+
+
+@needs_matplotlib
+def test_cli_markdown_links_exported_plots(cert_file, tmp_path):
+    md = tmp_path / "r.md"
+    r = run(str(cert_file), "-o", str(md), "--plots-dir", str(tmp_path / "plots"))
+    assert r.exit_code == 0, r.output
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md.read_text())
+    assert links and all((tmp_path / link).is_file() for link in links)
+
+
+@pytest.mark.parametrize("args,match", [
+    (["c.json"], "say where to write"),
+    (["c.json", "-o", "r.pdf"], "Markdown (.md) or HTML"),
+    (["-o", "r.md"], "nothing to report"),
+    (["missing.json", "-o", "r.md"], "no such file"),
+    (["c.json", "-o", "r.md", "--plan", "nope.json"], "no such file"),
+    (["c.json", "-o", "r.md", "--history", "nope.tsv"], "no such ledger"),
+    (["c.json", "-o", "r.md", "--manifest", "nope.json"], "no such file"),
+])
+def test_cli_bad_input_exits_2(args, match, cert_file, monkeypatch):
+    monkeypatch.chdir(cert_file.parent)
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert match in r.output and "Traceback" not in r.output
