@@ -69,7 +69,10 @@ class _Resolved:
 
 
 def _device(requested: str | None) -> torch.device:
-    device = choose_device(requested)
+    try:
+        device = choose_device(requested)
+    except RuntimeError:  # torch's parser: "Expected one of cpu, cuda, ..."
+        raise InputError(f"--device {requested}: choose cpu or cuda") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise InputError(f"--device {requested}: no CUDA device is visible to torch here")
     if device.type not in ("cuda", "cpu"):

@@ -20,9 +20,10 @@ def _status(s: str) -> str:
 
 def gate_table(lines: list[GateLine], title: str, verdict: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for col in ("gate", "rows", "worst row", "delta", "tolerance", "delta/tol", "headroom",
-                "status"):
+    table.add_column("gate", no_wrap=True)
+    for col in ("rows", "worst row", "delta", "tolerance", "delta/tol", "headroom"):
         table.add_column(col, overflow="fold")
+    table.add_column("status", no_wrap=True)
     for ln in lines:
         table.add_row(ln.name, fmt(ln.checked), ln.worst, fmt(ln.delta), fmt(ln.tolerance),
                       fmt(ln.delta_over_tol), fmt(ln.headroom), _status(ln.status))
