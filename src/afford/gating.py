@@ -9,10 +9,11 @@ value (forward passes only, cheap); CPU/CUDA parity uses the CPU class's smalles
 both devices (it compares numerics, not scale).
 
 In ``afford certify`` the gates stage runs, by default, only the init-loss gate over the
-certified shapes: forward passes, a second or two even on a large GPU. ``--gates`` adds the
-audit (two child processes: about 20-30 s on a large GPU, more on a CPU), parity, the noise
-floor and the user gates; ``--no-gates`` skips the stage. The default certify on a large GPU
-must stay near a minute, so the expensive part is opt-in.
+certified shapes with the run's seed: one forward pass per shape, a second or two even on a
+large GPU. ``--gates`` adds two more seeds, the audit (two child processes: about 20-30 s on
+a large GPU, more on a CPU), parity, the noise floor and the user gates; ``--no-gates``
+skips the stage. The default certify on a large GPU must stay near a minute, so the
+expensive part is opt-in.
 """
 
 from __future__ import annotations
@@ -172,15 +173,17 @@ def _first(w: Workload, device_class: str, values: list[int] | None) -> int:
 
 def certify_stage(ctx) -> dict:
     """The certify stage (``afford.certify.StageContext`` in, certificate fields out):
-    the init-loss gate over the certified shapes by default; everything with ``--gates``."""
+    by default the init-loss gate over the certified shapes with the run's seed (one forward
+    pass per shape); with ``--gates`` three seeds, the audit and every other gate."""
     full = bool(getattr(ctx.req, "gates", None))
     first: dict[str, tuple[str, list[int]]] = {}
     for spec, _, mode, values in ctx.plan.workloads:
         first.setdefault(spec, (mode, values))
+    settings = GateSettings() if full else GateSettings(seeds=(ctx.req.seed,))
     req = GateRequest(workloads=list(first), device=ctx.plan.device,
                       values={k: v for k, (_, v) in first.items()},
                       modes={k: m for k, (m, _) in first.items()}, full=full, audit=full,
-                      seed=ctx.req.seed)
+                      settings=settings, seed=ctx.req.seed)
     outcome = run_gates(req, ctx.on_event)
     fields = {"gates": outcome.gates}
     if outcome.determinism is not None:
