@@ -62,17 +62,50 @@ def test_gate_passes_with_exit_0_and_renders_tables():
     assert "init-loss" in r.output and "noise-floor" in r.output and "verdict: GO" in r.output
 
 
+def _put_raises_here() -> bool:
+    torch.use_deterministic_algorithms(True)
+    try:
+        torch.zeros(2).put_(torch.tensor([0]), torch.tensor([1.0]))
+        return False
+    except RuntimeError:
+        return True
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
 @pytest.mark.slow
-def test_gate_with_the_audit_end_to_end():
-    r = run("gate", "-w", CAUSAL, "--sweep", "seq=16", "--device", "cpu", "--steps", "1",
-            "--repeats", "2", "--json")
-    assert r.exit_code == 0, r.output
+def test_audit_catches_an_unseeded_workload_and_names_an_op_without_kernel(monkeypatch):
+    """Both audit children for real: the unseeded workload differs with the flag off and on
+    (deterministic-mode FAILs, exit 1); put_ runs with the flag off and, where this torch
+    refuses it under the flag, is NOT EXECUTABLE with the op named."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    r = run("gate", "-w", "tests.gate_workloads:noisy", "-w", "tests.gate_workloads:putop",
+            "--device", "cpu", "--steps", "1", "--repeats", "3", "--json")
+    assert r.exit_code == 1, r.output
     doc = json.loads(r.stdout)
-    runs = doc["sections"]["determinism"]["runs"]
-    assert [run["deterministic"] for run in runs] == [False, True]
-    assert all(c["bitwise_equal"] for run in runs for c in run["comparisons"])
-    names = [g["name"] for g in doc["gates"]]
-    assert names == ["init-loss", "cpu-cuda-parity", "noise-floor", "deterministic-mode"]
+    sec = doc["sections"]["determinism"]
+    runs = {(x["workload"].split(":")[-1], x["deterministic"]): x for x in sec["runs"]}
+    assert len(runs) == 4 and sec["warnings"] == [] and sec["repeats"] == 3
+    for flag in (False, True):
+        noisy = runs["noisy", flag]
+        assert [c["quantity"] for c in noisy["comparisons"]] == [
+            "forward output", "loss", "gradients", "parameters after step"]
+        assert all(not c["bitwise_equal"] and c["repeats_differing"] == 2
+                   for c in noisy["comparisons"])
+        assert noisy["comparisons"][2]["first_differing"] == "0.weight"
+        assert len(noisy["timing"]["timed_seconds"]) == 8
+    assert runs["noisy", True]["cublas_workspace_config"] == ":4096:8"
+    assert runs["noisy", False]["cublas_workspace_config"] is None
+    put_off = runs["putop", False]
+    assert put_off["not_executable"] is None
+    assert all(c["bitwise_equal"] for c in put_off["comparisons"])
+    gate = next(g for g in doc["sections"]["gates"]["gates"] if g["name"] == "deterministic-mode")
+    assert gate["status"] == "FAIL" and gate["rows"][0]["status"] == "FAIL"
+    if _put_raises_here():
+        put = runs["putop", True]
+        assert put["op"] == "put_" and put["stage"] == "forward"
+        assert "deterministic implementation" in put["not_executable"]["reason"]
+        assert gate["rows"][1]["status"] == "NOT EXECUTABLE"
 
 
 def test_certify_runs_the_gate_stage_unless_told_not_to():
@@ -91,11 +124,22 @@ def test_default_certificate_carries_the_init_loss_gate(cpu_cert: Certificate):
 
 
 @pytest.mark.slow
-def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path):
+def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, monkeypatch,
+                                                                      cpu_cert):
+    from afford.cli import certify as certify_cli
+    from afford.gates import GateSettings, init_loss_gate
+    from afford.schema.determinism import InitLossReading
+
+    leak = InitLossReading(workload="tinylm", value=16, seed=0, mode="fp32", vocab=256,
+                           loss=5.0)  # 5.0 / ln 256 = 0.90
+    gate = init_loss_gate([leak], GateSettings())
+    halted = cpu_cert.model_copy(update={"gates": cpu_cert.gates.model_copy(
+        update={"gates": [gate], "verdict": "HALT"})})
+    monkeypatch.setattr(certify_cli, "certify", lambda req, **kw: halted)
     out = tmp_path / "leaky.json"
-    r = run("certify", "--quick", "--device", "cpu", "--workload", LEAKY, "--sweep",
-            "seq=16", "--out", str(out), "--json")
+    r = run("certify", "--device", "cpu", "--out", str(out), "--json")
     assert r.exit_code == 1, r.output
-    assert json.loads(r.stdout)["gates"] == "HALT"
-    cert = json.loads(out.read_text())
-    assert cert["gates"]["verdict"] == "HALT" and cert["determinism"] is None
+    assert json.loads(r.stdout)["gates"] == "HALT" and "FAIL init-loss" in r.stderr
+    assert json.loads(out.read_text())["gates"]["verdict"] == "HALT"
+    r = run("certify", "--device", "cpu", "--out", str(tmp_path / "t.json"))
+    assert r.exit_code == 1 and "verdict: HALT" in r.stdout
