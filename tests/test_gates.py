@@ -14,8 +14,8 @@ from afford.gates import (GateNotExecutable, GateResult, GateSettings, determini
                           user_gate, verdict, worst_row)
 from afford.measure.determinism import missing_kernel_op
 from afford.provenance import NotExecutable, Tagged
-from afford.schema.determinism import (AuditRun, Comparison, DeterminismSection, GateReadings,
-                                       GateRow, GatesSection, InitLossReading,
+from afford.schema.determinism import (AuditRun, Comparison, DeterminismSection, Gate,
+                                       GateReadings, GateRow, GatesSection, InitLossReading,
                                        NoiseFloorReading, ParamCountReading, ParityReading,
                                        StepTiming)
 
@@ -34,6 +34,14 @@ def test_row_status_cannot_lie():
         GateRow(label="x", delta=0.5, tolerance=0.1, status="PASS")
     with pytest.raises(ValidationError, match="no delta"):
         GateRow(label="x", tolerance=0.1, status="NOT EXECUTABLE")
+
+
+def test_gate_status_and_verdict_cannot_lie():
+    g = init_loss_gate([_init(LN256 * 0.9)], S)
+    with pytest.raises(ValidationError, match="rows give FAIL"):
+        Gate.model_validate({**g.model_dump(), "status": "PASS"})
+    with pytest.raises(ValidationError, match="gates give HALT"):
+        GatesSection.model_validate({**_gates_section([g]).model_dump(), "verdict": "GO"})
 
 
 def test_ratio_and_headroom_by_hand():

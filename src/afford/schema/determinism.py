@@ -182,6 +182,16 @@ class Gate(_Model):
     status: Status
     notes: list[str] = []
 
+    @model_validator(mode="after")
+    def _status_follows_rows(self) -> "Gate":
+        statuses = {r.status for r in self.rows}
+        expected = ("FAIL" if "FAIL" in statuses else
+                    "PASS" if "PASS" in statuses else "NOT EXECUTABLE")
+        if self.status != expected:
+            raise ValueError(f"gate {self.name!r}: status {self.status} but its rows give "
+                             f"{expected}")
+        return self
+
 
 class GatesSection(_Model):
     device: str
@@ -191,4 +201,11 @@ class GatesSection(_Model):
                                            "enabled() where the gate runs were made")
     readings: GateReadings
     gates: list[Gate]
-    verdict: Literal["GO", "HALT"]
+    verdict: Literal["GO", "HALT"] = Field(description="HALT when any gate failed")
+
+    @model_validator(mode="after")
+    def _verdict_follows_gates(self) -> "GatesSection":
+        expected = "HALT" if any(g.status == "FAIL" for g in self.gates) else "GO"
+        if self.verdict != expected:
+            raise ValueError(f"verdict {self.verdict} but the gates give {expected}")
+        return self
