@@ -134,6 +134,7 @@ def test_a_user_gate_registered_as_an_entry_point_runs(tmp_path, monkeypatch):
     """, "my_gates_a")
     req = GateRequest(workloads=["tests.gate_workloads:causal"], device="cpu",
                       values={"tests.gate_workloads:causal": [16]}, audit=False,
+                      pairs=[("tests.gate_workloads:causal", "tests.gate_workloads:leaky")],
                       settings=GateSettings(noise_steps=2, seeds=(0,)))
     out = run_gates(req)
     import my_gates_a
@@ -144,8 +145,12 @@ def test_a_user_gate_registered_as_an_entry_point_runs(tmp_path, monkeypatch):
     assert by_name["budget"].source == "entry point afford.gates: budget = my_gates_a:budget"
     assert by_name["needs-data"].status == "NOT EXECUTABLE"
     assert out.gates.verdict == "GO" and out.determinism is None
-    assert [g.name for g in out.gates.gates][:3] == ["init-loss", "cpu-cuda-parity",
-                                                     "noise-floor"]
+    assert [g.name for g in out.gates.gates] == ["init-loss", "cpu-cuda-parity", "noise-floor",
+                                                 "matched-params", "budget", "needs-data"]
+    (matched,) = by_name["matched-params"].rows
+    assert matched.delta == 0.0 and "(tests.gate_workloads:causal at 16," in matched.detail
+    # the leaky variant is not selected, so it is counted at its default (smallest) shape
+    assert "tests.gate_workloads:leaky at 16)" in matched.detail
 
 
 def test_a_failing_user_gate_halts(tmp_path, monkeypatch):

@@ -159,16 +159,22 @@ def _full_readings(req: GateRequest, r: _Resolved, readings: GateReadings,
     noise = gate_runs.noise_floor([(spec, w, mode, values[0])
                                    for spec, w, mode, values in r.workloads],
                                   r.device, s.noise_steps, req.seed, req.seed + 1)
-    counted = list(dict.fromkeys(x for pair in req.pairs for x in pair))
-    params = gate_runs.param_counts([(spec, w, _first(w, r.device_class, req.values.get(spec)))
-                                     for spec in counted
-                                     for w in [resolve(spec, r.device_class)]], req.seed)
+    params = gate_runs.param_counts(_pair_items(req.pairs, r), req.seed)
     return readings.model_copy(update={"parity": parity, "parity_not_executable": not_exec,
                                        "noise_floor": noise, "params": params})
 
 
-def _first(w: Workload, device_class: str, values: list[int] | None) -> int:
-    return min(values or w.default_sweep(device_class))
+def _pair_items(pairs: list[tuple[str, str]], r: _Resolved) -> list[tuple[str, Workload, int]]:
+    """Each workload named in a pair, at the shape of its audit (smallest value)."""
+    selected = {spec: (w, values[0]) for spec, w, _, values in r.workloads}
+    items = []
+    for spec in dict.fromkeys(x for pair in pairs for x in pair):
+        if spec in selected:
+            items.append((spec, *selected[spec]))
+        else:
+            w = resolve(spec, r.device_class)
+            items.append((spec, w, min(w.default_sweep(r.device_class))))
+    return items
 
 
 def certify_stage(ctx) -> dict:
