@@ -168,3 +168,25 @@ def test_a_failing_user_gate_halts(tmp_path, monkeypatch):
     by_name = {g.name: g for g in out.gates.gates}
     assert by_name["budget"].status == "FAIL" and by_name["needs-data"].status == "FAIL"
     assert out.gates.verdict == "HALT"
+
+
+def test_a_crashed_audit_child_leaves_its_runs_not_executable(monkeypatch):
+    from afford.measure import determinism
+
+    def fake_child(job, timeout=0):
+        if job["deterministic"]:
+            return [], "audit child exited with -9: Killed"
+        run = {"workload": "w", "value": 8, "mode": "fp32", "deterministic": False,
+               "repeats": 2, "comparisons": []}
+        return [{"event": "start", "device_name": "box", "torch_version": "t"},
+                {"event": "run", "run": run}, ], ""
+
+    monkeypatch.setattr(determinism, "run_child", fake_child)
+    sec = determinism.run_audit([{"workload": "w", "value": 8, "mode": "fp32"}],
+                                device="cpu", device_class="cpu", repeats=2)
+    off, on = sec.runs
+    assert off.not_executable is None and sec.device_name == "box"
+    assert on.not_executable.reason == "audit child exited with -9: Killed"
+    assert on.stage == "child" and sec.warnings == ["audit child exited with -9: Killed"]
+    gate = evaluate(GateReadings(), S, determinism=sec)[0]
+    assert gate.status == "NOT EXECUTABLE"

@@ -220,7 +220,12 @@ def run_child(job: dict, timeout: float = CHILD_TIMEOUT_SECONDS) -> tuple[list[d
     except subprocess.TimeoutExpired as exc:
         stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         rc, err = None, f"timed out after {timeout:.0f} s"
-    events = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    events = []
+    for line in stdout.splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut short by a crash: its run is lost
+            continue
     why = "" if rc == 0 else f"audit child exited with {rc}: {(err or '')[-1500:].strip()}"
     return events, why
 
