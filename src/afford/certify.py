@@ -38,6 +38,7 @@ class CertifyRequest:
     device: str | None = None
     seed: int = 0
     command: str = ""
+    gates: bool | None = None  # None: init-loss gate only; True: all gates + audit; False: none
 
 
 @dataclass
@@ -58,6 +59,10 @@ Stage = Callable[[StageContext], dict]
 def stages_for(req: CertifyRequest) -> list[Stage]:
     """The stages that run after the sweep, in order. Each later issue adds its own here."""
     chosen: list[Stage] = []
+    if req.gates is not False:
+        from afford.gating import certify_stage
+
+        chosen.append(certify_stage)
     return chosen
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from afford.cli import certify, compare, history, pin, plan, preflight, report, schema
+from afford.cli import certify, compare, gate, history, pin, plan, preflight, report, schema
 
 app = typer.Typer(
     name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -22,6 +22,7 @@ app.add_typer(history.app, name="history")
 app.command("pin")(pin.command)
 app.command("compare")(compare.command)
 app.command("report")(report.command)
+app.command("gate")(gate.command)
 
 
 def main() -> None:

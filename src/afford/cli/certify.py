@@ -40,6 +40,9 @@ def command(
         "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+    gates: Annotated[Optional[bool], typer.Option(
+        "--gates/--no-gates", help="--gates: also the determinism audit and every gate "
+        "(afford gate); default: the init-loss gate only; --no-gates: none.")] = None,
 ) -> None:
     """Measure this box and write a device certificate.
 
@@ -56,7 +59,7 @@ def command(
             check_writable(out_path, overwrite=force)
         req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
                              precision="quick" if quick else "full" if full else "adaptive",
-                             children=children, device=device,
+                             children=children, device=device, gates=gates,
                              command="afford " + " ".join(sys.argv[1:]))
         cert = _measure(req, show=interactive() and not as_json)
         path = out_path or Path(default_filename(cert))
@@ -65,7 +68,9 @@ def command(
         if as_json:
             print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
                         "elapsed_seconds": cert.environment.elapsed_seconds,
-                        "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings})
+                        "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
+                        "gates": cert.gates.verdict if cert.gates else None})
+            _exit_on_halt(cert, as_json)
             return
         env = cert.environment
         out.print(certificate_table(rows, f"{env.device_name} ({env.device_type}), "
@@ -78,6 +83,21 @@ def command(
         out.print(f"certificate written to {path}")
         if refused:
             raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
+        _exit_on_halt(cert, as_json)
+
+
+def _exit_on_halt(cert, as_json: bool) -> None:
+    """Show the gates the run checked; exit 1 when one failed (the certificate is written)."""
+    from afford.cli.gate import print_problems, render_sections
+
+    if cert.gates is None:
+        return
+    if as_json:
+        print_problems(cert.gates)
+    else:
+        render_sections(cert.determinism, cert.gates)
+    if cert.gates.verdict == "HALT":
+        raise typer.Exit(1)
 
 
 def _row_json(r) -> dict:

@@ -1,0 +1,197 @@
+"""measure -> evaluate for the determinism audit and the gates, for ``afford gate`` and for
+the certify stage: the measuring is in :mod:`afford.measure.determinism` and
+:mod:`afford.measure.gate_runs`, the evaluation (pure) in :mod:`afford.gates`.
+
+Shapes: the audit, the noise floor and the parameter counts use each workload's smallest
+default sweep value for the device class (a modest shape: a few seconds per workload on a
+large GPU, tiny on a CPU) unless the caller names values; the init-loss gate covers every
+value (forward passes only, cheap); CPU/CUDA parity uses the CPU class's smallest shape on
+both devices (it compares numerics, not scale).
+
+In ``afford certify`` the gates stage runs, by default, only the init-loss gate over the
+certified shapes with the run's seed: one forward pass per shape, a second or two even on a
+large GPU. ``--gates`` adds two more seeds, the audit (two child processes: about 20-30 s on
+a large GPU, more on a CPU), parity, the noise floor and the user gates; ``--no-gates``
+skips the stage. The default certify on a large GPU must stay near a minute, so the
+expensive part is opt-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from afford.errors import InputError
+from afford.gates import GateContext, GateSettings, evaluate, verdict
+from afford.measure import determinism as audit
+from afford.measure import gate_runs
+from afford.measure.env import choose_device, cpu_model, device_class as class_of
+from afford.schema.determinism import DeterminismSection, GateReadings, GatesSection
+from afford.workloads import DEFAULT, resolve
+from afford.workloads.base import Workload, validate_shape
+
+Event = dict
+
+
+@dataclass
+class GateRequest:
+    """What to check. Empty ``workloads``: the built-in default set. ``values``: sweep
+    values per workload for the init-loss gate (default: ``sweeps`` by sweep parameter as in
+    certify's ``--sweep``, else the default sweep); the smallest is the shape of the audit
+    and the noise floor. ``pairs``: workloads compared as equals
+    (the matched-parameters gate). ``full=False`` runs the init-loss gate only."""
+
+    workloads: list[str] = field(default_factory=list)
+    device: str | None = None
+    values: dict[str, list[int]] = field(default_factory=dict)
+    sweeps: dict[str, list[int]] = field(default_factory=dict)  # by sweep parameter, or n
+    modes: dict[str, str] = field(default_factory=dict)
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    settings: GateSettings = field(default_factory=GateSettings)
+    audit: bool = True
+    full: bool = True
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    determinism: DeterminismSection | None
+    gates: GatesSection
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    device: torch.device
+    device_class: str
+    device_name: str
+    workloads: list[tuple[str, Workload, str, list[int]]]  # (spec, workload, mode, values)
+
+
+def _device(requested: str | None) -> torch.device:
+    try:
+        device = choose_device(requested)
+    except RuntimeError:  # torch's parser: "Expected one of cpu, cuda, ..."
+        raise InputError(f"--device {requested}: choose cpu or cuda") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"--device {requested}: no CUDA device is visible to torch here")
+    if device.type not in ("cuda", "cpu"):
+        raise InputError(f"--device {requested}: choose cpu or cuda")
+    return device
+
+
+def _default_mode(device: torch.device) -> str:
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return "bf16"
+    return "fp32"
+
+
+def resolve_request(req: GateRequest) -> _Resolved:
+    """Check every name before any time is spent; InputError otherwise."""
+    if req.settings.repeats < 2:
+        raise InputError(f"--repeats {req.settings.repeats}: the audit needs at least 2")
+    if req.settings.noise_steps < 1:
+        raise InputError(f"--steps {req.settings.noise_steps}: at least 1 step")
+    device = _device(req.device)
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        dclass, name = class_of("cuda", props.total_memory), props.name
+    else:
+        dclass, name = "cpu", cpu_model() or "cpu"
+    specs = list(dict.fromkeys(req.workloads or DEFAULT))
+    out, used = [], set()
+    for spec in specs:
+        w = resolve(spec, dclass)
+        key = w.sweep_param if w.sweep_param in req.sweeps else "n"
+        values = req.values.get(spec) or req.sweeps.get(key) or w.default_sweep(dclass)
+        used.add(key)
+        for v in values:
+            try:
+                validate_shape(w, v)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+        out.append((spec, w, req.modes.get(spec) or _default_mode(device), sorted(values)))
+    unused = set(req.sweeps) - used
+    if unused:
+        raise InputError(f"--sweep {', '.join(sorted(unused))}=...: no selected workload "
+                         "sweeps that parameter (use n=... for all)")
+    for a, b in req.pairs:
+        for spec in (a, b):
+            resolve(spec, dclass)
+    return _Resolved(device=device, device_class=dclass, device_name=name, workloads=out)
+
+
+def run_gates(req: GateRequest, on_event: Callable[[Event], None] = lambda e: None
+              ) -> GateOutcome:
+    """Measure, evaluate, and return the sections (the audit's is ``None`` when not run)."""
+    r = resolve_request(req)
+    s = req.settings
+    on_event({"event": "gate", "what": "init-loss"})
+    readings = GateReadings(init_loss=gate_runs.init_losses(r.workloads, s.seeds, r.device))
+    section, user = None, []
+    if req.full:
+        readings = _full_readings(req, r, readings, on_event)
+        if req.audit:
+            items = [{"workload": spec, "value": values[0], "mode": mode}
+                     for spec, _, mode, values in r.workloads]
+            section = audit.run_audit(items, device=str(r.device), device_class=r.device_class,
+                                      repeats=s.repeats, seed=req.seed, on_event=on_event)
+        on_event({"event": "gate", "what": "user gates"})
+        user = gate_runs.user_gate_outcomes(GateContext(
+            device=str(r.device), workloads=tuple(w[0] for w in r.workloads), seed=req.seed))
+    gates = evaluate(readings, s, pairs=req.pairs, determinism=section, user=user)
+    return GateOutcome(determinism=section, gates=GatesSection(
+        device=str(r.device), device_name=r.device_name, torch_version=torch.__version__,
+        deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
+        readings=readings, gates=gates, verdict=verdict(gates)))
+
+
+def _full_readings(req: GateRequest, r: _Resolved, readings: GateReadings,
+                   on_event: Callable[[Event], None]) -> GateReadings:
+    s = req.settings
+    on_event({"event": "gate", "what": "cpu-cuda-parity"})
+    cpu_items = [(spec, resolve(spec, "cpu")) for spec, _, _, _ in r.workloads]
+    parity, not_exec = gate_runs.parity(
+        [(spec, w, min(w.default_sweep("cpu"))) for spec, w in cpu_items], req.seed,
+        cuda=r.device if r.device.type == "cuda" else None)
+    on_event({"event": "gate", "what": "noise-floor"})
+    noise = gate_runs.noise_floor([(spec, w, mode, values[0])
+                                   for spec, w, mode, values in r.workloads],
+                                  r.device, s.noise_steps, req.seed, req.seed + 1)
+    params = gate_runs.param_counts(_pair_items(req.pairs, r), req.seed)
+    return readings.model_copy(update={"parity": parity, "parity_not_executable": not_exec,
+                                       "noise_floor": noise, "params": params})
+
+
+def _pair_items(pairs: list[tuple[str, str]], r: _Resolved) -> list[tuple[str, Workload, int]]:
+    """Each workload named in a pair, at the shape of its audit (smallest value)."""
+    selected = {spec: (w, values[0]) for spec, w, _, values in r.workloads}
+    items = []
+    for spec in dict.fromkeys(x for pair in pairs for x in pair):
+        if spec in selected:
+            items.append((spec, *selected[spec]))
+        else:
+            w = resolve(spec, r.device_class)
+            items.append((spec, w, min(w.default_sweep(r.device_class))))
+    return items
+
+
+def certify_stage(ctx) -> dict:
+    """The certify stage (``afford.certify.StageContext`` in, certificate fields out):
+    by default the init-loss gate over the certified shapes with the run's seed (one forward
+    pass per shape); with ``--gates`` three seeds, the audit and every other gate."""
+    full = bool(getattr(ctx.req, "gates", None))
+    first: dict[str, tuple[str, list[int]]] = {}
+    for spec, _, mode, values in ctx.plan.workloads:
+        first.setdefault(spec, (mode, values))
+    settings = GateSettings() if full else GateSettings(seeds=(ctx.req.seed,))
+    req = GateRequest(workloads=list(first), device=ctx.plan.device,
+                      values={k: v for k, (_, v) in first.items()},
+                      modes={k: m for k, (m, _) in first.items()}, full=full, audit=full,
+                      settings=settings, seed=ctx.req.seed)
+    outcome = run_gates(req, ctx.on_event)
+    fields = {"gates": outcome.gates}
+    if outcome.determinism is not None:
+        fields["determinism"] = outcome.determinism
+    return fields

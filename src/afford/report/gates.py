@@ -1,0 +1,69 @@
+"""Rich tables of the gates, the determinism audit and the noise floor. They format the
+tagged lines of :mod:`afford.gate_summary`; every number passes :func:`fmt`."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from afford.gate_summary import DeterminismLine, GateLine, NoiseLine
+from afford.report.terminal import LEGEND, fmt
+from afford.schema.determinism import QUANTITIES
+
+STATUS_STYLE = {"PASS": "green", "FAIL": "bold red", "NOT EXECUTABLE": "yellow"}
+SHORT = {"forward output": "forward", "loss": "loss", "gradients": "gradients",
+         "parameters after step": "optimizer step"}
+
+
+def _status(s: str) -> str:
+    return f"[{STATUS_STYLE.get(s, '')}]{s}[/]"
+
+
+def gate_table(lines: list[GateLine], title: str, verdict: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("gate", no_wrap=True)
+    for col in ("rows", "worst row", "delta", "tolerance", "delta/tol", "headroom"):
+        table.add_column(col, overflow="fold")
+    table.add_column("status", no_wrap=True)
+    for ln in lines:
+        table.add_row(ln.name, fmt(ln.checked), ln.worst, fmt(ln.delta), fmt(ln.tolerance),
+                      fmt(ln.delta_over_tol), fmt(ln.headroom), _status(ln.status))
+    style = "bold red" if verdict == "HALT" else "bold green"
+    table.caption = f"verdict: [{style}]{verdict}[/] (any FAIL halts). {LEGEND}"
+    return table
+
+
+def _cell(ln: DeterminismLine, quantity: str) -> str:
+    c = ln.cells.get(quantity)
+    if c is None:
+        return "-"
+    if c.bitwise:
+        return "[green]bitwise[/]"
+    return f"[red]differs[/] {fmt(c.differing)}, max {fmt(c.max_delta)}"
+
+
+def determinism_table(lines: list[DeterminismLine], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("workload", "deterministic", *(SHORT[q] for q in QUANTITIES), "warm step",
+                "cost on/off"):
+        table.add_column(col, overflow="fold")
+    for ln in lines:
+        if ln.not_executable:
+            table.add_row(ln.workload, ln.flag, f"[yellow]{ln.not_executable}[/]", "", "", "",
+                          fmt(ln.median_step), fmt(ln.cost))
+            continue
+        table.add_row(ln.workload, ln.flag, *(_cell(ln, q) for q in QUANTITIES),
+                      fmt(ln.median_step), fmt(ln.cost))
+    table.caption = LEGEND
+    return table
+
+
+def noise_table(lines: list[NoiseLine], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("workload", "steps", "final loss", "same seed |delta|", "bitwise",
+                "between seeds |delta|"):
+        table.add_column(col, overflow="fold")
+    for ln in lines:
+        table.add_row(ln.workload, fmt(ln.steps), fmt(ln.final_loss), fmt(ln.same_seed),
+                      "yes" if ln.bitwise else "[red]no[/]", fmt(ln.between_seeds))
+    table.caption = LEGEND
+    return table

@@ -1,0 +1,145 @@
+"""``afford gate`` and the certify stage through typer's runner: exit codes and documents."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from afford.certify import CertifyRequest, stages_for
+from afford.cli import app
+from afford.schema.cert import Certificate
+
+runner = CliRunner()
+CAUSAL = "tests.gate_workloads:causal"
+LEAKY = "tests.gate_workloads:leaky"
+
+
+def run(*args):
+    return runner.invoke(app, list(args))
+
+
+@pytest.mark.parametrize("args,match", [
+    (["gate", "--workload", "nope"], "unknown workload"),
+    (["gate", "--pair", "softmax"], "A,B"),
+    (["gate", "--pair", "softmax,nope"], "unknown workload"),
+    (["gate", "--tol", "init-loss"], "NAME=VALUE"),
+    (["gate", "--tol", "speed=1"], "NAME=VALUE"),
+    (["gate", "--repeats", "1"], "at least 2"),
+    (["gate", "--steps", "0"], "at least 1"),
+    (["gate", "--sweep", "zz=1,2", "-w", "softmax"], "no selected workload"),
+    (["gate", "--device", "tpu"], "choose cpu or cuda"),
+])
+def test_gate_bad_input_exits_2_without_traceback(args, match):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert match in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only answer")
+def test_gate_on_cuda_without_cuda_exits_2():
+    r = run("gate", "--device", "cuda")
+    assert r.exit_code == 2 and "no CUDA device" in r.output
+
+
+def test_gate_halts_with_exit_1_on_a_leaking_mask():
+    r = run("gate", "-w", LEAKY, "--sweep", "seq=16", "--device", "cpu", "--no-audit",
+            "--steps", "1", "--json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "HALT" and doc["schema"] == "afford.gate-report/1"
+    init = next(g for g in doc["gates"] if g["name"] == "init-loss")
+    assert init["status"] == "FAIL" and init["delta_over_tolerance"] > 2
+    assert doc["sections"]["determinism"] is None
+    parity = next(g for g in doc["gates"] if g["name"] == "cpu-cuda-parity")
+    assert parity["status"] == ("PASS" if torch.cuda.is_available() else "NOT EXECUTABLE")
+
+
+def test_gate_passes_with_exit_0_and_renders_tables():
+    r = run("gate", "-w", CAUSAL, "--sweep", "seq=16", "--device", "cpu", "--no-audit",
+            "--steps", "2")
+    assert r.exit_code == 0, r.output
+    assert "init-loss" in r.output and "noise-floor" in r.output and "verdict: GO" in r.output
+
+
+def _put_raises_here() -> bool:
+    torch.use_deterministic_algorithms(True)
+    try:
+        torch.zeros(2).put_(torch.tensor([0]), torch.tensor([1.0]))
+        return False
+    except RuntimeError:
+        return True
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.slow
+def test_audit_catches_an_unseeded_workload_and_names_an_op_without_kernel(monkeypatch):
+    """Both audit children for real: the unseeded workload differs with the flag off and on
+    (deterministic-mode FAILs, exit 1); put_ runs with the flag off and, where this torch
+    refuses it under the flag, is NOT EXECUTABLE with the op named."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    r = run("gate", "-w", "tests.gate_workloads:noisy", "-w", "tests.gate_workloads:putop",
+            "--device", "cpu", "--steps", "1", "--repeats", "3", "--json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    sec = doc["sections"]["determinism"]
+    runs = {(x["workload"].split(":")[-1], x["deterministic"]): x for x in sec["runs"]}
+    assert len(runs) == 4 and sec["warnings"] == [] and sec["repeats"] == 3
+    for flag in (False, True):
+        noisy = runs["noisy", flag]
+        assert [c["quantity"] for c in noisy["comparisons"]] == [
+            "forward output", "loss", "gradients", "parameters after step"]
+        assert all(not c["bitwise_equal"] and c["repeats_differing"] == 2
+                   for c in noisy["comparisons"])
+        assert noisy["comparisons"][2]["first_differing"] == "0.weight"
+        assert len(noisy["timing"]["timed_seconds"]) == 8
+    assert runs["noisy", True]["cublas_workspace_config"] == ":4096:8"
+    assert runs["noisy", False]["cublas_workspace_config"] is None
+    put_off = runs["putop", False]
+    assert put_off["not_executable"] is None
+    assert all(c["bitwise_equal"] for c in put_off["comparisons"])
+    gate = next(g for g in doc["sections"]["gates"]["gates"] if g["name"] == "deterministic-mode")
+    assert gate["status"] == "FAIL" and gate["rows"][0]["status"] == "FAIL"
+    if _put_raises_here():
+        put = runs["putop", True]
+        assert put["op"] == "put_" and put["stage"] == "forward"
+        assert "deterministic implementation" in put["not_executable"]["reason"]
+        assert gate["rows"][1]["status"] == "NOT EXECUTABLE"
+
+
+def test_certify_runs_the_gate_stage_unless_told_not_to():
+    assert len(stages_for(CertifyRequest())) == 1
+    assert len(stages_for(CertifyRequest(gates=True))) == 1
+    assert stages_for(CertifyRequest(gates=False)) == []
+
+
+@pytest.mark.slow
+def test_default_certificate_carries_the_init_loss_gate(cpu_cert: Certificate):
+    assert cpu_cert.determinism is None
+    (gate,) = cpu_cert.gates.gates
+    assert gate.name == "init-loss" and gate.status == "PASS"
+    assert len(gate.rows) == 3  # tinylm at seq 16, 32, 64, the run's seed
+    assert cpu_cert.gates.verdict == "GO"
+
+
+@pytest.mark.slow
+def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, monkeypatch,
+                                                                      cpu_cert):
+    from afford.cli import certify as certify_cli
+    from afford.gates import GateSettings, init_loss_gate
+    from afford.schema.determinism import InitLossReading
+
+    leak = InitLossReading(workload="tinylm", value=16, seed=0, mode="fp32", vocab=256,
+                           loss=5.0)  # 5.0 / ln 256 = 0.90
+    gate = init_loss_gate([leak], GateSettings())
+    halted = cpu_cert.model_copy(update={"gates": cpu_cert.gates.model_copy(
+        update={"gates": [gate], "verdict": "HALT"})})
+    monkeypatch.setattr(certify_cli, "certify", lambda req, **kw: halted)
+    out = tmp_path / "leaky.json"
+    r = run("certify", "--device", "cpu", "--out", str(out), "--json")
+    assert r.exit_code == 1, r.output
+    assert json.loads(r.stdout)["gates"] == "HALT" and "FAIL init-loss" in r.stderr
+    assert json.loads(out.read_text())["gates"]["verdict"] == "HALT"
+    r = run("certify", "--device", "cpu", "--out", str(tmp_path / "t.json"))
+    assert r.exit_code == 1 and "verdict: HALT" in r.stdout
