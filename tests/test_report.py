@@ -96,11 +96,11 @@ def test_generic_section_shows_tagged_figures_and_names_the_bare_ones():
 
 def test_a_later_stage_section_appears_when_present():
     class LaterCert(Certificate):
-        gates: FakeGates | None = None
+        later_stage: FakeGates | None = None
 
-    cert = LaterCert(**dict(make_cert()), gates=fake_gates())
+    cert = LaterCert(**dict(make_cert()), later_stage=fake_gates())
     text = markdown.render(build_report(Inputs(certs=(("c.json", cert),))))
-    gates = text[text.index("### Gates"):]
+    gates = text[text.index("### Later stage"):]
     assert "| verdict | PASS" in gates and "1.00% M" in gates
     assert "Not run" not in gates.split("###")[1]
 
