@@ -40,6 +40,14 @@ def command(
         "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+    distributed: Annotated[bool, typer.Option(
+        "--distributed", help="Under torchrun: certify the node through torch.distributed "
+        "(collectives, DDP/FSDP scaling); rank 0 writes one certificate.")] = False,
+    dist_timeout: Annotated[float, typer.Option(
+        "--dist-timeout", help="Seconds any collective may wait for a rank before the run "
+        "fails (--distributed).")] = 300.0,
+    dist_only: Annotated[bool, typer.Option(
+        "--dist-only", help="With --distributed: skip the single-device sweep on rank 0.")] = False,
 ) -> None:
     """Measure this box and write a device certificate.
 
@@ -58,6 +66,13 @@ def command(
                              precision="quick" if quick else "full" if full else "adaptive",
                              children=children, device=device,
                              command="afford " + " ".join(sys.argv[1:]))
+        if distributed:
+            from afford.cli.certify_distributed import run_distributed
+
+            run_distributed(req, out_path, force, as_json, dist_timeout, dist_only, _measure)
+            return
+        if dist_only:
+            raise InputError("--dist-only goes with --distributed (under torchrun)")
         cert = _measure(req, show=interactive() and not as_json)
         path = out_path or Path(default_filename(cert))
         save_certificate(cert, path, overwrite=force)
