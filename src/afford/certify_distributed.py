@@ -137,10 +137,15 @@ def certify_distributed(req: CertifyRequest, opts: DistOptions = DistOptions(),
 
 
 def _failure_message(section: DistributedSection) -> str:
-    silent = [r.rank for r in section.ranks if r.rank not in section.ranks_finished]
-    done = {r.rank: r.stages_finished for r in section.ranks}
-    return (f"the distributed run failed: {section.error}. Ranks that did not finish: "
-            f"{silent or 'none'}; stages each rank finished: {done}")
+    lines = []
+    for r in section.ranks:
+        if r.rank in section.ranks_finished:
+            continue
+        last = r.stages_finished[-1] if r.stages_finished else "start"
+        why = r.error or "reported no error of its own: it died or hung"
+        lines.append(f"rank {r.rank} stopped after {last!r} ({why})")
+    return (f"the distributed run failed on rank 0 with {section.error}; ranks finished: "
+            f"{section.ranks_finished or 'none'}; " + "; ".join(lines))
 
 
 def _with_sweep(req, opts, device, started, section, sweep) -> Certificate:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from afford.certify import CertifyRequest, certify, default_filename, parse_sweep
@@ -88,7 +89,7 @@ def command(
                                     f"{cert.protocol.children} children, "
                                     f"{env.elapsed_seconds:.1f} s"))
         for w in cert.warnings:
-            err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+            err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
         if refused:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+
 from afford.certify import CertifyRequest, default_filename
 from afford.certify_distributed import DistOptions, certify_distributed
 from afford.cli.common import err, interactive, out, print_json
@@ -47,14 +49,14 @@ def _render(cert: Certificate) -> None:
     if cert.workloads:
         out.print(certificate_table(summarize(cert), f"{env.device_name} ({env.device_type}), "
                                     f"{cert.protocol.precision} protocol, rank 0 sweep"))
-    out.print(status_line(d), soft_wrap=True)
+    out.print(escape(status_line(d)), soft_wrap=True)
     table = collectives_table(d, run)
     if table is not None:
         out.print(table)
     if d.data_parallel:
         out.print(scaling_table(d, run))
     for w in cert.warnings:
-        err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
 
 
 def _summary_json(cert: Certificate, path: Path, error: str | None) -> dict:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from afford.plan.devices import on_node
@@ -22,21 +23,22 @@ def collectives_table(d: DistributedSection, run: str) -> Table | None:
         return None
     table = Table(title=f"collectives on {c.world_size} rank(s), {c.backend}, {c.dtype} "
                   "(time: slowest rank's median)", title_justify="left")
-    for col in ("op", "size", "time", "algbw", "busbw", "rank medians min..max"):
+    for col in ("op", "size", "time", "algbw", "busbw", "rank spread"):
         table.add_column(col, overflow="fold")
     for p in c.points:
         src = f"{p.op} {p.bytes} B, {run}"
         table.add_row(p.op, format_bytes(p.bytes), fmt(measured(p.seconds, "s", src)),
                       fmt(_gbps(p.algbw_bytes_per_second, src)),
                       fmt(_gbps(p.busbw_bytes_per_second, src)),
-                      f"{fmt(measured(min(p.rank_medians), 's', src))} .. "
-                      f"{fmt(measured(max(p.rank_medians), 's', src))}")
+                      fmt(module((max(p.rank_medians) - min(p.rank_medians))
+                                 / max(p.rank_medians), "ratio",
+                                 "(max - min) / max of the rank medians")))
     for f in c.fits:
         beta = f"{f.beta_bytes_per_second / 1e9:.3g} GB/s" if f.beta_bytes_per_second else "-"
         table.add_row(f"{f.op} fit", "", fmt(module(f.alpha_seconds, "s", "alpha")), beta,
                       "", f"R^2 {fmt(module(round(f.r2, 5), '', 'fit_alpha_beta'))}")
     for ne in c.not_executable:
-        table.add_row(ne.what, "", ne.status, "", "", ne.reason[:80])
+        table.add_row(escape(ne.what), "", ne.status, "", "", escape(ne.reason[:80]))
     table.caption = LEGEND
     return table
 
@@ -50,7 +52,7 @@ def scaling_table(d: DistributedSection, run: str) -> Table:
     for s in d.data_parallel:
         if s.not_executable and not s.runs:
             table.add_row(s.strategy, "-", s.not_executable.status, "", "", "",
-                          s.not_executable.reason[:80])
+                          escape(s.not_executable.reason[:80]))
             continue
         for r in s.runs:
             sc = on_node(d, r.world_size, s.strategy)
@@ -63,10 +65,10 @@ def scaling_table(d: DistributedSection, run: str) -> Table:
                           " ".join(fmt(measured(v, "B", f"rank {i}, {run}")) for i, v in
                                    enumerate(mem) if v is not None))
         if s.law is not None:
-            table.add_row(s.strategy, "law", s.law.describe(), "", "", "", "")
+            table.add_row(s.strategy, "law", escape(s.law.describe()), "", "", "", "")
         if s.not_executable and s.runs:
             table.add_row(s.strategy, "-", s.not_executable.status, "", "", "",
-                          s.not_executable.reason[:80])
+                          escape(s.not_executable.reason[:80]))
     table.caption = LEGEND
     return table
 
