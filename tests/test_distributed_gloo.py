@@ -49,8 +49,7 @@ def test_distributed_without_torchrun_is_bad_input(monkeypatch):
 
 @pytest.mark.slow
 def test_gloo_world_size_2_end_to_end(tmp_path):
-    r = torchrun(tmp_path, "--workload", "tinylm", "--sweep", "seq=16,32", "--out", "c.json",
-                 "--json", "--dist-timeout", "60")
+    r = torchrun(tmp_path, "--dist-only", "--out", "c.json", "--json", "--dist-timeout", "60")
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout)  # exactly one JSON document, from rank 0 only
     assert summary["status"] == "complete" and summary["ranks_finished"] == [0, 1]
@@ -81,9 +80,39 @@ def test_gloo_world_size_2_end_to_end(tmp_path):
     assert ddp.efficiency[0] == 1.0 and ddp.law is not None and ddp.law.exact
     fsdp = next(s for s in d.data_parallel if s.strategy == "fsdp")
     assert fsdp.runs or fsdp.not_executable is not None
-    # rank 0's single-device sweep ran after the group closed, in the same certificate
-    assert [w.name for w in cert.workloads] == ["tinylm"]
-    assert [p.value for p in cert.workloads[0].points] == [16, 32]
+    assert cert.workloads == [] and any("--dist-only" in w for w in cert.warnings)
+
+
+@pytest.mark.slow
+def test_rank0_sweep_joins_the_distributed_section(cpu_cert):
+    """The sweep rank 0 runs after the group closed lands in the same certificate, its
+    environment starting when the distributed stages started."""
+    from datetime import timedelta
+
+    import torch
+
+    from afford.certify import CertifyRequest
+    from afford.certify_distributed import DistOptions, _with_sweep
+    from tests.test_plan_devices import section
+
+    d = section()
+    started = cpu_cert.environment.started_at - timedelta(seconds=30)
+    seen = []
+
+    def fake_sweep(req):
+        seen.append(req.device)
+        return cpu_cert
+
+    cert = _with_sweep(CertifyRequest(precision="quick"), DistOptions(), torch.device("cpu"),
+                       started, d, fake_sweep)
+    assert seen == ["cpu"] and cert.distributed == d
+    assert cert.workloads == cpu_cert.workloads
+    assert cert.environment.started_at == started
+    assert cert.environment.elapsed_seconds == pytest.approx(
+        cpu_cert.environment.elapsed_seconds + 30, abs=1e-6)
+    only = _with_sweep(CertifyRequest(precision="quick"), DistOptions(dist_only=True),
+                       torch.device("cpu"), started, d, fake_sweep)
+    assert only.workloads == [] and seen == ["cpu"]
 
 
 @pytest.mark.slow
@@ -105,11 +134,13 @@ def test_dead_rank_gives_partial_certificate(tmp_path):
 @pytest.mark.slow
 def test_hung_rank_times_out_into_partial_certificate(tmp_path):
     r = torchrun(tmp_path, "--dist-only", "--out", "h.json", "--dist-timeout", "6",
-                 fail="1:ddp:hang")
+                 fail="1:collectives:hang")
     assert r.returncode != 0
     d = load_certificate(tmp_path / "h.json").distributed
-    assert d.status == "partial" and "Timed out" in d.error
+    assert d.status == "partial" and "timeout" in d.error.lower()
+    assert "in stage 'collectives'" in d.error
     assert d.timeout_seconds == 6
-    assert {x.rank: x.stages_finished for x in d.ranks} == {0: ["collectives"],
-                                                            1: ["collectives"]}
-    assert "rank 1 stopped after 'collectives'" in r.stderr
+    assert {x.rank: x.stages_finished for x in d.ranks} == {0: [], 1: []}
+    assert d.collectives is None and d.data_parallel == []
+    assert "rank 1 stopped after 'start'" in r.stderr
+    assert "partial certificate was written" in r.stderr

@@ -94,6 +94,7 @@ def measure_node(rt: rtm.Runtime, ccfg, dcfg, on_stage=lambda s: None
     """The stages on every rank: (rank infos, per-stage per-rank payloads, failure).
     Only rank 0 gets the gathered lists; the failure is this rank's error text."""
     infos, data, failure = None, {}, None
+    stage = "start"
     rtm.mark(rt, "info", rtm.rank_info(rt))
     with rtm.launcher_signals() as guard:
         try:
@@ -106,7 +107,8 @@ def measure_node(rt: rtm.Runtime, ccfg, dcfg, on_stage=lambda s: None
                 data[stage] = rtm.gather(rt, local)
         except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then re-raised as exit 3
             guard.protect = True
-            failure = _describe(exc)
+            failure = (f"{_describe(exc)} [in stage {stage!r}; every collective waits at "
+                       f"most {rt.timeout.total_seconds():g} s (--dist-timeout)]")
             rtm.mark(rt, "error", failure)
         guard.protect = True
     return infos, data, failure

@@ -2,7 +2,7 @@
 
 What nccl-tests does (``all_reduce_perf`` and friends), through torch.distributed: for each
 collective and size, a few warm-up calls, then ``samples`` samples of ``iters`` back-to-back
-calls each, after a barrier; CUDA events on the current stream around each sample on a GPU
+calls each, after a barrier (the gloo control group, once the device is idle); CUDA events on the current stream around each sample on a GPU
 (the NCCL stream is joined to it, so the events bracket the work), ``perf_counter`` on the
 CPU (gloo calls block). ``iters`` comes from the slowest rank's warm-up estimate so every
 rank issues the same calls (a rank that issued fewer would leave the others waiting).
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from afford.measure.distributed.runtime import Runtime, agree_max, wait_all
+from afford.measure.distributed.runtime import Runtime, agree_max, wait_all, wait_device
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -97,7 +97,7 @@ def time_calls(call: Callable[[], object], iters: int, device: torch.device) -> 
         for _ in range(iters):
             call()
         end.record()
-        end.synchronize()
+        wait_device(device, end)
         return start.elapsed_time(end) / 1e3
     t0 = time.perf_counter()
     for _ in range(iters):
@@ -117,15 +117,21 @@ def _probe(rt: Runtime, op: str) -> str | None:
     return error
 
 
+def _align(rt: Runtime) -> None:
+    """Start a sample together: this rank's device idle, then a (gloo) barrier."""
+    wait_device(rt.device)
+    wait_all(rt)
+
+
 def time_point(rt: Runtime, cfg: CollectiveConfig, op: str, size: int) -> dict:
     call = make_call(op, size, rt.world_size, rt.device)
-    dist.barrier()
+    _align(rt)
     warm = time_calls(call, cfg.warmup_calls, rt.device) / cfg.warmup_calls
     est = agree_max(warm, None, rt.device)
     iters = int(min(cfg.max_iters, max(1, math.ceil(cfg.sample_seconds / max(est, 1e-9)))))
     seconds = []
     for _ in range(cfg.samples):
-        dist.barrier()
+        _align(rt)
         seconds.append(time_calls(call, iters, rt.device) / iters)
     return {"op": op, "bytes": size, "iters": iters, "seconds": seconds}
 

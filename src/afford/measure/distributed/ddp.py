@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from afford.fit.stats import median
-from afford.measure.distributed.runtime import Runtime, agree_max
+from afford.measure.distributed.runtime import Runtime, agree_max, wait_device
 from afford.measure.memory import MemoryWindow
 from afford.measure.timing import CudaClock, HostClock
 from afford.workloads.base import autocast_for
@@ -52,6 +52,14 @@ def config_for(device_class: str, mode: str, precision: str, seed: int = 0) -> D
     warm = 2 if precision == "quick" else 3
     return DPConfig(shape=default(device_class), mode=mode, floor_seconds=floor,
                     warmup_steps=warm, seed=seed)
+
+
+class PollingCudaClock(CudaClock):
+    """The sweep's CUDA-event clock, but waiting by polling (:func:`runtime.wait_device`)
+    so a rank behind a dead peer stays responsive to torchrun's SIGTERM."""
+
+    def sync(self) -> None:
+        wait_device(torch.device("cuda", torch.cuda.current_device()))
 
 
 def _wrap(model: torch.nn.Module, strategy: str, group, device: torch.device):
@@ -136,7 +144,7 @@ def run_one(rt: Runtime, cfg: DPConfig, strategy: str, w: int, group) -> dict:
         if i == 0:
             losses[0] = float(loss.detach())
 
-    clock = CudaClock() if rt.device.type == "cuda" else HostClock()
+    clock = PollingCudaClock() if rt.device.type == "cuda" else HostClock()
     step0, _ = timed_steps(step, clock, 0, 1, 1)
     warm, _ = timed_steps(step, clock, 1, cfg.warmup_steps, cfg.warmup_steps)
     check_finite_grads(model)
@@ -159,6 +167,13 @@ def run_one(rt: Runtime, cfg: DPConfig, strategy: str, w: int, group) -> dict:
 
 def _shape(c: TinyLMConfig) -> dict[str, int]:
     return {"batch": c.batch, "seq": c.seq, "d": c.d, "L": c.L, "H": c.H}
+
+
+def _comm_failure(exc: BaseException) -> bool:
+    """A lost or silent peer (gloo raises plain RuntimeErrors for these)."""
+    text = str(exc)
+    return isinstance(exc, getattr(dist, "DistError", ())) or any(
+        k in text for k in ("imed out", "by peer", "aborted", "Connection"))
 
 
 def fsdp_available() -> str | None:
@@ -184,8 +199,8 @@ def scaling(rt: Runtime, cfg: DPConfig, strategy: str) -> dict:
             try:
                 rec = run_one(rt, cfg, strategy, w, group)
             except (RuntimeError, NotImplementedError, ValueError, TypeError) as exc:
-                if strategy == "ddp" or "imed out" in str(exc) or "by peer" in str(exc):
-                    raise
+                if strategy == "ddp" or _comm_failure(exc):
+                    raise  # DDP must run; a lost peer is a failed run, not an FSDP verdict
                 error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:400]}"
         # every rank learns whether any member failed (a gloo all-reduce: also the barrier
         # where the non-members waited), so all stop this strategy together

@@ -259,8 +259,22 @@ def rank_info(rt: Runtime) -> dict:
             "pid": os.getpid(), "device": str(d), "device_name": name}
 
 
+def wait_device(device: torch.device, event=None) -> None:
+    """Wait for the GPU by polling an event from Python instead of blocking in a CUDA
+    synchronize: a rank stuck behind a dead peer's NCCL kernel then still runs its SIGTERM
+    handler and writes what it has before torchrun's SIGKILL (30 s later)."""
+    if device.type != "cuda":
+        return
+    if event is None:
+        event = torch.cuda.Event()
+        event.record()
+    while not event.query():
+        time.sleep(1e-4)
+
+
 def agree_max(value: float, group, device: torch.device) -> float:
     """The largest ``value`` over ``group`` (so every member picks the same count)."""
     t = torch.tensor([float(value)], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    wait_device(device)
     return float(t.item())
