@@ -106,7 +106,7 @@ def measure_node(rt: rtm.Runtime, ccfg, dcfg, on_stage=lambda s: None
                 rtm.mark(rt, f"done/{stage}")
                 data[stage] = rtm.gather(rt, local)
         except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then re-raised as exit 3
-            guard.protect = True
+            guard.protect = guard.failed = True
             failure = (f"{_describe(exc)} [in stage {stage!r}; every collective waits at "
                        f"most {rt.timeout.total_seconds():g} s (--dist-timeout)]")
             rtm.mark(rt, "error", failure)
@@ -144,7 +144,8 @@ def _failure_message(section: DistributedSection) -> str:
         if r.rank in section.ranks_finished:
             continue
         last = r.stages_finished[-1] if r.stages_finished else "start"
-        why = r.error or "reported no error of its own: it died or hung"
+        why = "the error above" if r.rank == 0 else (
+            r.error or "reported no error of its own: it died or hung")
         lines.append(f"rank {r.rank} stopped after {last!r} ({why})")
     return (f"the distributed run failed on rank 0 with {section.error}; ranks finished: "
             f"{section.ranks_finished or 'none'}; " + "; ".join(lines))

@@ -161,7 +161,6 @@ def run_one(rt: Runtime, cfg: DPConfig, strategy: str, w: int, group) -> dict:
         nos, nidx = timed_steps(lambda i: step(i, sync=False), clock, start + count, count, block)
         record.update(nosync_seconds=nos, nosync_indices=nidx)
     record.update(window.close())
-    del model, wrapped, opt, pool
     return record
 
 

@@ -214,13 +214,16 @@ def read_mark(rt: Runtime, rank: int, what: str) -> Any | None:
 # -- failure ---------------------------------------------------------------------------------
 
 class _Guard:
-    protect = False
+    protect = False  # set: SIGTERM is ignored from now on
+    failed = False   # set: keep ignoring SIGTERM after the block (we write what we have)
 
 
 @contextmanager
 def launcher_signals() -> Iterator[_Guard]:
     """SIGTERM raises :class:`LauncherStopped` while measuring; once ``guard.protect`` is
-    set (writing what we have) it is ignored. The old handler is restored after."""
+    set it is ignored. After the block the old handler comes back, unless ``guard.failed``:
+    then SIGTERM stays ignored so the partial certificate gets written (torchrun's SIGKILL
+    follows 30 s after its SIGTERM)."""
     guard = _Guard()
 
     def on_term(signum, frame):
@@ -235,7 +238,7 @@ def launcher_signals() -> Iterator[_Guard]:
     try:
         yield guard
     finally:
-        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if guard.failed else old)
 
 
 def maybe_fail(rt: Runtime, stage: str) -> None:
