@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from afford.certify import CertifyRequest, certify, default_filename, parse_sweep
@@ -43,6 +44,14 @@ def command(
     gates: Annotated[Optional[bool], typer.Option(
         "--gates/--no-gates", help="--gates: also the determinism audit and every gate "
         "(afford gate); default: the init-loss gate only; --no-gates: none.")] = None,
+    distributed: Annotated[bool, typer.Option(
+        "--distributed", help="Under torchrun: certify the node through torch.distributed "
+        "(collectives, DDP/FSDP scaling); rank 0 writes one certificate.")] = False,
+    dist_timeout: Annotated[float, typer.Option(
+        "--dist-timeout", help="Seconds any collective may wait for a rank before the run "
+        "fails (--distributed).")] = 300.0,
+    dist_only: Annotated[bool, typer.Option(
+        "--dist-only", help="With --distributed: skip the single-device sweep on rank 0.")] = False,
 ) -> None:
     """Measure this box and write a device certificate.
 
@@ -61,6 +70,13 @@ def command(
                              precision="quick" if quick else "full" if full else "adaptive",
                              children=children, device=device, gates=gates,
                              command="afford " + " ".join(sys.argv[1:]))
+        if distributed:
+            from afford.cli.certify_distributed import run_distributed
+
+            run_distributed(req, out_path, force, as_json, dist_timeout, dist_only, _measure)
+            return
+        if dist_only:
+            raise InputError("--dist-only goes with --distributed (under torchrun)")
         cert = _measure(req, show=interactive() and not as_json)
         path = out_path or Path(default_filename(cert))
         save_certificate(cert, path, overwrite=force)
@@ -78,7 +94,7 @@ def command(
                                     f"{cert.protocol.children} children, "
                                     f"{env.elapsed_seconds:.1f} s"))
         for w in cert.warnings:
-            err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+            err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
         if refused:

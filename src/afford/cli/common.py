@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from afford.errors import AffordError
 
@@ -22,7 +23,7 @@ def guard() -> Iterator[None]:
     try:
         yield
     except AffordError as exc:
-        err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         err.print("interrupted")

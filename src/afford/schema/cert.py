@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from afford.fit.throughput import ThroughputLaw
 from afford.schema.determinism import DeterminismSection, GatesSection
+from afford.schema.distributed import DistributedSection
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
 
 CERT_SCHEMA = "afford.cert/1"
@@ -147,6 +148,7 @@ class Certificate(Envelope):
     # Sections written by the stages after the sweep; each optional (absent: not run).
     determinism: DeterminismSection | None = None
     gates: GatesSection | None = None
+    distributed: DistributedSection | None = None
 
 
 def load_certificate(path: str | Path) -> Certificate:
