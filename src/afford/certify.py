@@ -38,6 +38,8 @@ class CertifyRequest:
     device: str | None = None
     seed: int = 0
     command: str = ""
+    sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.measure.sizes)
+    levers: bool = False  # the levers stage: measured A/B pairs (afford.measure.levers)
 
 
 @dataclass
@@ -58,6 +60,14 @@ Stage = Callable[[StageContext], dict]
 def stages_for(req: CertifyRequest) -> list[Stage]:
     """The stages that run after the sweep, in order. Each later issue adds its own here."""
     chosen: list[Stage] = []
+    if req.sizes:
+        from afford.measure.sizes import sizes_stage
+
+        chosen.append(sizes_stage)
+    if req.levers:
+        from afford.measure.levers import levers_stage
+
+        chosen.append(levers_stage)
     return chosen
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from afford.cli import certify, schema
+from afford.cli import certify, ladder, levers, schema
 
 app = typer.Typer(
     name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -16,6 +16,8 @@ app = typer.Typer(
 
 app.command("certify")(certify.command)
 app.command("schema")(schema.command)
+app.command("ladder")(ladder.command)
+app.command("levers")(levers.command)
 
 
 def main() -> None:

@@ -36,6 +36,12 @@ def command(
         help="Independent child processes (at least 3).")] = 3,
     device: Annotated[Optional[str], typer.Option(
         help="cuda, cuda:1 or cpu. Default: cuda when present.")] = None,
+    sizes: Annotated[bool, typer.Option(
+        "--sizes", help="Also time tinylm at five model sizes and fit step seconds vs "
+        "parameters (for afford ladder).")] = False,
+    levers: Annotated[bool, typer.Option(
+        "--levers", help="Also measure the levers (bf16, fused AdamW, torch.compile, CUDA "
+        "graphs, batch x2/x4) on the default tinylm shape.")] = False,
     out_path: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
@@ -57,7 +63,8 @@ def command(
         req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
                              precision="quick" if quick else "full" if full else "adaptive",
                              children=children, device=device,
-                             command="afford " + " ".join(sys.argv[1:]))
+                             command="afford " + " ".join(sys.argv[1:]), sizes=sizes,
+                             levers=levers)
         cert = _measure(req, show=interactive() and not as_json)
         path = out_path or Path(default_filename(cert))
         save_certificate(cert, path, overwrite=force)

@@ -125,6 +125,10 @@ class Point(_Model):
     excluded_reason: str | None = None
 
 
+# The sizes and levers sections hold Points: imported here, below Point (afford.schema.ladder).
+from afford.schema.ladder import LeversSection, SizesSection  # noqa: E402
+
+
 class WorkloadResult(_Model):
     name: str
     source: str = Field(description="'builtin' or the user's pkg.module:factory")
@@ -144,6 +148,8 @@ class Certificate(Envelope):
     workloads: list[WorkloadResult]
     warnings: list[str] = []
     # Sections written by the stages after the sweep; each optional (absent: not run).
+    sizes: SizesSection | None = None
+    levers: LeversSection | None = None
 
 
 def load_certificate(path: str | Path) -> Certificate:

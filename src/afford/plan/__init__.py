@@ -1,0 +1,1 @@
+"""Plans: pure functions from certificates (and platforms, runs) to typed, tagged results."""
