@@ -170,3 +170,33 @@ def test_lever_speedup_and_not_executable_paths():
                                       _variant("B", excluded="failed in child 0: RuntimeError: "
                                                "inductor")), 1)
     assert failed.not_executable.reason.startswith("failed in child 0: RuntimeError")
+
+
+def test_stages_are_wired_to_the_request(monkeypatch):
+    from types import SimpleNamespace
+
+    from afford import certify
+    from afford.measure import sizes as sz
+
+    assert certify.stages_for(certify.CertifyRequest()) == []
+    assert [s.__name__ for s in certify.stages_for(certify.CertifyRequest(sizes=True,
+                                                                          levers=True))] == \
+        ["sizes_stage", "levers_stage"]
+    seen = {}
+    monkeypatch.setattr(sz, "measure_sizes", lambda configs, **kw: seen.update(
+        configs=configs, **kw) or "S")
+    monkeypatch.setattr(lv, "measure_levers", lambda job, on_event: seen.update(job=job) or "L")
+    ctx = SimpleNamespace(
+        req=certify.CertifyRequest(precision="quick", children=4, seed=7),
+        env=SimpleNamespace(device_memory_bytes=123, device_type="cpu", device_name="box",
+                            torch_version="t", command="c"),
+        plan=SimpleNamespace(device="cpu", device_class="cpu", workloads=[("tinylm", None,
+                                                                           "bf16", [1])]),
+        on_event=lambda e: None)
+    assert sz.sizes_stage(ctx) == {"sizes": "S"}
+    assert seen["mode"] == "bf16" and seen["children"] == 4 and seen["device_memory"] == 123
+    assert len(seen["configs"]) == len(SIZES["cpu"][2])
+    assert lv.levers_stage(ctx) == {"levers": "L"}
+    job = seen["job"]
+    assert job.workloads == ["tinylm"] and job.levers == lv.LEVERS and job.mode == "bf16"
+    assert job.precision == "quick" and job.seed == 7 and job.device_name == "box"

@@ -26,7 +26,7 @@ def command(
     ratio: Annotated[Optional[float], typer.Option(
         help="Training tokens per parameter. Default: 20 (Chinchilla).")] = None,
     mode: Annotated[Optional[str], typer.Option(
-        help="dtype mode (fp32, bf16, fp16). Default: the mode the sizes were measured in.")] = None,
+        help="dtype mode (fp32, bf16, fp16). Default: the sizes' mode.")] = None,
     memory_fraction: Annotated[float, typer.Option(
         help="Share of device memory a run may use.")] = MEMORY_FRACTION,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ladder as JSON.")] = False,

@@ -38,15 +38,18 @@ def command(
     full: Annotated[bool, typer.Option("--full", help="3.0 s per point per child.")] = False,
     children: Annotated[int, typer.Option(help="Independent child processes (>= 3).")] = 3,
     out_path: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Write the certificate with this levers section to this path.")] = None,
+        "--out", "-o", help="Write the certificate with the levers section to this path.")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the levers as JSON.")] = False,
 ) -> None:
     """Measure the levers on this box: A/B pairs on one workload, in one run.
 
-    Each pair is timed in independent child processes, speedup with its spread, MFU before and after where the certificate
-    holds a measured GEMM rate. A lever that cannot apply here is NOT EXECUTABLE with the
-    reason. Exit codes: 0 measured, 2 bad input, 3 nothing could be measured."""
+    Each pair is timed in independent child processes; the speedup comes with its spread,
+    and MFU before and after where the certificate holds a measured GEMM rate. A lever that
+    cannot apply here is NOT EXECUTABLE with the reason. Exit codes: 0 measured, 2 bad
+    input, 3 nothing could be measured.
+    """
     with guard():
         if quick and full:
             raise InputError("--quick and --full contradict each other; choose one")
@@ -73,6 +76,8 @@ def command(
             return
         out.print(levers_table(rows, f"levers on {section.device_name}, "
                                f"{section.precision} protocol, {section.children} children"))
+        for note in dict.fromkeys(r.mfu_note for r in rows if r.mfu_note):
+            out.print(f"MFU: {note}", soft_wrap=True)
         for run in section.runs:
             for w in run.warnings:
                 err.print(f"[yellow]warning:[/] {run.workload}: {w}", soft_wrap=True)

@@ -102,8 +102,8 @@ def fit_sizes(sizes: list[SizePoint]):
     """The law over resident sizes (step seconds vs params); exclusions kept with reasons."""
     used = [s for s in sizes if s.point.resident and s.point.excluded_reason is None
             and s.point.median_seconds is not None and s.params]
-    excluded = [Excluded(value=float(s.params or 0), reason=s.point.excluded_reason or
-                         "not measured") for s in sizes if s not in used]
+    excluded = [Excluded(value=float(s.params or 0), reason=s.point.excluded_reason
+                         or "not measured") for s in sizes if s not in used]
     if len(used) < 2:
         return None, [f"only {len(used)} resident size(s): no size law fitted"]
     law = fit_throughput("params", [float(s.params) for s in used],  # type: ignore[arg-type]
