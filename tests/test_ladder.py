@@ -244,3 +244,19 @@ def test_cli_ladder_missing_file(tmp_path):
 def test_ladder_module_has_no_device_work():
     src = open(ladder_mod.__file__).read()
     assert "import torch" not in src and "print(" not in src
+
+
+def test_mfu_implied_by_a_against_both_peaks(with_rate, monkeypatch):
+    monkeypatch.setattr(readings, "datasheet_peak",
+                        lambda cert, dtype: inherited(1e15, "FLOP/s", "datasheet (secondary)"))
+    lad_ = lad(certificate(linear_sizes()), "20M")
+    row = lad_.rows[0]
+    # 6 x 20e6 x 4e8 = 4.8e16 FLOPs over 976.5625 s = 4.9152e13 FLOP/s
+    assert row.mfu_measured.value == pytest.approx(4.9152e13 / RATE)
+    assert row.mfu_datasheet.value == pytest.approx(4.9152e13 / 1e15)
+    assert "INHERITED" in row.mfu_datasheet.source
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(ladder_table(lad_))
+    assert "9.83% C / 4.92% C" in console.export_text()

@@ -13,6 +13,7 @@ from afford.certify import CertifyRequest, certify, default_filename, parse_swee
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.io import check_writable
+from afford.report.ladder import stage_lines
 from afford.report.terminal import certificate_table
 from afford.schema.cert import save_certificate
 from afford.summary import summarize
@@ -81,6 +82,8 @@ def command(
                                     f"{env.elapsed_seconds:.1f} s"))
         for w in cert.warnings:
             err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+        for line in stage_lines(cert.sizes, cert.levers):
+            out.print(line, soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
         if refused:

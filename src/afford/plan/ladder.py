@@ -373,6 +373,11 @@ def lever_figures(cert: Certificate) -> list[LeverFigure]:
 
 def _warnings(ctx: _Context, law, rows: list[LadderRow]) -> list[str]:
     out = []
+    if law is not None:
+        shapes = ", ".join(f"d{z.d}L{z.L}" for z in ctx.sizes.sizes)  # type: ignore[union-attr]
+        out.append(f"(a) is the law of tinylm's family as measured ({shapes}; a 256-byte "
+                   "vocabulary): a model of N parameters with another shape, or with many of "
+                   "its parameters in a large embedding table, steps at another rate")
     if law is not None and any(r.wall_a is not None and r.wall_a.extrapolated for r in rows):
         out.append(f"wall clock (a) marked * is extrapolated beyond the sizes measured "
                    f"({format_count(law.x_min)}..{format_count(law.x_max)} params)")

@@ -30,13 +30,19 @@ def ladder_table(lad: Ladder) -> Table:
     table = Table(title=f"scale ladder on {lad.device} ({lad.mode}{shape}), budget "
                   f"{format_duration(lad.budget_seconds)}, {lad.ratio:g} tokens/param",
                   title_justify="left")
+    mfu = any(r.mfu_measured or r.mfu_datasheet for r in lad.rows)
     for col in ("N", "shape", "tokens", "FLOPs", "(a) measured law", "(b) roofline floor",
                 "memory", "resident", "affordable", "loss (refit)"):
         table.add_column(col, overflow="fold")
+    if mfu:
+        table.add_column("MFU by (a): measured / datasheet peak", overflow="fold")
     for r in lad.rows:
-        table.add_row(format_count(r.params), _shape(r), fmt(r.tokens), fmt(r.flops),
-                      fmt(r.wall_a), fmt(r.wall_b), fmt(r.memory), yes_no(r.resident),
-                      yes_no(r.affordable), fmt(r.loss))
+        cells = [format_count(r.params), _shape(r), fmt(r.tokens), fmt(r.flops),
+                 fmt(r.wall_a), fmt(r.wall_b), fmt(r.memory), yes_no(r.resident),
+                 yes_no(r.affordable), fmt(r.loss)]
+        if mfu:
+            cells.append(f"{fmt(r.mfu_measured)} / {fmt(r.mfu_datasheet)}")
+        table.add_row(*cells)
     table.caption = LEGEND + "; (a) and (b) are separate columns, never pooled"
     return table
 
@@ -83,3 +89,18 @@ def levers_table(rows: list[LeverRow], title: str) -> Table:
                       f"{fmt(r.mfu_a)} -> {fmt(r.mfu_b)}")
     table.caption = LEGEND + "; speedup > 1: B (with the lever) is faster"
     return table
+
+
+def stage_lines(sizes, levers) -> list[str]:
+    """One line each for the sizes and levers sections after ``afford certify``."""
+    out = []
+    if sizes is not None:
+        law = sizes.law.describe() if sizes.law else "no law (" + "; ".join(sizes.warnings) + ")"
+        out.append(f"sizes ({sizes.mode}, batch x seq {sizes.batch}x{sizes.seq}, "
+                   f"{len(sizes.sizes)} sizes): {law}; phase split: {sizes.premise}")
+    if levers is not None:
+        done = [lv for run in levers.runs for lv in run.levers if lv.speedup is not None]
+        left = sum(len(r.levers) for r in levers.runs) - len(done)
+        out.append(f"levers: {len(done)} measured, {left} NOT EXECUTABLE "
+                   "(the table: afford levers; the figures beside the ladder: afford ladder)")
+    return out
