@@ -78,6 +78,12 @@ def main(out: Path) -> int:
                       f"MFU {_v(r.mfu_a)} -> {_v(r.mfu_b)} {r.mfu_note}")
             rows.append((f"lever {r.workload} {r.lever} speedup", r.speedup.value, "x",
                          "MEASURED", r.speedup.source))
+        for run in cert.levers.runs:
+            if run.fixed_share is not None:
+                md.append(f"- {run.workload} batch ladder F = {run.batch_law.params['F']:.4g} s, "
+                          f"fixed share at x1 {run.fixed_share:.1%}")
+                rows.append((f"lever {run.workload} batch fixed share", run.fixed_share,
+                             "ratio", "MODULE", "t = F + c tokens over batch x1, x2, x4"))
     (out / "summary.md").write_text("\n".join(md) + "\n")
     with open(out / "history_rows.tsv", "w") as fh:
         for q, v, unit, tag, src in rows:

@@ -200,3 +200,20 @@ def test_stages_are_wired_to_the_request(monkeypatch):
     job = seen["job"]
     assert job.workloads == ["tinylm"] and job.levers == lv.LEVERS and job.mode == "bf16"
     assert job.precision == "quick" and job.seed == 7 and job.device_name == "box"
+
+
+def test_batch_ladder_fixed_share_by_hand():
+    """t = 6 ms + 1e-6 s x tokens at 1k, 2k, 4k tokens: F = 6 ms, share at x1 = 6/7."""
+    from afford.certify import point_key
+
+    def v(spec, tokens):
+        key = point_key(spec, "bf16", 64)
+        return key, LeverVariant(key=key, spec=spec, mode="bf16", label=spec,
+                                 point=point(6e-3 + 1e-6 * tokens, tokens=tokens))
+
+    variants = dict([v("w+flops", 1000), v("w+x2", 2000), v("w+x4", 4000)])
+    law, share = lv.batch_ladder("w", "bf16", 64, variants)
+    assert law.params["F"] == pytest.approx(6e-3) and law.params["c"] == pytest.approx(1e-6)
+    assert share == pytest.approx(6 / 7)
+    del variants[point_key("w+x4", "bf16", 64)]
+    assert lv.batch_ladder("w", "bf16", 64, variants) == (None, None)

@@ -17,7 +17,7 @@ from afford.measure.levers import (LeverJob, clock_name, default_workloads, meas
                                    parse_levers)
 from afford.measure.timing import rule_for
 from afford.plan.levers import lever_rows
-from afford.report.ladder import levers_table
+from afford.report.ladder import batch_lines, levers_table
 from afford.schema.cert import Certificate, load_certificate, save_certificate
 from afford.workloads.base import MODES
 
@@ -78,6 +78,8 @@ def command(
                                f"{section.precision} protocol, {section.children} children"))
         for note in dict.fromkeys(r.mfu_note for r in rows if r.mfu_note):
             out.print(f"MFU: {note}", soft_wrap=True)
+        for line in batch_lines(section):
+            out.print(line, soft_wrap=True)
         for run in section.runs:
             for w in run.warnings:
                 err.print(f"[yellow]warning:[/] {run.workload}: {w}", soft_wrap=True)

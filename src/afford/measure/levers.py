@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 
 from afford.errors import InputError, MeasurementError
 from afford.fit.speedup import per_child_speedups, summarize
+from afford.fit.throughput import fit_linear_floor
 from afford.measure.children import Event, run_children
 from afford.measure.timing import TimingRule
 from afford.provenance import NotExecutable
@@ -210,11 +211,29 @@ def _run(spec: str, value: int, plan: list[Pair], blocked: dict[str, str],
                    if point_key(f"{spec}+flops", job.mode, value) in c]
     flops, source, notes = _flops(base_events)
     levers = [_lever(p, variants, value) for p in plan]
+    batch_law, share = batch_ladder(spec, job.mode, value, variants)
     shape = next((v.point.shape for v in variants.values() if v.point and v.point.shape
                   and "+x" not in v.spec), {})
     return LeverRun(workload=spec, value=value, shape=shape, mode=job.mode,
                     flops_per_step=flops, flops_source=source, variants=list(variants.values()),
-                    levers=levers, warnings=notes)
+                    levers=levers, batch_law=batch_law, fixed_share=share, warnings=notes)
+
+
+def batch_ladder(spec: str, mode: str, value: int, variants: dict[str, LeverVariant]):
+    """``t = F + c * tokens`` over batch x1, x2, x4 where all three were measured, and the
+    fixed share F / t at x1 (DESIGN section 4: a large share means launch-bound)."""
+    from afford.certify import point_key
+
+    pts = [variants.get(point_key(s, mode, value)) for s in
+           (f"{spec}+flops", f"{spec}+x2", f"{spec}+x4")]
+    ok = [v.point for v in pts if v is not None and v.point is not None
+          and v.point.median_seconds and v.point.tokens_per_step
+          and not v.point.excluded_reason]
+    if len(ok) < 3:
+        return None, None
+    law = fit_linear_floor([p.tokens_per_step for p in ok],  # type: ignore[misc]
+                           [p.median_seconds for p in ok])  # type: ignore[misc]
+    return law, law.params["F"] / ok[0].median_seconds  # type: ignore[operator]
 
 
 def _label(s: str, mode: str, spec: str) -> str:

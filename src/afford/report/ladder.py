@@ -6,7 +6,7 @@ from rich.table import Table
 
 from afford.plan.ladder import Ladder, LadderRow
 from afford.plan.levers import LeverRow
-from afford.provenance import Tagged, require_tagged
+from afford.provenance import Tagged, module, require_tagged
 from afford.report.terminal import ABBREV, LEGEND, fmt
 from afford.units import format_count, format_duration
 
@@ -103,4 +103,18 @@ def stage_lines(sizes, levers) -> list[str]:
         left = sum(len(r.levers) for r in levers.runs) - len(done)
         out.append(f"levers: {len(done)} measured, {left} NOT EXECUTABLE "
                    "(the table: afford levers; the figures beside the ladder: afford ladder)")
+    return out
+
+
+def batch_lines(section) -> list[str]:
+    """The batch ladder of each run: t = F + c tokens and the fixed share at batch x1."""
+    out = []
+    for run in section.runs:
+        if run.batch_law is None or run.fixed_share is None:
+            continue
+        p = run.batch_law.params
+        share = module(run.fixed_share, "ratio", "F / t at batch x1 (fit_linear_floor)")
+        out.append(f"{run.workload} batch ladder: t = {format_duration(p['F'])} + "
+                   f"{p['c']:.3g} s x tokens (R^2 {run.batch_law.r2:.4f}); fixed share at "
+                   f"batch x1 {fmt(share)}")
     return out

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.fit.throughput import ThroughputLaw
+from afford.fit.throughput import LawFit, ThroughputLaw
 from afford.provenance import NotExecutable
 from afford.schema.cert import Point
 
@@ -141,6 +141,10 @@ class LeverRun(_Model):
     flops_source: str | None = None
     variants: list[LeverVariant]
     levers: list[Lever]
+    batch_law: LawFit | None = Field(None, description="t = F + c * tokens over batch x1, "
+                                     "x2, x4 (DESIGN section 4: the batch ladder)")
+    fixed_share: float | None = Field(None, description="F / t at batch x1: large means "
+                                      "launch-bound")
     warnings: list[str] = []
 
 
