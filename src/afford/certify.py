@@ -39,6 +39,8 @@ class CertifyRequest:
     seed: int = 0
     command: str = ""
     gates: bool | None = None  # None: init-loss gate only; True: all gates + audit; False: none
+    sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.measure.sizes)
+    levers: bool = False  # the levers stage: measured A/B pairs (afford.measure.levers)
 
 
 @dataclass
@@ -63,6 +65,14 @@ def stages_for(req: CertifyRequest) -> list[Stage]:
         from afford.gating import certify_stage
 
         chosen.append(certify_stage)
+    if req.sizes:
+        from afford.measure.sizes import sizes_stage
+
+        chosen.append(sizes_stage)
+    if req.levers:
+        from afford.measure.levers import levers_stage
+
+        chosen.append(levers_stage)
     return chosen
 
 

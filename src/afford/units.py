@@ -81,7 +81,9 @@ def _finite(value: float, text: object) -> float:
 
 
 def format_count(n: float, digits: int = 3) -> str:
-    """7_500_000 -> ``"7.5M"``."""
+    """7_500_000 -> ``"7.5M"``; from 1e15 on, ``"6.75e+15"``."""
+    if abs(n) >= 1e15:
+        return f"{n:.{digits}g}"
     for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.{digits}g}{suffix}"

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import typer
 
-from afford.cli import certify, compare, gate, history, pin, plan, preflight, report, schema
+from afford.cli import (certify, compare, gate, history, ladder, levers, pin, plan, preflight,
+                        report, schema)
 
 app = typer.Typer(
     name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -23,6 +24,8 @@ app.command("pin")(pin.command)
 app.command("compare")(compare.command)
 app.command("report")(report.command)
 app.command("gate")(gate.command)
+app.command("ladder")(ladder.command)
+app.command("levers")(levers.command)
 
 
 def main() -> None:

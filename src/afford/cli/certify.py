@@ -14,6 +14,7 @@ from afford.certify import CertifyRequest, certify, default_filename, parse_swee
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.io import check_writable
+from afford.report.ladder import stage_lines
 from afford.report.terminal import certificate_table
 from afford.schema.cert import save_certificate
 from afford.summary import summarize
@@ -37,6 +38,12 @@ def command(
         help="Independent child processes (at least 3).")] = 3,
     device: Annotated[Optional[str], typer.Option(
         help="cuda, cuda:1 or cpu. Default: cuda when present.")] = None,
+    sizes: Annotated[bool, typer.Option(
+        "--sizes", help="Also time tinylm at five model sizes and fit step seconds vs "
+        "parameters (for afford ladder).")] = False,
+    levers: Annotated[bool, typer.Option(
+        "--levers", help="Also measure the levers (bf16, fused AdamW, torch.compile, CUDA "
+        "graphs, batch x2/x4) on the default tinylm shape.")] = False,
     out_path: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
@@ -69,7 +76,8 @@ def command(
         req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
                              precision="quick" if quick else "full" if full else "adaptive",
                              children=children, device=device, gates=gates,
-                             command="afford " + " ".join(sys.argv[1:]))
+                             command="afford " + " ".join(sys.argv[1:]), sizes=sizes,
+                             levers=levers)
         if distributed:
             from afford.cli.certify_distributed import run_distributed
 
@@ -95,6 +103,8 @@ def command(
                                     f"{env.elapsed_seconds:.1f} s"))
         for w in cert.warnings:
             err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+        for line in stage_lines(cert.sizes, cert.levers):
+            out.print(line, soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
         if refused:

@@ -65,6 +65,8 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
             reached_target=timing.reached_target, stopped=timing.stopped, first_loss=float(losses[0]),
             grads_checked=checked["n"])
         record.update(window.close())
+        if built.report is not None:
+            extra["report"] = built.report()
     except WorkloadRefused as exc:
         record["refused"] = str(exc)
     except Exception as exc:  # a point that fails is recorded and the sweep goes on

@@ -127,6 +127,10 @@ class Point(_Model):
     excluded_reason: str | None = None
 
 
+# The sizes and levers sections hold Points: imported here, below Point (afford.schema.ladder).
+from afford.schema.ladder import LeversSection, SizesSection  # noqa: E402
+
+
 class WorkloadResult(_Model):
     name: str
     source: str = Field(description="'builtin' or the user's pkg.module:factory")
@@ -149,6 +153,8 @@ class Certificate(Envelope):
     determinism: DeterminismSection | None = None
     gates: GatesSection | None = None
     distributed: DistributedSection | None = None
+    sizes: SizesSection | None = None
+    levers: LeversSection | None = None
 
 
 def load_certificate(path: str | Path) -> Certificate:

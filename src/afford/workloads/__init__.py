@@ -1,7 +1,10 @@
 """The things afford measures: a registry of built-ins and user workloads.
 
-Names: ``softmax``, ``scan``, ``tinylm``, a preset as ``tinylm@q3``, or a user workload as
-``pkg.module:factory`` (see :mod:`afford.workloads.base` for the protocol).
+Names: ``softmax``, ``scan``, ``tinylm``, a preset as ``tinylm@q3``, a tinylm size as
+``tinylm@d256L4`` (see :func:`afford.workloads.tinylm.parse_size`), or a user workload as
+``pkg.module:factory`` (see :mod:`afford.workloads.base` for the protocol). Any of them
+may carry step options after ``+`` (``tinylm@q3+compile``, ``softmax+fused+x2``; see
+:mod:`afford.workloads.tuned`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from afford.errors import InputError
 from afford.workloads.base import Built, Workload, WorkloadRefused, train_step
 from afford.workloads.scan import Scan
 from afford.workloads.softmax import Softmax
-from afford.workloads.tinylm import PRESETS, TinyLM
+from afford.workloads.tinylm import PRESETS, TinyLM, default, parse_size
+from afford.workloads.tuned import Tuned, parse_options
 
 BUILTINS = ("softmax", "scan", "tinylm")
 DEFAULT = ("softmax", "scan", "tinylm")
@@ -23,6 +27,12 @@ __all__ = ["BUILTINS", "DEFAULT", "Built", "Workload", "WorkloadRefused", "resol
 
 def resolve(spec: str, device_class: str) -> Workload:
     """The workload a name stands for; :class:`InputError` with the choices if none."""
+    base, plus, options = spec.partition("+")
+    if plus:
+        try:
+            return Tuned(resolve(base, device_class), parse_options(options))
+        except ValueError as exc:
+            raise InputError(f"workload {spec!r}: {exc}") from None
     if ":" in spec:
         return _load_user(spec)
     name, _, preset = spec.partition("@")
@@ -35,7 +45,13 @@ def resolve(spec: str, device_class: str) -> Workload:
             return TinyLM(device_class=device_class)
         if preset in PRESETS:
             return TinyLM(PRESETS[preset]())
-        raise InputError(f"unknown tinylm preset {preset!r}; presets: {', '.join(PRESETS)}")
+        try:
+            return TinyLM(parse_size(preset, default(device_class)))
+        except ValueError as exc:
+            if preset[0] in "dLHbs" or any(preset.startswith(p) for p in PRESETS):
+                raise InputError(str(exc)) from None
+            raise InputError(f"unknown tinylm preset {preset!r}; presets: "
+                             f"{', '.join(PRESETS)} (or a size such as tinylm@d256L4)") from None
     raise InputError(f"unknown workload {spec!r}. Built-ins: {', '.join(BUILTINS)} "
                      f"(presets: {', '.join('tinylm@' + p for p in PRESETS)}); a workload of "
                      "your own is named as pkg.module:factory")

@@ -49,6 +49,9 @@ class Built:
     ``loss()`` runs the forward pass on this step's batch and returns a scalar loss.
     ``vocab`` is the number of classes when the loss is a cross-entropy over them (the
     init-loss gate compares step-0 loss with ln(vocab)); ``None`` otherwise.
+    ``report()``, when set, is called once after the point is timed and its memory read;
+    it returns extra readings (a JSON-serialisable dict, e.g. per-phase step times) that the
+    child sends back with the point as ``report``.
     """
 
     model: torch.nn.Module
@@ -56,6 +59,7 @@ class Built:
     loss: Callable[[], torch.Tensor]
     tokens_per_step: int
     vocab: int | None = None
+    report: Callable[[], dict] | None = None
 
 
 class Workload(ABC):

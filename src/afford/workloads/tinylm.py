@@ -7,10 +7,17 @@ Parameters: 12 L d^2 + 13 L d + (256 + seq) d + 2 d (weights and biases; head ti
 
 Presets are named functions returning a :class:`TinyLMConfig` (torchtitan's habit):
 ``q3`` = d512, L8, H8, seq 512, batch 8.
+
+A size is named in the workload spec after ``@`` (:func:`parse_size`): an optional preset,
+then fields that override it, each a letter and a positive integer: ``d`` width, ``L``
+layers, ``H`` heads, ``b`` batch, ``s`` sequence length. ``tinylm@d256L4`` is the device
+class's default shape at width 256 and 4 layers; ``tinylm@q3b16`` is q3 at batch 16;
+``tinylm@d512L8H8b8s1024`` names every field (:func:`size_spec` writes that form).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import torch
@@ -48,6 +55,40 @@ def default(device_class: str) -> TinyLMConfig:
 
 
 PRESETS = {"q3": q3}
+
+_FIELDS = {"d": "d", "L": "L", "H": "H", "b": "batch", "s": "seq"}
+_FIELD_RE = re.compile(r"([dLHbs])([0-9]+)")
+
+
+def parse_size(text: str, base: TinyLMConfig) -> TinyLMConfig:
+    """``q3``, ``d256L4``, ``q3b16``: a preset (optional) then field overrides of it (or of
+    ``base`` without a preset). ``ValueError`` with the grammar when it cannot be read."""
+    preset = next((p for p in sorted(PRESETS, key=len, reverse=True) if text.startswith(p)),
+                  None)
+    config = PRESETS[preset]() if preset else base
+    rest = text[len(preset):] if preset else text
+    pieces = _FIELD_RE.findall(rest)
+    if "".join(k + v for k, v in pieces) != rest or (not pieces and not preset):
+        raise ValueError(f"cannot read tinylm size {text!r}: write a preset "
+                         f"({', '.join(PRESETS)}) and/or fields d<width> L<layers> H<heads> "
+                         "b<batch> s<seq>, e.g. tinylm@d256L4 or tinylm@q3b16")
+    seen = [k for k, _ in pieces]
+    dup = sorted({k for k in seen if seen.count(k) > 1})
+    if dup:
+        raise ValueError(f"tinylm size {text!r}: field {dup[0]!r} given twice")
+    values = {_FIELDS[k]: int(v) for k, v in pieces}
+    if any(v <= 0 for v in values.values()):
+        raise ValueError(f"tinylm size {text!r}: every field must be a positive integer")
+    config = replace(config, **values)
+    if config.d % config.H:
+        raise ValueError(f"tinylm size {text!r}: width d={config.d} is not divisible by "
+                         f"H={config.H} heads")
+    return config
+
+
+def size_spec(c: TinyLMConfig) -> str:
+    """The spec naming every field of ``c``: ``tinylm@d512L8H8b8s1024``."""
+    return f"tinylm@d{c.d}L{c.L}H{c.H}b{c.batch}s{c.seq}"
 
 
 class Block(nn.Module):

@@ -1,0 +1,61 @@
+"""``afford ladder CERT``: which model sizes this box can train in a budget, two columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from afford.cli.common import err, guard, out, print_json
+from afford.constants import load_scaling
+from afford.errors import InputError
+from afford.plan.ladder import DEFAULT_PARAMS, MEMORY_FRACTION, build_ladder, parse_entries
+from afford.report.ladder import ladder_notes, ladder_table, lever_figures_table
+from afford.schema.cert import load_certificate
+from afford.units import UnitError, parse_duration
+from afford.workloads.base import MODES
+
+
+def command(
+    cert: Annotated[Path, typer.Argument(help="A certificate (afford certify --sizes).")],
+    params: Annotated[str, typer.Option(
+        help="Parameter counts, comma-separated; a shape may follow a colon for the "
+        "attention term, e.g. 124M:d768L12.")] = DEFAULT_PARAMS,
+    budget: Annotated[str, typer.Option(help="Wall-clock budget, e.g. 7d, 36h.")] = "7d",
+    ratio: Annotated[Optional[float], typer.Option(
+        help="Training tokens per parameter. Default: 20 (Chinchilla).")] = None,
+    mode: Annotated[Optional[str], typer.Option(
+        help="dtype mode (fp32, bf16, fp16). Default: the sizes' mode.")] = None,
+    memory_fraction: Annotated[float, typer.Option(
+        help="Share of device memory a run may use.")] = MEMORY_FRACTION,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ladder as JSON.")] = False,
+) -> None:
+    """Which model sizes this box can train within a budget (two columns, never pooled).
+
+    Per size: tokens, FLOPs, wall clock (a) from the size law measured on this box and (b)
+    the roofline floor from the measured GEMM rate, memory, and whether it is affordable
+    within the budget. Exit codes: 0 shown, 2 bad input.
+    """
+    with guard():
+        if mode is not None and mode not in MODES:
+            raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
+        try:
+            seconds = parse_duration(budget)
+        except UnitError as exc:
+            raise InputError(f"--budget: {exc}") from None
+        entries = parse_entries(params)
+        c = load_certificate(cert)
+        lad = build_ladder(c, entries, budget_seconds=seconds, constants=load_scaling(),
+                           ratio=ratio, mode=mode, memory_fraction=memory_fraction)
+        if as_json:
+            print_json(lad.model_dump(mode="json", by_alias=True))
+            return
+        out.print(ladder_table(lad))
+        for n in ladder_notes(lad):
+            out.print(n, soft_wrap=True)
+        figures = lever_figures_table(lad)
+        if figures is not None:
+            out.print(figures)
+        for w in lad.warnings:
+            err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)

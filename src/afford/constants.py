@@ -1,0 +1,54 @@
+"""Published constants that plans use, loaded from the data files that cite them.
+
+``data/scaling.toml``: the Chinchilla tokens-per-parameter ratio, the Besiroglu et al. 2024
+refit of the Chinchilla loss law, and ZeRO's bytes of model state per parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+@dataclass(frozen=True)
+class LossLaw:
+    """L(N, D) = E + A / N^alpha + B / D^beta (nats per token)."""
+
+    E: float
+    A: float
+    B: float
+    alpha: float
+    beta: float
+    citation: str
+
+    def loss(self, params: float, tokens: float) -> float:
+        return self.E + self.A / params ** self.alpha + self.B / tokens ** self.beta
+
+
+@dataclass(frozen=True)
+class ScalingConstants:
+    tokens_per_param: float
+    tokens_per_param_citation: str
+    loss_law: LossLaw
+    state_bytes_per_param: float
+    state_bytes_citation: str
+
+
+@lru_cache(maxsize=1)
+def load_scaling() -> ScalingConstants:
+    text = resources.files("afford").joinpath("data/scaling.toml").read_text(encoding="utf-8")
+    raw = tomllib.loads(text)
+    b = raw["besiroglu2024"]
+    return ScalingConstants(
+        tokens_per_param=float(raw["chinchilla"]["tokens_per_param"]),
+        tokens_per_param_citation=raw["chinchilla"]["citation"],
+        loss_law=LossLaw(E=b["E"], A=b["A"], B=b["B"], alpha=b["alpha"], beta=b["beta"],
+                         citation=b["citation"]),
+        state_bytes_per_param=float(raw["states"]["bytes_per_param"]),
+        state_bytes_citation=raw["states"]["citation"])

@@ -1,0 +1,120 @@
+"""The scale ladder and the levers as terminal tables. Every number passes ``fmt``."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from afford.plan.ladder import Ladder, LadderRow
+from afford.plan.levers import LeverRow
+from afford.provenance import Tagged, module, require_tagged
+from afford.report.terminal import ABBREV, LEGEND, fmt
+from afford.units import format_count, format_duration
+
+
+def yes_no(t: Tagged | None) -> str:
+    """A tagged verdict as ``yes C`` / ``no A`` / ``?``."""
+    if t is None:
+        return "?"
+    t = require_tagged(t, "verdict")
+    return f"{'yes' if t.value else 'no'} {ABBREV[t.tag]}"
+
+
+def _shape(r: LadderRow) -> str:
+    if not r.shape:
+        return "-"
+    return "".join(f"{k}{v}" for k, v in r.shape.items() if k in ("d", "L", "H"))
+
+
+def ladder_table(lad: Ladder) -> Table:
+    shape = f", batch x seq {lad.batch}x{lad.seq}" if lad.batch else ""
+    table = Table(title=f"scale ladder on {lad.device} ({lad.mode}{shape}), budget "
+                  f"{format_duration(lad.budget_seconds)}, {lad.ratio:g} tokens/param",
+                  title_justify="left")
+    mfu = any(r.mfu_measured or r.mfu_datasheet for r in lad.rows)
+    for col in ("N", "shape", "tokens", "FLOPs", "(a) measured law", "(b) roofline floor",
+                "memory", "resident", "affordable", "loss (refit)"):
+        table.add_column(col, overflow="fold")
+    if mfu:
+        table.add_column("MFU by (a): measured / datasheet peak", overflow="fold")
+    for r in lad.rows:
+        cells = [format_count(r.params), _shape(r), fmt(r.tokens), fmt(r.flops),
+                 fmt(r.wall_a), fmt(r.wall_b), fmt(r.memory), yes_no(r.resident),
+                 yes_no(r.affordable), fmt(r.loss)]
+        if mfu:
+            cells.append(f"{fmt(r.mfu_measured)} / {fmt(r.mfu_datasheet)}")
+        table.add_row(*cells)
+    table.caption = LEGEND + "; (a) and (b) are separate columns, never pooled"
+    return table
+
+
+def ladder_notes(lad: Ladder) -> list[str]:
+    """The law, the reasons and the notes under the table (each said once)."""
+    notes = [f"(a) law: {lad.law}" if lad.law else None]
+    for label, attr in (("(a)", "wall_a_note"), ("(b)", "wall_b_note"),
+                        ("memory", "memory_note")):
+        seen = dict.fromkeys(getattr(r, attr) for r in lad.rows if getattr(r, attr))
+        notes.extend(f"{label}: {n}" for n in seen if "extrapolated" not in n)
+    notes.extend(f"{format_count(r.params)}: {r.reason}" for r in lad.rows if r.reason)
+    if lad.finding:
+        notes.append(f"phase split ({lad.premise}): {lad.finding}")
+    return [n for n in notes if n]
+
+
+def lever_figures_table(lad: Ladder) -> Table | None:
+    if not lad.levers:
+        return None
+    table = Table(title="levers measured on this box (figures only; not applied above)",
+                  title_justify="left")
+    for col in ("workload", "lever", "speedup", "range"):
+        table.add_column(col, overflow="fold")
+    for f in lad.levers:
+        table.add_row(f.workload, f.description, fmt(f.speedup),
+                      f"{fmt(f.speedup_min)} .. {fmt(f.speedup_max)}")
+    return table
+
+
+def levers_table(rows: list[LeverRow], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("workload", "lever", "A", "B", "speedup", "range", "B step 0",
+                "FLOP/s A -> B", "MFU A -> B"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        if r.not_executable is not None:
+            table.add_row(r.workload, r.description, fmt(r.a_seconds), fmt(r.b_seconds),
+                          "NOT EXECUTABLE", r.not_executable.reason, "", "", "")
+            continue
+        table.add_row(r.workload, r.description, fmt(r.a_seconds), fmt(r.b_seconds),
+                      fmt(r.speedup), f"{fmt(r.speedup_min)} .. {fmt(r.speedup_max)}",
+                      fmt(r.b_step0), f"{fmt(r.achieved_a)} -> {fmt(r.achieved_b)}",
+                      f"{fmt(r.mfu_a)} -> {fmt(r.mfu_b)}")
+    table.caption = LEGEND + "; speedup > 1: B (with the lever) is faster"
+    return table
+
+
+def stage_lines(sizes, levers) -> list[str]:
+    """One line each for the sizes and levers sections after ``afford certify``."""
+    out = []
+    if sizes is not None:
+        law = sizes.law.describe() if sizes.law else "no law (" + "; ".join(sizes.warnings) + ")"
+        out.append(f"sizes ({sizes.mode}, batch x seq {sizes.batch}x{sizes.seq}, "
+                   f"{len(sizes.sizes)} sizes): {law}; phase split: {sizes.premise}")
+    if levers is not None:
+        done = [lv for run in levers.runs for lv in run.levers if lv.speedup is not None]
+        left = sum(len(r.levers) for r in levers.runs) - len(done)
+        out.append(f"levers: {len(done)} measured, {left} NOT EXECUTABLE "
+                   "(the table: afford levers; the figures beside the ladder: afford ladder)")
+    return out
+
+
+def batch_lines(section) -> list[str]:
+    """The batch ladder of each run: t = F + c tokens and the fixed share at batch x1."""
+    out = []
+    for run in section.runs:
+        if run.batch_law is None or run.fixed_share is None:
+            continue
+        p = run.batch_law.params
+        share = module(run.fixed_share, "ratio", "F / t at batch x1 (fit_linear_floor)")
+        out.append(f"{run.workload} batch ladder: t = {format_duration(p['F'])} + "
+                   f"{p['c']:.3g} s x tokens (R^2 {run.batch_law.r2:.4f}); fixed share at "
+                   f"batch x1 {fmt(share)}")
+    return out

@@ -1,0 +1,219 @@
+"""The size law, the phase split and the levers' arithmetic, on synthetic readings."""
+
+import math
+
+import numpy as np
+import pytest
+
+from afford.errors import InputError
+from afford.fit.phases import growth, phase_child, phase_split, premise
+from afford.fit.speedup import mfu, per_child_speedups, summarize
+from afford.measure import levers as lv
+from afford.measure.sizes import SIZES, fit_sizes, size_configs
+from afford.provenance import NotExecutable
+from afford.schema.cert import ChildPoint
+from afford.schema.ladder import LeverVariant, PhaseChild, SizePoint
+from afford.workloads import resolve
+from afford.workloads.tinylm import tinylm_params
+from tests.synthetic_cert import point
+
+
+def _sizes(params, seconds, excluded=()):
+    return [SizePoint(spec=f"s{i}", d=64, L=1, H=1, params=n,
+                      point=point(t, resident=i not in excluded,
+                                  excluded="not resident: ran out of memory" if i in excluded
+                                  else None))
+            for i, (n, t) in enumerate(zip(params, seconds))]
+
+
+def test_size_law_recovered_from_synthetic_sizes():
+    """t = 4 ms + 2e-10 N^1.1 over five sizes: the floor + power form is recovered and
+    chosen by its leave-one-out error."""
+    n = np.array([1e6, 5e6, 2.6e7, 8.6e7, 2.03e8])
+    t = 4e-3 + 2e-10 * n**1.1
+    law, notes = fit_sizes(_sizes([int(x) for x in n], list(t)))
+    assert law.x_name == "params" and law.chosen == "floor_power"
+    assert law.floor_power.params["F"] == pytest.approx(4e-3, rel=1e-3)
+    assert law.floor_power.params["b"] == pytest.approx(1.1, rel=1e-3)
+    assert law.best.r2 == pytest.approx(1.0) and notes == []
+    secs, extra = law.predict(1e9)
+    assert secs == pytest.approx(4e-3 + 2e-10 * 1e9**1.1, rel=1e-3) and extra
+
+
+def test_size_law_keeps_exclusions():
+    law, _ = fit_sizes(_sizes([10**6, 10**7, 10**8, 10**9], [1e-3, 1e-2, 1e-1, 1.0],
+                              excluded={3}))
+    assert law.x == [1e6, 1e7, 1e8]
+    assert law.excluded[0].value == 1e9 and "out of memory" in law.excluded[0].reason
+    law, notes = fit_sizes(_sizes([10**6, 10**7], [1e-3, 1e-2], excluded={1}))
+    assert law is None and "only 1 resident size" in notes[0]
+
+
+def test_size_tables_share_one_batch_and_seq_and_grow():
+    for device_class in SIZES:
+        configs = size_configs(device_class)
+        assert len(configs) >= 3 and len({(c.batch, c.seq) for c in configs}) == 1
+        params = [tinylm_params(c.d, c.L, c.seq) for c in configs]
+        assert params == sorted(params) and all(c.d % c.H == 0 for c in configs)
+    big = [tinylm_params(c.d, c.L, c.seq) for c in size_configs("large-gpu")]
+    assert big[0] < 1.5e6 and 80e6 < big[3] < 90e6 and big[-1] > 2e8  # ~1M ... ~85M, 200M
+
+
+def test_phase_child_keeps_timed_steps_only():
+    phases = {"step_index": [0, 1, 2, 3, 4], "forward_seconds": [9, 1, 2, 3, 4],
+              "backward_seconds": [9, 2, 4, 6, 8], "optimizer_seconds": [9, .1, .2, .3, .4]}
+    c = phase_child(1, phases, timed_indices=[3, 4])
+    assert c.step_indices == [3, 4] and c.forward_seconds == [3, 4]
+    assert c.optimizer_seconds == [.3, .4]
+
+
+def _split(params, fwd, bwd, opt, step):
+    kids = [PhaseChild(child=c, step_indices=[5, 6], forward_seconds=[fwd] * 2,
+                       backward_seconds=[bwd] * 2, optimizer_seconds=[opt] * 2)
+            for c in range(3)]
+    return phase_split("x", params, kids, [step] * 3)
+
+
+def test_growth_and_premise_by_hand():
+    # N x100; optimizer 1 ms -> 10 ms: b = ln 10 / ln 100 = 0.5 > 0.1: grows, premise fails
+    small = _split(10**6, 2e-3, 4e-3, 1e-3, 8e-3)
+    large = _split(10**8, 2e-2, 4e-2, 1e-2, 8e-2)
+    rows = growth(small, large)
+    opt = next(g for g in rows if g.phase == "optimizer")
+    assert opt.ratio == pytest.approx(10) and opt.exponent == pytest.approx(0.5)
+    assert opt.share_small == pytest.approx(0.125) and opt.share_large == pytest.approx(0.125)
+    verdict, finding = premise(rows, 10**6, 10**8)
+    assert verdict == "fails" and "N^0.50" in finding and "grows with N" in finding
+    # optimizer 1 ms -> 1.2 ms: b = ln 1.2 / ln 100 = 0.0396: flat, premise holds
+    flat = _split(10**8, 2e-2, 4e-2, 1.2e-3, 6.2e-2)
+    rows = growth(small, flat)
+    opt = next(g for g in rows if g.phase == "optimizer")
+    assert opt.exponent == pytest.approx(math.log(1.2) / math.log(100))
+    assert premise(rows, 10**6, 10**8)[0] == "holds"
+
+
+def test_premise_untested_without_a_split():
+    broken = phase_split("x", 10**6, [], [], "child 0 exited with code 1")
+    assert broken.error == "child 0 exited with code 1" and broken.forward_seconds is None
+    assert growth(broken, _split(10**8, 1, 1, 1, 3)) == []
+    assert premise([], None, None)[0] == "untested"
+
+
+def test_speedups_paired_within_children():
+    a = {0: 10.0, 1: 12.0, 2: 11.0}
+    b = {0: 5.0, 1: 4.0, 2: 5.5, 3: 1.0}  # child 3 timed only B: not paired
+    assert per_child_speedups(a, b, "step_seconds") == [2.0, 3.0, 2.0]
+    assert summarize([2.0, 3.0, 2.0]) == (2.0, 2.0, 3.0)
+    # batch x2: tokens 8192 -> 16384; t 10 -> 15 s: (16384/15) / (8192/10) = 4/3
+    assert per_child_speedups({0: 10.0}, {0: 15.0}, "tokens_per_second", 8192, 16384) == \
+        [pytest.approx(4 / 3)]
+    with pytest.raises(ValueError):
+        per_child_speedups(a, b, "tokens_per_second")
+    assert summarize([]) == (None, None, None)
+    assert mfu(1e12, 0.01, 5e14) == pytest.approx(0.2)
+
+
+def test_lever_pairs_in_bf16_and_fp32():
+    p = {x.name: x for x in lv.pairs("tinylm@q3", "bf16", lv.LEVERS)}
+    assert p["bf16"].a == ("tinylm@q3", "fp32") and p["bf16"].b == ("tinylm@q3+flops", "bf16")
+    assert p["fused"].a == ("tinylm@q3+foreach", "bf16")
+    assert p["fused"].b == ("tinylm@q3+fused", "bf16")
+    assert p["cudagraphs"].b == ("tinylm@q3+cudagraphs", "bf16")
+    assert p["batch4"].metric == "tokens_per_second"
+    q = {x.name: x for x in lv.pairs("tinylm", "fp32", ("bf16",))}
+    assert q["bf16"].a == ("tinylm+flops", "fp32") and q["bf16"].b == ("tinylm", "bf16")
+
+
+def test_levers_not_applicable_here_say_why(monkeypatch):
+    assert "need a CUDA device" in lv.not_applicable("cudagraphs", "cpu")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("CXX", raising=False)
+    assert "C++ compiler" in lv.not_applicable("compile", "cpu")
+    assert lv.not_applicable("fused", "cpu") is None
+
+
+def test_lever_names_and_workloads_checked():
+    assert lv.parse_levers(None) == lv.LEVERS
+    assert lv.parse_levers("fused, bf16") == ("fused", "bf16")
+    with pytest.raises(InputError, match="unknown lever"):
+        lv.parse_levers("fused,turbo")
+    with pytest.raises(InputError, match="without step options"):
+        lv.check_workloads(["tinylm+fused"], "cpu")
+    assert lv.check_workloads(["tinylm@q3", "tinylm@d64L2H2b4s256"], "cpu") == [
+        ("tinylm@q3", 512), ("tinylm@d64L2H2b4s256", 256)]
+    assert lv.lever_value(resolve("softmax", "cpu"), "cpu") == 256  # middle of 64..512
+
+
+def _variant(key, seconds=None, excluded=None, blocked=None, tokens=8192):
+    kids = [ChildPoint(child=c, order_position=0, median_seconds=s)
+            for c, s in enumerate(seconds or [])]
+    p = None if blocked else point(seconds[0] if seconds else None, children=kids,
+                                   excluded=excluded, tokens=tokens,
+                                   resident=None if excluded else True)
+    return LeverVariant(key=key, spec=key, mode="bf16", label=key, point=p,
+                        not_executable=NotExecutable(what="w", reason=blocked) if blocked else None)
+
+
+def test_lever_speedup_and_not_executable_paths():
+    pair = lv.Pair("compile", ("A", "bf16"), ("B", "bf16"), "step_seconds")
+    from afford.certify import point_key
+
+    def variants(a, b):
+        return {point_key("A", "bf16", 1): a, point_key("B", "bf16", 1): b}
+
+    ok = lv._lever(pair, variants(_variant("A", [2.0, 3.0, 4.0]),
+                                  _variant("B", [1.0, 1.0, 2.0])), 1)
+    assert ok.per_child == [2.0, 3.0, 2.0] and ok.speedup == 2.0 and ok.not_executable is None
+    blocked = lv._lever(pair, variants(_variant("A", [1.0]), _variant("B", blocked="no cc")), 1)
+    assert blocked.speedup is None and blocked.not_executable.reason == "no cc"
+    failed = lv._lever(pair, variants(_variant("A", [1.0]),
+                                      _variant("B", excluded="failed in child 0: RuntimeError: "
+                                               "inductor")), 1)
+    assert failed.not_executable.reason.startswith("failed in child 0: RuntimeError")
+
+
+def test_stages_are_wired_to_the_request(monkeypatch):
+    from types import SimpleNamespace
+
+    from afford import certify
+    from afford.measure import sizes as sz
+
+    assert certify.stages_for(certify.CertifyRequest()) == []
+    assert [s.__name__ for s in certify.stages_for(certify.CertifyRequest(sizes=True,
+                                                                          levers=True))] == \
+        ["sizes_stage", "levers_stage"]
+    seen = {}
+    monkeypatch.setattr(sz, "measure_sizes", lambda configs, **kw: seen.update(
+        configs=configs, **kw) or "S")
+    monkeypatch.setattr(lv, "measure_levers", lambda job, on_event: seen.update(job=job) or "L")
+    ctx = SimpleNamespace(
+        req=certify.CertifyRequest(precision="quick", children=4, seed=7),
+        env=SimpleNamespace(device_memory_bytes=123, device_type="cpu", device_name="box",
+                            torch_version="t", command="c"),
+        plan=SimpleNamespace(device="cpu", device_class="cpu", workloads=[("tinylm", None,
+                                                                           "bf16", [1])]),
+        on_event=lambda e: None)
+    assert sz.sizes_stage(ctx) == {"sizes": "S"}
+    assert seen["mode"] == "bf16" and seen["children"] == 4 and seen["device_memory"] == 123
+    assert len(seen["configs"]) == len(SIZES["cpu"][2])
+    assert lv.levers_stage(ctx) == {"levers": "L"}
+    job = seen["job"]
+    assert job.workloads == ["tinylm"] and job.levers == lv.LEVERS and job.mode == "bf16"
+    assert job.precision == "quick" and job.seed == 7 and job.device_name == "box"
+
+
+def test_batch_ladder_fixed_share_by_hand():
+    """t = 6 ms + 1e-6 s x tokens at 1k, 2k, 4k tokens: F = 6 ms, share at x1 = 6/7."""
+    from afford.certify import point_key
+
+    def v(spec, tokens):
+        key = point_key(spec, "bf16", 64)
+        return key, LeverVariant(key=key, spec=spec, mode="bf16", label=spec,
+                                 point=point(6e-3 + 1e-6 * tokens, tokens=tokens))
+
+    variants = dict([v("w+flops", 1000), v("w+x2", 2000), v("w+x4", 4000)])
+    law, share = lv.batch_ladder("w", "bf16", 64, variants)
+    assert law.params["F"] == pytest.approx(6e-3) and law.params["c"] == pytest.approx(1e-6)
+    assert share == pytest.approx(6 / 7)
+    del variants[point_key("w+x4", "bf16", 64)]
+    assert lv.batch_ladder("w", "bf16", 64, variants) == (None, None)
