@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from afford.cli import app
@@ -23,6 +24,9 @@ def run(*args):
     (["certify", "--quick", "--full"], "contradict"),
     (["certify", "--mode", "int4"], "unknown mode"),
     (["certify", "--out", "/no/such/folder/c.json"], "does not exist"),
+    (["certify", "--device", "tpu"], "--device"),
+    (["certify", "--device", "cuda:7"] if not torch.cuda.is_available() else
+     ["certify", "--device", "meta"], "--device"),
 ])
 def test_certify_bad_input_exits_2_without_traceback(args, match):
     r = run(*args)

@@ -250,11 +250,6 @@ def certify(req: CertifyRequest,
     """Measure, fit, and return the certificate (not yet written)."""
     started = datetime.now(timezone.utc)
     device = envmod.choose_device(req.device)
-    if device.type == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device is visible to torch here")
     env = envmod.capture(device, req.command or " ".join(sys.argv), started)
     plan = resolve_request(req, device.type, env.device_class, str(device))
     on_plan(plan)

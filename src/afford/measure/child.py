@@ -71,7 +71,7 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
         record["refused"] = str(exc)
     except Exception as exc:  # a point that fails is recorded and the sweep goes on
         record["oom"] = is_oom(exc)
-        record["error"] = _error_text(exc)
+        record["error"] = error_text(exc)
         if record["oom"] and device.type == "cuda":
             record["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
             record["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
@@ -88,7 +88,7 @@ def _finite_or_none(x: float) -> float | None:
     return x if x == x and x not in (float("inf"), float("-inf")) else None
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {tb[-1].filename.rsplit(os.sep, 1)[-1]}:{tb[-1].lineno})" if tb else ""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -30,7 +30,7 @@ def child_order(items: list[dict], child: int) -> list[dict]:
     return order
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     env = dict(os.environ)
     paths = [p for p in sys.path if p]
     if env.get("PYTHONPATH"):
@@ -49,7 +49,7 @@ class _Child:
         self.err = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, "-m", "afford.measure.child"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err, text=True, env=_child_env())
+                                     stderr=self.err, text=True, env=child_env())
 
     def kill(self) -> None:
         if self.proc.poll() is None:

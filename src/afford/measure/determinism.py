@@ -31,8 +31,8 @@ from typing import Any, TextIO
 
 import torch
 
-from afford.measure.child import _error_text
-from afford.measure.children import _child_env
+from afford.measure.child import error_text
+from afford.measure.children import child_env
 from afford.measure.env import cpu_model
 from afford.measure.step_capture import StageError, bitwise_equal, capture_step, max_abs_delta
 from afford.measure.timing import CudaClock, HostClock, TimingRule, time_point
@@ -150,7 +150,7 @@ def audit_workload(workload, spec: str, value: int, device, mode: str, repeats: 
     except Exception as exc:  # recorded, never raised: rule 9
         stage = exc.stage if isinstance(exc, StageError) else stage
         cause = exc.exc if isinstance(exc, StageError) else exc
-        text = _error_text(cause)
+        text = error_text(cause)
         flag = "on" if deterministic else "off"
         run.update(stage=stage, op=missing_kernel_op(str(cause)),
                    not_executable={"what": f"{spec} at {value}, deterministic mode {flag}: "
@@ -203,7 +203,7 @@ def _emit(out: TextIO, event: dict) -> None:
 def child_environment(deterministic: bool) -> dict[str, str]:
     """The child's environment: the parent's, plus (deterministic child) the cuBLAS
     workspace setting, unless the user set one already."""
-    env = _child_env()
+    env = child_env()
     if deterministic:
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
     return env

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 import afford
+from afford.errors import InputError
 from afford.schema.cert import Environment
 
 LARGE_GPU_BYTES = 40 * 2**30  # a card of 40 GiB or more gets the large-GPU default sweeps
@@ -84,7 +85,15 @@ def nvml_driver_version() -> str | None:
 def choose_device(requested: str | None = None) -> torch.device:
     """``cuda`` when present (or asked for), else ``cpu``."""
     if requested:
-        return torch.device(requested)
+        try:
+            device = torch.device(requested)
+        except RuntimeError as exc:
+            raise InputError(f"--device {requested!r}: {exc}; use cpu, cuda or cuda:N") from None
+        if device.type not in ("cpu", "cuda"):
+            raise InputError(f"--device {requested!r}: afford measures cpu and cuda devices")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise InputError(f"--device {requested!r}: no CUDA device is visible to torch here")
+        return device
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from afford.gates import ENTRY_POINT_GROUP, GateContext
-from afford.measure.child import _error_text
+from afford.measure.child import error_text
 from afford.measure.step_capture import (StageError, bitwise_equal, capture_step, max_abs,
                                          max_abs_delta, move_built)
 from afford.provenance import NotExecutable
@@ -43,8 +43,8 @@ def _release(device: torch.device) -> None:
 
 def _why(exc: BaseException) -> str:
     if isinstance(exc, StageError):
-        return f"{exc.stage}: {_error_text(exc.exc)}"
-    return _error_text(exc)
+        return f"{exc.stage}: {error_text(exc.exc)}"
+    return error_text(exc)
 
 
 def init_losses(items: Iterable[tuple[str, Workload, str, list[int]]], seeds: Iterable[int],
