@@ -38,6 +38,7 @@ class CertifyRequest:
     device: str | None = None
     seed: int = 0
     command: str = ""
+    memory: bool = True  # the memory-law stage (afford.memory_stage)
 
 
 @dataclass
@@ -58,6 +59,10 @@ Stage = Callable[[StageContext], dict]
 def stages_for(req: CertifyRequest) -> list[Stage]:
     """The stages that run after the sweep, in order. Each later issue adds its own here."""
     chosen: list[Stage] = []
+    if req.memory:
+        from afford.memory_stage import memory_stage
+
+        chosen.append(memory_stage)
     return chosen
 
 

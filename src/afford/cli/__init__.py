@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from afford.cli import certify, schema
+from afford.cli import certify, schema, size
 
 app = typer.Typer(
     name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -16,6 +16,7 @@ app = typer.Typer(
 
 app.command("certify")(certify.command)
 app.command("schema")(schema.command)
+app.command("size")(size.command)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from afford.certify import CertifyRequest, certify, default_filename, parse_swee
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.io import check_writable
+from afford.report.memory import memory_summary_table
 from afford.report.terminal import certificate_table
 from afford.schema.cert import save_certificate
 from afford.summary import summarize
@@ -40,6 +41,9 @@ def command(
         "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+    memory: Annotated[bool, typer.Option(
+        "--memory/--no-memory", help="Measure and validate the memory law (a few seconds; "
+        "see `afford size`).")] = True,
 ) -> None:
     """Measure this box and write a device certificate.
 
@@ -56,7 +60,7 @@ def command(
             check_writable(out_path, overwrite=force)
         req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
                              precision="quick" if quick else "full" if full else "adaptive",
-                             children=children, device=device,
+                             children=children, device=device, memory=memory,
                              command="afford " + " ".join(sys.argv[1:]))
         cert = _measure(req, show=interactive() and not as_json)
         path = out_path or Path(default_filename(cert))
@@ -72,7 +76,9 @@ def command(
                                     f"{cert.protocol.precision} protocol, "
                                     f"{cert.protocol.children} children, "
                                     f"{env.elapsed_seconds:.1f} s"))
-        for w in cert.warnings:
+        if cert.memory is not None:
+            out.print(memory_summary_table(cert))
+        for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
             err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
