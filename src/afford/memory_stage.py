@@ -43,8 +43,8 @@ R2_WARN = 0.99
 # base (B0, s0) of the built-ins per device class: activations well above the noise of the
 # measurement (CPU RSS pages) and the whole stage well under 15 s on an H200
 BASE = {
-    "tinylm": {"cpu": (8, 256), "small-gpu": (8, 256), "large-gpu": (8, 512)},
-    "softmax": {"cpu": (8, 384), "small-gpu": (8, 512), "large-gpu": (16, 1024)},
+    "tinylm": {"cpu": (4, 256), "small-gpu": (8, 256), "large-gpu": (8, 512)},
+    "softmax": {"cpu": (4, 384), "small-gpu": (8, 512), "large-gpu": (16, 1024)},
     "scan": {"cpu": (4, 128), "small-gpu": (4, 256), "large-gpu": (8, 512)},
 }
 

@@ -32,11 +32,6 @@ from afford.fit.memory import BATCH_CAP, Verdict, judge, largest_batch
 from afford.provenance import Tag, Tagged, fitted, inherited, measured, module
 from afford.schema.memory import MemoryLaw
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # python < 3.11
-    import tomli as tomllib  # type: ignore[no-redef]
-
 DIMS = ("B", "s", "d", "L", "H")
 DEFAULTS_FILE = Path(__file__).parent / "data" / "memory_defaults.toml"
 BUDGET_FRACTION = 0.90
@@ -104,6 +99,16 @@ def korthikanti_zero(mode: str, attention: str | None, d: int, H: int,
 
 
 def load_inherited(path: Path = DEFAULTS_FILE) -> dict:
+    """The data file as a dict; empty (with a warning) when it cannot be read."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # python < 3.11
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            warnings.warn("no TOML reader (tomllib or tomli): inherited memory defaults "
+                          "unknown", stacklevel=2)
+            return {}
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:

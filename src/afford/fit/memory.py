@@ -48,6 +48,7 @@ FORMS: tuple[Form, ...] = ("states_measured", "states_plus_fixed")
 _COLUMNS = {"states_measured": ("c_res", "c_op"),
             "states_plus_fixed": ("c_res", "c_op", "fixed_bytes")}
 BATCH_CAP = 1 << 24  # largest_batch never searches beyond this many sequences
+LOO_TIE = 1e-9  # leave-one-out maxima closer than this are a tie (exact data, rounding)
 
 
 class MemoryObservation(BaseModel):
@@ -174,13 +175,15 @@ def fit_form(obs: Sequence[MemoryObservation], quantity: str, form: Form) -> Mem
 
 
 def fit_memory(obs: Sequence[MemoryObservation], quantity: str) -> MemoryFit:
-    """Both forms; the one with the smaller leave-one-out max is returned (ties and forms
-    without a leave-one-out check go to ``states_measured``, the law as written)."""
+    """Both forms; the one with the smaller leave-one-out max is returned (ties, and too few
+    points for a leave-one-out check of the fixed form, go to ``states_measured``, the law
+    as written)."""
     plain = fit_form(obs, quantity, "states_measured")
     if len(obs) <= len(_COLUMNS["states_plus_fixed"]):
         return plain
     fixed = fit_form(obs, quantity, "states_plus_fixed")
-    if plain.loo_max is not None and fixed.loo_max is not None and fixed.loo_max < plain.loo_max:
+    if plain.loo_max is not None and fixed.loo_max is not None and \
+            fixed.loo_max + LOO_TIE < plain.loo_max:
         return fixed.model_copy(update={"other_form_loo_max": plain.loo_max})
     return plain.model_copy(update={"other_form_loo_max": fixed.loo_max})
 

@@ -12,7 +12,9 @@ the states tensor by tensor (weights, gradients, optimizer state; shared storage
 On a CPU the parent starts the child with glibc's ``MALLOC_MMAP_THRESHOLD_`` fixed at
 64 KiB, which also switches off glibc's sliding threshold, so every large tensor is its own
 ``mmap`` returned to the system when freed (mallopt(3)); otherwise freed blocks stay in the
-heap and one shape's leftovers inflate the next shape's peak RSS.
+heap and one shape's leftovers inflate the next shape's peak RSS. On a CPU the child also
+runs one intra-op thread: it measures memory, not time, and idle OpenMP threads spinning on
+a busy machine cost ten times the work.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def run_item(workloads: dict, item: dict, device, seed: int) -> dict:
         rec = {"oom": is_oom(exc), "error": _error_text(exc)}
     finally:
         gc.collect()
+        gc.freeze()  # what lazy imports of the first steps left stays out of later collections
         if device.type == "cuda":
             torch.cuda.empty_cache()
     rec["wall_seconds"] = time.perf_counter() - t0
@@ -135,6 +138,8 @@ def main() -> int:
     from afford.workloads import resolve
 
     device = torch.device(job["device"])
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # memory, not time, is measured here: no spinning threads
     workloads = {it["workload"]: resolve(it["workload"], job["device_class"])
                  for it in job["items"]}
     gc.freeze()  # torch's own objects out of every collection: gc.collect() takes ms, not 0.2 s
