@@ -6,11 +6,9 @@ import json
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from afford import readings
 from afford.certify import CertifyRequest, stages_for
-from afford.cli import app
 from afford.measure.memory_sweep import run_memory_child
 from afford.provenance import Tag
 from afford.schema.memory import HELDOUT_ROLES
@@ -49,6 +47,10 @@ def test_cpu_certificate_has_a_validated_memory_law(cpu_cert):
 
 @pytest.mark.slow
 def test_size_and_readings_on_the_cpu_certificate(cpu_cert, cpu_cert_path):
+    from typer.testing import CliRunner
+
+    from afford.cli import app
+
     r = CliRunner().invoke(app, ["size", str(cpu_cert_path), "--seq", "512", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
