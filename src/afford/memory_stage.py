@@ -151,33 +151,42 @@ def memory_stage(ctx: "StageContext") -> dict:
     jobs, skipped = plan_jobs(ctx.plan, modes)
     workloads = {spec: w for spec, w, _, _ in ctx.plan.workloads}
     steps = STEPS[env.device_type]
-    items = [it for job in jobs for it in items_for(job, workloads[job.spec], steps)]
-    records = {}
-    if items:
-        records = run_memory_child(items, device=ctx.plan.device,
-                                   device_class=ctx.plan.device_class, seed=ctx.req.seed,
-                                   on_event=ctx.on_event)
-    laws, notes = [], []
-    for job in jobs:
-        shapes = [MemoryShape(**{k: v for k, v in it.items() if k in ("key", "role", "shape",
-                                                                       "dims")},
-                              **records.get(it["key"], {"error": "not measured"}))
-                  for it in items if it["key"].startswith(f"memory|{job.spec}|{job.mode}|")]
+    per_job = [(job, items_for(job, workloads[job.spec], steps)) for job in jobs]
+    records: dict[str, dict] = {}
+    try:
+        if per_job:
+            records = run_memory_child([it for _, items in per_job for it in items],
+                                       device=ctx.plan.device, seed=ctx.req.seed,
+                                       device_class=ctx.plan.device_class,
+                                       on_event=ctx.on_event)
+    except (OSError, ValueError) as exc:  # the child could not start, or spoke garbage
+        skipped.append(NotExecutable(what="memory child", reason=f"{type(exc).__name__}: {exc}"))
+    laws = []
+    for job, items in per_job:
+        shapes = [_shape(it, records.get(it["key"], {"error": "not measured"})) for it in items]
         try:
             laws.append(build_law(job, shapes, env))
-        except ValueError as exc:
+        except (ValueError, ArithmeticError) as exc:
             skipped.append(NotExecutable(what=f"memory law of {job.spec} ({job.mode})",
                                          reason=_why(exc, shapes)))
-    if laws and sizing.inherited_defaults(laws[0].mode)[0] is None:
-        notes.append(sizing.inherited_defaults(laws[0].mode)[1] + "; verdicts compare with "
-                     "the analytic defaults only")
-    notes += [f"{law.workload} ({law.mode}): {w}" for law in laws for w in law.warnings]
     section = MemorySection(steps_per_shape=steps, budget_fraction=sizing.BUDGET_FRACTION,
                             tolerance=sizing.VERDICT_TOLERANCE, targets=TARGETS[env.device_type],
                             device_memory_bytes=env.device_memory_bytes, laws=laws,
                             not_executable=skipped, wall_seconds=time.perf_counter() - t0,
-                            warnings=notes)
+                            warnings=section_notes(laws))
     return {"memory": section}
+
+
+def _shape(item: dict, record: dict) -> MemoryShape:
+    return MemoryShape(key=item["key"], role=item["role"], shape=item["shape"],
+                       dims=item["dims"], **record)
+
+
+def section_notes(laws: list[MemoryLaw]) -> list[str]:
+    notes = [sizing.inherited_defaults(m)[1] + "; verdicts compare with the analytic "
+             "defaults only" for m in dict.fromkeys(law.mode for law in laws)
+             if sizing.inherited_defaults(m)[0] is None]
+    return notes + [f"{law.workload} ({law.mode}): {w}" for law in laws for w in law.warnings]
 
 
 def _why(exc: Exception, shapes: list[MemoryShape]) -> str:

@@ -244,10 +244,11 @@ def predict(law: MemoryLaw, shape: dict[str, int], run: str) -> Prediction:
     notes = [note] if note else []
     alloc = law_bytes(law, dims, params)
     src = f"{law.workload} {law.mode} memory law: {law.allocated.describe()}; {run}"
-    p_tag = (module(params, "params", f"params = {law.params_p0:.0f} + "
-                    f"{law.params_per_s:.0f} s, counted at the fitted shapes; {run}")
-             if note is None and "params" not in shape else
-             module(params, "params", note or "given by the caller"))
+    if "params" in shape:
+        p_tag = module(params, "params", "given by the caller")
+    else:
+        p_tag = module(params, "params", note or f"params = {law.params_p0:.0f} + "
+                       f"{law.params_per_s:.0f} s, counted at the fitted shapes; {run}")
     states = module(law.bytes_per_param * params, "B", f"{law.bytes_per_param:.3f} B/param "
                     f"(counted after the loop) x params; {run}")
     if law.device_type == "cpu":
