@@ -91,18 +91,24 @@ def memory_summary_table(cert) -> Table:
     """One row per law of a certificate's memory section (for ``afford certify``)."""
     env = cert.environment
     run = f"{env.device_name}, {env.started_at:%Y-%m-%d %H:%M} UTC"
-    t = Table(title=f"memory law ({cert.memory.wall_seconds:.1f} s)", title_justify="left")
-    for col in ("workload", "mode", "law", "R^2", "B/param", "held-out max error",
-                "one step understates by"):
+    t = Table(title=f"memory law: states + fixed + L*(C_res B*s*d + C_op B*H*s^2) "
+              f"({cert.memory.wall_seconds:.1f} s)", title_justify="left")
+    for col in ("workload", "mode", "C_res", "C_op", "fixed", "R^2", "states",
+                "held-out max error", "one step understates by"):
         t.add_column(col, overflow="fold")
     for law in cert.memory.laws:
+        f = law.allocated
+        src = f"{law.workload} {law.mode}: {f.describe()}; {run}"
         a, r = heldout_accuracy(law, run)
-        t.add_row(law.workload, law.mode, law.allocated.describe(),
-                  fmt(module(round(law.allocated.r2, 5), "", "fit_memory")),
+        t.add_row(law.workload, law.mode, fmt(fitted(round(f.c_res, 2), "", src)),
+                  fmt(fitted(round(f.c_op, 3), "", src)),
+                  fmt(fitted(f.fixed_bytes, "B", src)) if f.form == "states_plus_fixed" else "-",
+                  fmt(module(round(f.r2, 5), "", "fit_memory")),
                   fmt(measured(round(law.bytes_per_param, 3), "B/param", "states counted")),
                   fmt(a) + (f"; reserved {fmt(r)}" if r else ""), _loop(law))
     for n in cert.memory.not_executable:
-        t.add_row(n.what, "-", f"{n.status}: {n.reason}", "-", "-", "-", "-")
+        t.add_row(n.what, "-", n.status, "-", "-", "-", "-", "-", n.reason)
+    t.caption = "CPU: the law of the peak RSS increment; CUDA: of peak allocated (and reserved)"
     return t
 
 
