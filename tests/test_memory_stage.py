@@ -87,3 +87,67 @@ def test_cuda_child_reads_the_caching_allocator():
         assert r["allocated_by_step"][-1] >= r["allocated_by_step"][0]
         assert r["resting_allocated_bytes"] >= r["states_bytes"]
     assert torch.cuda.is_available()
+
+
+# ---- the stage's orchestration with the child faked (no process, no device) ----------
+
+def _fake_child(items, **kw):
+    """A box whose allocated peak is 16 B/param + 30 MiB + 70 B per (L B s d)."""
+    from afford.workloads.tinylm import tinylm_params
+
+    out = {}
+    for it in items:
+        d = it["dims"]
+        p = tinylm_params(d["d"], d["L"], d["s"])
+        alloc = 16 * p + 30 * 2**20 + 70 * d["L"] * d["B"] * d["s"] * d["d"]
+        out[it["key"]] = {"params": p, "states_bytes": 16 * p, "steps": it["steps"],
+                          "allocated_by_step": [alloc] * it["steps"],
+                          "reserved_by_step": [alloc + 2**26] * it["steps"],
+                          "memory_source": "fake"}
+    return out
+
+
+def _ctx(modes=()):
+    from types import SimpleNamespace
+
+    from afford.certify import StageContext, resolve_request
+
+    req = CertifyRequest(workloads=["tinylm", "tests.user_workload:factory"],
+                         modes=list(modes), device="cuda")
+    plan = resolve_request(req, "cuda", "large-gpu", "cuda")
+    env = SimpleNamespace(device_type="cuda", compute_capability="9.0",
+                          device_memory_bytes=150 * 10**9)
+    return StageContext(req=req, env=env, plan=plan, results=[], on_event=lambda e: None)
+
+
+def test_stage_fits_each_mode_and_skips_what_is_not_transformer_shaped(monkeypatch):
+    import afford.memory_stage as stage
+
+    seen = {}
+    monkeypatch.setattr(stage, "run_memory_child",
+                        lambda items, **kw: seen.setdefault("items", items) and _fake_child(items))
+    mem = stage.memory_stage(_ctx())["memory"]
+    assert [(law.workload, law.mode) for law in mem.laws] == [("tinylm", "fp32"),
+                                                               ("tinylm", "bf16")]
+    assert len(seen["items"]) == 2 * 11  # warm-up, 7 sweep shapes, 3 held out; per mode
+    assert [n.what for n in mem.not_executable] == ["memory law of tests.user_workload:factory"]
+    assert "not transformer-shaped" in mem.not_executable[0].reason
+    for law in mem.laws:
+        assert law.allocated.c_res == pytest.approx(70.0, rel=1e-6)
+        assert all(abs(h.error) < 1e-6 for h in law.heldout) and len(law.heldout) == 3
+    assert mem.targets == {"allocated": 0.02, "reserved": 0.03} and mem.steps_per_shape == 4
+
+
+def test_stage_records_a_child_that_cannot_start(monkeypatch):
+    import afford.memory_stage as stage
+
+    def broken(items, **kw):
+        raise OSError("no such interpreter")
+
+    monkeypatch.setattr(stage, "run_memory_child", broken)
+    mem = stage.memory_stage(_ctx(["bf16"]))["memory"]
+    assert mem.laws == []
+    whats = [n.what for n in mem.not_executable]
+    assert "memory child" in whats and "memory law of tinylm (bf16)" in whats
+    child = next(n for n in mem.not_executable if n.what == "memory child")
+    assert child.reason == "OSError: no such interpreter" and child.status == "NOT EXECUTABLE"

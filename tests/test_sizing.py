@@ -268,3 +268,27 @@ def test_size_budget_between_budget_and_card_fits_no_without_oom_note(gpu_cert_p
     assert r.exit_code == 1 and doc["fits"] is False and doc["note"] is None
     r = size(gpu_cert_path, "--seq", "4096", "--batch", b, "--budget", "100%", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["fits"] is True
+
+
+def test_renderers_tag_every_number(gpu_cert):
+    from rich.console import Console
+
+    from afford.report.memory import memory_summary_table, size_tables
+
+    console = Console(width=200, record=True)
+    report = sizing.size(gpu_cert, "tinylm", 4096, 64, None, 0.9, "run")
+    for t in size_tables(report):
+        console.print(t)
+    console.print(memory_summary_table(gpu_cert))
+    text = console.export_text()
+    assert "F*" in text and "CONFIRMED" in text and "WRONG (optimistic)" in text
+    assert "Korthikanti" in text and '"4x model size" rule' in text
+
+
+def test_shape_with_a_bad_dimension_is_input_error(gpu_law):
+    from afford.errors import InputError
+
+    with pytest.raises(InputError, match="positive integer"):
+        sizing.predict(gpu_law, {"seq": 0}, "run")
+    assert not sizing.extrapolated(gpu_law, {**gpu_law.base_dims})
+    assert sizing.extrapolated(gpu_law, {**gpu_law.base_dims, "L": 4})
