@@ -292,3 +292,31 @@ def test_shape_with_a_bad_dimension_is_input_error(gpu_law):
         sizing.predict(gpu_law, {"seq": 0}, "run")
     assert not sizing.extrapolated(gpu_law, {**gpu_law.base_dims})
     assert sizing.extrapolated(gpu_law, {**gpu_law.base_dims, "L": 4})
+
+
+def test_size_when_not_even_one_sequence_fits_exits_1(gpu_cert_path):
+    r = size(gpu_cert_path, "--seq", "10000000", "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and doc["max_batch"]["value"] == 0 and doc["fits"] is False
+    assert doc["dims"]["B"] == 1  # shown at one sequence
+
+
+def test_defaults_block_from_a_certificate_round_trips(gpu_cert):
+    import importlib.util
+    import tomllib
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benches" / "memory_defaults_from_cert.py"
+    spec = importlib.util.spec_from_file_location("memory_defaults_from_cert", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    data = tomllib.loads(mod.block(gpu_cert, "tinylm"))
+    d, _ = sizing.inherited_defaults("bf16", data)
+    law = gpu_cert.memory.laws[0]
+    assert d.c_res == pytest.approx(law.allocated.c_res, rel=1e-6)
+    assert d.fixed_bytes == pytest.approx(law.allocated.fixed_bytes, abs=1)
+    assert data["source"]["date"] == "2026-12-02" and "Fake GPU" in d.citation
+    # with these defaults the verdicts judge the box's own law: every constant CONFIRMED
+    mine = [v for v in sizing.verdicts(law, law.base_dims, 1e11, data=data)
+            if v.default_name.startswith("afford H200")]
+    assert mine and all(v.status == "CONFIRMED" for v in mine)

@@ -35,8 +35,9 @@ def command(
     """Predicted peak allocated and reserved memory at (batch, seq) from the certificate's
     memory law, whether it fits the budget, and the largest batch that does.
 
-    Exit codes: 0 answered (and, with --batch, it fits); 1 the given --batch does not fit;
-    2 bad input (no such certificate, workload or mode; a bad --seq, --batch or --budget).
+    Exit codes: 0 it fits (the --batch given, or the largest batch); 1 it does not (or not
+    even one sequence fits); 2 bad input (no such certificate, workload or mode; a bad
+    --seq, --batch or --budget).
     """
     with guard():
         s = _positive_int(seq, "--seq")
@@ -53,7 +54,7 @@ def command(
                 out.print(table)
             for w in report.warnings:
                 err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-        if b is not None and report.fits is False:
+        if report.fits is False:  # the --batch given, or not even one sequence, fits
             raise typer.Exit(1)
 
 
