@@ -303,9 +303,9 @@ def test_size_when_not_even_one_sequence_fits_exits_1(gpu_cert_path):
 
 def test_defaults_block_from_a_certificate_round_trips(gpu_cert):
     import importlib.util
-    import tomllib
     from pathlib import Path
 
+    tomllib = pytest.importorskip("tomllib")
     path = Path(__file__).parents[1] / "benches" / "memory_defaults_from_cert.py"
     spec = importlib.util.spec_from_file_location("memory_defaults_from_cert", path)
     mod = importlib.util.module_from_spec(spec)
