@@ -320,3 +320,19 @@ def test_defaults_block_from_a_certificate_round_trips(gpu_cert):
     mine = [v for v in sizing.verdicts(law, law.base_dims, 1e11, data=data)
             if v.default_name.startswith("afford H200")]
     assert mine and all(v.status == "CONFIRMED" for v in mine)
+
+
+def test_shapes_that_were_not_resident_are_left_out():
+    from afford.memory_stage import exclusion
+
+    base = dict(key="k", role="seq", shape={}, dims={"B": 1, "s": 1}, params=10,
+                states_bytes=160, steps=2)
+    ok = MemoryShape(**base, allocated_by_step=[5, 6], reserved_by_step=[7, 8])
+    assert exclusion(ok, "allocated", 100) is None
+    assert "exceeds the device" in exclusion(ok, "allocated", 7)  # WDDM: paged, not raised
+    swapped = MemoryShape(**base, rss_by_step=[50, 60], baseline_rss_bytes=10, swap_bytes=4096)
+    assert "paged to swap" in exclusion(swapped, "rss_increment", None)
+    flat = MemoryShape(**base, rss_by_step=[10, 10], baseline_rss_bytes=10)
+    assert "not above the baseline" in exclusion(flat, "rss_increment", None)
+    oom = MemoryShape(**{**base, "steps": 0}, oom=True, error="OutOfMemoryError: x")
+    assert exclusion(oom, "allocated", None).startswith("out of memory: OutOfMemoryError")

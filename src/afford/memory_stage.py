@@ -214,7 +214,7 @@ def _ranges(shapes: list[MemoryShape]) -> dict[str, list[float]]:
 def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
     """Fit over the sweep, predict the held-out shapes, judge the defaults."""
     qa, qr = quantities(env.device_type)
-    sweep = [s for s in shapes if s.role in SWEEP_ROLES and s.ok and s.peak(qa) > 0]
+    sweep = [s for s in shapes if s.role in SWEEP_ROLES and usable(s, qa, env)]
     if len(sweep) < 4:
         raise ValueError(f"only {len(sweep)} sweep shapes were measured (4 needed)")
     p0, ps = fit_params_affine([s.dims["s"] for s in sweep], [s.params for s in sweep])
@@ -237,9 +237,32 @@ def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
         else None
     law = law.model_copy(update={
         "heldout": [heldout(law, s) for s in shapes
-                    if s.role in HELDOUT_ROLES and s.ok and s.peak(qa) > 0],
+                    if s.role in HELDOUT_ROLES and usable(s, qa, env)],
         "verdicts": sizing.verdicts(law, law.base_dims, budget)})
-    return law.model_copy(update={"warnings": law_warnings(law, shapes, env.device_type)})
+    return law.model_copy(update={"warnings": law_warnings(law, shapes, env.device_type,
+                                                           env.device_memory_bytes)})
+
+
+def exclusion(s: MemoryShape, quantity: str, device_memory: int | None) -> str | None:
+    """Why a shape is left out of the fit and the validation (DESIGN section 3, rule 3:
+    only resident shapes), or ``None``."""
+    if not s.ok:
+        return ("out of memory: " if s.oom else "") + (s.error or "not measured")
+    if (s.swap_bytes or 0) > 0:
+        return f"not resident: {s.swap_bytes} B paged to swap"
+    res = s.peak("reserved")
+    if device_memory and res and res > device_memory:
+        return f"not resident: reserved {res:.0f} B exceeds the device's {device_memory} B"
+    peak = s.peak(quantity)
+    if peak is None:
+        return f"no peak {quantity} recorded"
+    if peak <= 0:
+        return f"peak {quantity} {peak:.0f} B is not above the baseline"
+    return None
+
+
+def usable(s: MemoryShape, quantity: str, env) -> bool:
+    return exclusion(s, quantity, env.device_memory_bytes) is None
 
 
 def _linearity(law: MemoryLaw, sweep: list[MemoryShape], quantity: str) -> dict:
@@ -287,7 +310,8 @@ def heldout(law: MemoryLaw, s: MemoryShape) -> HeldOut:
                    formulas={d.key: d.bytes(params, s.dims) for d in defaults})
 
 
-def law_warnings(law: MemoryLaw, shapes: list[MemoryShape], device_type: str) -> list[str]:
+def law_warnings(law: MemoryLaw, shapes: list[MemoryShape], device_type: str,
+                 device_memory: int | None) -> list[str]:
     out = []
     targets = TARGETS[device_type]
     for f in (law.allocated, law.reserved):
@@ -302,15 +326,10 @@ def law_warnings(law: MemoryLaw, shapes: list[MemoryShape], device_type: str) ->
         if t is not None and h.reserved_error is not None and abs(h.reserved_error) > t:
             out.append(f"held-out {h.role} {h.dims['B']}x{h.dims['s']}: reserved predicted "
                        f"{h.reserved_error:+.1%} off (target {t:.0%})")
-    qa = law.allocated.quantity
     for s in shapes:
-        if s.ok and s.peak(qa) <= 0:
-            out.append(f"{s.role} {s.dims['B']}x{s.dims['s']}: peak {qa} {s.peak(qa):.0f} B is "
-                       "not above the baseline; left out of the fit")
-    failed = [s for s in shapes if not s.ok]
-    for s in failed:
-        out.append(f"{s.role} {s.dims.get('B')}x{s.dims.get('s')} not measured: "
-                   f"{'out of memory: ' if s.oom else ''}{s.error}")
+        why = exclusion(s, law.allocated.quantity, device_memory)
+        if why and s.role != "warmup":
+            out.append(f"{s.role} {s.dims.get('B')}x{s.dims.get('s')} left out: {why}")
     missing = {r for r in HELDOUT_ROLES} - {h.role for h in law.heldout}
     if missing:
         out.append(f"held-out shapes not validated: {', '.join(sorted(missing))}")
