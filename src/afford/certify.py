@@ -41,6 +41,7 @@ class CertifyRequest:
     gates: bool | None = None  # None: init-loss gate only; True: all gates + audit; False: none
     sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.measure.sizes)
     levers: bool = False  # the levers stage: measured A/B pairs (afford.measure.levers)
+    memory: bool = True  # the memory-law stage (afford.memory_stage)
 
 
 @dataclass
@@ -73,6 +74,10 @@ def stages_for(req: CertifyRequest) -> list[Stage]:
         from afford.measure.levers import levers_stage
 
         chosen.append(levers_stage)
+    if req.memory:
+        from afford.memory_stage import memory_stage
+
+        chosen.append(memory_stage)
     return chosen
 
 

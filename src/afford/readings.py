@@ -12,6 +12,7 @@ and, when a certificate measured several dtype modes, picked by ``mode`` (defaul
 
 from __future__ import annotations
 
+from afford import sizing
 from afford.errors import InputError
 from afford.provenance import Tagged, fitted, measured, module
 from afford.schema.cert import Certificate, Point, WorkloadResult
@@ -90,16 +91,27 @@ def worst_reserved_ratio(cert: Certificate) -> Tagged | None:
 
 def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
                      mode: str | None = None) -> tuple[Tagged, Tagged | None] | None:
-    """(allocated, reserved) predicted by the memory law at ``shape``; ``None`` without one.
-    Filled in by the memory-law stage."""
-    return None
+    """(allocated, reserved) predicted by the memory law at ``shape``, FITTED (extrapolated
+    outside the fitted shapes); ``None`` without a law for ``name``. ``shape`` takes the
+    workload's keys (``{"batch": 16, "seq": 2048}``) or the law's (B, s, d, L, H), plus
+    ``params`` when d, L or H differ from the certified model; missing keys keep the
+    certified base shape. On a CPU: (peak RSS, None)."""
+    law = sizing.law_or_none(cert, name, mode)
+    if law is None:
+        return None
+    p = sizing.predict(law, shape, _run(cert))
+    return p.allocated, p.reserved
 
 
 def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes: int,
               mode: str | None = None) -> Tagged | None:
-    """Largest batch whose predicted reserved memory fits ``budget_bytes``; ``None`` without
-    a memory law. Filled in by the memory-law stage."""
-    return None
+    """Largest batch whose predicted reserved memory (peak RSS on a CPU) fits
+    ``budget_bytes`` at ``shape`` (its batch is ignored), FITTED; ``None`` without a
+    memory law for ``name``."""
+    law = sizing.law_or_none(cert, name, mode)
+    if law is None:
+        return None
+    return sizing.max_batch(law, shape, budget_bytes, _run(cert))
 
 
 def gemm_rate(cert: Certificate, dtype: str) -> Tagged | None:

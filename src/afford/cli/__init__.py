@@ -7,7 +7,8 @@ from __future__ import annotations
 import typer
 
 from afford.cli import (certify, compare, gate, history, ladder, levers, pin, plan, preflight,
-                        report, schema)
+                        report, schema, size)
+
 
 app = typer.Typer(
     name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -26,6 +27,7 @@ app.command("report")(report.command)
 app.command("gate")(gate.command)
 app.command("ladder")(ladder.command)
 app.command("levers")(levers.command)
+app.command("size")(size.command)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.io import check_writable
 from afford.report.ladder import stage_lines
+from afford.report.memory import memory_summary_table
 from afford.report.terminal import certificate_table
 from afford.schema.cert import save_certificate
 from afford.summary import summarize
@@ -59,6 +60,9 @@ def command(
         "fails (--distributed).")] = 300.0,
     dist_only: Annotated[bool, typer.Option(
         "--dist-only", help="With --distributed: skip the single-device sweep on rank 0.")] = False,
+    memory: Annotated[bool, typer.Option(
+        "--memory/--no-memory", help="Measure and validate the memory law (a few seconds; "
+        "see `afford size`).")] = True,
 ) -> None:
     """Measure this box and write a device certificate.
 
@@ -75,7 +79,7 @@ def command(
             check_writable(out_path, overwrite=force)
         req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
                              precision="quick" if quick else "full" if full else "adaptive",
-                             children=children, device=device, gates=gates,
+                             children=children, device=device, gates=gates, memory=memory,
                              command="afford " + " ".join(sys.argv[1:]), sizes=sizes,
                              levers=levers)
         if distributed:
@@ -101,7 +105,9 @@ def command(
                                     f"{cert.protocol.precision} protocol, "
                                     f"{cert.protocol.children} children, "
                                     f"{env.elapsed_seconds:.1f} s"))
-        for w in cert.warnings:
+        if cert.memory is not None:
+            out.print(memory_summary_table(cert))
+        for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
             err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
         for line in stage_lines(cert.sizes, cert.levers):
             out.print(line, soft_wrap=True)

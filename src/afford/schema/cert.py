@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from afford.fit.throughput import ThroughputLaw
 from afford.schema.determinism import DeterminismSection, GatesSection
 from afford.schema.distributed import DistributedSection
+from afford.schema.memory import MemorySection
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
 
 CERT_SCHEMA = "afford.cert/1"
@@ -155,6 +156,7 @@ class Certificate(Envelope):
     distributed: DistributedSection | None = None
     sizes: SizesSection | None = None
     levers: LeversSection | None = None
+    memory: MemorySection | None = None
 
 
 def load_certificate(path: str | Path) -> Certificate:

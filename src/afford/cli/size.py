@@ -1,0 +1,100 @@
+"""``afford size CERT --seq S``: will it fit, and what is the largest batch that does?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from afford import sizing
+from afford.cli.common import err, guard, out, print_json
+from afford.errors import InputError
+from afford.report.memory import size_tables, tagged_json
+from afford.schema.cert import load_certificate
+from afford.units import UnitError, parse_count, parse_fraction
+from afford.workloads.base import MODES
+
+
+def command(
+    cert_path: Annotated[Path, typer.Argument(
+        metavar="CERT", help="A certificate written by `afford certify` (with its memory "
+        "section).")],
+    seq: Annotated[str, typer.Option("--seq", help="Sequence length, e.g. 2048 or 4k.")],
+    batch: Annotated[Optional[str], typer.Option(
+        "--batch", help="Batch size. Default: the largest that fits.")] = None,
+    mode: Annotated[Optional[str], typer.Option(
+        "--mode", help="dtype mode of the law: fp32, bf16 or fp16. Default: the first "
+        "the certificate measured.")] = None,
+    workload: Annotated[str, typer.Option(
+        "--workload", "-w", help="Workload as named in the certificate.")] = "tinylm",
+    budget: Annotated[str, typer.Option(
+        "--budget", help="Share of the device memory a run may use (0.90 or 90%).")] = "0.90",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Predicted peak allocated and reserved memory at (batch, seq) from the certificate's
+    memory law, whether it fits the budget, and the largest batch that does.
+
+    Exit codes: 0 it fits (the --batch given, or the largest batch); 1 it does not (or not
+    even one sequence fits); 2 bad input (no such certificate, workload or mode; a bad
+    --seq, --batch or --budget).
+    """
+    with guard():
+        s = _positive_int(seq, "--seq")
+        b = _positive_int(batch, "--batch") if batch is not None else None
+        fraction = _fraction(budget)
+        if mode is not None and mode not in MODES:
+            raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        cert = load_certificate(cert_path)
+        report = sizing.size(cert, workload, s, b, mode, fraction, sizing.run_label(cert))
+        if as_json:
+            print_json(report_json(report, cert_path))
+        else:
+            for table in size_tables(report):
+                out.print(table)
+            for w in report.warnings:
+                err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+        if report.fits is False:  # the --batch given, or not even one sequence, fits
+            raise typer.Exit(1)
+
+
+def _positive_int(text: str, flag: str) -> int:
+    try:
+        v = parse_count(text)
+    except UnitError as exc:
+        raise InputError(f"{flag} {text!r}: {exc}") from None
+    if v < 1 or v != int(v):
+        raise InputError(f"{flag} {text!r}: give a positive whole number")
+    return int(v)
+
+
+def _fraction(text: str) -> float:
+    try:
+        f = parse_fraction(text)
+    except UnitError as exc:
+        raise InputError(f"--budget {text!r}: {exc}") from None
+    if not 0 < f <= 1:
+        raise InputError(f"--budget {text!r}: give a share of the device memory in (0, 1], "
+                         "e.g. 0.90 or 90%")
+    return f
+
+
+def report_json(r: sizing.SizeReport, cert_path: Path) -> dict:
+    p = r.prediction
+    return {
+        "schema": "afford.size/1", "certificate": str(cert_path), "workload": r.workload,
+        "mode": r.mode, "device": r.device, "dims": p.dims, "batch_given": r.batch_given,
+        "extrapolated": p.extrapolated, "params": tagged_json(p.params),
+        "states": tagged_json(p.states), "peak_allocated": tagged_json(p.allocated),
+        "peak_reserved": tagged_json(p.reserved), "reserved_over_allocated": tagged_json(p.ratio),
+        "device_memory": tagged_json(r.device_memory), "budget": tagged_json(r.budget),
+        "budget_share": tagged_json(r.budget_share), "fits": r.fits,
+        "over_device_memory": r.over_device, "note": r.note,
+        "max_batch": tagged_json(r.max_batch),
+        "heldout_max_error": {"allocated": tagged_json(r.heldout_allocated),
+                              "reserved": tagged_json(r.heldout_reserved)},
+        "comparisons": [{"key": c.key, "name": c.name, "peak": tagged_json(c.peak),
+                         "max_batch": tagged_json(c.max_batch)} for c in r.comparisons],
+        "verdicts": [v.model_dump(mode="json") for v in r.verdicts],
+        "warnings": r.warnings,
+    }

@@ -1,0 +1,123 @@
+"""Rich tables for the memory law and ``afford size``; every number passes :func:`fmt`."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from afford.fit.memory import BATCH_CAP, Verdict
+from afford.provenance import Tagged, fitted, inherited, measured, module
+from afford.report.terminal import LEGEND, fmt
+from afford.schema.memory import MemoryLaw
+from afford.sizing import SizeReport, heldout_accuracy
+
+
+def _yes_no(x: bool | None) -> str:
+    return "unknown" if x is None else ("yes" if x else "NO")
+
+
+def size_tables(r: SizeReport) -> list:
+    """The answer, the comparison with default formulas, and the verdicts."""
+    p = r.prediction
+    d = p.dims
+    title = (f"{r.workload} {r.mode} on {r.device}: batch {d['B']} x seq {d['s']} "
+             f"(d {d['d']}, L {d['L']}, H {d['H']})")
+    main = Table(show_header=False)
+    main.add_column("quantity")
+    main.add_column("value", overflow="fold")
+    cpu = p.reserved is None
+    rows = [("parameters", fmt(p.params)), ("states (weights, grads, optimizer)", fmt(p.states)),
+            ("peak RSS" if cpu else "peak allocated", fmt(p.allocated))]
+    if not cpu:
+        rows += [("peak reserved", fmt(p.reserved)), ("reserved / allocated used", fmt(p.ratio))]
+    rows += [("device memory", fmt(r.device_memory)),
+             (f"budget", fmt(r.budget)), ("share of budget", fmt(r.budget_share)),
+             ("fits", _yes_no(r.fits) + (f" ({r.note})" if r.note else "")),
+             (f"largest batch that fits at seq {d['s']}", fmt(r.max_batch)),
+             ("held-out error of this law (max)", fmt(r.heldout_allocated)
+              + (f"; reserved {fmt(r.heldout_reserved)}" if r.heldout_reserved else ""))]
+    for k, v in rows:
+        main.add_row(k, v)
+    return [Text(title), main, comparison_table(r),
+            verdict_table(r.verdicts, "verdicts at this shape")]
+
+
+def comparison_table(r: SizeReport) -> Table:
+    p = r.prediction
+    t = Table(title="the same shape by default formulas (for comparison)", title_justify="left")
+    for col in ("formula", "peak at this shape", "largest batch"):
+        t.add_column(col, overflow="fold")
+    t.add_row("afford (fitted on this box)", fmt(p.allocated), fmt(r.max_batch))
+    for c in r.comparisons:
+        t.add_row(c.name, fmt(c.peak), fmt(c.max_batch))
+    t.caption = LEGEND
+    return t
+
+
+def verdict_table(verdicts: list[Verdict], title: str) -> Table:
+    """Compact: the consequence is the largest batch by the default against the fit's."""
+    t = Table(title=title, title_justify="left")
+    for col in ("default", "constant", "default value", "fitted", "effect on peak", "verdict",
+                "largest batch: default / fit"):
+        t.add_column(col, overflow="fold")
+    for v in verdicts:
+        src = f"verdict on {v.default_name}"
+        got = measured if v.constant == "bytes_per_param" else fitted
+        t.add_row(v.default_name if v.constant in ("formula", "bytes_per_param") else "",
+                  v.constant, _num(inherited, v.default_value, v.citation),
+                  _num(got, v.fitted_value, "this box's memory law"),
+                  fmt(module(v.effect, "ratio", src + ": default / fitted - 1")),
+                  v.status + (f" ({v.direction})" if v.direction else ""), _batches(v))
+    t.caption = "optimistic: the default under-predicts memory (a run it admits may not fit)"
+    return t
+
+
+def _batches(v: Verdict) -> str:
+    if v.max_batch_fitted is None or v.max_batch_default is None:
+        return "-"
+    d = "any" if v.max_batch_default >= BATCH_CAP else str(v.max_batch_default)
+    src = f"largest_batch under {v.budget_bytes:.0f} B"
+    return (f"{d} / {fmt(module(v.max_batch_fitted, '', src))}"
+            if d == "any" else
+            f"{fmt(module(v.max_batch_default, '', src))} / "
+            f"{fmt(module(v.max_batch_fitted, '', src))}")
+
+
+def _num(tag, x: float | None, source: str) -> str:
+    return "-" if x is None else fmt(tag(float(f"{x:.4g}"), "", source))
+
+
+def memory_summary_table(cert) -> Table:
+    """One row per law of a certificate's memory section (for ``afford certify``)."""
+    env = cert.environment
+    run = f"{env.device_name}, {env.started_at:%Y-%m-%d %H:%M} UTC"
+    t = Table(title=f"memory law: states + fixed + L*(C_res B*s*d + C_op B*H*s^2) "
+              f"({cert.memory.wall_seconds:.1f} s)", title_justify="left")
+    for col in ("workload", "mode", "C_res", "C_op", "fixed", "R^2", "states",
+                "held-out max error", "one step understates by"):
+        t.add_column(col, overflow="fold")
+    for law in cert.memory.laws:
+        f = law.allocated
+        src = f"{law.workload} {law.mode}: {f.describe()}; {run}"
+        a, r = heldout_accuracy(law, run)
+        t.add_row(law.workload, law.mode, fmt(fitted(round(f.c_res, 2), "", src)),
+                  fmt(fitted(round(f.c_op, 3), "", src)),
+                  fmt(fitted(f.fixed_bytes, "B", src)) if f.form == "states_plus_fixed" else "-",
+                  fmt(module(round(f.r2, 5), "", "fit_memory")),
+                  fmt(measured(round(law.bytes_per_param, 3), "B/param", "states counted")),
+                  fmt(a) + (f"; reserved {fmt(r)}" if r else ""), _loop(law))
+    for n in cert.memory.not_executable:
+        t.add_row(n.what, "-", n.status, "-", "-", "-", "-", "-", n.reason)
+    t.caption = "CPU: the law of the peak RSS increment; CUDA: of peak allocated (and reserved)"
+    return t
+
+
+def _loop(law: MemoryLaw) -> str:
+    if law.loop is None:
+        return "-"
+    return fmt(measured(round(law.loop.median_extra_bytes_per_param, 2), "B/param",
+                        law.loop.note))
+
+
+def tagged_json(t: Tagged | None) -> dict | None:
+    return None if t is None else t.model_dump(mode="json")

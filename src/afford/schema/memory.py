@@ -1,0 +1,148 @@
+"""The certificate's ``memory`` section: raw peaks per shape, the memory law, its held-out
+validation and the verdicts on default constants (DESIGN section 4, "Memory law").
+
+Raw records are the source of truth: every shape keeps its cumulative peak after each
+training step (step 0 alone, then the loop), the states counted tensor by tensor, and any
+error. Fits, held-out errors and verdicts are derived from them and re-derivable.
+
+On CUDA the law is fitted to peak allocated and, separately, to peak reserved bytes. On a
+CPU it is fitted to the peak RSS *increment* of the shape over the process's RSS before the
+shape was built (the interpreter and torch are not the workload's memory; relative errors of
+the increment are the honest figure); predictions add the measured baseline back.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from afford.fit.memory import MemoryFit, Verdict
+from afford.provenance import NotExecutable
+
+Role = Literal["warmup", "base", "seq", "batch", "heldout-interpolated", "heldout-seq",
+               "heldout-batch"]
+SWEEP_ROLES = ("base", "seq", "batch")
+HELDOUT_ROLES = ("heldout-interpolated", "heldout-seq", "heldout-batch")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryShape(_Model):
+    """One shape, measured in the memory child: a short training loop."""
+
+    key: str
+    role: Role
+    shape: dict[str, int] = Field(description="the workload's own shape keys")
+    dims: dict[str, int] = Field(description="B, s, d, L, H of the memory law")
+    params: int | None = None
+    states_bytes: int | None = Field(
+        None, description="weights + gradients + optimizer state after the loop, counted "
+        "tensor by tensor (each storage once)")
+    steps: int = 0
+    allocated_by_step: list[int] = Field(
+        [], description="CUDA: max_memory_allocated after each step (cumulative)")
+    reserved_by_step: list[int] = Field(
+        [], description="CUDA: max_memory_reserved after each step (cumulative)")
+    rss_by_step: list[int] = Field([], description="CPU: peak RSS after each step (cumulative)")
+    baseline_rss_bytes: int | None = Field(None, description="CPU: RSS before the build")
+    swap_bytes: int | None = None
+    resting_allocated_bytes: int | None = Field(
+        None, description="CUDA: memory_allocated after the loop (states, data, workspaces)")
+    memory_source: str | None = None
+    wall_seconds: float | None = None
+    oom: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.oom and self.steps > 0 and \
+            self.states_bytes is not None and self.params is not None
+
+    def peak(self, quantity: str, step: int = -1) -> float | None:
+        """The cumulative peak after ``step`` (default: the whole loop) of ``quantity``:
+        allocated, reserved, or rss_increment (peak RSS minus the baseline)."""
+        if quantity == "allocated" and self.allocated_by_step:
+            return float(self.allocated_by_step[step])
+        if quantity == "reserved" and self.reserved_by_step:
+            return float(self.reserved_by_step[step])
+        if quantity == "rss_increment" and self.rss_by_step and \
+                self.baseline_rss_bytes is not None:
+            return float(self.rss_by_step[step] - self.baseline_rss_bytes)
+        return None
+
+
+class HeldOut(_Model):
+    """A shape measured but not fitted: how good the law's prediction was there."""
+
+    role: Role
+    dims: dict[str, int]
+    params: int
+    extrapolated: bool
+    measured_bytes: float = Field(description="allocated (CUDA) or RSS increment (CPU)")
+    predicted_bytes: float
+    error: float = Field(description="predicted / measured - 1")
+    measured_reserved_bytes: float | None = None
+    predicted_reserved_bytes: float | None = None
+    reserved_error: float | None = None
+    formulas: dict[str, float] = Field(
+        {}, description="default formulas' predictions of the same quantity (no fitted "
+        "constant): four_x_model_size, korthikanti_zero, inherited ...")
+
+
+class LoopEffect(_Model):
+    """One step versus a training loop: what a single-step measurement misses."""
+
+    median_extra_bytes: float = Field(description="loop peak - step-0 peak, median over shapes")
+    median_extra_bytes_per_param: float
+    median_extra_fraction: float = Field(description="loop peak / step-0 peak - 1")
+    max_growth_after_step1_bytes: float = Field(
+        description="largest rise of the budgeted peak after step 1 (allocator growth)")
+    note: str
+
+
+class MemoryLaw(_Model):
+    """The memory law of one workload in one dtype mode, with its validation."""
+
+    workload: str
+    mode: Literal["fp32", "bf16", "fp16"]
+    device_type: Literal["cuda", "cpu"]
+    attention: Literal["fused", "materialised"] | None = Field(
+        None, description="how the workload's attention keeps its scores: decides which "
+        "variant of Korthikanti's formula applies; None: not attention")
+    dim_keys: dict[str, str] = Field(description="law dim -> the workload's shape key")
+    base_shape: dict[str, int]
+    base_dims: dict[str, int]
+    ranges: dict[str, list[float]] = Field(
+        description="[min, max] over the fitted shapes of B, s, B*s and B*s^2")
+    bytes_per_param: float = Field(description="states / params, median over fitted shapes")
+    params_p0: float = Field(description="params = params_p0 + params_per_s * s")
+    params_per_s: float
+    baseline_rss_bytes: float | None = Field(None, description="CPU: median RSS baseline")
+    allocated: MemoryFit = Field(description="CUDA: peak allocated; CPU: peak RSS increment")
+    reserved: MemoryFit | None = None
+    worst_reserved_ratio: float | None = Field(
+        None, description="largest measured reserved / allocated over the fitted shapes")
+    batch_linearity_r2: float | None = None
+    batch_linearity_max_residual: float | None = None
+    loop: LoopEffect | None = None
+    heldout: list[HeldOut] = []
+    verdicts: list[Verdict] = []
+    shapes: list[MemoryShape]
+    warnings: list[str] = []
+
+
+class MemorySection(_Model):
+    """What the memory stage measured and fitted."""
+
+    steps_per_shape: int
+    budget_fraction: float = Field(description="share of device memory plans may use")
+    tolerance: float = Field(description="verdict tolerance on the predicted peak")
+    targets: dict[str, float] = Field(description="held-out accuracy aimed for, by quantity")
+    device_memory_bytes: int | None = None
+    laws: list[MemoryLaw] = []
+    not_executable: list[NotExecutable] = []
+    wall_seconds: float
+    warnings: list[str] = []

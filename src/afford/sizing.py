@@ -1,0 +1,469 @@
+"""Sizing: peak memory and the largest resident batch, from a certificate's memory law.
+
+Predictions come from the law fitted on the box (:mod:`afford.fit.memory`), tagged FITTED
+and flagged extrapolated outside the shapes it was fitted over. Beside them, for comparison,
+the default constants a user would otherwise reach for, each with its source:
+
+- the "4x model size" rule of thumb (accelerate's estimate: training takes about four times
+  the fp32 model, i.e. 16 bytes per parameter and no activations);
+- ZeRO's 16 bytes/param for mixed-precision Adam (Rajbhandari et al. 2020, section 3.1:
+  2 + 2 + 12; fp32 weights with autocast: 4 + 4 + 8) plus Korthikanti et al. 2022, eq. 1:
+  ``s*b*h*(34 + 5*a*s/h)`` activation bytes per layer in 16-bit (C_res = 34, C_op = 5);
+  with fused attention the s^2 term vanishes and ``4*a*s*b`` bytes of softmax statistics
+  remain, folded here into C_res as 34 + 4*H/d. Eq. 1 counts 16-bit activations: fp32
+  doubles them (the convention of REFERENCES.md's GPT-2 table);
+- INHERITED constants measured by afford on an H200 (``data/memory_defaults.toml``), when
+  the data file has them.
+
+Residency is decided on reserved bytes (DESIGN section 3, rule 4): CUDA budgets against the
+reserved law; a CPU against the predicted peak RSS (the measured baseline plus the law).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from afford.errors import InputError
+from afford.fit.memory import BATCH_CAP, Verdict, judge, largest_batch
+from afford.provenance import Tag, Tagged, fitted, inherited, measured, module
+from afford.schema.memory import MemoryLaw
+
+DIMS = ("B", "s", "d", "L", "H")
+DEFAULTS_FILE = Path(__file__).parent / "data" / "memory_defaults.toml"
+BUDGET_FRACTION = 0.90
+VERDICT_TOLERANCE = 0.05
+OOM_NOTE = "out of memory on Linux; pages through system memory and slows down on Windows/WDDM"
+KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in Large "
+               "Transformer Models, eq. 1")
+ZERO = "Rajbhandari et al. 2020, ZeRO, section 3.1 (16 bytes/param, mixed-precision Adam)"
+FOUR_X = "the \"4x model size\" rule (accelerate's estimate: 4 x the fp32 model bytes)"
+# attention kind of the built-in workloads: SDPA never stores the s x s scores
+ATTENTION = {"tinylm": "fused", "softmax": "materialised"}
+
+
+class Defaults(BaseModel):
+    """A set of default constants of the law; ``None``: not part of this default (0)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    name: str
+    citation: str
+    tag: Tag = Tag.INHERITED
+    bytes_per_param: float | None = None
+    c_res: float | None = None
+    c_op: float | None = None
+    fixed_bytes: float | None = None
+    per_constant: bool = True  # judge each constant, not only the whole formula
+
+    def bytes(self, params: float, dims: dict[str, int]) -> float:
+        """The default formula's peak: states + fixed + L*(C_res*B*s*d + C_op*B*H*s^2)."""
+        B, s, d, L, H = (dims[k] for k in DIMS)
+        return float((self.bytes_per_param or 0.0) * params + (self.fixed_bytes or 0.0)
+                     + L * ((self.c_res or 0.0) * B * s * d + (self.c_op or 0.0) * B * H * s * s))
+
+
+def attention_kind(workload: str) -> str | None:
+    return ATTENTION.get(workload.partition("@")[0])
+
+
+def activation_scale(mode: str) -> float:
+    """Eq. 1 counts 16-bit activations; fp32 activations take twice the bytes."""
+    return 2.0 if mode == "fp32" else 1.0
+
+
+def four_x_model_size() -> Defaults:
+    return Defaults(key="four_x_model_size", name="\"4x model size\" rule", citation=FOUR_X,
+                    bytes_per_param=16.0, c_res=0.0, c_op=0.0, per_constant=False)
+
+
+def korthikanti_zero(mode: str, attention: str | None, d: int, H: int,
+                     published: bool = False) -> Defaults | None:
+    """ZeRO 16 B/param + eq. 1. ``published``: eq. 1 as printed (scores materialised) even
+    for fused attention, as REFERENCES.md's GPT-2 comparison uses it."""
+    if attention is None:
+        return None
+    f = activation_scale(mode)
+    if attention == "materialised" or published:
+        c_res, c_op, variant = 34.0 * f, 5.0 * f, "eq. 1, scores materialised"
+    else:
+        c_res, c_op, variant = 34.0 * f + 4.0 * H / d, 0.0, "eq. 1 with fused attention"
+    key = "korthikanti_eq1_zero" if published and attention == "fused" else "korthikanti_zero"
+    return Defaults(key=key, name=f"Korthikanti ({variant}) + ZeRO 16 B/param",
+                    citation=f"{KORTHIKANTI}; {ZERO}; {mode}: activations x{f:g}",
+                    bytes_per_param=16.0, c_res=c_res, c_op=c_op)
+
+
+def load_inherited(path: Path = DEFAULTS_FILE) -> dict:
+    """The data file as a dict; empty (with a warning) when it cannot be read."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # python < 3.11
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            warnings.warn("no TOML reader (tomllib or tomli): inherited memory defaults "
+                          "unknown", stacklevel=2)
+            return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        warnings.warn(f"cannot read the inherited memory defaults {path}: {exc}", stacklevel=2)
+        return {}
+
+
+def inherited_defaults(mode: str, data: dict | None = None) -> tuple[Defaults | None, str]:
+    """The H200 constants of ``mode`` from the data file, or ``None`` and why not."""
+    data = load_inherited() if data is None else data
+    table = data.get("modes", {}).get(mode, {})
+    src = data.get("source", {})
+    if not all(k in table for k in ("bytes_per_param", "c_res", "c_op")) or \
+            not src.get("citation"):
+        return None, (f"no INHERITED memory defaults for {mode} yet "
+                      f"({DEFAULTS_FILE.name} is filled in from a measurement on the H200)")
+    return Defaults(key="inherited", name=f"afford H200 defaults ({src.get('date', '?')})",
+                    citation=f"{src['citation']}, commit {src.get('commit', '?')}",
+                    bytes_per_param=float(table["bytes_per_param"]), c_res=float(table["c_res"]),
+                    c_op=float(table["c_op"]), fixed_bytes=float(table.get("fixed_bytes", 0.0))
+                    ), ""
+
+
+def defaults_for(law: MemoryLaw, data: dict | None = None) -> tuple[list[Defaults], list[str]]:
+    """Every default to compare with, and notes on those that are missing."""
+    d, H = law.base_dims["d"], law.base_dims["H"]
+    out = [four_x_model_size()]
+    notes = []
+    for published in (False, True):
+        k = korthikanti_zero(law.mode, law.attention, d, H, published)
+        if k is not None and k.key not in {x.key for x in out}:
+            out.append(k)
+    inh, why = inherited_defaults(law.mode, data)
+    if inh is not None:
+        out.append(inh)
+    else:
+        notes.append(why)
+    return out, notes
+
+
+# ---- predictions from a fitted law ----------------------------------------------------
+
+
+def shape_dims(law: MemoryLaw, shape: dict[str, int]) -> dict[str, int]:
+    """Law dims at ``shape`` (workload keys like ``seq`` or law keys like ``s``; missing
+    keys keep the fitted base shape's values)."""
+    dims = dict(law.base_dims)
+    for dim, key in law.dim_keys.items():
+        if key in shape:
+            dims[dim] = int(shape[key])
+    for dim in DIMS:
+        if dim in shape:
+            dims[dim] = int(shape[dim])
+    bad = {k: v for k, v in dims.items() if not isinstance(v, int) or v <= 0}
+    if bad:
+        raise InputError(f"shape {bad}: every dimension must be a positive integer")
+    return dims
+
+
+def params_at(law: MemoryLaw, dims: dict[str, int], shape: dict[str, int]
+              ) -> tuple[float, str | None]:
+    """Parameters at ``dims``: given in ``shape['params']``; else from the fitted count
+    (affine in s) at the fitted d, L, H; else scaled as L*d^2 (a transformer's weights are
+    about 12*L*d^2, Kaplan et al. 2020, section 2.1) with a note."""
+    if "params" in shape:
+        return float(shape["params"]), None
+    base = law.params_p0 + law.params_per_s * dims["s"]
+    b = law.base_dims
+    if (dims["d"], dims["L"], dims["H"]) == (b["d"], b["L"], b["H"]):
+        return base, None
+    scaled = base * (dims["L"] * dims["d"] ** 2) / (b["L"] * b["d"] ** 2)
+    return scaled, ("params scaled as L*d^2 from the fitted model (pass params= for the "
+                    "exact count)")
+
+
+def extrapolated(law: MemoryLaw, dims: dict[str, int]) -> bool:
+    """Outside the fitted shapes: another d, L or H, or B, s, B*s or B*s^2 beyond the
+    range the law was fitted over."""
+    b = law.base_dims
+    if any(dims[k] != b[k] for k in ("d", "L", "H")):
+        return True
+    B, s = dims["B"], dims["s"]
+    for key, v in (("B", B), ("s", s), ("tokens", B * s), ("bss", B * s * s)):
+        lo, hi = law.ranges[key]
+        if not lo <= v <= hi:
+            return True
+    return False
+
+
+def law_bytes(law: MemoryLaw, dims: dict[str, int], params: float, quantity: str = "allocated",
+              **override: float) -> float:
+    """The law's quantity (allocated, or the RSS increment on a CPU; or reserved) at dims;
+    ``override`` may replace bytes_per_param, c_res, c_op or fixed_bytes."""
+    f = law.allocated if quantity == "allocated" else law.reserved
+    if f is None:
+        raise ValueError(f"no {quantity} law")
+    bpp = override.pop("bytes_per_param", law.bytes_per_param)
+    return f.predict(bpp * params, dims["B"], dims["s"], dims["d"], dims["L"], dims["H"],
+                     **override)
+
+
+def budgeted_bytes(law: MemoryLaw, dims: dict[str, int], params: float,
+                   allocated_bytes: float | None = None) -> float:
+    """What residency is decided on: CUDA reserved (the reserved law; or ``allocated_bytes``
+    times the reserved/allocated ratio the two laws imply at dims), CPU baseline + RSS law."""
+    alloc = law_bytes(law, dims, params) if allocated_bytes is None else allocated_bytes
+    if law.device_type == "cpu":
+        return (law.baseline_rss_bytes or 0.0) + alloc
+    if law.reserved is None:
+        return alloc * (law.worst_reserved_ratio or 1.0)
+    ratio = max(1.0, law_bytes(law, dims, params, "reserved") / law_bytes(law, dims, params))
+    return alloc * ratio
+
+
+@dataclass(frozen=True)
+class Prediction:
+    dims: dict[str, int]
+    params: Tagged
+    states: Tagged
+    allocated: Tagged            # CUDA peak allocated; CPU peak RSS (baseline + increment)
+    reserved: Tagged | None      # CUDA only
+    ratio: Tagged | None         # reserved / allocated used
+    budgeted: float              # what residency is decided on (reserved or RSS)
+    extrapolated: bool
+    notes: tuple[str, ...] = ()
+
+
+def predict(law: MemoryLaw, shape: dict[str, int], run: str) -> Prediction:
+    """Peak allocated and reserved (CUDA) or peak RSS (CPU) at ``shape``, tagged FITTED."""
+    dims = shape_dims(law, shape)
+    params, note = params_at(law, dims, shape)
+    extra = extrapolated(law, dims)
+    notes = [note] if note else []
+    alloc = law_bytes(law, dims, params)
+    src = f"{law.workload} {law.mode} memory law: {law.allocated.describe()}; {run}"
+    if "params" in shape:
+        p_tag = module(params, "params", "given by the caller")
+    else:
+        p_tag = module(params, "params", note or f"params = {law.params_p0:.0f} + "
+                       f"{law.params_per_s:.0f} s, counted at the fitted shapes; {run}")
+    states = module(law.bytes_per_param * params, "B", f"{law.bytes_per_param:.3f} B/param "
+                    f"(counted after the loop) x params; {run}")
+    if law.device_type == "cpu":
+        total = (law.baseline_rss_bytes or 0.0) + alloc
+        return Prediction(dims, p_tag, states, fitted(total, "B", "peak RSS = measured "
+                          f"baseline {law.baseline_rss_bytes or 0:.0f} B + {src}",
+                          extrapolated=extra), None, None, total, extra, tuple(notes))
+    res = budgeted_bytes(law, dims, params, alloc)
+    if law.reserved is not None and law_bytes(law, dims, params, "reserved") < alloc:
+        notes.append("the reserved law fell below allocated here; reserved taken = allocated")
+    rsrc = (f"{law.workload} {law.mode} memory law: {law.reserved.describe()}; {run}"
+            if law.reserved else f"allocated x worst measured ratio; {run}")
+    return Prediction(dims, p_tag, states, fitted(alloc, "B", src, extrapolated=extra),
+                      fitted(res, "B", rsrc, extrapolated=extra),
+                      module(res / alloc, "x", "predicted reserved / predicted allocated"),
+                      res, extra, tuple(notes))
+
+
+def max_batch(law: MemoryLaw, shape: dict[str, int], budget_bytes: float, run: str) -> Tagged:
+    """The largest batch whose predicted budgeted peak (reserved, or RSS) fits, FITTED;
+    extrapolated when it lies outside the fitted shapes."""
+    dims = shape_dims(law, shape)
+    params, _ = params_at(law, dims, shape)
+
+    def at(b: int) -> float:
+        return budgeted_bytes(law, {**dims, "B": b}, params)
+
+    n = largest_batch(at, budget_bytes)
+    extra = n == 0 or extrapolated(law, {**dims, "B": n})
+    what = "peak RSS" if law.device_type == "cpu" else "predicted peak reserved"
+    return fitted(n, "sequences", f"largest B with {what} <= {budget_bytes:.0f} B at "
+                  f"s={dims['s']}; {law.workload} {law.mode} memory law; {run}",
+                  extrapolated=extra)
+
+
+def formula_tag(defaults: Defaults, law: MemoryLaw, dims: dict[str, int], params: float
+                ) -> Tagged:
+    """A default formula's peak at dims, MODULE (computed from cited constants)."""
+    v = defaults.bytes(params, dims)
+    return module(v, "B", f"{defaults.name}: {defaults.bytes_per_param or 0:g} B/param x "
+                  f"{params:.0f} params + L*({defaults.c_res or 0:.2f} B*s*d + "
+                  f"{defaults.c_op or 0:g} B*H*s^2); {defaults.citation}")
+
+
+def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
+             tolerance: float = VERDICT_TOLERANCE, data: dict | None = None) -> list[Verdict]:
+    """Each default judged against the fit at ``target`` (dims): per constant (the default
+    replacing the fitted value) and as a whole formula."""
+    params, _ = params_at(law, target, {})
+    fits = {"bytes_per_param": law.bytes_per_param, "c_res": law.allocated.c_res,
+            "c_op": law.allocated.c_op, "fixed_bytes": law.allocated.fixed_bytes}
+
+    def fitted_at(b: int) -> float:
+        return law_bytes(law, {**target, "B": b}, params)
+
+    def budgeted(b: int, alloc: float) -> float:
+        return budgeted_bytes(law, {**target, "B": b}, params, alloc)
+
+    out = []
+    defaults, _ = defaults_for(law, data)
+    for dflt in defaults:
+        consts = [c for c in fits if dflt.per_constant and getattr(dflt, c) is not None]
+        for c in consts:
+            value = getattr(dflt, c)
+            out.append(judge(c, dflt.name, dflt.citation, default_value=value,
+                             fitted_value=fits[c], fitted=fitted_at,
+                             default=lambda b, c=c, v=value: law_bytes(
+                                 law, {**target, "B": b}, params, **{c: v}),
+                             budgeted=budgeted, target=target, budget_bytes=budget_bytes,
+                             tolerance=tolerance))
+        out.append(judge("formula", dflt.name, dflt.citation, default_value=None,
+                         fitted_value=None, fitted=fitted_at,
+                         default=lambda b, d=dflt: d.bytes(params, {**target, "B": b}),
+                         budgeted=budgeted, target=target, budget_bytes=budget_bytes,
+                         tolerance=tolerance))
+    return out
+
+
+# ---- a certificate's laws -------------------------------------------------------------
+
+
+def laws(cert) -> list[MemoryLaw]:
+    mem = getattr(cert, "memory", None)
+    return list(mem.laws) if mem is not None else []
+
+
+def law_or_none(cert, name: str, mode: str | None = None) -> MemoryLaw | None:
+    for law in laws(cert):
+        if law.workload == name and (mode is None or law.mode == mode):
+            return law
+    return None
+
+
+def find_law(cert, name: str, mode: str | None = None) -> MemoryLaw:
+    """The law of ``name`` (and ``mode``); InputError that lists what the certificate has."""
+    if getattr(cert, "memory", None) is None:
+        raise InputError("the certificate has no memory section (it was made with "
+                         "--no-memory or by an afford without the memory stage); run "
+                         "`afford certify` again to measure the memory law")
+    law = law_or_none(cert, name, mode)
+    if law is not None:
+        return law
+    have = ", ".join(f"{x.workload} ({x.mode})" for x in laws(cert)) or "none"
+    skipped = "; ".join(f"{n.what}: {n.reason}" for n in cert.memory.not_executable)
+    raise InputError(f"the certificate has no memory law for {name!r}"
+                     f"{f' in mode {mode}' if mode else ''}; it has: {have}"
+                     + (f" (not measured: {skipped})" if skipped else ""))
+
+
+def budget_of(cert, fraction: float) -> Tagged | None:
+    """Device memory x fraction, MODULE; ``None`` when the device memory is unknown."""
+    mem = cert.environment.device_memory_bytes
+    if not mem:
+        return None
+    what = "host memory (MemTotal)" if cert.environment.device_type == "cpu" else \
+        "device memory"
+    return module(mem * fraction, "B", f"{what} {mem} B x budget fraction {fraction:g}")
+
+
+def heldout_accuracy(law: MemoryLaw, run: str) -> tuple[Tagged | None, Tagged | None]:
+    """Largest |held-out error| of allocated (or RSS) and of reserved, MEASURED."""
+    if not law.heldout:
+        return None, None
+    a = max(abs(h.error) for h in law.heldout)
+    r = [abs(h.reserved_error) for h in law.heldout if h.reserved_error is not None]
+    what = "RSS increment" if law.device_type == "cpu" else "allocated"
+    return (measured(a, "ratio", f"max |predicted/measured - 1| of peak {what} over "
+                     f"{len(law.heldout)} held-out shapes; {run}"),
+            measured(max(r), "ratio", f"max |predicted/measured - 1| of peak reserved over "
+                     f"{len(r)} held-out shapes; {run}") if r else None)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    key: str
+    name: str
+    peak: Tagged
+    max_batch: Tagged | None
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    """What ``afford size`` answers, typed; the CLI renders it."""
+
+    workload: str
+    mode: str
+    device: str
+    prediction: Prediction
+    batch_given: bool
+    budget: Tagged | None
+    device_memory: Tagged | None
+    budget_share: Tagged | None
+    fits: bool | None
+    over_device: bool
+    note: str | None
+    max_batch: Tagged | None
+    comparisons: list[Comparison]
+    heldout_allocated: Tagged | None
+    heldout_reserved: Tagged | None
+    verdicts: list[Verdict]
+    warnings: list[str] = field(default_factory=list)
+
+
+def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
+         budget_fraction: float = BUDGET_FRACTION, run: str = "") -> SizeReport:
+    """Predicted peaks at (batch, seq), residency against the budget, the largest batch."""
+    if not 0 < budget_fraction <= 1:
+        raise InputError(f"--budget {budget_fraction:g}: give a fraction in (0, 1], e.g. 0.90")
+    law = find_law(cert, name, mode)
+    budget = budget_of(cert, budget_fraction)
+    mb = max_batch(law, {"s": seq}, budget.value, run) if budget else None
+    b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
+    pred = predict(law, {"s": seq, "B": b}, run)
+    dev_mem = cert.environment.device_memory_bytes
+    fits = None if budget is None else pred.budgeted <= budget.value
+    over = bool(dev_mem) and pred.budgeted > dev_mem
+    note = None
+    if over:
+        note = OOM_NOTE if law.device_type == "cuda" else \
+            "exceeds host memory: pages to swap and slows down, or is killed"
+    share = module(pred.budgeted / budget.value, "ratio", "predicted peak / budget") \
+        if budget else None
+    held_alloc, held_res = heldout_accuracy(law, run)
+    return SizeReport(
+        workload=law.workload, mode=law.mode, device=cert.environment.device_name,
+        prediction=pred, batch_given=batch is not None, budget=budget,
+        device_memory=measured(dev_mem, "B", f"{cert.environment.device_name}, {run}")
+        if dev_mem else None, budget_share=share, fits=fits, over_device=over, note=note,
+        max_batch=mb, comparisons=comparisons(law, pred, budget), verdicts=verdicts(
+            law, pred.dims, budget.value if budget else None),
+        heldout_allocated=held_alloc, heldout_reserved=held_res,
+        warnings=list(pred.notes) + ([] if budget else
+                                      ["device memory unknown: residency not judged"]))
+
+
+def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None) -> list[Comparison]:
+    """The default formulas at the same shape, and the largest batch each would admit
+    (against the same budget, on the same reserved/allocated ratio as the fit)."""
+    params = float(pred.params.value)
+    out = []
+    defaults, _ = defaults_for(law)
+    for dflt in defaults:
+        tag = formula_tag(dflt, law, pred.dims, params)
+        mb = None
+        if budget is not None:
+            n = largest_batch(lambda b: budgeted_bytes(
+                law, {**pred.dims, "B": b}, params, dflt.bytes(params, {**pred.dims, "B": b})),
+                budget.value)
+            src = f"largest B with {dflt.name} x the fit's reserved/allocated ratio <= budget"
+            mb = module("any (no activations counted)", "", src) if n >= BATCH_CAP \
+                else module(n, "sequences", src)
+        out.append(Comparison(dflt.key, dflt.name, tag, mb))
+    return out
+
+
+def run_label(cert) -> str:
+    e = cert.environment
+    return f"{e.device_name}, certify {e.started_at:%Y-%m-%d %H:%M} UTC"

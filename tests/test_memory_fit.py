@@ -1,0 +1,174 @@
+"""The memory law's pure math: exact recovery, form choice, bounds, largest batch, verdicts."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from afford.fit.memory import (BATCH_CAP, MemoryObservation, activation_features,
+                               batch_linearity, fit_form, fit_memory, fit_params_affine,
+                               judge, largest_batch)
+
+MiB = 2**20
+# a tinylm-like sweep: seq sweep at B=8 and batch sweep at s=512, d=512, L=8, H=8
+SHAPES = [(8, 128), (8, 256), (8, 512), (8, 1024), (2, 512), (4, 512), (16, 512)]
+
+
+def observations(c_res, c_op, fixed=0.0, params=lambda s: 25e6 + 512 * s, bpp=16.0):
+    obs = []
+    for B, s in SHAPES:
+        states = bpp * params(s)
+        x_res, x_op = activation_features(B, s, 512, 8, 8)
+        obs.append(MemoryObservation(B=B, s=s, d=512, L=8, H=8, states_bytes=states,
+                                     peak_bytes=states + fixed + c_res * x_res + c_op * x_op))
+    return obs
+
+
+def test_features_are_the_law_regressors():
+    # L*B*s*d and L*B*H*s^2 at B=2, s=3, d=4, L=5, H=6
+    assert activation_features(2, 3, 4, 5, 6) == (120.0, 540.0)
+
+
+def test_states_measured_recovers_known_coefficients():
+    fit = fit_form(observations(34.0, 5.0), "allocated", "states_measured")
+    assert fit.c_res == pytest.approx(34.0, rel=1e-9)
+    assert fit.c_op == pytest.approx(5.0, rel=1e-9)
+    assert fit.fixed_bytes == 0.0
+    assert fit.r2 == pytest.approx(1.0)
+    assert max(abs(e) for e in fit.loo_rel_errors) < 1e-9
+    assert len(fit.loo_rel_errors) == len(SHAPES) and fit.n_points == len(SHAPES)
+
+
+def test_fixed_form_recovers_a_constant_and_is_chosen():
+    # a 32 MiB workspace minus the gradients missing at the peak (-4 B/param of 25.2M)
+    fixed = 32 * MiB - 4 * 25.2e6
+    fit = fit_memory(observations(68.0, 0.0, fixed), "allocated")
+    assert fit.form == "states_plus_fixed"
+    assert fit.c_res == pytest.approx(68.0, rel=1e-9)
+    assert fit.c_op == pytest.approx(0.0, abs=1e-9)
+    assert fit.fixed_bytes == pytest.approx(fixed, rel=1e-7)
+    assert fit.other_form_loo_max > 1e-3  # the plain law could not absorb the constant
+
+
+def test_exact_plain_data_keeps_the_plain_form():
+    fit = fit_memory(observations(34.0, 5.0), "allocated")
+    assert fit.form == "states_measured"
+    assert fit.other_form_loo_max is not None and fit.other_form_loo_max < 1e-9
+
+
+def test_activation_coefficients_are_bounded_at_zero():
+    # peaks that shrink with s^2 would need c_op < 0: the bound holds it at 0
+    fit = fit_form(observations(40.0, -0.5), "allocated", "states_measured")
+    assert fit.c_op == 0.0 and fit.c_res > 0.0
+    assert fit.r2 < 1.0
+
+
+def test_unbounded_solution_matches_numpy_lstsq_when_interior():
+    rng = np.random.default_rng(0)
+    obs = observations(50.0, 2.0, 10 * MiB)
+    noisy = [o.model_copy(update={"peak_bytes": o.peak_bytes * (1 + 0.01 * rng.standard_normal())})
+             for o in obs]
+    fit = fit_form(noisy, "allocated", "states_plus_fixed")
+    a = np.array([[*activation_features(o.B, o.s, o.d, o.L, o.H), 1.0] for o in noisy])
+    rhs = np.array([o.peak_bytes - o.states_bytes for o in noisy])
+    ref = np.linalg.lstsq(a, rhs, rcond=None)[0]
+    assert [fit.c_res, fit.c_op, fit.fixed_bytes] == pytest.approx(list(ref), rel=1e-6)
+    # residuals are relative, predicted / measured - 1
+    pred = [fit.predict(o.states_bytes, o.B, o.s, o.d, o.L, o.H) for o in noisy]
+    assert fit.residuals == pytest.approx([p / o.peak_bytes - 1 for p, o in zip(pred, noisy)])
+
+
+def test_predict_with_override_replaces_one_constant():
+    fit = fit_form(observations(34.0, 5.0), "allocated", "states_measured")
+    base = fit.predict(100.0, 1, 2, 3, 4, 5)
+    # 100 + 4*(34*1*2*3 + 5*1*5*4) = 100 + 4*(204 + 100) = 1316
+    assert base == pytest.approx(1316.0)
+    assert fit.predict(100.0, 1, 2, 3, 4, 5, c_op=0.0) == pytest.approx(100 + 4 * 204)
+
+
+def test_too_few_or_bad_points_are_refused():
+    with pytest.raises(ValueError, match="at least 2"):
+        fit_form(observations(34, 5)[:1], "allocated", "states_measured")
+    bad = [o.model_copy(update={"peak_bytes": 0.0}) for o in observations(34, 5)]
+    with pytest.raises(ValueError, match="positive"):
+        fit_memory(bad, "allocated")
+
+
+def test_params_affine_in_s():
+    # tinylm: 12 L d^2 + 13 L d + (256 + s) d + 2 d at d=64, L=2
+    p = [12 * 2 * 64**2 + 13 * 2 * 64 + (256 + s) * 64 + 2 * 64 for s in (32, 64, 256)]
+    p0, ps = fit_params_affine([32, 64, 256], p)
+    assert ps == pytest.approx(64.0) and p0 == pytest.approx(12 * 2 * 4096 + 26 * 64 + 256 * 64 + 128)
+    assert fit_params_affine([128, 128], [10, 10]) == (10.0, 0.0)
+
+
+def test_batch_linearity():
+    r2, worst = batch_linearity([1, 2, 4, 8], [110, 120, 140, 180])  # 100 + 10 B
+    assert r2 == pytest.approx(1.0) and worst == pytest.approx(0.0, abs=1e-12)
+    r2, worst = batch_linearity([1, 2, 4, 8], [1, 4, 16, 64])  # B^2 is not linear
+    assert r2 < 0.97 and worst > 0.1
+
+
+def test_largest_batch_worked_by_hand():
+    f = lambda b: 100 + 10 * b  # noqa: E731
+    assert largest_batch(f, 1000) == 90      # 100 + 900
+    assert largest_batch(f, 170) == 7        # exactly on the budget fits
+    assert largest_batch(f, 169.9) == 6
+    assert largest_batch(f, 109) == 0        # not even one sequence
+    assert largest_batch(lambda b: 1.0, 2.0) == BATCH_CAP  # no per-sequence cost
+
+
+@settings(max_examples=200, deadline=None)
+@given(k0=st.floats(0, 1e12), k1=st.floats(1e-3, 1e10), b1=st.floats(1, 1e13),
+       b2=st.floats(1, 1e13))
+def test_largest_batch_is_monotone_in_budget_and_tight(k0, k1, b1, b2):
+    f = lambda b: k0 + k1 * b  # noqa: E731
+    lo, hi = sorted((b1, b2))
+    n_lo, n_hi = largest_batch(f, lo), largest_batch(f, hi)
+    assert n_lo <= n_hi
+    for n, budget in ((n_lo, lo), (n_hi, hi)):
+        if n > 0:
+            assert f(n) <= budget
+        if n < BATCH_CAP:
+            assert f(n + 1) > budget
+
+
+def _judge(default_scale, tol=0.05):
+    fitted = lambda b: 1e9 + 1e8 * b  # noqa: E731
+    default = lambda b: default_scale * fitted(b)  # noqa: E731
+    return judge("c_res", "test default", "a citation", default_value=34.0, fitted_value=40.0,
+                 fitted=fitted, default=default, budgeted=lambda b, x: x * 1.1,
+                 target={"B": 8, "s": 512, "d": 512, "L": 8, "H": 8},
+                 budget_bytes=1e10, tolerance=tol)
+
+
+def test_verdict_optimistic_when_default_under_predicts():
+    v = _judge(0.8)
+    assert v.status == "WRONG" and v.direction == "optimistic"
+    assert v.effect == pytest.approx(-0.2)
+    # fit: 1.1*(1e9 + 1e8 b) <= 1e10 -> b <= 80.9; default x0.8 -> b <= 103.6
+    assert (v.max_batch_fitted, v.max_batch_default) == (80, 103)
+    assert "admits batches 81..103 that do not fit" in v.consequence
+
+
+def test_verdict_pessimistic_when_default_over_predicts():
+    v = _judge(1.25)
+    assert v.status == "WRONG" and v.direction == "pessimistic"
+    # default x1.25: 1.375*(1e9 + 1e8 b) <= 1e10 -> b <= 62.7
+    assert v.max_batch_default == 62 and "leaves batches 63..80 unused" in v.consequence
+
+
+def test_verdict_confirmed_within_tolerance():
+    v = _judge(1.04)
+    assert v.status == "CONFIRMED" and v.direction is None
+    assert v.effect == pytest.approx(0.04)
+    # x1.04 still changes the largest batch (80 -> 77): stated, though within tolerance
+    assert v.max_batch_default == 77
+
+
+def test_verdict_without_device_memory():
+    v = judge("formula", "d", "c", default_value=None, fitted_value=None, fitted=lambda b: 2.0,
+              default=lambda b: 1.0, budgeted=lambda b, x: x, target={"B": 1, "s": 1},
+              budget_bytes=None, tolerance=0.05)
+    assert v.direction == "optimistic" and v.max_batch_fitted is None
+    assert "unknown" in v.consequence
