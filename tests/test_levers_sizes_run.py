@@ -86,7 +86,7 @@ def test_levers_cli_refuses_another_device(tmp_path):
     if torch.cuda.is_available():  # pragma: no cover - on the lent GPU the name decides
         assert "not pooled" in r.output or "NVIDIA H200" in r.output
     else:
-        assert "no CUDA device is visible here" in r.output
+        assert "no CUDA device is visible" in r.output
     other = tmp_path / "other-cpu.json"
     save_certificate(certificate(None).model_copy(update={"environment": environment(
         device_type="cpu", device_name="Some Other CPU", device_class="cpu")}), other)

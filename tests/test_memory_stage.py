@@ -17,8 +17,8 @@ TINY = {"batch": 2, "seq": 16, "d": 32, "L": 1, "H": 2}
 
 
 def test_no_memory_means_no_stage():
-    assert stages_for(CertifyRequest(memory=False)) == []
-    assert [s.__name__ for s in stages_for(CertifyRequest())] == ["memory_stage"]
+    assert "memory_stage" not in [s.__name__ for s in stages_for(CertifyRequest(memory=False))]
+    assert "memory_stage" in [s.__name__ for s in stages_for(CertifyRequest())]
 
 
 @pytest.mark.slow

@@ -87,10 +87,10 @@ def choose_device(requested: str | None = None) -> torch.device:
     if requested:
         try:
             device = torch.device(requested)
-        except RuntimeError as exc:
-            raise InputError(f"--device {requested!r}: {exc}; use cpu, cuda or cuda:N") from None
-        if device.type not in ("cpu", "cuda"):
-            raise InputError(f"--device {requested!r}: afford measures cpu and cuda devices")
+        except RuntimeError:
+            device = None
+        if device is None or device.type not in ("cpu", "cuda"):
+            raise InputError(f"--device {requested!r}: choose cpu or cuda (or cuda:N)")
         if device.type == "cuda" and not torch.cuda.is_available():
             raise InputError(f"--device {requested!r}: no CUDA device is visible to torch here")
         return device

@@ -106,7 +106,7 @@ def run_item(workloads: dict, item: dict, device, seed: int) -> dict:
     try:
         rec = measure_shape(workloads[item["workload"]], item, device, seed)
     except Exception as exc:  # recorded with its text, never dropped
-        rec = {"oom": is_oom(exc), "error": _error_text(exc)}
+        rec = {"oom": is_oom(exc), "error": error_text(exc)}
     finally:
         gc.collect()
         gc.freeze()  # what lazy imports of the first steps left stays out of later collections
@@ -116,7 +116,7 @@ def run_item(workloads: dict, item: dict, device, seed: int) -> dict:
     return rec
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {tb[-1].filename.rsplit(os.sep, 1)[-1]}:{tb[-1].lineno})" if tb else ""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -156,9 +156,9 @@ def main() -> int:
 def child_env(device: str) -> dict[str, str]:
     """The environment of the child: the parent's import path; on a CPU, fixed malloc
     thresholds (see the module docstring)."""
-    from afford.measure.children import _child_env
+    from afford.measure.children import child_env
 
-    env = _child_env()
+    env = child_env()
     if not device.startswith("cuda"):
         for k, v in CPU_MALLOC_ENV.items():
             env.setdefault(k, v)
