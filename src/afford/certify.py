@@ -38,6 +38,8 @@ class CertifyRequest:
     device: str | None = None
     seed: int = 0
     command: str = ""
+    probes: bool = True  # the probes stage (afford.probes_stage)
+    checkpoint_dir: str | None = None  # where the probes write checkpoints; None: cwd
 
 
 @dataclass
@@ -58,6 +60,10 @@ Stage = Callable[[StageContext], dict]
 def stages_for(req: CertifyRequest) -> list[Stage]:
     """The stages that run after the sweep, in order. Each later issue adds its own here."""
     chosen: list[Stage] = []
+    if req.probes:
+        from afford.probes_stage import probes_stage
+
+        chosen.append(probes_stage)
     return chosen
 
 

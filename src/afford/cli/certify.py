@@ -7,13 +7,16 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from afford.certify import CertifyRequest, certify, default_filename, parse_sweep
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.io import check_writable
-from afford.report.terminal import certificate_table
+from afford.probes_summary import probes_json, summarize_probes
+from afford.report.terminal import (certificate_table, probes_device_table,
+                                    probes_workload_table, warmup_table)
 from afford.schema.cert import save_certificate
 from afford.summary import summarize
 
@@ -40,6 +43,12 @@ def command(
         "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+    probes: Annotated[bool, typer.Option(
+        "--probes/--no-probes", help="After the sweep, probe the device: GEMM and copy "
+        "ceilings, launch-boundness, FLOPs and MFU, checkpoint I/O, startup costs.")] = True,
+    checkpoint_dir: Annotated[Optional[Path], typer.Option(
+        "--checkpoint-dir", help="Folder the checkpoint probe writes to (a temporary file, "
+        "removed after). Default: the current folder.")] = None,
 ) -> None:
     """Measure this box and write a device certificate.
 
@@ -54,10 +63,13 @@ def command(
         sweeps = dict(parse_sweep(s) for s in sweep or [])
         if out_path is not None:
             check_writable(out_path, overwrite=force)
+        if checkpoint_dir is not None and not checkpoint_dir.is_dir():
+            raise InputError(f"--checkpoint-dir {checkpoint_dir}: no such folder")
         req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
                              precision="quick" if quick else "full" if full else "adaptive",
                              children=children, device=device,
-                             command="afford " + " ".join(sys.argv[1:]))
+                             command="afford " + " ".join(sys.argv[1:]), probes=probes,
+                             checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None)
         cert = _measure(req, show=interactive() and not as_json)
         path = out_path or Path(default_filename(cert))
         save_certificate(cert, path, overwrite=force)
@@ -65,19 +77,33 @@ def command(
         if as_json:
             print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
                         "elapsed_seconds": cert.environment.elapsed_seconds,
-                        "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings})
+                        "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
+                        "probes": probes_json(cert)})
             return
         env = cert.environment
         out.print(certificate_table(rows, f"{env.device_name} ({env.device_type}), "
                                     f"{cert.protocol.precision} protocol, "
                                     f"{cert.protocol.children} children, "
                                     f"{env.elapsed_seconds:.1f} s"))
+        _print_probes(cert)
         for w in cert.warnings:
             err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
         if refused:
             raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
+
+
+def _print_probes(cert) -> None:
+    s = summarize_probes(cert)
+    if s.warmup:
+        out.print(warmup_table(s, "step 0 against warm, and checkpoint writes"))
+    if cert.probes is None:
+        return
+    out.print(probes_device_table(s, f"device probes ({cert.probes.protocol.precision})"))
+    out.print(probes_workload_table(s, "launch-boundness, FLOPs and MFU"))
+    for w in s.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
 
 
 def _row_json(r) -> dict:

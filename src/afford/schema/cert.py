@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.fit.throughput import ThroughputLaw
+from afford.schema.probes import ProbesSection
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
 
 CERT_SCHEMA = "afford.cert/1"
@@ -144,6 +145,7 @@ class Certificate(Envelope):
     workloads: list[WorkloadResult]
     warnings: list[str] = []
     # Sections written by the stages after the sweep; each optional (absent: not run).
+    probes: ProbesSection | None = None
 
 
 def load_certificate(path: str | Path) -> Certificate:
