@@ -67,7 +67,7 @@ def workload_items(results: list[WorkloadResult]) -> list[dict]:
 
 def _startup_runs(n: int, cuda: bool, on_event) -> tuple[list[dict], str | None]:
     def begin(i: int) -> None:
-        on_event({"event": "begin", "child": "probes", "key": f"probes: startup {i + 1}"})
+        on_event({"event": "begin", "child": "probes", "key": f"startup {i + 1}"})
 
     try:
         return run_startup(n, cuda, begin), None

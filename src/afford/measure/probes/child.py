@@ -11,6 +11,7 @@ probe that cannot run or fails sends ``not_executable`` with the reason instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -31,7 +32,7 @@ class Emitter:
         self.out = out
 
     def begin(self, key: str) -> None:
-        _emit(self.out, {"event": "begin", "key": f"probes: {key}"})
+        _emit(self.out, {"event": "begin", "key": key})
 
     def result(self, key: str, value: Any) -> None:
         from afford.provenance import NotExecutable
@@ -81,11 +82,11 @@ def run_device_probes(job: dict, em: Emitter) -> None:
 
 def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
     from afford.measure.probes.launch import rung_rule, run_ladder
+    from afford.provenance import NotExecutable
     from afford.workloads import resolve
 
     p, i = job["protocol"], item["index"]
     workload = resolve(item["spec"], job["device_class"])
-    reader = _reader(device, em, f"w{i}.utilisation")
     rule = rung_rule(p["ladder_floor_seconds"], p["ladder_warmup_seconds"], p["ladder_min_steps"])
 
     def with_x1(built) -> None:
@@ -94,7 +95,7 @@ def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
         em.run(f"w{i}.checkpoint", "checkpoint write", lambda: _checkpoint(built, item, workload,
                                                                            job, p))
 
-    def ladder():
+    def ladder(reader):
         fields, trace = run_ladder(workload, item["value"], item["mode"], device, rule,
                                    p["ladder_multipliers"], int(job.get("seed", 0)),
                                    reader[0] if reader else None, p["nvml_hz"],
@@ -103,7 +104,13 @@ def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
             em.result(f"w{i}.utilisation", {**trace, "source": reader[1]})
         return fields
 
-    em.run(f"w{i}.ladder", "batch ladder", ladder)
+    with _utilisation(device) as src:
+        reader = None
+        if isinstance(src, NotExecutable):
+            em.result(f"w{i}.utilisation", src)
+        else:
+            reader = src
+        em.run(f"w{i}.ladder", "batch ladder", lambda: ladder(reader))
     for v in item["flop_values"]:
         if v != item["value"]:
             em.run(f"w{i}.flops.{v}", "FLOPs of a step",
@@ -111,27 +118,25 @@ def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
     _free(device)
 
 
-def _reader(device, em: Emitter, key: str):
-    """(reader, source) for NVML, or None after sending NotExecutable for the trace."""
+@contextlib.contextmanager
+def _utilisation(device):
+    """The utilisation reader of the CUDA device (by UUID, then PCI bus id, then index), or
+    NotExecutable; on the CPU, NotExecutable."""
     import torch
 
-    from afford.measure.probes.nvml import not_on_cpu, nvml_reader
-    from afford.provenance import NotExecutable
+    from afford.measure.probes.nvml import not_on_cpu, utilisation_source
 
     if device.type != "cuda":
-        em.result(key, not_on_cpu())
-        return None
+        yield not_on_cpu()
+        return
     props = torch.cuda.get_device_properties(device)
     uuid = str(getattr(props, "uuid", "") or "") or None
     pci = None
     if hasattr(props, "pci_bus_id"):
         pci = f"{getattr(props, 'pci_domain_id', 0):08x}:{props.pci_bus_id:02x}:" \
               f"{getattr(props, 'pci_device_id', 0):02x}.0"
-    got = nvml_reader(device.index or 0, uuid, pci)
-    if isinstance(got, NotExecutable):
-        em.result(key, got)
-        return None
-    return got
+    with utilisation_source(device.index or 0, uuid, pci) as src:
+        yield src
 
 
 def _flops(built, item: dict, value: int, workload, device) -> dict:

@@ -1,4 +1,5 @@
-"""GPU utilisation from NVML, sampled in a thread (nvidia-ml-py, import-guarded).
+"""GPU utilisation from NVML, sampled in a thread (nvidia-ml-py, import-guarded; where it is
+not installed, the same NVML counters streamed by ``nvidia-smi``).
 
 NVML's ``nvmlDeviceGetUtilizationRates`` reports, per device, the percent of time over the
 past sample period during which one or more kernels was executing (``gpu``) and during
@@ -12,9 +13,12 @@ synthetic trace and no GPU.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from afford.provenance import NotExecutable
@@ -109,3 +113,70 @@ def _handle(pynvml, index: int, uuid: str | None, pci_bus_id: str | None):
 def not_on_cpu() -> NotExecutable:
     return NotExecutable(what=WHAT, reason="certify ran on the CPU; NVML reports NVIDIA GPUs "
                          "only")
+
+
+class SmiStream:
+    """``nvidia-smi --query-gpu=utilization.gpu,utilization.memory -lms P`` in the background;
+    :meth:`read` returns its latest line as fractions. nvidia-smi reads the same NVML
+    counters, so this is a fallback for a box without nvidia-ml-py, not another measure."""
+
+    def __init__(self, exe: str, ident: str, period_ms: int = 100) -> None:
+        self.proc = subprocess.Popen(
+            [exe, f"--id={ident}", "--query-gpu=utilization.gpu,utilization.memory",
+             "--format=csv,noheader,nounits", f"-lms={period_ms}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.last: tuple[float, float] | None = None
+        self.first = threading.Event()
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            parts = [p.strip() for p in line.split(",")]
+            try:
+                self.last = (float(parts[0]) / 100.0, float(parts[1]) / 100.0)
+            except (ValueError, IndexError):
+                continue
+            self.first.set()
+
+    def read(self) -> tuple[float, float]:
+        if self.last is None:
+            raise RuntimeError("nvidia-smi reported no utilisation")
+        return self.last
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@contextlib.contextmanager
+def utilisation_source(device_index: int, uuid: str | None = None,
+                       pci_bus_id: str | None = None
+                       ) -> Iterator[tuple[Reader, str] | NotExecutable]:
+    """nvidia-ml-py where installed, else an ``nvidia-smi`` stream, else NotExecutable with
+    both reasons. The stream runs only inside the ``with`` block."""
+    got = nvml_reader(device_index, uuid, pci_bus_id)
+    exe = shutil.which("nvidia-smi")
+    if not isinstance(got, NotExecutable) or exe is None:
+        if isinstance(got, NotExecutable):
+            got = NotExecutable(what=WHAT, reason=got.reason + "; and nvidia-smi is not on PATH")
+        yield got
+        return
+    ident = (uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}") if uuid else \
+        (pci_bus_id or str(device_index))
+    stream = SmiStream(exe, ident)
+    try:
+        if not stream.first.wait(5.0):
+            yield NotExecutable(what=WHAT, reason=got.reason + "; and nvidia-smi reported "
+                                "nothing within 5 s")
+            return
+        yield stream.read, (f"nvidia-smi --query-gpu=utilization.gpu (NVML counters), "
+                            f"--id={ident}; nvidia-ml-py absent")
+    finally:
+        stream.close()
