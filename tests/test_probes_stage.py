@@ -275,3 +275,26 @@ def test_cpu_probes_stage_end_to_end(cpu_cert):
     summary = summarize_probes(cpu_cert)
     assert "NOT EXECUTABLE" in render(probes_device_table(summary, "cpu"))
     assert not math.isnan(p.wall_seconds)
+
+
+def test_a_failed_ladder_explains_the_probes_that_ride_on_it():
+    e = env()
+    results = [result("weird", "seq", {256: 0.01})]
+    ev = {"w0.ladder": {"not_executable": {"what": "batch ladder",
+                                           "reason": "ValueError: shape has no batch entry"}}}
+    sec = assemble_section(probe_protocol("quick", "cuda", "large-gpu"), e,
+                           workload_items(results), results, ev, None, [], "boom", None, [], 1.0)
+    w = sec.workloads[0]
+    assert isinstance(w.checkpoint, NotExecutable) and "no batch entry" in w.checkpoint.reason
+    assert all(isinstance(f, NotExecutable) and "batch ladder" in f.reason for f in w.flops)
+    assert w.verdict.label == "undetermined"
+    assert isinstance(sec.startup, NotExecutable) and sec.startup.reason == "boom"
+
+
+def test_import_times_are_refused_once_torch_is_imported():
+    import torch  # noqa: F401  (already imported by this test process)
+
+    from afford.measure.probes.startup import measure_imports
+
+    with pytest.raises(RuntimeError, match="already imported"):
+        measure_imports(None)

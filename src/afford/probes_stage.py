@@ -12,6 +12,7 @@ results are assembled here with the pure fits of :mod:`afford.fit.verdicts`
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -41,7 +42,8 @@ def run_probes(req, env: Environment, plan, results: list[WorkloadResult],
     protocol = probe_protocol(req.precision, env.device_type, env.device_class)
     cuda = env.device_type == "cuda"
     items = workload_items(results)
-    runs, startup_error = _startup_runs(protocol.startup_children - 1, cuda, on_event)
+    runs, startup_error = _startup_runs(protocol.startup_children - 1,
+                                        plan.device if cuda else None, on_event)
     job = {"device": plan.device, "device_class": plan.device_class, "seed": req.seed,
            "protocol": protocol.model_dump(), "workloads": [i for i in items if i["value"]],
            "checkpoint_dir": str(getattr(req, "checkpoint_dir", None) or os.getcwd())}
@@ -65,13 +67,13 @@ def workload_items(results: list[WorkloadResult]) -> list[dict]:
     return items
 
 
-def _startup_runs(n: int, cuda: bool, on_event) -> tuple[list[dict], str | None]:
+def _startup_runs(n: int, cuda_device: str | None, on_event) -> tuple[list[dict], str | None]:
     def begin(i: int) -> None:
         on_event({"event": "begin", "child": "probes", "key": f"startup {i + 1}"})
 
     try:
-        return run_startup(n, cuda, begin), None
-    except (OSError, RuntimeError, ValueError) as exc:
+        return run_startup(n, cuda_device, begin), None
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
         return [], str(exc)
 
 
@@ -147,12 +149,14 @@ def _workload(it: dict, r: WorkloadResult, env: Environment, gemm: dict, events:
                               verdict=bound_verdict())
     i = it["index"]
     ladder = _ladder(_get(events, f"w{i}.ladder", "batch ladder", stopped))
-    util = _utilisation(_get(events, f"w{i}.utilisation", "GPU utilisation (NVML)", stopped),
+    # the x1 rung of the ladder also counts FLOPs and writes the checkpoint
+    after = stopped or (f"not run: the batch ladder could not run: {ladder.reason}"
+                        if isinstance(ladder, NotExecutable) else None)
+    util = _utilisation(_get(events, f"w{i}.utilisation", "GPU utilisation (NVML)", after),
                         protocol)
-    flops = [_flop(_get(events, f"w{i}.flops.{v}", "FLOPs of a step", stopped), r)
+    flops = [_flop(_get(events, f"w{i}.flops.{v}", "FLOPs of a step", after), r)
              for v in it["flop_values"]]
-    ckpt = _model(CheckpointProbe, _get(events, f"w{i}.checkpoint", "checkpoint write",
-                                        stopped))
+    ckpt = _model(CheckpointProbe, _get(events, f"w{i}.checkpoint", "checkpoint write", after))
     verdict = _verdict(ladder, util, flops, it["value"], gemm.get(dtype))
     for w in (ladder.warnings if isinstance(ladder, Ladder) else []):
         notes.append(f"{r.name} ({r.mode}) ladder: {w}")

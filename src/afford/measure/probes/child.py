@@ -1,6 +1,6 @@
 """The device probe child: one fresh process runs every probe that touches the device.
 
-Run as ``python -m afford.measure.probes.child [--cuda]`` with a JSON job on stdin. First
+Run as ``python -m afford.measure.probes.child [--device cuda:N]`` with a JSON job on stdin. First
 thing, before anything imports torch, it times its own imports (it is one of the startup
 runs). Then: the GEMM probes per dtype, the copy probe, and per workload the batch ladder
 (NVML sampled over the x1 rung's warm steps; FLOPs counted and a checkpoint written from the
@@ -182,8 +182,9 @@ def _free(device) -> None:
 
 
 def main() -> int:
-    cuda = "--cuda" in sys.argv[1:]
-    imports = measure_imports(cuda)  # first thing: this process is one of the startup runs
+    args = sys.argv[1:]
+    device = args[args.index("--device") + 1] if "--device" in args else None
+    imports = measure_imports(device)  # first thing: this process is one of the startup runs
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # workload prints go to stderr; stdout carries only our JSON lines
     sys.stdout = sys.stderr

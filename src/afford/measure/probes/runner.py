@@ -27,7 +27,8 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
     """(probe events by key, why the child stopped early or None). The startup event gets
     ``process_seconds``: spawn to its arrival."""
     cuda = str(job["device"]).startswith("cuda")
-    cmd = [sys.executable, "-m", "afford.measure.probes.child"] + (["--cuda"] if cuda else [])
+    cmd = [sys.executable, "-m", "afford.measure.probes.child"] + \
+        (["--device", str(job["device"])] if cuda else [])
     err = tempfile.TemporaryFile(mode="w+")
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
