@@ -42,6 +42,8 @@ class CertifyRequest:
     sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.measure.sizes)
     levers: bool = False  # the levers stage: measured A/B pairs (afford.measure.levers)
     memory: bool = True  # the memory-law stage (afford.memory_stage)
+    probes: bool = True  # the probes stage (afford.probes_stage)
+    checkpoint_dir: str | None = None  # where the probes write checkpoints; None: cwd
 
 
 @dataclass
@@ -60,8 +62,17 @@ Stage = Callable[[StageContext], dict]
 
 
 def stages_for(req: CertifyRequest) -> list[Stage]:
-    """The stages that run after the sweep, in order. Each later issue adds its own here."""
+    """The stages that run after the sweep, in order: device probes, the memory law, the
+    gates (init loss by default), then the opt-in model sizes and levers."""
     chosen: list[Stage] = []
+    if req.probes:
+        from afford.probes_stage import probes_stage
+
+        chosen.append(probes_stage)
+    if req.memory:
+        from afford.memory_stage import memory_stage
+
+        chosen.append(memory_stage)
     if req.gates is not False:
         from afford.gating import certify_stage
 
@@ -74,10 +85,6 @@ def stages_for(req: CertifyRequest) -> list[Stage]:
         from afford.measure.levers import levers_stage
 
         chosen.append(levers_stage)
-    if req.memory:
-        from afford.memory_stage import memory_stage
-
-        chosen.append(memory_stage)
     return chosen
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from afford import sizing
 from afford.errors import InputError
-from afford.provenance import Tagged, fitted, measured, module
+from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module
 from afford.schema.cert import Certificate, Point, WorkloadResult
+from afford.schema.probes import CheckpointProbe, CopyProbe, GemmProbe
 
 
 def _run(cert: Certificate) -> str:
@@ -114,36 +115,155 @@ def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes:
     return sizing.max_batch(law, shape, budget_bytes, _run(cert))
 
 
+def _probes(cert: Certificate):
+    return getattr(cert, "probes", None)
+
+
 def gemm_rate(cert: Certificate, dtype: str) -> Tagged | None:
-    """Measured matmul rate of ``dtype`` (fp32, tf32, bf16, fp16) in FLOP/s. Probes stage."""
-    return None
+    """Measured matmul rate of ``dtype`` (fp32, tf32, bf16, fp16) in FLOP/s: 2 n^3 over the
+    median of the timed calls. ``None`` without the probes stage or where the dtype could
+    not be probed (the section says why)."""
+    pr = _probes(cert)
+    g = pr.gemm.get(dtype) if pr else None
+    if not isinstance(g, GemmProbe):
+        return None
+    return measured(g.flops_per_second, "FLOP/s",
+                    f"GEMM {dtype} {g.n}^3, median of {len(g.seconds)} calls after "
+                    f"{g.warmup_calls} warm-up, max rel. error {g.max_rel_error:.1e}, {_run(cert)}")
 
 
 def datasheet_peak(cert: Certificate, dtype: str) -> Tagged | None:
-    """The device's datasheet peak for ``dtype`` in FLOP/s, INHERITED. Probes stage."""
-    return None
+    """The device's datasheet peak for ``dtype`` in FLOP/s, INHERITED with its citation.
+    The row stored by the probes stage, else a lookup of the device name; ``None`` for an
+    unknown device or a dtype the row does not list."""
+    row = _datasheet(cert)
+    if row is None or dtype not in row.flops_per_second:
+        return None
+    return inherited(row.flops_per_second[dtype], "FLOP/s", _citation(row))
+
+
+def datasheet_bandwidth(cert: Certificate) -> Tagged | None:
+    """The device's datasheet memory bandwidth in bytes/s, INHERITED; ``None`` if unknown."""
+    row = _datasheet(cert)
+    if row is None or row.bandwidth_bytes_per_second is None:
+        return None
+    return inherited(row.bandwidth_bytes_per_second, "B/s", _citation(row))
+
+
+def _datasheet(cert: Certificate):
+    pr = _probes(cert)
+    if pr is not None:
+        return pr.datasheet
+    from afford.datasheet import lookup
+
+    return lookup(cert.environment.device_name)[0]
+
+
+def _citation(row) -> str:
+    return f"{row.device}: {row.citation}" + (" (secondary)" if row.secondary else "")
 
 
 def copy_bandwidth(cert: Certificate) -> Tagged | None:
-    """Measured device copy bandwidth (bytes read + written per second). Probes stage."""
-    return None
+    """Measured device copy bandwidth (bytes read + written per second)."""
+    pr = _probes(cert)
+    c = pr.device_copy if pr else None
+    if not isinstance(c, CopyProbe):
+        return None
+    return measured(c.bytes_per_second, "B/s",
+                    f"copy of {c.buffer_bytes} B, read + written, median of {len(c.seconds)} "
+                    f"calls, {_run(cert)}")
+
+
+def workload_probes(cert: Certificate, name: str, mode: str | None = None):
+    """The probes section's entry for a workload, or ``None``."""
+    pr = _probes(cert)
+    if pr is None:
+        return None
+    return next((w for w in pr.workloads
+                 if w.name == name and (mode is None or w.mode == mode)), None)
 
 
 def checkpoint_write_seconds(cert: Certificate, name: str, mode: str | None = None
                              ) -> Tagged | None:
-    """Median seconds of one atomic checkpoint write of the workload. Probes stage."""
-    return None
+    """Median seconds of one atomic checkpoint write of the workload's model and optimizer
+    state (temp file, fsync, rename), at the shape the probes used (in the source)."""
+    w = workload_probes(cert, name, mode)
+    c = w.checkpoint if w else None
+    if not isinstance(c, CheckpointProbe):
+        return None
+    return measured(c.median_write_seconds, "s",
+                    f"{w.name} {w.mode} {w.sweep_param}={c.value}: median of "
+                    f"{len(c.write_seconds)} atomic writes to {c.directory}, {_run(cert)}")
 
 
 def checkpoint_bytes(cert: Certificate, name: str, mode: str | None = None) -> Tagged | None:
-    """Bytes of one checkpoint (model + optimizer state) of the workload. Probes stage."""
-    return None
+    """Bytes of one checkpoint (model + optimizer state) of the workload."""
+    w = workload_probes(cert, name, mode)
+    c = w.checkpoint if w else None
+    if not isinstance(c, CheckpointProbe):
+        return None
+    return measured(c.bytes, "B", f"{w.name} {w.mode} {w.sweep_param}={c.value}: file size, "
+                    f"{_run(cert)}")
+
+
+def step_flops(cert: Certificate, name: str, value: int, mode: str | None = None
+               ) -> Tagged | None:
+    """FLOPs of one training step at sweep value ``value``, counted by FlopCounterMode
+    (matmuls and attention, forward and backward; MODULE: computed by a named counter)."""
+    w = workload_probes(cert, name, mode)
+    f = next((f for f in (w.flops if w else []) if getattr(f, "value", None) == value), None)
+    if f is None or isinstance(f, NotExecutable):
+        return None
+    return module(f.flops, "FLOP", f"{f.counter}, {w.name} {w.mode} {w.sweep_param}={value}")
+
+
+def boundness(cert: Certificate, name: str, mode: str | None = None) -> Tagged | None:
+    """launch-bound / compute-bound / memory-bound / undetermined, with the figures that
+    decided it in the source."""
+    w = workload_probes(cert, name, mode)
+    if w is None:
+        return None
+    return module(w.verdict.label, "", f"afford.fit.verdicts.bound_verdict at "
+                  f"{w.sweep_param}={w.value}: " + "; ".join(w.verdict.reasons))
 
 
 def startup_seconds(cert: Certificate) -> dict[str, Tagged]:
-    """Measured startup components by name (``import_torch``, ``import_transformers``,
-    ``first_step`` ...). Empty without the probes stage."""
-    return {}
+    """Measured startup components by name: ``process`` (spawn to imports done, parent's
+    clock), ``import_torch``, ``import_transformers`` (when installed), ``cuda_init`` (CUDA
+    context, on a GPU), and ``first_step`` (the slowest step 0 of the sweep's largest
+    resident points). Each a median over fresh children. Empty without the probes stage."""
+    pr = _probes(cert)
+    s = pr.startup if pr else None
+    if s is None or isinstance(s, NotExecutable):
+        return {}
+    where = f"median of {len(s.runs)} fresh children, {_run(cert)}"
+    out = {"process": measured(s.process_seconds, "s", f"spawn to imports done, {where}"),
+           "import_torch": measured(s.import_torch_seconds, "s", f"import torch, {where}")}
+    if not isinstance(s.import_transformers_seconds, NotExecutable):
+        out["import_transformers"] = measured(s.import_transformers_seconds, "s",
+                                              f"import transformers, {where}")
+    if not isinstance(s.cuda_init_seconds, NotExecutable):
+        out["cuda_init"] = measured(s.cuda_init_seconds, "s",
+                                    f"torch.cuda.init + first allocation, {where}")
+    first = _first_step(cert)
+    if first is not None:
+        out["first_step"] = first
+    return out
+
+
+def _first_step(cert: Certificate) -> Tagged | None:
+    cands = []
+    for r in cert.workloads:
+        res = [p for p in r.points if _resident(p) and p.step0_seconds is not None]
+        if res:
+            top = max(res, key=lambda p: p.value)
+            cands.append((top.step0_seconds, r, top))
+    if not cands:
+        return None
+    secs, r, p = max(cands, key=lambda c: c[0])
+    return measured(secs, "s", f"step 0 of {r.name} {r.mode} {r.sweep_param}={p.value} "
+                    f"(median over children; the slowest workload's), {_run(cert)}")
+
 
 
 # --- Accessors added for the cost model (issue 6: afford plan / afford preflight) -------------

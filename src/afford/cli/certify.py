@@ -16,7 +16,9 @@ from afford.errors import InputError
 from afford.io import check_writable
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
-from afford.report.terminal import certificate_table
+from afford.probes_summary import probes_json, summarize_probes
+from afford.report.terminal import (certificate_table, probes_device_table,
+                                    probes_workload_table, warmup_table)
 from afford.schema.cert import save_certificate
 from afford.summary import summarize
 
@@ -63,6 +65,12 @@ def command(
     memory: Annotated[bool, typer.Option(
         "--memory/--no-memory", help="Measure and validate the memory law (a few seconds; "
         "see `afford size`).")] = True,
+    probes: Annotated[bool, typer.Option(
+        "--probes/--no-probes", help="After the sweep, probe the device: GEMM and copy "
+        "ceilings, launch-boundness, FLOPs and MFU, checkpoint I/O, startup costs.")] = True,
+    checkpoint_dir: Annotated[Optional[Path], typer.Option(
+        "--checkpoint-dir", help="Folder the checkpoint probe writes to (a temporary file, "
+        "removed after). Default: the current folder.")] = None,
 ) -> None:
     """Measure this box and write a device certificate.
 
@@ -77,11 +85,14 @@ def command(
         sweeps = dict(parse_sweep(s) for s in sweep or [])
         if out_path is not None:
             check_writable(out_path, overwrite=force)
+        if checkpoint_dir is not None and not checkpoint_dir.is_dir():
+            raise InputError(f"--checkpoint-dir {checkpoint_dir}: no such folder")
         req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
                              precision="quick" if quick else "full" if full else "adaptive",
                              children=children, device=device, gates=gates, memory=memory,
-                             command="afford " + " ".join(sys.argv[1:]), sizes=sizes,
-                             levers=levers)
+                             probes=probes, sizes=sizes, levers=levers,
+                             checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
+                             command="afford " + " ".join(sys.argv[1:]))
         if distributed:
             from afford.cli.certify_distributed import run_distributed
 
@@ -97,7 +108,8 @@ def command(
             print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
                         "elapsed_seconds": cert.environment.elapsed_seconds,
                         "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
-                        "gates": cert.gates.verdict if cert.gates else None})
+                        "gates": cert.gates.verdict if cert.gates else None,
+                        "probes": probes_json(cert)})
             _exit_on_halt(cert, as_json)
             return
         env = cert.environment
@@ -105,6 +117,7 @@ def command(
                                     f"{cert.protocol.precision} protocol, "
                                     f"{cert.protocol.children} children, "
                                     f"{env.elapsed_seconds:.1f} s"))
+        _print_probes(cert)
         if cert.memory is not None:
             out.print(memory_summary_table(cert))
         for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
@@ -130,6 +143,18 @@ def _exit_on_halt(cert, as_json: bool) -> None:
         render_sections(cert.determinism, cert.gates)
     if cert.gates.verdict == "HALT":
         raise typer.Exit(1)
+
+
+def _print_probes(cert) -> None:
+    s = summarize_probes(cert)
+    if s.warmup:
+        out.print(warmup_table(s, "step 0 against warm, and checkpoint writes"))
+    if cert.probes is None:
+        return
+    out.print(probes_device_table(s, f"device probes ({cert.probes.protocol.precision})"))
+    out.print(probes_workload_table(s, "launch-boundness, FLOPs and MFU"))
+    for w in s.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
 
 
 def _row_json(r) -> dict:

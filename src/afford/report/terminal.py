@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+from rich.markup import escape
 from rich.table import Table
 
-from afford.provenance import Tag, Tagged, require_tagged
+from afford.probes_summary import ProbesSummary
+from afford.provenance import NotExecutable, Tag, Tagged, require_tagged
 from afford.summary import WorkloadSummary
 from afford.units import format_bytes, format_count, format_duration
 
@@ -29,6 +31,8 @@ def value_text(t: Tagged) -> str:
         return format_duration(v)
     if unit == "B":
         return format_bytes(v)
+    if unit in ("FLOP/s", "B/s"):
+        return format_rate(v, unit)
     if unit == "x":
         return f"{v:.1f}x"
     if unit == "ratio":
@@ -38,6 +42,14 @@ def value_text(t: Tagged) -> str:
     if isinstance(v, int):
         return f"{v:d} {unit}".strip()
     return f"{v:.4g} {unit}".strip()
+
+
+def format_rate(v: float, unit: str) -> str:
+    """``7.62e14, "FLOP/s"`` -> ``"762 TFLOP/s"``; ``4.24e12, "B/s"`` -> ``"4.24 TB/s"``."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
 
 
 def fmt(x: object, where: str = "") -> str:
@@ -58,5 +70,68 @@ def certificate_table(rows: list[WorkloadSummary], title: str) -> Table:
     for r in rows:
         table.add_row(r.name, r.mode, r.law, fmt(r.r2), fmt(r.loo_max), r.fitted_range,
                       fmt(r.resident), fmt(r.warm_seconds), fmt(r.step0_over_warm))
+    table.caption = LEGEND
+    return table
+
+
+NOT_EXECUTABLE = "NOT EXECUTABLE"
+
+
+def cell(x: object, where: str = "") -> str:
+    """:func:`fmt`, or ``NOT EXECUTABLE`` for a probe that could not run (the reasons are
+    listed under the table)."""
+    if isinstance(x, NotExecutable):
+        return NOT_EXECUTABLE
+    return fmt(x, where)
+
+
+def fmt_list(xs: tuple[Tagged, ...] | list[Tagged], where: str = "") -> str:
+    """Several values of one tag: ``2.31 s, 45.0 ms, 12.1 ms M``."""
+    ts = [require_tagged(x, where) for x in xs]
+    if not ts:
+        return "-"
+    tags = {ABBREV[t.tag] for t in ts}
+    return ", ".join(value_text(t) for t in ts) + " " + "/".join(sorted(tags))
+
+
+def _not_executable_caption(items) -> str:
+    lines = [escape(f"{NOT_EXECUTABLE}: {n.what}: {n.reason}") for n in items]
+    return "\n".join([LEGEND, *lines])
+
+
+def probes_device_table(s: ProbesSummary, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("figure", "measured", "datasheet", "measured / datasheet", "max rel. error"):
+        table.add_column(col, overflow="fold")
+    for r in s.device:
+        table.add_row(r.figure, cell(r.measured, r.figure), fmt(r.datasheet), fmt(r.of_datasheet),
+                      cell(r.max_rel_error))
+    if s.wall_seconds is not None:
+        table.add_row("probes stage (wall)", fmt(s.wall_seconds), "-", "-", "-")
+    table.caption = _not_executable_caption(s.not_executable)
+    return table
+
+
+def probes_workload_table(s: ProbesSummary, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("workload", "mode", "probed at", "verdict", "fixed share", "GPU util",
+                "idle <=5%", "FLOP/step", "at", "MFU ceiling", "MFU datasheet"):
+        table.add_column(col, overflow="fold")
+    for r in s.workloads:
+        table.add_row(r.name, r.mode, r.at, cell(r.verdict), cell(r.fixed_share),
+                      cell(r.utilisation), cell(r.idle_share), cell(r.flops), r.flops_at,
+                      fmt(r.mfu_ceiling), fmt(r.mfu_datasheet))
+    table.caption = LEGEND
+    return table
+
+
+def warmup_table(s: ProbesSummary, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("workload", "mode", "at", "first steps (0, 1, ...)", "warm median",
+                "step0/warm", "until warm (5 %)", "ckpt write", "ckpt size"):
+        table.add_column(col, overflow="fold")
+    for r in s.warmup:
+        table.add_row(r.name, r.mode, r.at, fmt_list(r.first), fmt(r.warm), fmt(r.ratio),
+                      fmt(r.until_warm), cell(r.checkpoint_seconds), cell(r.checkpoint_bytes))
     table.caption = LEGEND
     return table

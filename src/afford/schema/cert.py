@@ -17,6 +17,7 @@ from afford.fit.throughput import ThroughputLaw
 from afford.schema.determinism import DeterminismSection, GatesSection
 from afford.schema.distributed import DistributedSection
 from afford.schema.memory import MemorySection
+from afford.schema.probes import ProbesSection
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
 
 CERT_SCHEMA = "afford.cert/1"
@@ -157,6 +158,7 @@ class Certificate(Envelope):
     sizes: SizesSection | None = None
     levers: LeversSection | None = None
     memory: MemorySection | None = None
+    probes: ProbesSection | None = None
 
 
 def load_certificate(path: str | Path) -> Certificate:

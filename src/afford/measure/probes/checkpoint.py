@@ -1,0 +1,113 @@
+"""Checkpoint I/O: atomic writes of a workload's model and optimizer state, and a reload.
+
+A checkpoint is written as a training run should write one (DESIGN section 5): to a temp
+file in the target's folder, flushed and fsynced, then renamed over the target, then the
+folder fsynced; a writer killed at any moment leaves the old file whole or the new one
+whole. The time of a write is the whole of it: the device-to-host copy that ``torch.save``
+does for device tensors, serialisation, the disk, the fsyncs and the rename. The median of
+several writes is reported with the file's size; the file is then loaded back with
+``torch.load(weights_only=True)`` and compared tensor by tensor with the state it was
+written from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from afford.fit.stats import median
+
+METHOD = ("torch.save of {'model': state_dict, 'optimizer': state_dict} to a temp file in "
+          "the same folder, flush, fsync, os.replace, fsync folder; torch.load(weights_only=True)")
+
+
+def write_checkpoint_atomic(state: Any, path: str | os.PathLike,
+                            before_rename: Callable[[Path], None] | None = None) -> Path:
+    """Write ``state`` to ``path`` atomically. ``before_rename(tmp)`` runs after the temp
+    file is fsynced and before the rename (tests inject failures and kills there)."""
+    target = Path(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if before_rename is not None:
+            before_rename(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(target.parent)
+    return target
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def first_difference(a: Any, b: Any, where: str = "") -> str | None:
+    """Where two nested states differ (tensors by dtype, shape and value), or ``None``."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return f"{where or 'state'}: a tensor against a {type(b).__name__}"
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return f"{where}: {a.dtype}{tuple(a.shape)} against {b.dtype}{tuple(b.shape)}"
+        return None if torch.equal(a.detach().cpu(), b.detach().cpu()) else f"{where}: values differ"
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return f"{where or 'state'}: keys {sorted(map(str, set(a) ^ set(b)))} differ"
+        for k in a:
+            diff = first_difference(a[k], b[k], f"{where}.{k}" if where else str(k))
+            if diff:
+                return diff
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return f"{where}: lengths {len(a)} and {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            diff = first_difference(x, y, f"{where}[{i}]")
+            if diff:
+                return diff
+        return None
+    return None if a == b else f"{where}: {a!r} against {b!r}"
+
+
+def checkpoint_probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     folder: str | os.PathLike, writes: int) -> dict:
+    """Write the state ``writes`` times, load it back once; the fields of
+    :class:`~afford.schema.probes.CheckpointProbe` (less value and shape)."""
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    target = Path(folder) / "afford-probe-checkpoint.pt"
+    secs = []
+    try:
+        for _ in range(writes):
+            t0 = time.perf_counter()
+            write_checkpoint_atomic(state, target)
+            secs.append(time.perf_counter() - t0)
+        size = target.stat().st_size
+        t0 = time.perf_counter()
+        loaded = torch.load(target, map_location="cpu", weights_only=True)
+        load_seconds = time.perf_counter() - t0
+    finally:
+        with contextlib.suppress(OSError):
+            target.unlink()
+    mismatch = first_difference(state, loaded)
+    return {"directory": str(Path(folder).resolve()), "bytes": int(size),
+            "write_seconds": secs, "median_write_seconds": median(secs),
+            "load_seconds": load_seconds, "verified": mismatch is None, "mismatch": mismatch,
+            "method": METHOD}

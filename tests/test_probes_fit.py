@@ -1,0 +1,120 @@
+"""Pure probe logic on synthetic traces: utilisation statistics, the ladder's fixed share,
+MFU, the launch/compute/memory verdict, and step 0 against warm. Values worked by hand."""
+
+import math
+
+import pytest
+
+from afford.fit.verdicts import (LAUNCH_FIXED_SHARE, arithmetic_share, bound_verdict,
+                                 ladder_fit, mfu, utilisation_stats)
+from afford.fit.warmup import combine_profiles, steps_until_warm, warmup_profile
+
+
+def test_utilisation_stats_drop_the_settle_window_and_count_idle_samples():
+    # 10 Hz for 1 s; the first two samples (t < 0.2 s) describe what ran before the sampler
+    t = [round(0.1 * i, 1) for i in range(11)]
+    gpu = [0.9, 0.9, 0.10, 0.20, 0.00, 0.05, 0.30, 0.10, 0.15, 0.05, 0.20]
+    s = utilisation_stats(t, gpu, settle_seconds=0.2, low=0.05)
+    kept = gpu[2:]                         # 9 samples
+    assert s.kept == 9
+    assert s.mean == pytest.approx(sum(kept) / 9)   # 1.15 / 9 = 0.12778
+    assert s.mean == pytest.approx(1.15 / 9)
+    assert s.low_share == pytest.approx(3 / 9)      # 0.00, 0.05, 0.05 are at or under 5 %
+
+
+def test_utilisation_stats_without_samples_is_none_not_zero():
+    s = utilisation_stats([0.0, 0.1], [0.5, 0.5], settle_seconds=0.2)
+    assert s.kept == 0 and s.mean is None and s.low_share is None
+    with pytest.raises(ValueError):
+        utilisation_stats([0.0], [0.1, 0.2])
+
+
+def test_ladder_fit_recovers_an_exact_floor():
+    # t = 6 ms + 1e-7 s per token at batch x1, x2, x4 of 1024 tokens
+    tokens = [1024, 2048, 4096]
+    secs = [0.006 + 1e-7 * n for n in tokens]      # 6.1024, 6.2048, 6.4096 ms
+    law, fixed, share = ladder_fit(tokens, secs)
+    assert fixed == pytest.approx(0.006, rel=1e-9)
+    assert law.params["c"] == pytest.approx(1e-7, rel=1e-7)
+    assert share == pytest.approx(0.006 / 0.0061024, rel=1e-9)  # 0.98322
+    assert law.r2 == pytest.approx(1.0)
+
+
+def test_ladder_fit_of_a_proportional_step_has_no_floor():
+    law, fixed, share = ladder_fit([1000, 2000, 4000], [0.01, 0.02, 0.04])
+    assert fixed == pytest.approx(0.0, abs=1e-12) and share == pytest.approx(0.0, abs=1e-9)
+
+
+def test_mfu_and_arithmetic_share():
+    # 6.4e11 FLOPs in 15 ms is 42.67 TFLOP/s: 5.6 % of 762 TFLOP/s, 4.31 % of 989
+    assert mfu(6.4e11, 0.015, 762e12) == pytest.approx(6.4e11 / 0.015 / 762e12)
+    assert mfu(6.4e11, 0.015, 989e12) == pytest.approx(0.043142, rel=1e-4)
+    assert arithmetic_share(6.4e11, 762e12, 0.015) == pytest.approx(0.055993, rel=1e-4)
+    with pytest.raises(ValueError):
+        mfu(1.0, 0.0, 1.0)
+
+
+def test_tiny_model_trace_is_launch_bound():
+    # REFERENCES: the d=64, L=2 GPT-2 shape at 4 x 256 ran 6.7 ms/step at 15 % utilisation
+    v = bound_verdict(fixed_share=0.93, utilisation_mean=0.15, utilisation_low_share=0.4,
+                      arithmetic=0.004)
+    assert v.label == "launch-bound"
+    assert any("93%" in r and "launch" in r for r in v.reasons)
+    assert any("15%" in r and "waits for the host" in r for r in v.reasons)
+
+
+def test_utilisation_alone_can_say_launch_bound():
+    v = bound_verdict(fixed_share=0.2, utilisation_mean=0.3, arithmetic=0.6)
+    assert v.label == "launch-bound"
+
+
+def test_fixed_share_alone_can_say_launch_bound_on_a_cpu():
+    v = bound_verdict(fixed_share=LAUNCH_FIXED_SHARE, arithmetic=0.01)
+    assert v.label == "launch-bound" and v.utilisation_mean is None
+
+
+def test_busy_device_with_matmul_arithmetic_is_compute_bound():
+    v = bound_verdict(fixed_share=0.05, utilisation_mean=0.98, utilisation_low_share=0.0,
+                      arithmetic=0.72)
+    assert v.label == "compute-bound"
+    assert any("72.0%" in r for r in v.reasons)
+
+
+def test_busy_device_without_matmul_arithmetic_is_memory_bound_by_elimination():
+    v = bound_verdict(fixed_share=0.08, utilisation_mean=0.97, arithmetic=0.06)
+    assert v.label == "memory-bound"
+    assert "elimination" in v.reasons[-1] and "the device is busy" in v.reasons[-1]
+    cpu = bound_verdict(fixed_share=0.08, arithmetic=0.06)
+    assert cpu.label == "memory-bound" and "not measured" in cpu.reasons[-1]
+
+
+def test_missing_figures_are_undetermined_never_a_guess():
+    assert bound_verdict().label == "undetermined"
+    assert bound_verdict(fixed_share=0.1).label == "undetermined"   # no arithmetic share
+    assert bound_verdict(arithmetic=0.9).label == "compute-bound"
+    assert bound_verdict(fixed_share=math.nan, arithmetic=0.1).label == "undetermined"
+
+
+def test_warmup_profile_worked_by_hand():
+    # step 0 = 2 s; warm-up 0.5, 0.12, 0.102; timed 0.1, 0.1, 0.098, 0.104 at steps 4..7
+    p = warmup_profile(2.0, [0.5, 0.12, 0.102], [0.1, 0.1, 0.098, 0.104], [4, 5, 6, 7])
+    assert p.warm_seconds == pytest.approx(0.1)          # median of the four timed steps
+    assert p.step0_over_warm == pytest.approx(20.0)
+    assert p.first_seconds == [2.0, 0.5, 0.12, 0.102]
+    assert p.steps_until_warm == 3                       # 0.102 is 2 % off; 0.12 is 20 %
+
+
+def test_steps_until_warm_searches_timed_steps_by_their_indices():
+    assert steps_until_warm(1.0, [0.5], [0.2, 0.101], [2, 3], warm=0.1) == 3
+    assert steps_until_warm(1.0, [0.5], [0.08, 0.12], [2, 3], warm=0.1) is None
+
+
+def test_combine_takes_medians_and_the_median_count():
+    a = warmup_profile(2.0, [0.5, 0.1], [0.1] * 4, [3, 4, 5, 6])          # warm at 2
+    b = warmup_profile(3.0, [0.4, 0.2, 0.1], [0.1] * 4, [4, 5, 6, 7])     # warm at 3
+    c = warmup_profile(4.0, [0.3], [0.08, 0.12, 0.08, 0.12], [2, 3, 4, 5])  # never
+    m = combine_profiles([a, b, c], warm_seconds=0.1)
+    assert m.step0_seconds == 3.0 and m.step0_over_warm == pytest.approx(30.0)
+    assert m.first_seconds == pytest.approx([3.0, 0.4, 0.15, 0.1])  # medians of (2,3,4) (.5,.4,.3) (.1,.2) (.1)
+    assert m.steps_until_warm == 3                   # median of 2, 3, never
+    assert combine_profiles([c, c, a], 0.1).steps_until_warm is None
