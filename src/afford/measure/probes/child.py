@@ -45,14 +45,14 @@ class Emitter:
 
     def run(self, key: str, what: str, fn) -> Any:
         """``fn()``'s result, sent; an exception is sent as NotExecutable and returns None."""
-        from afford.measure.child import _error_text
+        from afford.measure.child import error_text
         from afford.provenance import NotExecutable
 
         self.begin(key)
         try:
             value = fn()
         except Exception as exc:
-            value = NotExecutable(what=what, reason=_error_text(exc))
+            value = NotExecutable(what=what, reason=error_text(exc))
         self.result(key, value)
         return value
 

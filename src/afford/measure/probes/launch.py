@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import torch
 
-from afford.measure.child import _error_text
+from afford.measure.child import error_text
 from afford.measure.memory import is_oom
 from afford.measure.probes.nvml import Reader, UtilisationSampler
 from afford.measure.timing import CudaClock, HostClock, TimingRule, time_point
@@ -67,7 +67,7 @@ def time_rung(workload: Workload, shape: dict[str, int], mode: str, device: torc
         if sampler is not None:
             sampler.stop()
         rec["oom"] = is_oom(exc)
-        rec["error"] = _error_text(exc)
+        rec["error"] = error_text(exc)
     finally:
         del built
         if device.type == "cuda":  # cycles in a model would hold device memory

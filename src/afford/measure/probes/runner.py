@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from afford.measure.children import Event, _child_env
+from afford.measure.children import Event, child_env
 
 TIMEOUT_SECONDS = 900.0
 
@@ -32,7 +32,7 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
     err = tempfile.TemporaryFile(mode="w+")
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                            text=True, env=_child_env())
+                            text=True, env=child_env())
     results: dict[str, dict] = {}
     done = False
     watchdog = threading.Timer(timeout, proc.kill)  # a hung child must not hang certify

@@ -51,13 +51,13 @@ def measure_imports(cuda_device: str | None) -> dict:
 def run_one(cuda_device: str | None, timeout: float = 300.0) -> dict:
     """Spawn one fresh child; its report plus ``process_seconds`` on the parent's clock
     (spawn to the report line). A child that hangs is killed after ``timeout``."""
-    from afford.measure.children import _child_env  # not at module level: numpy, scipy
+    from afford.measure.children import child_env  # not at module level: numpy, scipy
 
     cmd = [sys.executable, "-m", "afford.measure.probes.startup"] + \
         (["--device", cuda_device] if cuda_device else [])
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_child_env())
+                            env=child_env())
     watchdog = threading.Timer(timeout, proc.kill)
     watchdog.start()
     try:
