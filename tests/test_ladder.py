@@ -260,3 +260,20 @@ def test_mfu_implied_by_a_against_both_peaks(with_rate, monkeypatch):
     console = Console(width=250, record=True)
     console.print(ladder_table(lad_))
     assert "9.83% C / 4.92% C" in console.export_text()
+
+
+def test_ladder_flags_a_law_that_implies_more_than_the_gemm_rate():
+    from afford.plan.ladder import LadderRow, _warnings
+    from afford.provenance import module
+
+    class Ctx:
+        sizes = None
+
+    def row(n, mfu):
+        t = module(1.0, "", "x")
+        return LadderRow(params=n, tokens=t, flops_6nd=t, flops=t, memory=t,
+                         mfu_measured=module(mfu, "ratio", "x"))
+
+    warns = _warnings(Ctx(), None, [row(7.5e6, 0.03), row(1e9, 1.51)])
+    assert any("more than 100 %" in w and "1B" in w for w in warns)
+    assert not any("100 %" in w for w in _warnings(Ctx(), None, [row(7.5e6, 0.03)]))

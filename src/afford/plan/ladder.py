@@ -384,6 +384,13 @@ def _warnings(ctx: _Context, law, rows: list[LadderRow]) -> list[str]:
     if ctx.sizes is not None and ctx.sizes.premise == "fails":
         out.append("the per-step cost that does not depend on tokens grows with N here "
                    "(see the finding); the law's form carries it beyond the sizes measured")
+    impossible = [r for r in rows if r.mfu_measured is not None
+                  and isinstance(r.mfu_measured.value, (int, float)) and r.mfu_measured.value > 1.0]
+    if impossible:
+        names = ", ".join(format_count(r.params) for r in impossible)
+        out.append(f"wall clock (a) implies more than 100 % of the measured GEMM rate at "
+                   f"{names}: the law cannot hold that far out (a launch-bound floor at small "
+                   "sizes flattens its exponent); there (b) is the honest lower bound")
     if ctx.sizes is not None:
         out.extend(f"sizes: {w}" for w in ctx.sizes.warnings)
     return out
