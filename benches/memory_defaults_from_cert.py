@@ -1,10 +1,12 @@
 """Print the ``src/afford/data/memory_defaults.toml`` block from a certificate's memory laws.
 
-    python benches/memory_defaults_from_cert.py CERT [--workload tinylm]
+    python benches/memory_defaults_from_cert.py CERT [--workload tinylm] [--stored]
 
 The lead runs it on the certificate that ``benches/device_memory.sh`` wrote on the H200 and
 pastes the output into the data file: the INHERITED defaults then carry that run's device,
-date, commit and torch version.
+date, commit and torch version. The laws are refitted from the certificate's raw readings by
+this afford (:func:`afford.memory_stage.refit_section`; ``--stored``: as stored), so a
+certificate made by an older fit gives the current law's constants.
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from afford.memory_stage import refit_section
 from afford.schema.cert import load_certificate
 
 
-def block(cert, workload: str) -> str:
+def block(cert, workload: str, refit: bool = True) -> str:
     env = cert.environment
-    laws = [law for law in (cert.memory.laws if cert.memory else []) if law.workload == workload]
+    mem = cert.memory
+    if mem is not None and refit:
+        mem = refit_section(mem)
+    laws = [law for law in (mem.laws if mem else []) if law.workload == workload]
     if not laws:
         raise SystemExit(f"{workload}: no memory law in this certificate")
     b = laws[0].base_dims
@@ -57,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cert")
     ap.add_argument("--workload", default="tinylm")
+    ap.add_argument("--stored", action="store_true",
+                    help="the certificate's own fit, not a refit of its raw readings")
     args = ap.parse_args(argv)
-    sys.stdout.write(block(load_certificate(args.cert), args.workload))
+    sys.stdout.write(block(load_certificate(args.cert), args.workload, not args.stored))
     return 0
 
 

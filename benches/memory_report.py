@@ -3,14 +3,20 @@
 measured vs afford vs the "4x model size" rule vs Korthikanti + 16 B/param, at every held-out
 shape, with the issue's targets (allocated within 2 %, reserved within 3 % on a GPU).
 
-    python benches/memory_report.py CERT
+By default every law is refitted from the certificate's raw per-shape readings by this
+afford (:func:`afford.memory_stage.refit_section`), so a certificate made by an older fit
+shows what the current law predicts, and a last table sets the stored held-out errors beside
+the refitted ones. ``--stored`` prints the certificate's own fit instead.
+
+    python benches/memory_report.py CERT [--stored]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from afford import sizing
+from afford.memory_stage import refit_section
 from afford.schema.cert import load_certificate
 
 GiB = 2**30
@@ -77,16 +83,45 @@ def verdict_lines(law) -> str:
     return "\n".join(rows)
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.2%}"
+
+
+def comparison_lines(stored, refit) -> list[str]:
+    """Held-out errors per shape: the certificate's stored fit against the refit."""
+    out = ["## held-out errors: stored fit vs refit from the raw readings", "",
+           "| law | shape B x s | role | allocated stored | allocated refit | reserved stored "
+           "| reserved refit |", "|---|---|---|---|---|---|---|"]
+    for old, new in zip(stored.laws, refit.laws):
+        for h0, h1 in zip(old.heldout, new.heldout):
+            out.append(f"| {new.workload} {new.mode} | {h1.dims['B']} x {h1.dims['s']} | "
+                       f"{h1.role} | {_pct(h0.error)} | {_pct(h1.error)} | "
+                       f"{_pct(h0.reserved_error)} | {_pct(h1.reserved_error)} |")
+    out += ["", "| law | allocated law (refit) | reserved law (refit) |", "|---|---|---|"]
+    for law in refit.laws:
+        out.append(f"| {law.workload} {law.mode} | {law.allocated.describe()} | "
+                   f"{law.reserved.describe() if law.reserved else '-'} |")
+    return out + [""]
+
+
 def main(argv: list[str]) -> int:
-    cert = load_certificate(argv[1])
-    mem = cert.memory
-    if mem is None:
-        print("no memory section in", argv[1])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cert")
+    ap.add_argument("--stored", action="store_true",
+                    help="print the certificate's own fit, not a refit of its raw readings")
+    args = ap.parse_args(argv[1:])
+    cert = load_certificate(args.cert)
+    stored = cert.memory
+    if stored is None:
+        print("no memory section in", args.cert)
         return 1
+    mem = stored if args.stored else refit_section(stored)
     env = cert.environment
+    how = "as stored in the certificate" if args.stored else \
+        "refitted from the certificate's raw readings by this afford"
     print(f"## memory law: {env.device_name}, torch {env.torch_version}, "
           f"{env.started_at:%Y-%m-%d}; stage {mem.wall_seconds:.1f} s; "
-          f"budget {mem.budget_fraction:g} x {mem.device_memory_bytes} B\n")
+          f"budget {mem.budget_fraction:g} x {mem.device_memory_bytes} B; {how}\n")
     ok = True
     for law in mem.laws:
         print("\n".join(law_table(law, mem.targets)))
@@ -95,6 +130,8 @@ def main(argv: list[str]) -> int:
         print(f"NOT EXECUTABLE: {n.what}: {n.reason}")
     for w in mem.warnings:
         print(f"warning: {w}")
+    if not args.stored:
+        print("\n" + "\n".join(comparison_lines(stored, mem)))
     print(f"ALL HELD-OUT TARGETS {'MET' if ok and mem.laws else 'NOT MET'}; "
           f"memory stage {mem.wall_seconds:.1f} s")
     return 0

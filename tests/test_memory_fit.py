@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.fit.memory import (BATCH_CAP, MemoryObservation, activation_features,
-                               batch_linearity, fit_form, fit_memory, fit_params_affine,
-                               judge, largest_batch)
+from afford.fit.memory import (BATCH_CAP, MemoryFit, MemoryObservation, activation_features,
+                               batch_linearity, candidate_forms, columns, fit_form, fit_memory,
+                               fit_params_affine, judge, largest_batch)
 
 MiB = 2**20
 # a tinylm-like sweep: seq sweep at B=8 and batch sweep at s=512, d=512, L=8, H=8
@@ -47,7 +47,12 @@ def test_fixed_form_recovers_a_constant_and_is_chosen():
     assert fit.c_res == pytest.approx(68.0, rel=1e-9)
     assert fit.c_op == pytest.approx(0.0, abs=1e-9)
     assert fit.fixed_bytes == pytest.approx(fixed, rel=1e-7)
-    assert fit.other_form_loo_max > 1e-3  # the plain law could not absorb the constant
+    # the plain law could not absorb the constant; with the s^2 term or without, the fixed
+    # form is exact, and the one with fewer coefficients wins the tie
+    assert fit.s2_term is False and fit.name == "states_plus_fixed, no s^2"
+    assert fit.candidates["states_measured"] > 1e-3
+    assert fit.candidates["states_measured, no s^2"] > 1e-3
+    assert fit.candidates["states_plus_fixed"] < 1e-9
 
 
 def test_exact_plain_data_keeps_the_plain_form():
@@ -172,3 +177,59 @@ def test_verdict_without_device_memory():
               budget_bytes=None, tolerance=0.05)
     assert v.direction == "optimistic" and v.max_batch_fitted is None
     assert "unknown" in v.consequence
+
+
+# ---- the s^2 term: declared by the workload, or chosen by leave-one-out ---------------
+
+def _obs(points, fixed=0.0, c_res=3.0, c_op=1.0):
+    """L = d = H = 1: x_res = B*s, x_op = B*s^2; states 10 B."""
+    return [MemoryObservation(B=B, s=s, d=1, L=1, H=1, states_bytes=10.0,
+                              peak_bytes=10.0 + fixed + c_res * B * s + c_op * B * s * s)
+            for B, s in points]
+
+
+def test_candidate_forms_fewest_coefficients_first():
+    assert candidate_forms(None) == [("states_measured", False), ("states_measured", True),
+                                     ("states_plus_fixed", False), ("states_plus_fixed", True)]
+    assert candidate_forms(False) == [("states_measured", False), ("states_plus_fixed", False)]
+    assert columns("states_plus_fixed", False) == ("c_res", "fixed_bytes")
+
+
+def test_law_without_s2_term_worked_by_hand():
+    # peaks - states = 3*B*s + B*s^2 at (1, 1), (1, 2): 4, 10. Without the s^2 column the
+    # least-squares slope through the origin is (1*4 + 2*10) / (1 + 4) = 4.8
+    fit = fit_form(_obs([(1, 1), (1, 2)]), "allocated", "states_measured", s2_term=False)
+    assert fit.c_res == pytest.approx(4.8) and fit.c_op == 0.0 and fit.s2_term is False
+    # residuals: 4.8 vs 4 at s=1 (peak 14 -> 14.8), 9.6 vs 10 at s=2 (20 -> 19.6)
+    assert fit.residuals == pytest.approx([0.8 / 14, -0.4 / 20])
+    assert fit.describe().startswith("states + L*(4.80 B*s*d) (allocated, states_measured, no s^2")
+    # 7, 9, 11 = 5 + 2*x_res: the fixed form without s^2 recovers both exactly
+    fixed = fit_form(_obs([(1, 1), (1, 2), (1, 3)], fixed=5.0, c_res=2.0, c_op=0.0),
+                     "allocated", "states_plus_fixed", s2_term=False)
+    assert (fixed.c_res, fixed.fixed_bytes) == pytest.approx((2.0, 5.0))
+
+
+def test_leave_one_out_keeps_a_real_s2_term_and_drops_a_missing_one():
+    fit = fit_memory(observations(34.0, 5.0), "allocated")  # scores materialised
+    assert fit.s2_term is True and fit.c_op == pytest.approx(5.0, rel=1e-9)
+    assert fit.candidates["states_measured, no s^2"] > 1e-2
+    fused = fit_memory(observations(68.0, 0.0), "allocated")  # no s^2 in the data
+    assert fused.s2_term is False and fused.name == "states_measured, no s^2"
+    assert fused.c_res == pytest.approx(68.0, rel=1e-9)
+
+
+def test_declared_s2_term_restricts_the_forms():
+    fit = fit_memory(observations(34.0, 5.0), "allocated", s2_term=False)
+    assert fit.s2_term is False and fit.c_op == 0.0
+    assert set(fit.candidates) == {"states_measured, no s^2", "states_plus_fixed, no s^2"}
+    kept = fit_memory(observations(68.0, 0.0), "allocated", s2_term=True)
+    assert kept.s2_term is True and set(kept.candidates) == {"states_measured",
+                                                              "states_plus_fixed"}
+
+
+def test_a_stored_fit_without_the_field_has_the_s2_term():
+    # certificates written before the field existed: their laws all had the s^2 term
+    fit = MemoryFit.model_validate({"quantity": "allocated", "form": "states_measured",
+                                    "c_res": 34.0, "c_op": 5.0, "r2": 1.0, "residuals": [],
+                                    "n_points": 7})
+    assert fit.s2_term is True and fit.candidates == {} and "B*H*s^2" in fit.describe()

@@ -13,9 +13,13 @@ measures a short training loop at:
 preceded by one warm-up run of the base shape per workload and mode (its peak includes
 one-time costs: lazy imports, a first cuBLAS workspace, heap growth) that is kept but not
 fitted. The law is fitted over
-the sweep (:func:`afford.fit.memory.fit_memory`), the held-out shapes are predicted and
-their errors recorded, and the default constants are judged at the base shape against the
-device memory x 0.90. The parent never touches the device.
+the sweep (:func:`afford.fit.memory.fit_memory`; with or without the s^2 term as the
+workload's ``attention`` declares), the held-out shapes are predicted and their errors
+recorded, and the default constants are judged at the base shape against the device
+memory x 0.90. The parent never touches the device.
+
+Raw readings are the source of truth: :func:`refit_section` rebuilds every law of a stored
+section from its shapes with this afford's fit (e.g. a certificate made by an older one).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from afford.fit.memory import (MemoryObservation, batch_linearity, fit_memory,
@@ -58,6 +63,7 @@ class MemoryJob:
     dim_keys: dict[str, str]
     base_shape: dict[str, int]
     runs: tuple[tuple[str, dict[str, int]], ...]  # (role, the workload's shape)
+    attention: str | None = None  # the workload's declaration (Workload.attention)
 
     def key(self, role: str, shape: dict[str, int]) -> str:
         return f"memory|{self.spec}|{self.mode}|{role}|" + ",".join(
@@ -115,7 +121,13 @@ def plan_job(spec: str, w: "Workload", mode: str, device_class: str) -> MemoryJo
     runs += [("heldout-interpolated", at(b0 * 3 / 4, s0 * 3 / 2)),
              ("heldout-seq", at(b0, 4 * s0)), ("heldout-batch", at(4 * b0, s0))]
     return MemoryJob(spec=spec, mode=mode, dim_keys=keys, base_shape=at(b0, s0),
-                     runs=tuple(runs))
+                     runs=tuple(runs), attention=getattr(w, "attention", None))
+
+
+def s2_term(attention: str | None) -> bool | None:
+    """Whether the law has the s^2 term: not for attention that never stores the scores
+    (Korthikanti's fused variant), yes for materialised scores, else chosen by the fit."""
+    return {"fused": False, "materialised": True}.get(attention or "")
 
 
 def plan_jobs(plan, modes: list[str]) -> tuple[list[MemoryJob], list[NotExecutable]]:
@@ -212,7 +224,8 @@ def _ranges(shapes: list[MemoryShape]) -> dict[str, list[float]]:
 
 
 def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
-    """Fit over the sweep, predict the held-out shapes, judge the defaults."""
+    """Fit over the sweep, predict the held-out shapes, judge the defaults. ``env``: the
+    device's ``device_type`` and ``device_memory_bytes``."""
     qa, qr = quantities(env.device_type)
     sweep = [s for s in shapes if s.role in SWEEP_ROLES and usable(s, qa, env)]
     if len(sweep) < 4:
@@ -221,14 +234,15 @@ def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
     base = next((s for s in shapes if s.role == "base"), sweep[0])
     law = MemoryLaw(
         workload=job.spec, mode=job.mode, device_type=env.device_type,
-        attention=sizing.attention_kind(job.spec), dim_keys=job.dim_keys,
+        attention=job.attention, dim_keys=job.dim_keys,
         base_shape=job.base_shape, base_dims=base.dims, ranges=_ranges(sweep),
         bytes_per_param=statistics.median(s.states_bytes / s.params for s in sweep),
         params_p0=p0, params_per_s=ps,
         baseline_rss_bytes=statistics.median(s.baseline_rss_bytes for s in sweep)
         if qa == "rss_increment" else None,
-        allocated=fit_memory(_observations(sweep, qa), qa),
-        reserved=fit_memory(_observations(sweep, qr), qr) if qr else None,
+        allocated=fit_memory(_observations(sweep, qa), qa, s2_term(job.attention)),
+        reserved=fit_memory(_observations(sweep, qr), qr, s2_term(job.attention))
+        if qr else None,
         worst_reserved_ratio=max((s.peak("reserved") / s.peak("allocated") for s in sweep),
                                  default=None) if qr else None,
         loop=loop_effect(sweep, qa, qr), shapes=shapes)
@@ -241,6 +255,22 @@ def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
         "verdicts": sizing.verdicts(law, law.base_dims, budget)})
     return law.model_copy(update={"warnings": law_warnings(law, shapes, env.device_type,
                                                            env.device_memory_bytes)})
+
+
+def refit_law(law: MemoryLaw, device_memory_bytes: int | None) -> MemoryLaw:
+    """The law rebuilt from its stored raw shapes by this afford's fit, held-out errors and
+    verdicts included; what the certificate stored beside them is not read."""
+    job = MemoryJob(spec=law.workload, mode=law.mode, dim_keys=law.dim_keys,
+                    base_shape=law.base_shape, runs=tuple((s.role, s.shape) for s in law.shapes),
+                    attention=law.attention)
+    env = SimpleNamespace(device_type=law.device_type, device_memory_bytes=device_memory_bytes)
+    return build_law(job, list(law.shapes), env)
+
+
+def refit_section(section: MemorySection) -> MemorySection:
+    """Every law of a stored memory section refitted (:func:`refit_law`)."""
+    laws = [refit_law(law, section.device_memory_bytes) for law in section.laws]
+    return section.model_copy(update={"laws": laws, "warnings": section_notes(laws)})
 
 
 def exclusion(s: MemoryShape, quantity: str, device_memory: int | None) -> str | None:

@@ -41,8 +41,6 @@ KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in La
                "Transformer Models, eq. 1")
 ZERO = "Rajbhandari et al. 2020, ZeRO, section 3.1 (16 bytes/param, mixed-precision Adam)"
 FOUR_X = "the \"4x model size\" rule (accelerate's estimate: 4 x the fp32 model bytes)"
-# attention kind of the built-in workloads: SDPA never stores the s x s scores
-ATTENTION = {"tinylm": "fused", "softmax": "materialised"}
 
 
 class Defaults(BaseModel):
@@ -65,10 +63,6 @@ class Defaults(BaseModel):
         B, s, d, L, H = (dims[k] for k in DIMS)
         return float((self.bytes_per_param or 0.0) * params + (self.fixed_bytes or 0.0)
                      + L * ((self.c_res or 0.0) * B * s * d + (self.c_op or 0.0) * B * H * s * s))
-
-
-def attention_kind(workload: str) -> str | None:
-    return ATTENTION.get(workload.partition("@")[0])
 
 
 def activation_scale(mode: str) -> float:

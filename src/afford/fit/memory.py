@@ -9,8 +9,8 @@ per layer (score matrices that are materialised). In this notation Korthikanti e
 eq. 1, ``s*b*h*(34 + 5*a*s/h)`` bytes per layer in 16-bit, is C_res = 34 and C_op = 5; with
 flash/fused attention the s^2 term vanishes (``34*s*b*h + 4*a*s*b``).
 
-Two forms are fitted over the same points and both are kept; predictions use the one with
-the smaller leave-one-out error, and the result says which:
+Two forms are fitted over the same points; predictions use the one with the smaller
+leave-one-out error, and the result says which (and every form's leave-one-out error):
 
 - ``states_measured``: fixed = 0, the law as written; two coefficients.
 - ``states_plus_fixed``: a fitted constant as well. The measured states are the states at
@@ -20,6 +20,16 @@ the smaller leave-one-out error, and the result says which:
   cuBLAS workspaces. All of these are constant for a workload at fixed d, L, H, so one
   fitted constant absorbs them, and on a GPU it usually predicts better (a 32 MiB workspace
   is 3 % of a 1 GiB peak).
+
+Each form comes with and without the ``C_op`` s^2 term. A workload whose attention never
+stores the s x s scores (``scaled_dot_product_attention``: flash or memory-efficient
+kernels) has no s^2 term (Korthikanti's fused variant, ``34*s*b*h + 4*a*s*b``), and a free
+``C_op`` then only fits noise: on an H200, tinylm in bf16 picked up C_op = 0.023 from
+readings that wobble by 1 %, and extrapolated it to +3.2 % at twice the sequence (+2.2 %
+without it). So the
+workload declares it (``Workload.attention``, passed here as ``s2_term``); undeclared, the
+forms with and without the term compete by leave-one-out like the two above. Ties go to
+the form with fewer coefficients, then to the law as written.
 
 Least squares is ordinary (unweighted): the peaks that decide residency are the large
 ones, and the noise of a measurement (CPU RSS pages, heap reuse) is absolute, not relative,
@@ -45,8 +55,6 @@ from scipy import optimize
 
 Form = Literal["states_measured", "states_plus_fixed"]
 FORMS: tuple[Form, ...] = ("states_measured", "states_plus_fixed")
-_COLUMNS = {"states_measured": ("c_res", "c_op"),
-            "states_plus_fixed": ("c_res", "c_op", "fixed_bytes")}
 BATCH_CAP = 1 << 24  # largest_batch never searches beyond this many sequences
 LOO_TIE = 1e-9  # leave-one-out maxima closer than this are a tie (exact data, rounding)
 
@@ -81,13 +89,21 @@ class MemoryFit(BaseModel):
     c_res: float = Field(description="bytes per (B*s*d) per layer")
     c_op: float = Field(description="bytes per (B*H*s^2) per layer")
     fixed_bytes: float = Field(0.0, description="constant bytes (0 in states_measured)")
+    s2_term: bool = Field(True, description="the law has the C_op*B*H*s^2 term (False: "
+                          "attention that never stores the s x s scores; c_op is 0)")
     r2: float = Field(description="coefficient of determination of the peaks, linear space")
     residuals: list[float] = Field(description="relative: predicted / measured - 1")
     loo_rel_errors: list[float] | None = Field(
         None, description="leave-one-out: predicted without the point / measured - 1")
     other_form_loo_max: float | None = Field(
-        None, description="the leave-one-out max of the form not chosen, for comparison")
+        None, description="the smallest leave-one-out max of the forms not chosen")
+    candidates: dict[str, float] = Field(
+        {}, description="leave-one-out max of every form tried, by form name")
     n_points: int
+
+    @property
+    def name(self) -> str:
+        return form_name(self.form, self.s2_term)
 
     @property
     def loo_max(self) -> float | None:
@@ -105,30 +121,53 @@ class MemoryFit(BaseModel):
     def describe(self) -> str:
         fixed = f" + {self.fixed_bytes / 2**20:+.1f} MiB" if self.form == "states_plus_fixed" \
             else ""
-        return (f"states{fixed} + L*({self.c_res:.2f} B*s*d + {self.c_op:.3f} B*H*s^2) "
-                f"({self.quantity}, {self.form}, R^2 {self.r2:.5f}, {self.n_points} shapes)")
+        op = f" + {self.c_op:.3f} B*H*s^2" if self.s2_term else ""
+        return (f"states{fixed} + L*({self.c_res:.2f} B*s*d{op}) "
+                f"({self.quantity}, {self.name}, R^2 {self.r2:.5f}, {self.n_points} shapes)")
 
 
-def _design(obs: Sequence[MemoryObservation], form: Form) -> tuple[np.ndarray, np.ndarray,
-                                                                    np.ndarray]:
-    feats = np.array([activation_features(o.B, o.s, o.d, o.L, o.H) for o in obs], dtype=float)
-    if form == "states_plus_fixed":
-        feats = np.column_stack([feats, np.ones(len(obs))])
+def form_name(form: Form, s2_term: bool) -> str:
+    return form if s2_term else f"{form}, no s^2"
+
+
+def columns(form: Form, s2_term: bool) -> tuple[str, ...]:
+    """The fitted coefficients of a form, in the order of the design matrix."""
+    return ("c_res",) + (("c_op",) if s2_term else ()) + \
+        (("fixed_bytes",) if form == "states_plus_fixed" else ())
+
+
+def candidate_forms(s2_term: bool | None) -> list[tuple[Form, bool]]:
+    """The forms to try, fewest coefficients first, the law as written first at a tie;
+    ``s2_term`` None: with and without the s^2 term."""
+    s2s = (False, True) if s2_term is None else (s2_term,)
+    forms = [(f, s) for f in FORMS for s in s2s]
+    return sorted(forms, key=lambda c: (len(columns(*c)), FORMS.index(c[0])))
+
+
+def _design(obs: Sequence[MemoryObservation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(L*B*s*d, L*B*H*s^2, 1) per shape, the peaks, and the states."""
+    feats = np.array([(*activation_features(o.B, o.s, o.d, o.L, o.H), 1.0) for o in obs],
+                     dtype=float)  # (n, 3)
     y = np.array([o.peak_bytes for o in obs], dtype=float)
     states = np.array([o.states_bytes for o in obs], dtype=float)
-    return feats, y - states, y
+    return feats, y, states
 
 
-def _solve(feats: np.ndarray, rhs: np.ndarray, y: np.ndarray, form: Form) -> dict[str, float]:
-    scale = np.linalg.norm(feats, axis=0)
+_FEATURE = {"c_res": 0, "c_op": 1, "fixed_bytes": 2}
+
+
+def _solve(feats: np.ndarray, y: np.ndarray, states: np.ndarray, cols: tuple[str, ...]
+           ) -> dict[str, float]:
+    a = feats[:, [_FEATURE[c] for c in cols]]
+    scale = np.linalg.norm(a, axis=0)
     scale[scale == 0.0] = 1.0
     norm = float(np.max(np.abs(y)))  # bytes -> order 1, for the solver's tolerances
-    lower = np.array([0.0, 0.0, -np.inf][: feats.shape[1]])
-    res = optimize.lsq_linear(feats / scale, rhs / norm, bounds=(lower, np.inf), method="bvls")
+    lower = np.array([-np.inf if c == "fixed_bytes" else 0.0 for c in cols])
+    res = optimize.lsq_linear(a / scale, (y - states) / norm, bounds=(lower, np.inf),
+                              method="bvls")
     theta = res.x / scale * norm
-    params = dict(zip(_COLUMNS[form], (float(v) for v in theta)))
-    params.setdefault("fixed_bytes", 0.0)
-    return params
+    return {"c_res": 0.0, "c_op": 0.0, "fixed_bytes": 0.0,
+            **dict(zip(cols, (float(v) for v in theta)))}
 
 
 def _predict_rows(feats: np.ndarray, states: np.ndarray, p: dict[str, float]) -> np.ndarray:
@@ -153,39 +192,45 @@ def _check(obs: Sequence[MemoryObservation], need: int) -> None:
             raise ValueError(f"states bytes must be finite and >= 0, got {o.states_bytes!r}")
 
 
-def fit_form(obs: Sequence[MemoryObservation], quantity: str, form: Form) -> MemoryFit:
-    """One form by relative, bounded least squares, with leave-one-out errors."""
-    k = len(_COLUMNS[form])
+def fit_form(obs: Sequence[MemoryObservation], quantity: str, form: Form,
+             s2_term: bool = True) -> MemoryFit:
+    """One form by bounded least squares, with leave-one-out errors."""
+    cols = columns(form, s2_term)
+    k = len(cols)
     _check(obs, k)
-    feats, rhs, y = _design(obs, form)
-    states = y - rhs
-    p = _solve(feats, rhs, y, form)
+    feats, y, states = _design(obs)
+    p = _solve(feats, y, states, cols)
     pred = _predict_rows(feats, states, p)
     loo = None
     if len(obs) > k:
         loo = []
         for i in range(len(obs)):
             keep = np.arange(len(obs)) != i
-            p_i = _solve(feats[keep], rhs[keep], y[keep], form)
+            p_i = _solve(feats[keep], y[keep], states[keep], cols)
             loo.append(float(_predict_rows(feats[i:i + 1], states[i:i + 1], p_i)[0] / y[i] - 1))
     return MemoryFit(quantity=quantity, form=form, c_res=p["c_res"], c_op=p["c_op"],
-                     fixed_bytes=p["fixed_bytes"], r2=_r2(y, pred),
+                     fixed_bytes=p["fixed_bytes"], s2_term=s2_term, r2=_r2(y, pred),
                      residuals=[float(v) for v in pred / y - 1.0], loo_rel_errors=loo,
                      n_points=len(obs))
 
 
-def fit_memory(obs: Sequence[MemoryObservation], quantity: str) -> MemoryFit:
-    """Both forms; the one with the smaller leave-one-out max is returned (ties, and too few
-    points for a leave-one-out check of the fixed form, go to ``states_measured``, the law
-    as written)."""
-    plain = fit_form(obs, quantity, "states_measured")
-    if len(obs) <= len(_COLUMNS["states_plus_fixed"]):
-        return plain
-    fixed = fit_form(obs, quantity, "states_plus_fixed")
-    if plain.loo_max is not None and fixed.loo_max is not None and \
-            fixed.loo_max + LOO_TIE < plain.loo_max:
-        return fixed.model_copy(update={"other_form_loo_max": plain.loo_max})
-    return plain.model_copy(update={"other_form_loo_max": fixed.loo_max})
+def fit_memory(obs: Sequence[MemoryObservation], quantity: str,
+               s2_term: bool | None = None) -> MemoryFit:
+    """Every candidate form (:func:`candidate_forms`); the one with the smallest
+    leave-one-out max is returned, ties to the earlier candidate. Forms with too few points
+    for a leave-one-out check compete only when no form has one."""
+    fits = [fit_form(obs, quantity, f, s) for f, s in candidate_forms(s2_term)
+            if len(obs) >= len(columns(f, s))]
+    if not fits:
+        _check(obs, min(len(columns(f, s)) for f, s in candidate_forms(s2_term)))
+    scored = [f for f in fits if f.loo_max is not None]
+    if not scored:
+        return fits[0]
+    best = min(f.loo_max for f in scored)
+    chosen = next(f for f in scored if f.loo_max <= best + LOO_TIE)
+    others = [f.loo_max for f in scored if f is not chosen]
+    return chosen.model_copy(update={"other_form_loo_max": min(others) if others else None,
+                                     "candidates": {f.name: f.loo_max for f in scored}})
 
 
 def fit_params_affine(s_values: Sequence[float], params: Sequence[float]) -> tuple[float, float]:

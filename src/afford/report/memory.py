@@ -101,7 +101,7 @@ def memory_summary_table(cert) -> Table:
         src = f"{law.workload} {law.mode}: {f.describe()}; {run}"
         a, r = heldout_accuracy(law, run)
         t.add_row(law.workload, law.mode, fmt(fitted(round(f.c_res, 2), "", src)),
-                  fmt(fitted(round(f.c_op, 3), "", src)),
+                  fmt(fitted(round(f.c_op, 3), "", src)) if f.s2_term else "-",
                   fmt(fitted(f.fixed_bytes, "B", src)) if f.form == "states_plus_fixed" else "-",
                   fmt(module(round(f.r2, 5), "", "fit_memory")),
                   fmt(measured(round(law.bytes_per_param, 3), "B/param", "states counted")),

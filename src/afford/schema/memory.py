@@ -110,8 +110,9 @@ class MemoryLaw(_Model):
     mode: Literal["fp32", "bf16", "fp16"]
     device_type: Literal["cuda", "cpu"]
     attention: Literal["fused", "materialised"] | None = Field(
-        None, description="how the workload's attention keeps its scores: decides which "
-        "variant of Korthikanti's formula applies; None: not attention")
+        None, description="how the workload's attention keeps its scores, as it declares "
+        "(Workload.attention): decides whether the law has an s^2 term and which variant "
+        "of Korthikanti's formula applies; None: not declared, or not attention")
     dim_keys: dict[str, str] = Field(description="law dim -> the workload's shape key")
     base_shape: dict[str, int]
     base_dims: dict[str, int]

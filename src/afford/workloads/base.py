@@ -34,7 +34,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 
@@ -68,6 +68,10 @@ class Workload(ABC):
     name: ClassVar[str]
     sweep_param: ClassVar[str]
     description: ClassVar[str] = ""
+    # how the attention keeps its s x s scores, for the memory law (fit/memory.py): "fused"
+    # (scaled_dot_product_attention: never stored, no s^2 term), "materialised" (stored,
+    # an s^2 term), None: not declared (the fit chooses with or without one).
+    attention: ClassVar[Literal["fused", "materialised"] | None] = None
 
     @abstractmethod
     def default_sweep(self, device_class: str) -> list[int]:

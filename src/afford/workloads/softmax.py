@@ -39,6 +39,7 @@ class Softmax(Workload):
     name = "softmax"
     sweep_param = "s"
     description = "causal softmax attention (materialised scores) over n x s x d"
+    attention = "materialised"
 
     def __init__(self, n: int | None = None, d: int | None = None,
                  device_class: str = "cpu") -> None:

@@ -142,6 +142,7 @@ class TinyLM(Workload):
     name = "tinylm"
     sweep_param = "seq"
     description = "byte-level decoder-only transformer (B, d, L, H, seq)"
+    attention = "fused"  # scaled_dot_product_attention
 
     def __init__(self, config: TinyLMConfig | None = None, device_class: str = "cpu") -> None:
         self.config = config or default(device_class)

@@ -75,6 +75,7 @@ class Tuned(Workload):
         self.name = inner.name  # type: ignore[misc]
         self.sweep_param = inner.sweep_param  # type: ignore[misc]
         self.description = f"{inner.description} (+{'+'.join(options)})"  # type: ignore[misc]
+        self.attention = inner.attention  # type: ignore[misc]
 
     def default_sweep(self, device_class: str) -> list[int]:
         return self.inner.default_sweep(device_class)
