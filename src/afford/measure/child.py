@@ -144,11 +144,11 @@ def prewarm(device: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # workload (and import) prints go to stderr; stdout carries our JSON lines
+    sys.stdout = sys.stderr
     imports = measure_imports(None)  # first thing: torch is not imported yet
     ready = time.time()  # wall clock: the parent noted the spawn on the same clock
-    out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # workload prints go to stderr; stdout carries only our JSON lines
-    sys.stdout = sys.stderr
     start: dict[str, Any] = {"event": "start", "pid": os.getpid(), **imports,
                              "ready_wall": ready, "prewarmed": False}
     if "--prewarm" in args:
