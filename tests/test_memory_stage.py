@@ -135,7 +135,7 @@ def test_stage_fits_each_mode_and_skips_what_is_not_transformer_shaped(monkeypat
     for law in mem.laws:
         assert law.allocated.c_res == pytest.approx(70.0, rel=1e-6)
         assert all(abs(h.error) < 1e-6 for h in law.heldout) and len(law.heldout) == 3
-    assert mem.targets == {"allocated": 0.02, "reserved": 0.03} and mem.steps_per_shape == 4
+    assert mem.targets == {"allocated": 0.02, "reserved": 0.03} and mem.steps_per_shape == 3
 
 
 def test_stage_records_a_child_that_cannot_start(monkeypatch):
@@ -151,3 +151,28 @@ def test_stage_records_a_child_that_cannot_start(monkeypatch):
     assert "memory child" in whats and "memory law of tinylm (bf16)" in whats
     child = next(n for n in mem.not_executable if n.what == "memory child")
     assert child.reason == "OSError: no such interpreter" and child.status == "NOT EXECUTABLE"
+
+
+def test_loop_effect_with_three_steps_by_hand():
+    """Step 0 peaks before the Adam moments exist; steps 1 and 2 carry them; the growth
+    after step 1 is step 2's rise of the budgeted (reserved) peak."""
+    from afford.memory_stage import loop_effect
+    from afford.schema.memory import MemoryShape
+
+    def shape(params, alloc, res):
+        return MemoryShape(key=f"k{params}", role="seq", shape={}, dims={}, params=params,
+                           states_bytes=16 * params, steps=3, allocated_by_step=alloc,
+                           reserved_by_step=res)
+
+    sweep = [shape(100, [1000, 1800, 1800], [2000, 3000, 3100]),
+             shape(200, [2000, 3600, 3600], [4000, 6000, 6000]),
+             shape(300, [3000, 5400, 5400], [6000, 9000, 9500])]
+    loop = loop_effect(sweep, "allocated", "reserved")
+    assert loop.median_extra_bytes == 1600  # 800, 1600, 2400
+    assert loop.median_extra_bytes_per_param == 8.0
+    assert loop.median_extra_fraction == pytest.approx(0.8)
+    assert loop.max_growth_after_step1_bytes == 500  # 100, 0, 500
+    one_step = [s.model_copy(update={"steps": 1, "allocated_by_step": s.allocated_by_step[:1],
+                                     "reserved_by_step": s.reserved_by_step[:1]})
+                for s in sweep]
+    assert loop_effect(one_step, "allocated", "reserved") is None

@@ -269,7 +269,11 @@ def test_cpu_probes_stage_end_to_end(cpu_cert):
             assert f.flops == want
     assert [w.value for w in p.workloads] == [16, 32]      # the smallest sweep points
     s = p.startup
-    assert len(s.runs) == 3 and s.runs[-1].role == "probe child"
+    # the three sweep children were the fresh-process runs: no startup child was spawned
+    assert [r.role for r in s.runs] == ["sweep child 0", "sweep child 1", "sweep child 2",
+                                        "probe child"]
+    assert cpu_cert.protocol.prewarmed_children == []
+    assert set(p.probe_seconds) >= {"gemm.fp32", "copy", "w0.ladder", "w1.ladder"}
     assert 0 < s.import_torch_seconds < s.process_seconds
     assert isinstance(s.cuda_init_seconds, NotExecutable)
     summary = summarize_probes(cpu_cert)

@@ -107,3 +107,14 @@ def test_check_runs_after_warmup_and_refuses_before_timing():
 def test_unknown_precision():
     with pytest.raises(ValueError):
         rule_for("sloppy")
+
+
+def test_adaptive_warmup_is_three_steps_and_a_tenth_of_a_second():
+    rule = rule_for("adaptive")
+    assert (rule.warmup_steps, rule.warmup_seconds) == (3, 0.1)
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.015625)  # 7 x 1/64 = 0.109 >= 0.1 > 6 x 1/64
+    assert len(time_point(step, clock, rule).warmup_seconds) == 7
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.25)  # slow steps: the count decides
+    assert len(time_point(step, clock, rule).warmup_seconds) == 3

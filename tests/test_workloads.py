@@ -83,3 +83,9 @@ def test_non_finite_gradient_is_refused():
 def test_bad_workload_names(spec, match):
     with pytest.raises(InputError, match=match):
         resolve(spec, "cpu")
+
+
+def test_tinylm_large_gpu_sweep_starts_off_the_launch_bound_floor():
+    from afford.workloads import resolve
+
+    assert resolve("tinylm", "large-gpu").default_sweep("large-gpu") == [1024, 2048, 4096, 8192]

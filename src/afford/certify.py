@@ -56,6 +56,7 @@ class StageContext:
     plan: "Plan"
     results: list[WorkloadResult]
     on_event: Callable[[Event], None]
+    sweep_starts: list[Event] = field(default_factory=list)  # the sweep children's start events
 
 
 Stage = Callable[[StageContext], dict]
@@ -266,9 +267,16 @@ def certify(req: CertifyRequest,
     plan = resolve_request(req, device.type, env.device_class, str(device))
     on_plan(plan)
     rule = rule_for(req.precision)
+    starts: list[Event] = []
+
+    def tap(event: Event) -> None:
+        if event["event"] == "start":
+            starts.append(event)
+        on_event(event)
+
     per_child = run_children(plan.items, children=req.children, device=plan.device,
                              device_class=plan.device_class, rule=rule, seed=req.seed,
-                             on_event=on_event)
+                             on_event=tap)
     results = []
     for spec, w, mode, values in plan.workloads:
         points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
@@ -279,7 +287,8 @@ def certify(req: CertifyRequest,
         errors = {c.error for r in results for p in r.points for c in p.children if c.error}
         raise MeasurementError("no point could be timed: " + "; ".join(sorted(errors))[:1500])
     sections: dict = {}
-    ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event)
+    ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
+                       sweep_starts=starts)
     for stage in stages_for(req):
         sections.update(stage(ctx))
     ended = datetime.now(timezone.utc)
@@ -291,7 +300,9 @@ def certify(req: CertifyRequest,
                         min_timed_steps=rule.min_steps, floor_seconds=rule.floor_seconds,
                         max_floor_seconds=rule.max_floor_seconds,
                         target_rel_precision=rule.target_rel_precision, clock=clock,
-                        seed=req.seed)
+                        seed=req.seed,
+                        prewarmed_children=sorted(e["child"] for e in starts
+                                                  if e.get("prewarmed")))
     return Certificate(environment=env, protocol=protocol, workloads=results,
                        warnings=[f"{r.name} ({r.mode}): {n}" for r in results
                                  for n in r.warnings], **sections)

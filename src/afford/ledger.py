@@ -318,6 +318,15 @@ def strike(path: str | Path, reading_id: str, *, reason: str,
 # ---------------------------------------------------------------- certificates
 
 
+def _protocol(cert: Certificate) -> dict:
+    """The protocol as fingerprinted; ``prewarmed_children`` only where some child was
+    pre-warmed, so certificates written before that field keep their fingerprints."""
+    proto = cert.protocol.model_dump(mode="json")
+    if not proto.get("prewarmed_children"):
+        proto.pop("prewarmed_children", None)
+    return proto
+
+
 def _fingerprint(cert: Certificate, r: WorkloadResult, p: Point | None) -> str:
     """12 hex digits of SHA-256 over what makes two readings comparable: device, torch,
     precision flags, protocol, workload, mode and shape (or the sweep, for a law)."""
@@ -325,7 +334,7 @@ def _fingerprint(cert: Certificate, r: WorkloadResult, p: Point | None) -> str:
     doc = {"device": e.device_name, "torch": e.torch_version, "tf32": [e.tf32_matmul,
            e.tf32_cudnn], "matmul_precision": e.float32_matmul_precision,
            "cublas": e.cublas_workspace_config, "alloc": e.pytorch_cuda_alloc_conf,
-           "protocol": cert.protocol.model_dump(mode="json"), "workload": r.name,
+           "protocol": _protocol(cert), "workload": r.name,
            "source": r.source, "mode": r.mode, "sweep_param": r.sweep_param,
            "shape": p.shape if p is not None else [q.value for q in r.points]}
     text = json.dumps(doc, sort_keys=True, default=str)

@@ -1,12 +1,18 @@
 """The ``probes`` stage of certify: measure (child processes) -> fit (pure) -> section.
 
-After the sweep, on the same device: startup runs in fresh children, then one device probe
-child (GEMM ceilings per dtype, copy bandwidth, and per workload the batch ladder with NVML
+After the sweep, on the same device: one device probe child (GEMM ceilings per dtype, copy bandwidth, and per workload the batch ladder with NVML
 utilisation, FLOPs of a step, a checkpoint write). The workload probes run at each
 workload's smallest resident sweep point (cheap, and where launch overhead shows most);
 FLOPs are also counted at the largest resident point, where MFU is the headline. The raw
 results are assembled here with the pure fits of :mod:`afford.fit.verdicts`
 (:func:`assemble_section` takes the child's events, so it is tested without a device).
+
+Startup costs: every sweep child timed its own imports first thing
+(:mod:`afford.measure.child`), and so does the probe child; those are the fresh-process
+runs. Extra startup children (:func:`~afford.measure.probes.startup.run_startup`) are
+spawned only when the sweep provided fewer than ``startup_children - 1`` runs (a stage run
+without the sweep's start events, or children that failed to start). The CUDA context
+creation comes from the pre-warmed sweep children (all but child 0) and the probe child.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from afford.datasheet import lookup
 from afford.fit.stats import median
 from afford.fit.verdicts import (Verdict, arithmetic_share, bound_verdict, ladder_fit,
                                  utilisation_stats)
-from afford.measure.children import Event
+from afford.measure.children import Event, startup_run
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.probes.runner import run_probe_child
 from afford.measure.probes.startup import run_startup
@@ -33,17 +39,33 @@ from afford.schema.probes import (GEMM_DTYPES, CheckpointProbe, CopyProbe, Datas
 
 def probes_stage(ctx) -> dict:
     """The stage hook (:data:`afford.certify.Stage`)."""
-    return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, ctx.on_event)}
+    return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, ctx.on_event,
+                                 sweep_runs(getattr(ctx, "sweep_starts", [])))}
+
+
+def sweep_runs(starts: list[Event]) -> list[dict]:
+    """The startup runs the sweep children made (their ``start`` events), in child order."""
+    runs = [startup_run(e) for e in sorted(starts, key=lambda e: e.get("child", 0))]
+    return [r for r in runs if r is not None]
+
+
+def extra_startup_children(protocol: ProbeProtocol, sweep: int) -> int:
+    """Fresh startup children still needed: ``startup_children`` runs in all, counting the
+    sweep's and the probe child's."""
+    return max(0, protocol.startup_children - 1 - sweep)
 
 
 def run_probes(req, env: Environment, plan, results: list[WorkloadResult],
-               on_event: Callable[[Event], None] = lambda e: None) -> ProbesSection:
+               on_event: Callable[[Event], None] = lambda e: None,
+               sweep: list[dict] | None = None) -> ProbesSection:
     t0 = time.perf_counter()
     protocol = probe_protocol(req.precision, env.device_type, env.device_class)
     cuda = env.device_type == "cuda"
     items = workload_items(results)
-    runs, startup_error = _startup_runs(protocol.startup_children - 1,
-                                        plan.device if cuda else None, on_event)
+    sweep = list(sweep or [])
+    extra, startup_error = _startup_runs(extra_startup_children(protocol, len(sweep)),
+                                         plan.device if cuda else None, on_event)
+    runs = sweep + extra
     job = {"device": plan.device, "device_class": plan.device_class, "seed": req.seed,
            "protocol": protocol.model_dump(), "workloads": [i for i in items if i["value"]],
            "checkpoint_dir": str(getattr(req, "checkpoint_dir", None) or os.getcwd())}
@@ -71,6 +93,8 @@ def _startup_runs(n: int, cuda_device: str | None, on_event) -> tuple[list[dict]
     def begin(i: int) -> None:
         on_event({"event": "begin", "child": "probes", "key": f"startup {i + 1}"})
 
+    if n <= 0:
+        return [], None
     try:
         return run_startup(n, cuda_device, begin), None
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
@@ -114,7 +138,9 @@ def assemble_section(protocol: ProbeProtocol, env: Environment, items: list[dict
         notes.append(stopped)
     return ProbesSection(protocol=protocol, device=env.device_name, gemm=gemm,
                          device_copy=copy, workloads=workloads, startup=startup,
-                         datasheet=datasheet, wall_seconds=wall_seconds, warnings=notes)
+                         datasheet=datasheet, wall_seconds=wall_seconds, warnings=notes,
+                         probe_seconds={k: ev["seconds"] for k, ev in events.items()
+                                        if isinstance(ev.get("seconds"), (int, float))})
 
 
 def _model(cls, raw):
@@ -221,13 +247,13 @@ def _startup(runs: list[dict], child, error: str | None, cuda: bool) -> Startup 
     if not all_runs:
         return NotExecutable(what="startup costs", reason=error or "no startup run completed")
     tf = [r.import_transformers_seconds for r in all_runs]
-    cu = [r.cuda_init_seconds for r in all_runs]
+    cu = [r.cuda_init_seconds for r in all_runs if r.cuda_init_seconds is not None]
     return Startup(
         runs=all_runs, process_seconds=median([r.process_seconds for r in all_runs]),
         import_torch_seconds=median([r.import_torch_seconds for r in all_runs]),
         import_transformers_seconds=median(tf) if None not in tf else NotExecutable(
             what="import transformers", reason="transformers is not installed here "
             "(pip install 'afford[hf]')"),
-        cuda_init_seconds=median(cu) if cuda and None not in cu else NotExecutable(
+        cuda_init_seconds=median(cu) if cuda and cu else NotExecutable(
             what="CUDA context creation", reason="certify ran on the CPU" if not cuda
-            else "not measured in every run"))
+            else "no run measured it"))

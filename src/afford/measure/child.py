@@ -1,8 +1,21 @@
 """One independent child process: times every sweep point it is given, in the order given.
 
-Run as ``python -m afford.measure.child`` with a JSON job on stdin. Results go out as JSON
-lines on the process's original stdout, one per point as soon as it is done (so a crash
-loses only the point in flight); anything a workload prints is sent to stderr instead.
+Run as ``python -m afford.measure.child [--prewarm cuda:N]`` with a JSON job on stdin.
+Results go out as JSON lines on the process's original stdout, one per point as soon as it
+is done (so a crash loses only the point in flight); anything a workload prints is sent to
+stderr instead.
+
+First thing, before anything imports torch, the child times its own imports
+(:func:`afford.measure.probes.startup.measure_imports`), so every sweep child is also a
+fresh-process startup run: its ``start`` event carries the import times and the wall-clock
+time (``time.time()``) at which it was ready; the parent, which noted the wall-clock time of
+the spawn, gets the process time from the two. Hence this module imports torch (and the
+afford modules that import torch or numpy) inside functions only.
+
+``--prewarm cuda:N`` (given to children the parent spawns ahead, while the previous child
+measures): before reading its job, the child creates the CUDA context (timed like the
+startup runs: ``torch.cuda.init()`` and a first allocation) and a cuBLAS handle (one tiny
+matmul), so step 0 of its first point no longer includes process-level CUDA start-up.
 """
 
 from __future__ import annotations
@@ -13,15 +26,15 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import torch
+from afford.measure.probes.startup import measure_imports
 
-from afford.measure.memory import MemoryWindow, is_oom
-from afford.measure.timing import CudaClock, HostClock, TimingRule, time_point
-from afford.workloads import resolve
-from afford.workloads.base import (Workload, WorkloadRefused, check_gradients, count_params,
-                                   train_step, validate_shape)
+if TYPE_CHECKING:
+    import torch
+
+    from afford.measure.timing import TimingRule
+    from afford.workloads.base import Workload
 
 
 def _emit(out: TextIO, event: dict[str, Any]) -> None:
@@ -32,6 +45,13 @@ def _emit(out: TextIO, event: dict[str, Any]) -> None:
 def run_point(workload: Workload, item: dict, device: torch.device, rule: TimingRule,
               seed: int) -> dict:
     """Time one point; return the ChildPoint fields plus shape, params and tokens."""
+    import torch
+
+    from afford.measure.memory import MemoryWindow, is_oom
+    from afford.measure.timing import CudaClock, HostClock, time_point
+    from afford.workloads.base import (WorkloadRefused, check_gradients, count_params,
+                                       train_step, validate_shape)
+
     clock = CudaClock() if device.type == "cuda" else HostClock()
     window = MemoryWindow(device)
     window.open()
@@ -45,7 +65,7 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
         built = workload.build(shape, device, seed)
         extra["params"] = count_params(built.model)
         extra["tokens_per_step"] = int(built.tokens_per_step)
-        losses: dict[int, torch.Tensor] = {}
+        losses: dict[int, Any] = {}
         checked: dict[str, int] = {}
 
         def step(i: int) -> None:
@@ -95,14 +115,55 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}{where}"[:2000]
 
 
-def main() -> int:
+def prewarm(device: str) -> dict:
+    """Do a process's one-time CUDA start-up now, not in step 0 of the first point.
+    ``cuda_init_seconds`` is timed as in the startup runs (``torch.cuda.init()``, a first
+    allocation, a sync); ``prewarm_seconds`` is the rest: a first tiny matmul in fp32 and in
+    bf16 with a bias (the cuBLAS handle; cuBLAS/cuBLASLt load lazily on first use) and one
+    fused AdamW step on one parameter (the optimizer's first construction imports
+    ``torch._dynamo``, ~1-2 s)."""
+    import torch
+
+    t0 = time.perf_counter()
+    torch.cuda.init()
+    x = torch.ones(8, 8, device=device)
+    torch.cuda.synchronize(device)
+    out = {"cuda_init_seconds": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    y = x @ x
+    if torch.cuda.is_bf16_supported():
+        xb = x.to(torch.bfloat16)
+        y = y + torch.nn.functional.linear(xb, xb, xb[0]).float()
+    p = torch.nn.Parameter(y.sum().reshape(1))
+    p.grad = torch.ones_like(p)
+    torch.optim.AdamW([p], fused=True).step()
+    float(p.sum())
+    out["prewarm_seconds"] = time.perf_counter() - t0
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
     out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # workload prints go to stderr; stdout carries only our JSON lines
+    os.dup2(2, 1)  # workload (and import) prints go to stderr; stdout carries our JSON lines
     sys.stdout = sys.stderr
+    imports = measure_imports(None)  # first thing: torch is not imported yet
+    ready = time.time()  # wall clock: the parent noted the spawn on the same clock
+    start: dict[str, Any] = {"event": "start", "pid": os.getpid(), **imports,
+                             "ready_wall": ready, "prewarmed": False}
+    if "--prewarm" in args:
+        start.update(prewarm(args[args.index("--prewarm") + 1]), prewarmed=True)
+        start["ready_wall"] = time.time()  # the process time then includes cuda_init_seconds
+    import torch
+
+    from afford.measure.timing import TimingRule
+    from afford.workloads import resolve
+
+    gc.freeze()  # the imports' objects are no garbage: each point's gc pass skips them
     job = json.load(sys.stdin)
     device = torch.device(job["device"])
     rule = TimingRule(**job["rule"])
-    _emit(out, {"event": "start", "child": job["child"], "pid": os.getpid()})
+    _emit(out, {**start, "child": job["child"]})
     workloads: dict[str, Workload] = {}
     for item in job["items"]:
         spec = item["workload"]

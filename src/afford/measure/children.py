@@ -4,6 +4,11 @@ Children run one at a time (they would contend for the device otherwise). Each g
 sweep point in its own shuffled order, so drift over a run does not masquerade as a law
 (DESIGN section 3, rule 2). A child that dies leaves its finished points intact and an
 error on the rest.
+
+On CUDA child k+1 is spawned while child k measures, and pre-warmed (``--prewarm``: CUDA
+context and cuBLAS handle created before it reads its job), so neither its imports nor the
+CUDA start-up are on the critical path. Each child's ``start`` event doubles as a startup
+run (:func:`startup_run`): the child's import times, and spawn-to-ready on the wall clock.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -45,11 +51,16 @@ class _Child:
     next child can be started while the current one measures (CUDA only: on a CPU device
     the import would compete with the timed steps for the same cores)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prewarm: str | None = None, overlapped: bool = False) -> None:
         self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "afford.measure.child"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err, text=True, env=child_env())
+        self.prewarm = prewarm
+        self.overlapped = overlapped  # spawned while another child measured on the device
+        self.spawn_wall = time.time()  # the child stamps its readiness on the same clock
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "afford.measure.child"] +
+            (["--prewarm", prewarm] if prewarm else []),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
+            env=child_env())
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -75,6 +86,9 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
         for line in proc.stdout:
             event = json.loads(line)
             event["child"] = child
+            if event["event"] == "start":
+                event.update(spawn_wall=kid.spawn_wall, overlapped=kid.overlapped,
+                             process_seconds=event["ready_wall"] - kid.spawn_wall)
             if event["event"] == "point":
                 results[event["key"]] = event
             on_event(event)
@@ -98,14 +112,16 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
                  rule: TimingRule, seed: int,
                  on_event: Callable[[Event], None] = lambda e: None) -> list[dict[str, Event]]:
     """Every child over every item, each in its own order; one result dict per child.
-    Children measure one at a time; on CUDA the next one is spawned (and imports torch)
-    while the current one measures."""
+    Children measure one at a time; on CUDA the next one is spawned (imports torch and
+    creates its CUDA context) while the current one measures. Child 0 is not pre-warmed:
+    there is nothing for its CUDA start-up to overlap with."""
     prespawn = device.startswith("cuda")
     out: list[dict[str, Event]] = []
     nxt: _Child | None = _Child()
     try:
         for c in range(children):
-            cur, nxt = nxt, (_Child() if prespawn and c + 1 < children else None)
+            cur, nxt = nxt, (_Child(prewarm=device, overlapped=True)
+                             if prespawn and c + 1 < children else None)
             out.append(run_child(c, child_order(items, c), device=device,
                                  device_class=device_class, rule=rule, seed=seed,
                                  on_event=on_event, spawned=cur))
@@ -115,3 +131,17 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
         if nxt is not None:
             nxt.kill()
     return out
+
+
+def startup_run(start: Event) -> dict | None:
+    """A sweep child's ``start`` event as the fields of a startup run
+    (:class:`afford.schema.probes.StartupRun`), or ``None`` when it lacks them."""
+    if "process_seconds" not in start or "import_torch_seconds" not in start:
+        return None
+    role = f"sweep child {start.get('child')}"
+    if start.get("overlapped"):
+        role += " (spawned ahead: its imports overlapped the previous child's measurement " \
+                "on the device)"
+    keys = ("process_seconds", "import_torch_seconds", "import_transformers_seconds",
+            "cuda_init_seconds", "torch_version", "transformers_version")
+    return {**{k: start[k] for k in keys if start.get(k) is not None}, "role": role}

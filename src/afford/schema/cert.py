@@ -63,7 +63,10 @@ class Environment(_Model):
 
 
 class Protocol(_Model):
-    """How every point was timed (written into the result, as torch.utils.benchmark does)."""
+    """How every point was timed (written into the result, as torch.utils.benchmark does).
+
+    Step 0 of a child's first point includes the process's CUDA start-up (context, cuBLAS
+    handle) unless the child is listed in ``prewarmed_children``."""
 
     precision: Literal["full", "adaptive", "quick"]
     children: int
@@ -78,6 +81,10 @@ class Protocol(_Model):
     order: str = "each child times every point in its own shuffled order (seed = child index)"
     point_value: str = "median over children of each child's median of timed warm steps"
     seed: int = 0
+    prewarmed_children: list[int] = Field(
+        [], description="children spawned ahead on CUDA that created their CUDA context and "
+        "cuBLAS handle before their first point: their step 0 excludes CUDA context creation "
+        "(the probes' startup figures measure it); child 0 is never pre-warmed")
 
 
 class ChildPoint(_Model):

@@ -45,7 +45,9 @@ class ProbeProtocol(_Model):
                                        "started are dropped (NVML averages over a past period)")
     low_utilisation: float = Field(description="a sample at or under this counts as idle")
     checkpoint_writes: int
-    startup_children: int
+    startup_children: int = Field(description="fresh-process startup runs at least, counting "
+                                  "the sweep children and the probe child; fresh startup "
+                                  "children are spawned only to make up the number")
 
 
 class GemmProbe(_Model):
@@ -163,14 +165,18 @@ class StartupRun(_Model):
     """One fresh child: the parent's clock from spawn to the child's report, and the
     child's own clock around each import."""
 
-    process_seconds: float = Field(description="spawn to the report line, parent's clock")
+    process_seconds: float = Field(
+        description="spawn to ready (after the imports, and the CUDA context creation where "
+        "cuda_init_seconds is given): the parent's clock, or for a sweep child the wall clock "
+        "of both")
     import_torch_seconds: float
     import_transformers_seconds: float | None = None
     cuda_init_seconds: float | None = None
     torch_version: str
     transformers_version: str | None = None
-    role: str = Field("startup", description="'startup' or 'probe child' (the device probe "
-                      "child measures its own imports before anything else)")
+    role: str = Field("startup", description="'startup', 'probe child' or 'sweep child N' "
+                      "(each child measures its own imports before anything else; a child "
+                      "spawned ahead says that its imports overlapped another's measurement)")
 
 
 class Startup(_Model):
@@ -203,4 +209,7 @@ class ProbesSection(_Model):
     datasheet: DatasheetPeaks | None = Field(None, description="None: the device is not in "
                                              "the datasheet table (see warnings)")
     wall_seconds: float = Field(description="wall time of the whole probes stage")
+    probe_seconds: dict[str, float] = Field(
+        {}, description="wall seconds of each probe in the probe child, by event key (a "
+        "ladder's include the FLOP count and checkpoint write of its x1 rung)")
     warnings: list[str] = []

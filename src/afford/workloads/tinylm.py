@@ -47,8 +47,8 @@ def q3() -> TinyLMConfig:
 
 def default(device_class: str) -> TinyLMConfig:
     """A shape that suits the device class when no preset is named."""
-    if device_class == "large-gpu":
-        return replace(q3(), sweep=(512, 1024, 2048, 4096, 8192))
+    if device_class == "large-gpu":  # seq 512 sits on the launch-bound floor with 1024
+        return replace(q3(), sweep=(1024, 2048, 4096, 8192))
     if device_class == "small-gpu":
         return TinyLMConfig(d=256, L=4, H=4, seq=256, batch=8, sweep=(128, 256, 512, 1024))
     return TinyLMConfig()

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from typing import Any, TextIO
 
 from afford.measure.probes.startup import measure_imports
@@ -34,26 +35,29 @@ class Emitter:
     def begin(self, key: str) -> None:
         _emit(self.out, {"event": "begin", "key": key})
 
-    def result(self, key: str, value: Any) -> None:
+    def result(self, key: str, value: Any, seconds: float | None = None) -> None:
         from afford.provenance import NotExecutable
 
+        timing = {} if seconds is None else {"seconds": seconds}
         if isinstance(value, NotExecutable):
             _emit(self.out, {"event": "probe", "key": key,
-                             "not_executable": value.model_dump()})
+                             "not_executable": value.model_dump(), **timing})
         else:
-            _emit(self.out, {"event": "probe", "key": key, "result": value})
+            _emit(self.out, {"event": "probe", "key": key, "result": value, **timing})
 
     def run(self, key: str, what: str, fn) -> Any:
-        """``fn()``'s result, sent; an exception is sent as NotExecutable and returns None."""
+        """``fn()``'s result, sent with its wall seconds; an exception is sent as
+        NotExecutable and returns None."""
         from afford.measure.child import error_text
         from afford.provenance import NotExecutable
 
         self.begin(key)
+        t0 = time.perf_counter()
         try:
             value = fn()
         except Exception as exc:
             value = NotExecutable(what=what, reason=error_text(exc))
-        self.result(key, value)
+        self.result(key, value, time.perf_counter() - t0)
         return value
 
 
@@ -193,6 +197,11 @@ def main() -> int:
     em = Emitter(out)
     _emit(out, {"event": "probe", "key": "startup", "result": {**imports, "role": "probe child"}})
     job = json.load(sys.stdin)
+    import gc
+
+    import afford.measure.probes.launch  # noqa: F401  (torch, the workloads, the timing)
+
+    gc.freeze()  # the imports' objects are no garbage: each _free's gc pass skips them
     run_device_probes(job, em)
     _emit(out, {"event": "done"})
     out.close()

@@ -1,0 +1,228 @@
+"""Certify's speed-ups, without a device: pre-spawned sweep children are pre-warmed on CUDA
+(argv checked with a fake child class), the sweep children's start events are startup runs
+(spawn and ready stamps on one clock, worked by hand), and the probes stage spawns no extra
+startup children when the sweep gave enough runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import afford.measure.children as children
+import afford.probes_stage as stage
+from afford.measure.probes.protocol import probe_protocol
+from afford.measure.timing import rule_for
+from tests.test_probes_stage import env, events, result
+
+
+class Recorder:
+    """Stands in for ``children._Child``: records how each child would be spawned."""
+
+    made: list[Recorder] = []
+
+    def __init__(self, prewarm=None, overlapped=False):
+        self.prewarm, self.overlapped = prewarm, overlapped
+        Recorder.made.append(self)
+
+    def kill(self):
+        pass
+
+
+def _spawns(monkeypatch, device):
+    Recorder.made = []
+    monkeypatch.setattr(children, "_Child", Recorder)
+    used = []
+    monkeypatch.setattr(children, "run_child",
+                        lambda c, items, spawned=None, **kw: used.append(spawned) or {})
+    children.run_children([{"key": "k"}], children=3, device=device, device_class="x",
+                          rule=rule_for("quick"), seed=0)
+    assert used == Recorder.made  # each child measured with the process spawned for it
+    return [(r.prewarm, r.overlapped) for r in Recorder.made]
+
+
+def test_children_spawned_ahead_on_cuda_are_prewarmed_child_0_is_not(monkeypatch):
+    assert _spawns(monkeypatch, "cuda:1") == [(None, False), ("cuda:1", True),
+                                              ("cuda:1", True)]
+
+
+def test_cpu_children_are_neither_spawned_ahead_nor_prewarmed(monkeypatch):
+    assert _spawns(monkeypatch, "cpu") == [(None, False)] * 3
+
+
+class ScriptedChild:
+    """A real process that prints a child's events, with a known spawn stamp."""
+
+    def __init__(self, lines: list[dict], spawn_wall: float, overlapped: bool):
+        script = "import sys\nsys.stdin.read()\n" + "".join(
+            f"print({json.dumps(e)!r})\n" for e in lines)
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.spawn_wall, self.overlapped = spawn_wall, overlapped
+
+    def kill(self):
+        self.proc.wait()
+        self.err.close()
+
+
+def test_start_event_gets_process_seconds_from_spawn_and_ready_stamps():
+    start = {"event": "start", "pid": 1, "import_torch_seconds": 2.5,
+             "import_transformers_seconds": 1.25, "torch_version": "2.11",
+             "transformers_version": "5.1", "ready_wall": 1000.75, "prewarmed": True,
+             "cuda_init_seconds": 0.125, "prewarm_seconds": 2.0}
+    point = {"event": "point", "key": "a", "record": {"child": 1, "order_position": 0}}
+    seen = []
+    kid = ScriptedChild([start, point, {"event": "done"}], spawn_wall=997.0, overlapped=True)
+    out = children.run_child(1, [{"key": "a"}], device="cuda:0", device_class="x",
+                             rule=rule_for("quick"), seed=0, on_event=seen.append,
+                             spawned=kid)
+    assert list(out) == ["a"]
+    ev = seen[0]
+    assert ev["process_seconds"] == 3.75 and ev["spawn_wall"] == 997.0 and ev["child"] == 1
+    run = children.startup_run(ev)
+    assert run == {"process_seconds": 3.75, "import_torch_seconds": 2.5,
+                   "import_transformers_seconds": 1.25, "cuda_init_seconds": 0.125,
+                   "torch_version": "2.11", "transformers_version": "5.1",
+                   "role": "sweep child 1 (spawned ahead: its imports overlapped the "
+                           "previous child's measurement on the device)"}
+
+
+def test_a_start_event_without_import_times_is_no_startup_run():
+    assert children.startup_run({"event": "start", "child": 0, "pid": 5}) is None
+
+
+def starts(cuda=True):
+    """Three sweep children's start events as the parent completes them."""
+    out = []
+    for c, (proc, torch_s) in enumerate(((4.0, 2.5), (3.0, 2.0), (5.0, 3.0))):
+        e = {"event": "start", "child": c, "import_torch_seconds": torch_s,
+             "torch_version": "2.11", "process_seconds": proc, "overlapped": c > 0}
+        if cuda and c > 0:
+            e["cuda_init_seconds"] = 0.25 * c  # child 0 is not pre-warmed
+        out.append(e)
+    return out[::-1]  # arrival order does not matter
+
+
+class Req:
+    precision = "adaptive"
+    seed = 0
+    checkpoint_dir = "/tmp"
+
+
+class Plan:
+    device = "cuda:0"
+    device_class = "large-gpu"
+
+
+def _run(monkeypatch, sweep_starts, cuda=True):
+    spawned = []
+
+    def fake_startup(n, device, on_run):
+        spawned.append(n)
+        return [{"process_seconds": 9.0, "import_torch_seconds": 8.0, "torch_version": "2.11",
+                 "cuda_init_seconds": 1.0 if cuda else None} for _ in range(n)]
+
+    monkeypatch.setattr(stage, "run_startup", fake_startup)
+    monkeypatch.setattr(stage, "run_probe_child", lambda job, on_event: (events(), None))
+    e = env() if cuda else env("cpu", "AMD EPYC", "cpu")
+    results = [result("tiny", "seq", {256: 0.0065, 512: 0.0066}),
+               result("tinylm", "seq", {512: 0.015, 1024: 0.031})]
+    sec = stage.run_probes(Req(), e, Plan(), results, lambda ev: None,
+                           stage.sweep_runs(sweep_starts))
+    return spawned, sec
+
+
+def test_three_sweep_runs_mean_no_startup_children(monkeypatch):
+    spawned, sec = _run(monkeypatch, starts())
+    assert spawned == []
+    s = sec.startup
+    assert [r.role for r in s.runs][:1] == ["sweep child 0"] and len(s.runs) == 4
+    assert s.runs[-1].role == "probe child"
+    # process 4, 3, 5 and the probe child's 2.0: median 3.5; torch 2.5, 2, 3, 1.5: 2.25
+    assert s.process_seconds == 3.5 and s.import_torch_seconds == 2.25
+    # CUDA init from the pre-warmed children (0.25, 0.5) and the probe child (0.4)
+    assert s.cuda_init_seconds == 0.4
+
+
+def test_without_the_sweeps_runs_the_stage_falls_back_to_startup_children(monkeypatch):
+    spawned, sec = _run(monkeypatch, [])
+    assert spawned == [2]  # protocol: 3 runs, the probe child is one
+    assert [r.role for r in sec.startup.runs] == ["startup", "startup", "probe child"]
+    spawned, _ = _run(monkeypatch, starts()[:1])
+    assert spawned == [1]
+
+
+def test_cuda_init_is_not_executable_on_the_cpu(monkeypatch):
+    _, sec = _run(monkeypatch, starts(cuda=False), cuda=False)
+    assert sec.startup.cuda_init_seconds.status == "NOT EXECUTABLE"
+
+
+def test_extra_startup_children_count():
+    p = probe_protocol("adaptive", "cuda", "large-gpu")
+    assert [stage.extra_startup_children(p, n) for n in range(5)] == [2, 1, 0, 0, 0]
+
+
+def test_probe_seconds_are_kept_per_probe(monkeypatch):
+    def timed():
+        ev = events()
+        ev["gemm.fp32"]["seconds"] = 0.5
+        ev["w0.ladder"]["seconds"] = 2.25
+        return ev
+
+    monkeypatch.setattr(stage, "run_startup", lambda n, d, f: [])
+    monkeypatch.setattr(stage, "run_probe_child", lambda job, on_event: (timed(), None))
+    results = [result("tiny", "seq", {256: 0.0065})]
+    sec = stage.run_probes(Req(), env(), Plan(), results, lambda ev: None, [])
+    assert sec.probe_seconds == {"gemm.fp32": 0.5, "w0.ladder": 2.25}
+
+
+def test_the_sweep_child_module_imports_no_torch():
+    code = "import sys, afford.measure.child; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=children.child_env(), check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.cuda
+def test_prewarm_creates_the_context_and_times_it():
+    code = ("import json, sys; from afford.measure.child import prewarm; "
+            "from afford.measure.probes.startup import measure_imports; "
+            "measure_imports(None); print(json.dumps(prewarm('cuda:0')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=children.child_env(), check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["cuda_init_seconds"] > 0 and got["prewarm_seconds"] > 0
+
+
+def test_median_ci_ranks_match_scipy_binomial():
+    """The exact integer binomial CDF picks the same order statistics as scipy did."""
+    from scipy import stats
+
+    from afford.fit.stats import binom_half_cdf, median_ci
+
+    def scipy_ranks(n, confidence):
+        alpha = 1.0 - confidence
+        r = int(stats.binom.ppf(alpha / 2.0, n, 0.5))
+        while r >= 1 and 2.0 * stats.binom.cdf(r - 1, n, 0.5) > alpha:
+            r -= 1
+        while 2.0 * stats.binom.cdf(r, n, 0.5) <= alpha:
+            r += 1
+        r = max(r, 1)
+        return r - 1, n - r
+
+    for confidence in (0.9, 0.95, 0.99):
+        for n in list(range(6, 260)) + [511, 1000, 2999]:
+            assert median_ci(list(range(n)), confidence) == scipy_ranks(n, confidence)
+    assert binom_half_cdf(2, 4) == 11 / 16 and binom_half_cdf(-1, 4) == 0.0
+    assert binom_half_cdf(4, 4) == 1.0
+
+
+def test_the_timing_path_imports_no_scipy():
+    code = "import sys, afford.measure.timing; print('scipy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=children.child_env(), check=True)
+    assert out.stdout.split() == ["False"]
