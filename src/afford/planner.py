@@ -199,8 +199,8 @@ def _startup(cert, platform: Platform, run, shape, step, write, g: _Gather
             seconds=g.fallback(ASSUMED_IMPORT_SECONDS, "s", "interpreter + torch import not "
                                f"measured: {NO_PROBES}; assumed 20 s")))
     pre = measured.get("preflight") or g.fallback(
-        ASSUMED_PREFLIGHT_SECONDS, "s", "the run's checks before step 0 (afford preflight, "
-        f"data checks) not measured: {NO_PROBES}; assumed 10 s")
+        ASSUMED_PREFLIGHT_SECONDS, "s", "the run's own checks before step 0 (afford "
+        "preflight, data checks) are not something certify can time; assumed 10 s")
     comps.append(StartupComponent(name="preflight", what="checks before step 0", seconds=pre))
     comps.append(StartupComponent(name="first_step", what="step 0 (allocation, autotuning)",
                                   seconds=_first_step(cert, run, shape, step, g)))

@@ -107,7 +107,18 @@ def checkpoint_probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         with contextlib.suppress(OSError):
             target.unlink()
     mismatch = first_difference(state, loaded)
-    return {"directory": str(Path(folder).resolve()), "bytes": int(size),
+    return {"directory": _shown(folder), "bytes": int(size),
             "write_seconds": secs, "median_write_seconds": median(secs),
             "load_seconds": load_seconds, "verified": mismatch is None, "mismatch": mismatch,
             "method": METHOD}
+
+
+def _shown(folder) -> str:
+    """The folder as the certificate shows it: relative to the working folder when inside it
+    (a certificate travels; the absolute path of the machine it was made on says nothing)."""
+    p = Path(folder).resolve()
+    try:
+        rel = p.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return str(folder)
+    return str(rel) if str(rel) != "." else ". (the folder certify ran in)"
