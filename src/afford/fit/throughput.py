@@ -154,7 +154,8 @@ def _linear_floor_params(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 
 _PARAMS = {"power": _power_params, "floor_power": _floor_power_params,
            "linear_floor": _linear_floor_params}
-_NEED = {"power": 2, "floor_power": 4, "linear_floor": 2}
+_NEED = {"power": 2, "floor_power": 4, "linear_floor": 2}  # points to fit
+_N_PARAMS = {"power": 2, "floor_power": 3, "linear_floor": 2}
 
 
 def _fit(form: str, x: Sequence[float], y: Sequence[float]) -> LawFit:
@@ -162,7 +163,7 @@ def _fit(form: str, x: Sequence[float], y: Sequence[float]) -> LawFit:
     params = _PARAMS[form](xa, ya)
     pred = np.asarray(_evaluate(form, params, xa))
     loo = None
-    if len(xa) > _NEED[form]:
+    if len(xa) - 1 >= _N_PARAMS[form]:  # each left-out fit still determines the form
         loo = []
         for i in range(len(xa)):
             keep = np.arange(len(xa)) != i
