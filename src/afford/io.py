@@ -36,7 +36,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool 
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(folder)
+    fsync_dir(folder)
     return target
 
 
@@ -58,7 +58,7 @@ def check_writable(path: str | os.PathLike, *, overwrite: bool) -> Path:
     return target
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from afford.fit.stats import median
+from afford.io import fsync_dir
 
 METHOD = ("torch.save of {'model': state_dict, 'optimizer': state_dict} to a temp file in "
           "the same folder, flush, fsync, os.replace, fsync folder; torch.load(weights_only=True)")
@@ -47,17 +48,8 @@ def write_checkpoint_atomic(state: Any, path: str | os.PathLike,
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     return target
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def first_difference(a: Any, b: Any, where: str = "") -> str | None:
