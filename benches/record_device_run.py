@@ -25,6 +25,11 @@ def _base(cert_env: dict, commit: str, command: str) -> dict:
             "date": datetime.fromisoformat(cert_env["started_at"])}
 
 
+def _mode(row: dict) -> str:
+    return "quick" if "--quick" in row["command"] else "full" if "--full" in row["command"] \
+        else "default"
+
+
 def bench_rows(path: Path, commit: str) -> list:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     out = []
@@ -36,9 +41,9 @@ def bench_rows(path: Path, commit: str) -> list:
                                                      "torch_version": r["torch"],
                                                      "started_at": datetime.now().isoformat()}
         b = _base(env, commit, "python benches/bench_certify.py -- " + r["command"][15:])
-        out.append(ledger.new_reading(quantity="certify/default/wall_seconds",
+        out.append(ledger.new_reading(quantity=f"certify/{_mode(r)}/wall_seconds",
                                       value=r["wall_seconds"], unit="s", **b))
-        out.append(ledger.new_reading(quantity="certify/default/elapsed_seconds",
+        out.append(ledger.new_reading(quantity=f"certify/{_mode(r)}/elapsed_seconds",
                                       value=r["cert_elapsed_seconds"], unit="s", **b))
     return out
 
