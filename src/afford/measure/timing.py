@@ -164,14 +164,10 @@ def time_point(step: Callable[[int], Any], clock: Clock, rule: TimingRule,
     indices: list[int] = []
     precision = float("inf")
     while True:
-        marks = [clock.mark()]
-        for _ in range(block):
-            step(i)
-            marks.append(clock.mark())
-            indices.append(i)
-            i += 1
-        clock.sync()
-        timed.extend(clock.between(marks[k], marks[k + 1]) for k in range(block))
+        secs, idx = timed_block(step, clock, i, block)
+        timed.extend(secs)
+        indices.extend(idx)
+        i += block
         total = sum(timed)
         if len(timed) < rule.min_steps or total < rule.floor_seconds:
             continue
@@ -201,6 +197,19 @@ def _stop_reason(precision: float, total: float, n: int, rule: TimingRule) -> st
     if projected > UNREACHABLE_SLACK * rule.target_rel_precision:
         return "unreachable"
     return None
+
+
+def timed_block(step: Callable[[int], Any], clock: Clock, start: int, count: int
+                ) -> tuple[list[float], list[int]]:
+    """``count`` steps from index ``start`` with a mark between consecutive steps and one
+    sync at the end: each step's seconds and its index."""
+    marks = [clock.mark()]
+    for i in range(start, start + count):
+        step(i)
+        marks.append(clock.mark())
+    clock.sync()
+    return ([clock.between(marks[k], marks[k + 1]) for k in range(count)],
+            list(range(start, start + count)))
 
 
 def _block_size(warm_median: float, rule: TimingRule) -> int:

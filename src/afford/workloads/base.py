@@ -30,11 +30,10 @@ A user workload is a factory ``pkg.module:factory`` returning an instance of a
 from __future__ import annotations
 
 import contextlib
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import torch
 
@@ -155,11 +154,3 @@ def validate_shape(workload: Workload, value: int) -> dict[str, int]:
 
 def causal_mask(s: int, device: torch.device) -> torch.Tensor:
     return torch.ones(s, s, dtype=torch.bool, device=device).tril()  # (s, s)
-
-
-def chance_loss(vocab: int) -> float:
-    return math.log(vocab)
-
-
-def describe(obj: Any) -> str:
-    return getattr(obj, "description", "") or obj.__class__.__name__

@@ -28,7 +28,7 @@ import torch.distributed as dist
 from afford.fit.stats import median
 from afford.measure.distributed.runtime import Runtime, agree_max, wait_device
 from afford.measure.memory import MemoryWindow
-from afford.measure.timing import CudaClock, HostClock
+from afford.measure.timing import CudaClock, HostClock, timed_block
 from afford.workloads.base import autocast_for
 from afford.workloads.tinylm import VOCAB, TinyLMConfig, TinyLMModel, default
 
@@ -97,17 +97,10 @@ def timed_steps(step: Callable[[int], object], clock, start: int, count: int, bl
     """``count`` steps from index ``start``, a host sync every ``block`` steps."""
     secs: list[float] = []
     idx: list[int] = []
-    i = start
     while len(secs) < count:
-        b = min(block, count - len(secs))
-        marks = [clock.mark()]
-        for _ in range(b):
-            step(i)
-            marks.append(clock.mark())
-            idx.append(i)
-            i += 1
-        clock.sync()
-        secs.extend(clock.between(marks[k], marks[k + 1]) for k in range(b))
+        s, i = timed_block(step, clock, start + len(secs), min(block, count - len(secs)))
+        secs.extend(s)
+        idx.extend(i)
     return secs, idx
 
 
