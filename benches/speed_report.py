@@ -36,3 +36,14 @@ for k, v in sorted((pr.get("probe_seconds") or {}).items(), key=lambda kv: -kv[1
     print(f"  probe {k:24s} {v:7.2f} s")
 print("sweep (total - stages) ~", round(env["elapsed_seconds"] - sum(
     (d.get(k) or {}).get("wall_seconds", 0) for k in ("probes", "memory")), 1), "s (incl. gates)")
+for w in pr.get("workloads") or []:
+    lad = w.get("ladder") or {}
+    for r in lad.get("rungs", []) if isinstance(lad, dict) else []:
+        if r.get("wall_seconds") is not None:
+            print(f"  ladder {w.get('name', '?'):10s} x{r['multiplier']}: build "
+                  f"{r.get('build_seconds') or 0:.2f} s, step0 {r.get('step0_seconds') or 0:.3f} s, "
+                  f"wall {r['wall_seconds']:.2f} s")
+for law in (d.get("memory") or {}).get("laws", []):
+    walls = [(s["role"], s.get("wall_seconds") or 0) for s in law["shapes"]]
+    print(f"  memory {law['workload']} {law['mode']}: {sum(w for _, w in walls):.2f} s "
+          f"(first shape {walls[0][0]} {walls[0][1]:.2f} s)")

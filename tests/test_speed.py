@@ -53,6 +53,45 @@ def test_cpu_children_are_neither_spawned_ahead_nor_prewarmed(monkeypatch):
     assert _spawns(monkeypatch, "cpu") == [(None, False)] * 3
 
 
+def test_on_last_runs_once_as_the_last_child_starts(monkeypatch):
+    Recorder.made = []
+    monkeypatch.setattr(children, "_Child", Recorder)
+    seen = []
+    monkeypatch.setattr(children, "run_child",
+                        lambda c, items, spawned=None, **kw: seen.append(f"child {c}") or {})
+    children.run_children([{"key": "k"}], children=4, device="cuda:0", device_class="x",
+                          rule=rule_for("quick"), seed=0, on_last=lambda: seen.append("ahead"))
+    assert seen == ["child 0", "child 1", "child 2", "ahead", "child 3"]
+
+
+def test_stage_children_are_spawned_ahead_on_cuda_only_and_as_asked():
+    from afford.certify import CertifyRequest, spawners_for
+
+    assert sorted(spawners_for(CertifyRequest(), "cuda:0")) == ["memory", "probes"]
+    assert sorted(spawners_for(CertifyRequest(memory=False), "cuda")) == ["probes"]
+    assert spawners_for(CertifyRequest(probes=False, memory=False), "cuda:0") == {}
+    assert spawners_for(CertifyRequest(), "cpu") == {}
+
+
+def test_a_probe_child_spawned_ahead_is_a_startup_run_on_the_wall_clock():
+    """The child stamps ready on the wall clock; process time is ready - spawn, not the
+    time the parent got round to reading it."""
+    from afford.measure.probes.runner import run_probe_child
+
+    startup = {"event": "probe", "key": "startup",
+               "result": {"import_torch_seconds": 2.5, "torch_version": "2.11",
+                          "role": "probe child", "ready_wall": 1004.5,
+                          "prewarm_seconds": 1.5}}
+    gemm = {"event": "probe", "key": "gemm.fp32", "result": {"x": 1}, "seconds": 0.5}
+    kid = ScriptedChild([startup, gemm, {"event": "done"}], spawn_wall=1000.0,
+                        overlapped=True)
+    got, stopped = run_probe_child({"device": "cuda:0"}, spawned=kid)
+    assert stopped is None and set(got) == {"startup", "gemm.fp32"}
+    run = got["startup"]["result"]
+    assert run["process_seconds"] == 4.5 and "ready_wall" not in run
+    assert run["role"].startswith("probe child (spawned ahead")
+
+
 class ScriptedChild:
     """A real process that prints a child's events, with a known spawn stamp."""
 
@@ -63,6 +102,10 @@ class ScriptedChild:
         self.proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, text=True)
         self.spawn_wall, self.overlapped = spawn_wall, overlapped
+
+    def stderr_tail(self):
+        self.err.seek(0)
+        return self.err.read().strip()
 
     def kill(self):
         self.proc.wait()

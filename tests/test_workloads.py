@@ -89,3 +89,39 @@ def test_tinylm_large_gpu_sweep_starts_off_the_launch_bound_floor():
     from afford.workloads import resolve
 
     assert resolve("tinylm", "large-gpu").default_sweep("large-gpu") == [1024, 2048, 4096, 8192]
+
+
+def test_scan_cumprod_gradient_is_the_native_one():
+    """The written-out backward of scan's cumprod equals autograd's through torch.cumprod
+    (complex128, gates away from zero as in the workload), and stays O(s) aten calls
+    under a dispatch mode (the FLOP counter), where the native one loops over s."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from afford.workloads.scan import NonzeroCumprod
+
+    torch.manual_seed(0)
+    z = torch.polar(torch.rand(2, 3, 6, 6, dtype=torch.float64) + 0.1,
+                    torch.randn(2, 3, 6, 6, dtype=torch.float64))
+    g = torch.randn(2, 3, 6, 6, dtype=torch.complex128)
+    a = z.clone().requires_grad_()
+    b = z.clone().requires_grad_()
+    (NonzeroCumprod.apply(a, -2) * g).real.sum().backward()
+    (torch.cumprod(b, dim=-2) * g).real.sum().backward()
+    assert torch.allclose(a.grad, b.grad, rtol=1e-12, atol=1e-12)
+
+    class Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    def calls(s: int) -> int:
+        x = torch.polar(torch.rand(1, 1, s, s) + 0.1, torch.randn(1, 1, s, s))
+        x.requires_grad_()
+        Count.calls = 0
+        with Count():
+            NonzeroCumprod.apply(x, -2).real.sum().backward()
+        return Count.calls
+
+    assert calls(8) == calls(64)

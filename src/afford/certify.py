@@ -57,6 +57,7 @@ class StageContext:
     results: list[WorkloadResult]
     on_event: Callable[[Event], None]
     sweep_starts: list[Event] = field(default_factory=list)  # the sweep children's start events
+    ahead: dict = field(default_factory=dict)  # stage name -> its child, spawned ahead (CUDA)
 
 
 Stage = Callable[[StageContext], dict]
@@ -87,6 +88,25 @@ def stages_for(req: CertifyRequest) -> list[Stage]:
 
         chosen.append(levers_stage)
     return chosen
+
+
+def spawners_for(req: CertifyRequest, device: str) -> dict[str, Callable[[], object]]:
+    """On CUDA, the stages whose child certify starts while the sweep's last child measures
+    (imports, CUDA context, cuBLAS and fused-optimizer warm-up off the critical path, as for
+    the sweep's own children); none on a CPU, where a spawn would compete for the cores the
+    timed steps use. Each spawner returns a :class:`~afford.measure.children.Spawned`."""
+    if not device.startswith("cuda"):
+        return {}
+    out: dict[str, Callable[[], object]] = {}
+    if req.probes:
+        from afford.measure.probes.runner import spawn_probe_child
+
+        out["probes"] = lambda: spawn_probe_child(device, overlapped=True)
+    if req.memory:
+        from afford.measure.memory_sweep import spawn_memory_child
+
+        out["memory"] = lambda: spawn_memory_child(device, overlapped=True)
+    return out
 
 
 @dataclass(frozen=True)
@@ -274,23 +294,39 @@ def certify(req: CertifyRequest,
             starts.append(event)
         on_event(event)
 
-    per_child = run_children(plan.items, children=req.children, device=plan.device,
-                             device_class=plan.device_class, rule=rule, seed=req.seed,
-                             on_event=tap)
-    results = []
-    for spec, w, mode, values in plan.workloads:
-        points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
-                                 env.device_memory_bytes) for v in values]
-        results.append(fit_workload(spec, w, mode, points))
-    if not any(p.median_seconds for r in results for p in r.points) and \
-            not any(r.refused for r in results):
-        errors = {c.error for r in results for p in r.points for c in p.children if c.error}
-        raise MeasurementError("no point could be timed: " + "; ".join(sorted(errors))[:1500])
-    sections: dict = {}
-    ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
-                       sweep_starts=starts)
-    for stage in stages_for(req):
-        sections.update(stage(ctx))
+    spawners = spawners_for(req, plan.device)
+    ahead: dict = {}
+
+    def spawn_ahead() -> None:
+        for name, spawn in spawners.items():
+            try:
+                ahead[name] = spawn()
+            except OSError:  # the stage starts its own child later, and reports a failure
+                pass
+
+    try:
+        per_child = run_children(plan.items, children=req.children, device=plan.device,
+                                 device_class=plan.device_class, rule=rule, seed=req.seed,
+                                 on_event=tap, on_last=spawn_ahead if spawners else None)
+        results = []
+        for spec, w, mode, values in plan.workloads:
+            points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
+                                     env.device_memory_bytes) for v in values]
+            results.append(fit_workload(spec, w, mode, points))
+        if not any(p.median_seconds for r in results for p in r.points) and \
+                not any(r.refused for r in results):
+            errors = {c.error for r in results for p in r.points for c in p.children
+                      if c.error}
+            raise MeasurementError("no point could be timed: " +
+                                   "; ".join(sorted(errors))[:1500])
+        sections: dict = {}
+        ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
+                           sweep_starts=starts, ahead=ahead)
+        for stage in stages_for(req):
+            sections.update(stage(ctx))
+    finally:
+        for kid in ahead.values():  # those no stage took (one failed, or none ran)
+            kid.kill()
     ended = datetime.now(timezone.utc)
     env = env.model_copy(update={"ended_at": ended,
                                  "elapsed_seconds": (ended - started).total_seconds()})

@@ -169,10 +169,12 @@ def memory_stage(ctx: "StageContext") -> dict:
     records: dict[str, dict] = {}
     try:
         if per_job:
+            spawned = getattr(ctx, "ahead", {}).pop("memory", None)
             records = run_memory_child([it for _, items in per_job for it in items],
                                        device=ctx.plan.device, seed=ctx.req.seed,
                                        device_class=ctx.plan.device_class,
-                                       on_event=ctx.on_event)
+                                       on_event=ctx.on_event,
+                                       **({"spawned": spawned} if spawned else {}))
     except (OSError, ValueError) as exc:  # the child could not start, or spoke garbage
         skipped.append(NotExecutable(what="memory child", reason=f"{type(exc).__name__}: {exc}"))
     laws = []

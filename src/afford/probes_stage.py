@@ -40,7 +40,8 @@ from afford.schema.probes import (GEMM_DTYPES, CheckpointProbe, CopyProbe, Datas
 def probes_stage(ctx) -> dict:
     """The stage hook (:data:`afford.certify.Stage`)."""
     return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, ctx.on_event,
-                                 sweep_runs(getattr(ctx, "sweep_starts", [])))}
+                                 sweep_runs(getattr(ctx, "sweep_starts", [])),
+                                 getattr(ctx, "ahead", {}).pop("probes", None))}
 
 
 def sweep_runs(starts: list[Event]) -> list[dict]:
@@ -57,7 +58,8 @@ def extra_startup_children(protocol: ProbeProtocol, sweep: int) -> int:
 
 def run_probes(req, env: Environment, plan, results: list[WorkloadResult],
                on_event: Callable[[Event], None] = lambda e: None,
-               sweep: list[dict] | None = None) -> ProbesSection:
+               sweep: list[dict] | None = None, spawned=None) -> ProbesSection:
+    """The section; ``spawned``: the probe child certify started ahead, if any."""
     t0 = time.perf_counter()
     protocol = probe_protocol(req.precision, env.device_type, env.device_class)
     cuda = env.device_type == "cuda"
@@ -69,7 +71,8 @@ def run_probes(req, env: Environment, plan, results: list[WorkloadResult],
     job = {"device": plan.device, "device_class": plan.device_class, "seed": req.seed,
            "protocol": protocol.model_dump(), "workloads": [i for i in items if i["value"]],
            "checkpoint_dir": str(getattr(req, "checkpoint_dir", None) or os.getcwd())}
-    events, stopped = run_probe_child(job, on_event)
+    events, stopped = run_probe_child(job, on_event, spawned=spawned) if spawned else \
+        run_probe_child(job, on_event)
     datasheet, warning = lookup(env.device_name)
     return assemble_section(protocol, env, items, results, events, stopped, runs,
                             startup_error, datasheet, [warning] if warning else [],

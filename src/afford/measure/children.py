@@ -46,27 +46,42 @@ def child_env() -> dict[str, str]:
     return env
 
 
-class _Child:
-    """A spawned child. It imports torch at once and then waits for its job on stdin, so the
-    next child can be started while the current one measures (CUDA only: on a CPU device
-    the import would compete with the timed steps for the same cores)."""
+class Spawned:
+    """A child process started now (``python -m MODULE ARGS``) that reads its JSON job on
+    stdin when the parent gets to it: stdout is its JSON lines, stderr goes to a temporary
+    file for the error message. ``spawn_wall`` is the wall clock at the spawn, the clock
+    the child stamps its readiness on; ``overlapped``: spawned while another child measured
+    on the device."""
 
-    def __init__(self, prewarm: str | None = None, overlapped: bool = False) -> None:
+    def __init__(self, module: str, args: list[str] | None = None,
+                 env: dict[str, str] | None = None, overlapped: bool = False) -> None:
         self.err = tempfile.TemporaryFile(mode="w+")
-        self.prewarm = prewarm
-        self.overlapped = overlapped  # spawned while another child measured on the device
-        self.spawn_wall = time.time()  # the child stamps its readiness on the same clock
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "afford.measure.child"] +
-            (["--prewarm", prewarm] if prewarm else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
-            env=child_env())
+        self.overlapped = overlapped
+        self.spawn_wall = time.time()
+        self.proc = subprocess.Popen([sys.executable, "-m", module] + list(args or []),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, text=True, env=env or child_env())
+
+    def stderr_tail(self, chars: int = 1500) -> str:
+        self.err.seek(0)
+        return self.err.read()[-chars:].strip()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
         self.err.close()
+
+
+class _Child(Spawned):
+    """A sweep child. It imports torch at once and then waits for its job on stdin, so the
+    next child can be started while the current one measures (CUDA only: on a CPU device
+    the import would compete with the timed steps for the same cores)."""
+
+    def __init__(self, prewarm: str | None = None, overlapped: bool = False) -> None:
+        self.prewarm = prewarm
+        super().__init__("afford.measure.child", ["--prewarm", prewarm] if prewarm else [],
+                         overlapped=overlapped)
 
 
 def run_child(child: int, items: list[dict], *, device: str, device_class: str,
@@ -93,8 +108,7 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
                 results[event["key"]] = event
             on_event(event)
         rc = proc.wait(timeout=timeout)
-        kid.err.seek(0)
-        tail = kid.err.read()[-1500:].strip()
+        tail = kid.stderr_tail()
     finally:
         kid.kill()
     if rc != 0 or len(results) < len(items):
@@ -110,11 +124,13 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
 
 def run_children(items: list[dict], *, children: int, device: str, device_class: str,
                  rule: TimingRule, seed: int,
-                 on_event: Callable[[Event], None] = lambda e: None) -> list[dict[str, Event]]:
+                 on_event: Callable[[Event], None] = lambda e: None,
+                 on_last: Callable[[], None] | None = None) -> list[dict[str, Event]]:
     """Every child over every item, each in its own order; one result dict per child.
     Children measure one at a time; on CUDA the next one is spawned (imports torch and
     creates its CUDA context) while the current one measures. Child 0 is not pre-warmed:
-    there is nothing for its CUDA start-up to overlap with."""
+    there is nothing for its CUDA start-up to overlap with. ``on_last`` is called as the
+    last child starts (certify spawns the stages' children there, on CUDA)."""
     prespawn = device.startswith("cuda")
     out: list[dict[str, Event]] = []
     nxt: _Child | None = _Child()
@@ -122,6 +138,8 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
         for c in range(children):
             cur, nxt = nxt, (_Child(prewarm=device, overlapped=True)
                              if prespawn and c + 1 < children else None)
+            if on_last is not None and c + 1 == children:
+                on_last()
             out.append(run_child(c, child_order(items, c), device=device,
                                  device_class=device_class, rule=rule, seed=seed,
                                  on_event=on_event, spawned=cur))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -132,6 +131,11 @@ def main() -> int:
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # workload prints go to stderr; stdout carries only our JSON lines
     sys.stdout = sys.stderr
+    args = sys.argv[1:]
+    if "--prewarm" in args:  # spawned ahead on CUDA: the one-time start-up before the job
+        from afford.measure.child import prewarm
+
+        prewarm(args[args.index("--prewarm") + 1])
     job = json.load(sys.stdin)
     import torch
 
@@ -165,39 +169,51 @@ def child_env(device: str) -> dict[str, str]:
     return env
 
 
+def spawn_memory_child(device: str, overlapped: bool = False):
+    """Start the child; on CUDA it imports torch, creates its context and pre-warms
+    (cuBLAS, the fused optimizer) while it waits for its job. A
+    :class:`~afford.measure.children.Spawned`."""
+    from afford.measure.children import Spawned
+
+    cuda = device.startswith("cuda")
+    return Spawned("afford.measure.memory_sweep", ["--prewarm", device] if cuda else [],
+                   env=child_env(device), overlapped=overlapped)
+
+
 def run_memory_child(items: list[dict], *, device: str, device_class: str, seed: int,
                      on_event: Callable[[dict], None] = lambda e: None,
-                     timeout: float = CHILD_TIMEOUT_SECONDS) -> dict[str, dict]:
+                     timeout: float = CHILD_TIMEOUT_SECONDS, spawned=None) -> dict[str, dict]:
     """Run the child over ``items`` (each with key, workload, mode, shape, steps); return
-    each item's record by key. Items the child did not finish get an error record."""
+    each item's record by key. Items the child did not finish get an error record.
+    ``spawned``: the child started ahead (:func:`spawn_memory_child`); else started now."""
     job = {"device": device, "device_class": device_class, "seed": seed, "items": items}
-    proc = subprocess.Popen([sys.executable, "-m", "afford.measure.memory_sweep"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env(device))
+    kid = spawned or spawn_memory_child(device)
+    proc = kid.proc
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     records: dict[str, dict] = {}
+    rc = None
     try:
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        proc.stdin.write(json.dumps(job))
-        proc.stdin.close()
-        err_lines: list[str] = []
-        drain = threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True)
-        drain.start()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(job))
+            proc.stdin.close()
+        except BrokenPipeError:  # the child died at once; its stderr says why
+            pass
         for line in proc.stdout:
             event = json.loads(line)
             if event["event"] == "shape":
                 records[event["key"]] = event["record"]
             on_event({**event, "child": "memory"})
         rc = proc.wait()
-        drain.join(timeout=5)
     finally:
         timer.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        tail = kid.stderr_tail()
+        kid.kill()
     if rc != 0 or len(records) < len(items):
-        tail = "".join(err_lines)[-1500:].strip()
         why = f"memory child exited with code {rc}" + (f": {tail}" if tail else "")
         for it in items:
             records.setdefault(it["key"], {"error": why})

@@ -106,6 +106,10 @@ class Rung(_Model):
     median_seconds: float | None = None
     oom: bool = False
     error: str | None = None
+    build_seconds: float | None = Field(None, description="building the rung's model, "
+                                        "optimizer and data (host clock)")
+    wall_seconds: float | None = Field(None, description="the whole rung: build, step 0, "
+                                       "warm-up, timed steps (host clock)")
 
 
 class Ladder(_Model):
@@ -174,6 +178,9 @@ class StartupRun(_Model):
     cuda_init_seconds: float | None = None
     torch_version: str
     transformers_version: str | None = None
+    prewarm_seconds: float | None = Field(
+        None, description="after ready, before its job: cuBLAS handles and the fused "
+        "optimizer's first construction (the probe child on CUDA); not in process_seconds")
     role: str = Field("startup", description="'startup', 'probe child' or 'sweep child N' "
                       "(each child measures its own imports before anything else; a child "
                       "spawned ahead says that its imports overlapped another's measurement)")

@@ -2,7 +2,9 @@
 
 Run as ``python -m afford.measure.probes.child [--device cuda:N]`` with a JSON job on stdin. First
 thing, before anything imports torch, it times its own imports (it is one of the startup
-runs). Then: the GEMM probes per dtype, the copy probe, and per workload the batch ladder
+runs); on CUDA it then pre-warms (:func:`afford.measure.child.prewarm`: cuBLAS handles and
+the fused optimizer's first construction) before it reads its job, so the first probe does
+not carry the process's one-time costs, and a child spawned ahead has them done early. Then: the GEMM probes per dtype, the copy probe, and per workload the batch ladder
 (NVML sampled over the x1 rung's warm steps; FLOPs counted and a checkpoint written from the
 warm x1 model), then FLOPs at the workload's other requested sweep values. Each result goes
 out as one JSON line as soon as it is done, so a crash loses only the probe in flight; a
@@ -191,15 +193,22 @@ def main() -> int:
     args = sys.argv[1:]
     device = args[args.index("--device") + 1] if "--device" in args else None
     imports = measure_imports(device)  # first thing: this process is one of the startup runs
+    ready = time.time()  # wall clock: the parent noted the spawn on the same clock
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # workload prints go to stderr; stdout carries only our JSON lines
     sys.stdout = sys.stderr
     em = Emitter(out)
-    _emit(out, {"event": "probe", "key": "startup", "result": {**imports, "role": "probe child"}})
-    job = json.load(sys.stdin)
+    startup = {**imports, "role": "probe child", "ready_wall": ready}
+    if device is not None:  # before the job arrives: cuBLAS and the fused optimizer
+        from afford.measure.child import prewarm
+
+        startup["prewarm_seconds"] = prewarm(device)["prewarm_seconds"]
     import gc
 
     import afford.measure.probes.launch  # noqa: F401  (torch, the workloads, the timing)
+
+    _emit(out, {"event": "probe", "key": "startup", "result": startup})
+    job = json.load(sys.stdin)
 
     gc.freeze()  # the imports' objects are no garbage: each _free's gc pass skips them
     run_device_probes(job, em)

@@ -44,8 +44,10 @@ def time_rung(workload: Workload, shape: dict[str, int], mode: str, device: torc
     ``sampler`` runs over the timed warm steps; ``with_built`` gets the warm model after."""
     rec: dict = {"multiplier": multiplier, "shape": dict(shape)}
     built = None
+    t0 = time.perf_counter()
     try:
         built = workload.build(shape, device, seed)
+        rec["build_seconds"] = time.perf_counter() - t0
         rec["tokens_per_step"] = int(built.tokens_per_step)
 
         def after_warmup() -> None:
@@ -61,6 +63,7 @@ def time_rung(workload: Workload, shape: dict[str, int], mode: str, device: torc
                    median_seconds=timing.median_seconds)
         if sampler is not None:
             sampler.stop()
+        rec["wall_seconds"] = time.perf_counter() - t0
         if with_built is not None:
             with_built(built)
     except Exception as exc:  # a rung that fails is recorded; the ladder uses the others

@@ -1,38 +1,42 @@
 """Spawn the device probe child and collect its JSON lines (parent side).
 
-The spawn style of :mod:`afford.measure.children`: ``python -m`` with the parent's
-``sys.path`` on ``PYTHONPATH``, a JSON job on stdin, results as JSON lines on stdout, stderr
-kept for the error message. The parent's clock times the child from spawn to its first line
-(the child's own import report), so the probe child doubles as a startup run.
+The spawn style of :mod:`afford.measure.children` (:class:`~afford.measure.children.Spawned`):
+``python -m`` with the parent's ``sys.path`` on ``PYTHONPATH``, a JSON job on stdin, results
+as JSON lines on stdout, stderr kept for the error message. On CUDA certify spawns the child
+ahead, while the sweep's last child measures (:func:`spawn_probe_child`), so its imports and
+CUDA start-up are off the critical path. The child stamps the wall clock when its imports
+are done, and the parent noted the spawn on the same clock: spawn to ready is its process
+time, so the probe child doubles as a startup run.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
-from afford.measure.children import Event, child_env
+from afford.measure.children import Event, Spawned
 
 TIMEOUT_SECONDS = 900.0
 
 
+def spawn_probe_child(device: str, overlapped: bool = False) -> Spawned:
+    """Start the probe child; it imports torch (and, on CUDA, creates its context and
+    pre-warms cuBLAS and the fused optimizer) while it waits for its job."""
+    cuda = str(device).startswith("cuda")
+    return Spawned("afford.measure.probes.child", ["--device", str(device)] if cuda else [],
+                   overlapped=overlapped)
+
+
 def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: None,
-                    timeout: float = TIMEOUT_SECONDS) -> tuple[dict[str, dict], str | None]:
+                    timeout: float = TIMEOUT_SECONDS, spawned: Spawned | None = None
+                    ) -> tuple[dict[str, dict], str | None]:
     """(probe events by key, why the child stopped early or None). The startup event gets
-    ``process_seconds``: spawn to its arrival."""
-    cuda = str(job["device"]).startswith("cuda")
-    cmd = [sys.executable, "-m", "afford.measure.probes.child"] + \
-        (["--device", str(job["device"])] if cuda else [])
-    err = tempfile.TemporaryFile(mode="w+")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                            text=True, env=child_env())
+    ``process_seconds``: spawn to ready on the wall clock. ``spawned``: the child started
+    ahead (:func:`spawn_probe_child`); else it is started now."""
+    kid = spawned or spawn_probe_child(job["device"])
+    proc = kid.proc
     results: dict[str, dict] = {}
     done = False
     watchdog = threading.Timer(timeout, proc.kill)  # a hung child must not hang certify
@@ -49,7 +53,11 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
             event["child"] = "probes"
             if event["event"] == "probe":
                 if event["key"] == "startup":
-                    event["result"]["process_seconds"] = time.perf_counter() - t0
+                    got = event["result"]
+                    got["process_seconds"] = got.pop("ready_wall") - kid.spawn_wall
+                    if kid.overlapped:
+                        got["role"] += " (spawned ahead: its imports overlapped the sweep's " \
+                                       "last child)"
                 results[event["key"]] = event
             done = done or event["event"] == "done"
             on_event(event)
@@ -60,9 +68,8 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        err.seek(0)
-        tail = err.read()[-1500:].strip()
-        err.close()
+        tail = kid.stderr_tail()
+        kid.kill()
     if done and rc == 0:
         return results, None
     why = f"the probe child ran past {timeout:.0f} s and was stopped" if timed_out else \
