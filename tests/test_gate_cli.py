@@ -112,9 +112,9 @@ def test_certify_runs_the_gate_stage_unless_told_not_to():
     def names(req):
         return [s.__name__ for s in stages_for(req)]
 
-    assert "certify_stage" in names(CertifyRequest())
-    assert "certify_stage" in names(CertifyRequest(gates=True))
-    assert "certify_stage" not in names(CertifyRequest(gates=False))
+    assert "gates_stage" in names(CertifyRequest())
+    assert "gates_stage" in names(CertifyRequest(gates=True))
+    assert "gates_stage" not in names(CertifyRequest(gates=False))
 
 
 @pytest.mark.slow
@@ -146,3 +146,37 @@ def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, 
     assert json.loads(out.read_text())["gates"]["verdict"] == "HALT"
     r = run("certify", "--device", "cpu", "--out", str(tmp_path / "t.json"))
     assert r.exit_code == 1 and "verdict: HALT" in r.stdout
+
+
+def _result(name, mode, points):
+    """A WorkloadResult with points (value, vocab, [child first losses])."""
+    from afford.schema.cert import ChildPoint, Point, WorkloadResult
+
+    pts = [Point(value=v, shape={}, vocab=vocab, resident=True,
+                 children=[ChildPoint(child=i, order_position=0, first_loss=x)
+                           for i, x in enumerate(losses)],
+                 excluded_reason=None if losses else "failed in child 0: boom")
+           for v, vocab, losses in points]
+    return WorkloadResult(name=name, source="builtin", mode=mode, sweep_param="seq",
+                          points=pts)
+
+
+def test_default_init_loss_readings_come_from_the_sweeps_step_0():
+    from afford.gating import sweep_init_losses
+
+    results = [_result("tinylm", "bf16", [(16, 256, [5.5, 5.7, 5.6]), (32, 256, []),
+                                           (64, 256, [5.0])]),
+               _result("softmax", "bf16", [(8, None, [1.0]), (16, None, [2.0])])]
+    got = sweep_init_losses(results, seed=7)
+    assert [(r.workload, r.value, r.vocab, r.loss, r.seed) for r in got] == [
+        ("tinylm", 16, 256, 5.6, 7), ("tinylm", 32, None, None, 7), ("tinylm", 64, 256, 5.0, 7),
+        ("softmax", 8, None, None, 7)]  # no vocab: one reading says so, the rest are skipped
+    assert got[1].error == "failed in child 0: boom"
+
+
+@pytest.mark.slow
+def test_default_certificate_times_its_stages(cpu_cert: Certificate):
+    got = cpu_cert.environment.stage_seconds
+    assert list(got) == ["setup", "sweep", "probes", "memory", "gates"]
+    assert all(v >= 0 for v in got.values())
+    assert sum(got.values()) <= cpu_cert.environment.elapsed_seconds

@@ -269,3 +269,43 @@ def test_the_timing_path_imports_no_scipy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=children.child_env(), check=True)
     assert out.stdout.split() == ["False"]
+
+
+def test_the_console_script_spawns_certifys_first_child_only_for_a_plain_certify():
+    from afford._entry import early_child
+
+    assert early_child(["certify"]) == (True, "auto")
+    assert early_child(["certify", "--quick", "--device", "cuda:1"]) == (True, "cuda:1")
+    assert early_child(["certify", "--device=cpu"]) == (True, None)
+    assert early_child(["certify", "--help"]) == (False, None)
+    assert early_child(["certify", "--distributed"]) == (False, None)
+    assert early_child(["plan", "cert.json"]) == (False, None)
+    assert early_child([]) == (False, None)
+
+
+def test_an_early_child_is_taken_only_where_it_suits_the_device(monkeypatch):
+    made = []
+
+    class Early(Recorder):
+        killed = False
+
+        def kill(self):
+            self.killed = True
+
+    monkeypatch.setattr(children, "_Child", Early)
+    for prewarm, device, taken in (("auto", "cuda", True), ("auto", "cpu", True),
+                                   (None, "cpu", True), ("cuda:1", "cuda:1", True),
+                                   ("cuda:1", "cuda:0", False), (None, "cuda", False)):
+        children.spawn_early(prewarm)
+        kid = children._EARLY[-1]
+        made.append(kid)
+        got = children.take_early(device)
+        assert (got is kid) == taken and kid.killed == (not taken) and kid.early
+    assert children.take_early("cuda") is None  # one child, taken once
+
+
+def test_the_package_entry_imports_no_torch():
+    code = "import sys, afford._entry; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=children.child_env(), check=True)
+    assert out.stdout.split() == ["False"]

@@ -1,3 +1,3 @@
-from afford.cli import main
+from afford._entry import main
 
 main()

@@ -8,6 +8,7 @@ fits the throughput law over the resident points, and returns a :class:`Certific
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -76,9 +77,9 @@ def stages_for(req: CertifyRequest) -> list[Stage]:
 
         chosen.append(memory_stage)
     if req.gates is not False:
-        from afford.gating import certify_stage
+        from afford.gating import gates_stage
 
-        chosen.append(certify_stage)
+        chosen.append(gates_stage)
     if req.sizes:
         from afford.measure.sizes import sizes_stage
 
@@ -203,7 +204,8 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None) -
     step0 = [k.step0_seconds for k in ok if k.step0_seconds is not None]
     m = median(meds) if meds else None
     p = Point(value=value, shape=first.get("shape", {}), params=first.get("params"),
-              tokens_per_step=first.get("tokens_per_step"), children=kids, median_seconds=m,
+              tokens_per_step=first.get("tokens_per_step"), vocab=first.get("vocab"),
+              children=kids, median_seconds=m,
               child_medians=meds, child_spread=relative_spread(meds) if len(meds) > 1 else None,
               worst_precision=max((k.precision for k in ok if k.precision is not None),
                                   default=None),
@@ -282,6 +284,7 @@ def certify(req: CertifyRequest,
             on_plan: Callable[[Plan], None] = lambda p: None) -> Certificate:
     """Measure, fit, and return the certificate (not yet written)."""
     started = datetime.now(timezone.utc)
+    t0 = time.perf_counter()
     device = envmod.choose_device(req.device)
     env = envmod.capture(device, req.command or " ".join(sys.argv), started)
     plan = resolve_request(req, device.type, env.device_class, str(device))
@@ -304,10 +307,13 @@ def certify(req: CertifyRequest,
             except OSError:  # the stage starts its own child later, and reports a failure
                 pass
 
+    seconds = {"setup": time.perf_counter() - t0}
     try:
+        t0 = time.perf_counter()
         per_child = run_children(plan.items, children=req.children, device=plan.device,
                                  device_class=plan.device_class, rule=rule, seed=req.seed,
                                  on_event=tap, on_last=spawn_ahead if spawners else None)
+        seconds["sweep"] = time.perf_counter() - t0
         results = []
         for spec, w, mode, values in plan.workloads:
             points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
@@ -323,13 +329,16 @@ def certify(req: CertifyRequest,
         ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
                            sweep_starts=starts, ahead=ahead)
         for stage in stages_for(req):
+            t0 = time.perf_counter()
             sections.update(stage(ctx))
+            seconds[stage.__name__.removesuffix("_stage")] = time.perf_counter() - t0
     finally:
         for kid in ahead.values():  # those no stage took (one failed, or none ran)
             kid.kill()
     ended = datetime.now(timezone.utc)
     env = env.model_copy(update={"ended_at": ended,
-                                 "elapsed_seconds": (ended - started).total_seconds()})
+                                 "elapsed_seconds": (ended - started).total_seconds(),
+                                 "stage_seconds": seconds})
     clock = CudaClock.name if device.type == "cuda" else HostClock.name
     protocol = Protocol(precision=req.precision, children=req.children,
                         warmup_steps=rule.warmup_steps, warmup_seconds=rule.warmup_seconds,

@@ -9,8 +9,10 @@ value (forward passes only, cheap); CPU/CUDA parity uses the CPU class's smalles
 both devices (it compares numerics, not scale).
 
 In ``afford certify`` the gates stage runs, by default, only the init-loss gate over the
-certified shapes with the run's seed: one forward pass per shape, a second or two even on a
-large GPU. ``--gates`` adds two more seeds, the audit (two child processes: about 20-30 s on
+certified shapes with the run's seed, and measures nothing: the sweep's children already
+ran step 0 of every point from that seed and kept its loss (the parent process, which
+otherwise would create a CUDA context and build every shape again, stays off the device).
+``--gates`` adds two more seeds, the audit (two child processes: about 20-30 s on
 a large GPU, more on a CPU), parity, the noise floor and the user gates; ``--no-gates``
 skips the stage. The default certify on a large GPU must stay near a minute, so the
 expensive part is opt-in.
@@ -28,7 +30,9 @@ from afford.gates import GateContext, GateSettings, evaluate, verdict
 from afford.measure import determinism as audit
 from afford.measure import gate_runs
 from afford.measure.env import choose_device, cpu_model, device_class as class_of
-from afford.schema.determinism import DeterminismSection, GateReadings, GatesSection
+from afford.fit.stats import median
+from afford.schema.determinism import (DeterminismSection, GateReadings, GatesSection,
+                                       InitLossReading)
 from afford.workloads import DEFAULT, resolve
 from afford.workloads.base import Workload, validate_shape
 
@@ -139,6 +143,40 @@ def run_gates(req: GateRequest, on_event: Callable[[Event], None] = lambda e: No
         readings=readings, gates=gates, verdict=verdict(gates)))
 
 
+def sweep_init_losses(results, seed: int) -> list[InitLossReading]:
+    """The init-loss readings a certify sweep already made. Every child times step 0 of
+    every point with the run's seed (the same weights, the same first batch) and keeps its
+    loss; per point the reading is the median of the children's. A workload whose loss is
+    not a cross-entropy (no vocab) gives one reading without a loss, as
+    :func:`afford.measure.gate_runs.init_losses` does."""
+    out: list[InitLossReading] = []
+    for r in results:
+        for p in r.points:
+            base = {"workload": r.name, "value": p.value, "seed": seed, "mode": r.mode}
+            losses = [c.first_loss for c in p.children if c.first_loss is not None]
+            if not losses:
+                out.append(InitLossReading(**base, error=p.excluded_reason or "no child "
+                                           "finished step 0"))
+                continue
+            if p.vocab is None:
+                out.append(InitLossReading(**base))
+                break
+            out.append(InitLossReading(**base, vocab=p.vocab, loss=median(losses)))
+    return out
+
+
+def sweep_gates(ctx) -> GatesSection:
+    """The default gate section of certify: the init-loss gate over the sweep's readings."""
+    ctx.on_event({"event": "gate", "what": "init-loss"})
+    settings = GateSettings(seeds=(ctx.req.seed,))
+    readings = GateReadings(init_loss=sweep_init_losses(ctx.results, ctx.req.seed))
+    gates = evaluate(readings, settings)
+    return GatesSection(device=ctx.plan.device, device_name=ctx.env.device_name,
+                        torch_version=torch.__version__,
+                        deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
+                        readings=readings, gates=gates, verdict=verdict(gates))
+
+
 def _full_readings(req: GateRequest, r: _Resolved, readings: GateReadings,
                    on_event: Callable[[Event], None]) -> GateReadings:
     s = req.settings
@@ -169,11 +207,14 @@ def _pair_items(pairs: list[tuple[str, str]], r: _Resolved) -> list[tuple[str, W
     return items
 
 
-def certify_stage(ctx) -> dict:
+def gates_stage(ctx) -> dict:
     """The certify stage (``afford.certify.StageContext`` in, certificate fields out):
-    by default the init-loss gate over the certified shapes with the run's seed (one forward
-    pass per shape); with ``--gates`` three seeds, the audit and every other gate."""
+    by default the init-loss gate over the certified shapes with the run's seed, read from
+    the sweep (:func:`sweep_init_losses`: nothing runs again); with ``--gates`` three seeds
+    measured afresh, the audit and every other gate."""
     full = bool(getattr(ctx.req, "gates", None))
+    if not full:
+        return {"gates": sweep_gates(ctx)}
     first: dict[str, tuple[str, list[int]]] = {}
     for spec, _, mode, values in ctx.plan.workloads:
         first.setdefault(spec, (mode, values))

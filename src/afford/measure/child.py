@@ -13,7 +13,8 @@ the spawn, gets the process time from the two. Hence this module imports torch (
 afford modules that import torch or numpy) inside functions only.
 
 ``--prewarm cuda:N`` (given to children the parent spawns ahead, while the previous child
-measures): before reading its job, the child creates the CUDA context (timed like the
+measures; ``auto``, given to the first child that the console script spawns before it knows
+the device, means CUDA when present): before reading its job, the child creates the CUDA context (timed like the
 startup runs: ``torch.cuda.init()`` and a first allocation) and a cuBLAS handle (one tiny
 matmul), so step 0 of its first point no longer includes process-level CUDA start-up.
 """
@@ -65,6 +66,7 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
         built = workload.build(shape, device, seed)
         extra["params"] = count_params(built.model)
         extra["tokens_per_step"] = int(built.tokens_per_step)
+        extra["vocab"] = None if built.vocab is None else int(built.vocab)
         losses: dict[int, Any] = {}
         checked: dict[str, int] = {}
 
@@ -151,8 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     ready = time.time()  # wall clock: the parent noted the spawn on the same clock
     start: dict[str, Any] = {"event": "start", "pid": os.getpid(), **imports,
                              "ready_wall": ready, "prewarmed": False}
-    if "--prewarm" in args:
-        start.update(prewarm(args[args.index("--prewarm") + 1]), prewarmed=True)
+    target = args[args.index("--prewarm") + 1] if "--prewarm" in args else None
+    if target == "auto":  # spawned before the parent knew its device: CUDA when present
+        import torch
+
+        target = "cuda" if torch.cuda.is_available() else None
+    if target:
+        start.update(prewarm(target), prewarmed=True)
         start["ready_wall"] = time.time()  # the process time then includes cuda_init_seconds
     import torch
 

@@ -57,6 +57,7 @@ class Spawned:
                  env: dict[str, str] | None = None, overlapped: bool = False) -> None:
         self.err = tempfile.TemporaryFile(mode="w+")
         self.overlapped = overlapped
+        self.early = False  # spawned by the console script, before the parent's imports
         self.spawn_wall = time.time()
         self.proc = subprocess.Popen([sys.executable, "-m", module] + list(args or []),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -84,6 +85,36 @@ class _Child(Spawned):
                          overlapped=overlapped)
 
 
+_EARLY: list[_Child] = []
+
+
+def spawn_early(prewarm: str | None) -> None:
+    """Spawn the first sweep child now, before the parent imports torch (the console
+    script does this for ``afford certify``); ``prewarm``: a CUDA device, ``"auto"`` (CUDA
+    when the child finds it), or None. The child waits for its job on stdin; if the parent
+    exits first, the closed pipe ends it."""
+    import atexit
+
+    kid = _Child(prewarm=prewarm)
+    kid.early = True  # its imports overlap the parent's: a startup run that says so
+    _EARLY.append(kid)
+    atexit.register(kid.kill)
+
+
+def take_early(device: str) -> _Child | None:
+    """The child :func:`spawn_early` started, if it suits ``device`` (pre-warmed for it,
+    ``auto`` on CUDA, or nothing on a CPU); one that does not is stopped. None if none."""
+    if not _EARLY:
+        return None
+    kid = _EARLY.pop()
+    cuda = device.startswith("cuda")
+    if kid.prewarm == device or (cuda and kid.prewarm == "auto") or \
+            (not cuda and kid.prewarm in (None, "auto")):
+        return kid
+    kid.kill()
+    return None
+
+
 def run_child(child: int, items: list[dict], *, device: str, device_class: str,
               rule: TimingRule, seed: int, on_event: Callable[[Event], None],
               spawned: _Child | None = None, timeout: float | None = None) -> dict[str, Event]:
@@ -103,6 +134,7 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
             event["child"] = child
             if event["event"] == "start":
                 event.update(spawn_wall=kid.spawn_wall, overlapped=kid.overlapped,
+                             early=getattr(kid, "early", False),
                              process_seconds=event["ready_wall"] - kid.spawn_wall)
             if event["event"] == "point":
                 results[event["key"]] = event
@@ -133,7 +165,7 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
     last child starts (certify spawns the stages' children there, on CUDA)."""
     prespawn = device.startswith("cuda")
     out: list[dict[str, Event]] = []
-    nxt: _Child | None = _Child()
+    nxt: _Child | None = take_early(device) or _Child()
     try:
         for c in range(children):
             cur, nxt = nxt, (_Child(prewarm=device, overlapped=True)
@@ -160,6 +192,8 @@ def startup_run(start: Event) -> dict | None:
     if start.get("overlapped"):
         role += " (spawned ahead: its imports overlapped the previous child's measurement " \
                 "on the device)"
+    elif start.get("early"):
+        role += " (spawned at the command's start: its imports overlapped the parent's)"
     keys = ("process_seconds", "import_torch_seconds", "import_transformers_seconds",
             "cuda_init_seconds", "torch_version", "transformers_version")
     return {**{k: start[k] for k in keys if start.get(k) is not None}, "role": role}

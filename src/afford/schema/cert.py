@@ -60,6 +60,9 @@ class Environment(_Model):
     started_at: datetime
     ended_at: datetime | None = None
     elapsed_seconds: float | None = None
+    stage_seconds: dict[str, float] = Field(
+        {}, description="wall seconds (host clock) by stage: 'setup' (environment and "
+        "plan), 'sweep', then each stage after it in order")
 
 
 class Protocol(_Model):
@@ -121,6 +124,8 @@ class Point(_Model):
     shape: dict[str, int]
     params: int | None = None
     tokens_per_step: int | None = None
+    vocab: int | None = Field(None, description="classes of the workload's cross-entropy "
+                              "(None: its loss is not one)")
     children: list[ChildPoint]
     median_seconds: float | None = None
     child_medians: list[float] = []
