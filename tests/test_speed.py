@@ -309,3 +309,30 @@ def test_the_package_entry_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=children.child_env(), check=True)
     assert out.stdout.split() == ["False"]
+
+
+def test_a_contended_startup_run_is_kept_but_left_out_of_the_medians(monkeypatch):
+    early = starts()[::-1]
+    early[0] = {**early[0], "early": True}  # child 0, spawned as the command started
+    run0 = children.startup_run(early[0])
+    assert run0["contended"] is True and "overlapped the parent's" in run0["role"]
+    assert "contended" not in children.startup_run(early[1])
+    _, sec = _run(monkeypatch, early)
+    s = sec.startup
+    assert len(s.runs) == 4 and s.runs[0].contended
+    # process 3, 5 and the probe child's 2.0 -> 3.0; torch 2, 3, 1.5 -> 2.0
+    assert s.process_seconds == 3.0 and s.import_torch_seconds == 2.0
+
+
+def test_memory_child_spawned_beside_the_probe_child_waits_before_importing(monkeypatch):
+    import afford.measure.memory_sweep as ms
+
+    got = {}
+    monkeypatch.setattr(children, "Spawned",
+                        lambda module, args, env=None, overlapped=False: got.update(
+                            module=module, args=args, overlapped=overlapped))
+    ms.spawn_memory_child("cuda:0", overlapped=True, stagger=8.0)
+    assert got == {"module": "afford.measure.memory_sweep", "overlapped": True,
+                   "args": ["--prewarm", "cuda:0", "--stagger", "8"]}
+    ms.spawn_memory_child("cpu")
+    assert got["args"] == []

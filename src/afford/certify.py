@@ -104,9 +104,10 @@ def spawners_for(req: CertifyRequest, device: str) -> dict[str, Callable[[], obj
 
         out["probes"] = lambda: spawn_probe_child(device, overlapped=True)
     if req.memory:
-        from afford.measure.memory_sweep import spawn_memory_child
+        from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
 
-        out["memory"] = lambda: spawn_memory_child(device, overlapped=True)
+        out["memory"] = lambda: spawn_memory_child(
+            device, overlapped=True, stagger=STAGGER_SECONDS if req.probes else 0.0)
     return out
 
 

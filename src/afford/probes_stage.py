@@ -249,11 +249,12 @@ def _startup(runs: list[dict], child, error: str | None, cuda: bool) -> Startup 
         all_runs.append(StartupRun(**child))
     if not all_runs:
         return NotExecutable(what="startup costs", reason=error or "no startup run completed")
-    tf = [r.import_transformers_seconds for r in all_runs]
+    alone = [r for r in all_runs if not r.contended] or all_runs
+    tf = [r.import_transformers_seconds for r in alone]
     cu = [r.cuda_init_seconds for r in all_runs if r.cuda_init_seconds is not None]
     return Startup(
-        runs=all_runs, process_seconds=median([r.process_seconds for r in all_runs]),
-        import_torch_seconds=median([r.import_torch_seconds for r in all_runs]),
+        runs=all_runs, process_seconds=median([r.process_seconds for r in alone]),
+        import_torch_seconds=median([r.import_torch_seconds for r in alone]),
         import_transformers_seconds=median(tf) if None not in tf else NotExecutable(
             what="import transformers", reason="transformers is not installed here "
             "(pip install 'afford[hf]')"),

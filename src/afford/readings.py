@@ -236,7 +236,11 @@ def startup_seconds(cert: Certificate) -> dict[str, Tagged]:
     s = pr.startup if pr else None
     if s is None or isinstance(s, NotExecutable):
         return {}
-    where = f"median of {len(s.runs)} fresh children, {_run(cert)}"
+    alone = [r for r in s.runs if not r.contended]
+    n = len(alone) or len(s.runs)
+    where = f"median of {n} fresh children" + \
+        (f" (1 of {len(s.runs)} left out: its imports ran beside the parent's)"
+         if alone and len(alone) < len(s.runs) else "") + f", {_run(cert)}"
     out = {"process": measured(s.process_seconds, "s", f"spawn to imports done, {where}"),
            "import_torch": measured(s.import_torch_seconds, "s", f"import torch, {where}")}
     if not isinstance(s.import_transformers_seconds, NotExecutable):

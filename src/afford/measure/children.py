@@ -196,4 +196,6 @@ def startup_run(start: Event) -> dict | None:
         role += " (spawned at the command's start: its imports overlapped the parent's)"
     keys = ("process_seconds", "import_torch_seconds", "import_transformers_seconds",
             "cuda_init_seconds", "torch_version", "transformers_version")
-    return {**{k: start[k] for k in keys if start.get(k) is not None}, "role": role}
+    return {**{k: start[k] for k in keys if start.get(k) is not None}, "role": role,
+            **({"contended": True} if start.get("early") and not start.get("overlapped")
+               else {})}

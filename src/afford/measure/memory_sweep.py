@@ -132,6 +132,8 @@ def main() -> int:
     os.dup2(2, 1)  # workload prints go to stderr; stdout carries only our JSON lines
     sys.stdout = sys.stderr
     args = sys.argv[1:]
+    if "--stagger" in args:  # spawned beside another child's timed import: let it finish
+        time.sleep(float(args[args.index("--stagger") + 1]))
     if "--prewarm" in args:  # spawned ahead on CUDA: the one-time start-up before the job
         from afford.measure.child import prewarm
 
@@ -169,15 +171,22 @@ def child_env(device: str) -> dict[str, str]:
     return env
 
 
-def spawn_memory_child(device: str, overlapped: bool = False):
+STAGGER_SECONDS = 8.0
+
+
+def spawn_memory_child(device: str, overlapped: bool = False, stagger: float = 0.0):
     """Start the child; on CUDA it imports torch, creates its context and pre-warms
     (cuBLAS, the fused optimizer) while it waits for its job. A
-    :class:`~afford.measure.children.Spawned`."""
+    :class:`~afford.measure.children.Spawned`. ``stagger``: seconds the child sleeps
+    before it imports anything (certify spawns it beside the probe child, whose import is
+    a startup reading: two imports at once slow each other down)."""
     from afford.measure.children import Spawned
 
-    cuda = device.startswith("cuda")
-    return Spawned("afford.measure.memory_sweep", ["--prewarm", device] if cuda else [],
-                   env=child_env(device), overlapped=overlapped)
+    args = ["--prewarm", device] if device.startswith("cuda") else []
+    if stagger > 0:
+        args += ["--stagger", f"{stagger:g}"]
+    return Spawned("afford.measure.memory_sweep", args, env=child_env(device),
+                   overlapped=overlapped)
 
 
 def run_memory_child(items: list[dict], *, device: str, device_class: str, seed: int,

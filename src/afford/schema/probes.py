@@ -178,6 +178,9 @@ class StartupRun(_Model):
     cuda_init_seconds: float | None = None
     torch_version: str
     transformers_version: str | None = None
+    contended: bool = Field(False, description="its imports ran beside another process's "
+                            "imports (the first sweep child, spawned as the command started): "
+                            "both slow down, so the medians leave it out when other runs exist")
     prewarm_seconds: float | None = Field(
         None, description="after ready, before its job: cuBLAS handles and the fused "
         "optimizer's first construction (the probe child on CUDA); not in process_seconds")
@@ -188,8 +191,9 @@ class StartupRun(_Model):
 
 class Startup(_Model):
     runs: list[StartupRun]
-    process_seconds: float = Field(description="median over runs")
-    import_torch_seconds: float = Field(description="median over runs")
+    process_seconds: float = Field(description="median over the runs not contended (all "
+                                   "runs when every one was)")
+    import_torch_seconds: float = Field(description="median over the same runs")
     import_transformers_seconds: float | NotExecutable
     cuda_init_seconds: float | NotExecutable
 
