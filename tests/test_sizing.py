@@ -116,11 +116,11 @@ def test_plan_has_sweeps_and_heldout_shapes():
     bs = {role: [] for role, _ in job.runs}
     for role, shape in job.runs:
         bs[role].append((shape["batch"], shape["seq"]))
-    assert bs["base"] == [(8, 512)] and bs["warmup"] == [(8, 512)]
-    assert bs["seq"] == [(8, 128), (8, 256), (8, 1024)]
-    assert bs["batch"] == [(2, 512), (4, 512), (16, 512)]
-    assert bs["heldout-interpolated"] == [(6, 768)]
-    assert bs["heldout-seq"] == [(8, 2048)] and bs["heldout-batch"] == [(32, 512)]
+    assert bs["base"] == [(8, 2048)] and bs["warmup"] == [(8, 2048)]
+    assert bs["seq"] == [(8, 512), (8, 1024), (8, 4096)]
+    assert bs["batch"] == [(2, 2048), (4, 2048), (16, 2048)]
+    assert bs["heldout-interpolated"] == [(6, 3072)]
+    assert bs["heldout-seq"] == [(8, 8192)] and bs["heldout-batch"] == [(32, 2048)]
 
 
 def test_memory_modes():
@@ -169,9 +169,9 @@ def _hand_max_batch(s, budget):
 
 
 def test_predicted_memory_and_max_batch_through_readings(gpu_cert):
-    alloc, res = readings.predicted_memory(gpu_cert, "tinylm", {"batch": 16, "seq": 2048})
-    states = 16 * tinylm_params(512, 8, 2048)
-    act = 8 * 16 * 2048 * 512
+    alloc, res = readings.predicted_memory(gpu_cert, "tinylm", {"batch": 16, "seq": 8192})
+    states = 16 * tinylm_params(512, 8, 8192)
+    act = 8 * 16 * 8192 * 512
     assert alloc.tag == Tag.FITTED and alloc.extrapolated
     assert alloc.value == pytest.approx(states + FIXED + C_RES * act, rel=1e-6)
     assert res.value == pytest.approx(states + FIXED_R + C_RES_R * act, rel=1e-6)
