@@ -36,8 +36,10 @@ def test_reduced_cpu_sizes_stage(tmp_path, cpu_cert):
     for split in section.phases:
         assert split.error is None and len(split.children) == 3
         assert split.forward_seconds > 0 and split.optimizer_seconds > 0
-        assert split.forward_seconds + split.backward_seconds + split.optimizer_seconds \
-            <= split.step_seconds
+        # medians of the parts need not add up to the median of the whole (they are taken
+        # separately); the phases must still account for the step, within a few percent
+        parts = split.forward_seconds + split.backward_seconds + split.optimizer_seconds
+        assert 0.5 * split.step_seconds <= parts <= 1.05 * split.step_seconds
     assert {g.phase for g in section.growth} == {"forward", "backward", "optimizer", "step"}
     assert section.premise in ("holds", "fails") and "optimizer" in section.finding
     cert = cpu_cert.model_copy(update={"sizes": section})
