@@ -67,9 +67,11 @@ class GateSettings:
 
 
 TOLERANCE_REASONS = {
-    "init_loss": "assumed: at init the logits are near zero, so the loss sits within about "
-                 "0.5 % of ln V over random targets (measured on tinylm: 0.997-1.003); a "
-                 "leaked target pulls it down by ~10 % and more",
+    "init_loss": "assumed: at init the logits are small, so over random targets the loss "
+                 "sits at or a little above ln V (about ln V + var(logit)/2; measured on "
+                 "tinylm: 0.997-1.003 of ln V at the CPU widths, 1.017-1.020 at d512 on an "
+                 "H200); a leaked target pulls it down by ~10 % and more, and only the low "
+                 "side fails",
     "parity": "assumed: a few layers of forward and backward accumulate rounding to about "
               "1e3 unit roundoffs of fp32 (2^-23), a few of bf16 (2^-7) or fp16 (2^-10); "
               "torch.testing's per-op defaults (fp32 rtol 1.3e-6, bf16 1.6e-2) are for one "
