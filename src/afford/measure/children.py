@@ -7,8 +7,12 @@ error on the rest.
 
 On CUDA child k+1 is spawned while child k measures, and pre-warmed (``--prewarm``: CUDA
 context and cuBLAS handle created before it reads its job), so neither its imports nor the
-CUDA start-up are on the critical path. Each child's ``start`` event doubles as a startup
+CUDA start-up are on the critical path; as the last child starts, certify spawns the
+stages' children the same way (``on_last``). Child 0 is the one the console script spawned
+as ``afford certify`` began (:func:`spawn_early`, :func:`take_early`), before the parent
+imported torch, when it suits the device. Each child's ``start`` event doubles as a startup
 run (:func:`startup_run`): the child's import times, and spawn-to-ready on the wall clock.
+:class:`Spawned` is the process handle every child of certify uses.
 """
 
 from __future__ import annotations
