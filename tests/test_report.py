@@ -189,6 +189,35 @@ def test_report_of_a_real_cpu_certificate(cpu_cert):
     text = markdown.render(build_report(Inputs(certs=(("cpu.json", cpu_cert),))))
     assert f"## Device: {cpu_cert.environment.device_name}" in text
     assert "tinylm (fp32)" in text and "softmax (fp32)" in text
+    memory = text[text.index("### Memory"):text.index("### Residency")]
+    assert "law of peak RSS increment" in memory and "reserved" not in memory
+    assert "Not shown, because they carry no provenance tag" not in memory
+
+
+def _section(report: Report, title: str) -> Section:
+    device = next(s for s in report.sections if s.title.startswith("Device: "))
+    return next(s for s in device.subsections if s.title == title)
+
+
+def test_memory_section_shows_the_laws_and_every_held_out_shape():
+    """On the committed H200 certificate: one row a law, one row a held-out shape, with
+    measured (M), predicted (F, starred beyond the sweep) and the error (C)."""
+    from afford.schema.cert import load_certificate
+
+    path = Path(__file__).parents[1] / "benches" / "certificates" / "h200-default-d89f7a2.json"
+    cert = load_certificate(path)
+    laws, held = _section(build_report(Inputs(certs=((path.name, cert),))), "Memory").tables
+    assert [r[:2] for r in laws.rows] == [(law.workload, law.mode) for law in cert.memory.laws]
+    assert "law of peak reserved" in laws.columns
+    tiny = {r[1]: r[-1] for r in laws.rows if r[0] == "tinylm"}
+    assert tiny == {"fp32": "yes", "bf16": "yes"}
+    assert len(held.rows) == sum(len(law.heldout) for law in cert.memory.laws)
+    row = next(r for r in held.rows if r[:3] == ("tinylm", "bf16", "seq"))
+    cols = dict(zip(held.columns, row))
+    h = next(h for h in cert.memory.laws[1].heldout if h.role == "heldout-seq")
+    assert cols["measured"].value == h.measured_bytes and cols["measured"].tag.value == "MEASURED"
+    assert cols["afford"].value == h.predicted_bytes and cols["afford"].extrapolated
+    assert cols["error reserved"].value == h.reserved_error
 
 
 # ---------------------------------------------------------------- CLI

@@ -15,6 +15,7 @@ from afford.provenance import fitted, measured, module
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
 from afford.schema.cert import Certificate, Point, WorkloadResult
+from afford.sizing import heldout_accuracy
 
 # Fields of the foundation's certificate; any other field is a later stage's section.
 FOUNDATION_FIELDS = {"schema_id", "environment", "protocol", "workloads", "warnings"}
@@ -198,6 +199,83 @@ def probes(cert: Certificate) -> Table | None:
     return Table(columns=("figure", "value"), rows=tuple(rows)) if rows else None
 
 
+FORMULAS = {"four_x_model_size": '"4x model size"',
+            "korthikanti_zero": "Korthikanti fused + 16 B/param"}
+
+
+def memory_laws(cert: Certificate) -> Table:
+    """Per workload and mode: the fitted laws and how far off they were where held out."""
+    run = run_of(cert)
+    mem = cert.memory
+    reserved = _has_reserved(cert)
+    rows = []
+    for law in mem.laws:
+        alloc, res = heldout_accuracy(law, run)
+        targets = mem.targets
+        met = [alloc is not None and alloc.value <= targets.get("allocated",
+                                                               targets.get("rss_increment", 1)),
+               res is None or res.value <= targets.get("reserved", 1)]
+        rows.append((law.workload, law.mode, law.allocated.describe(),
+                     *((law.reserved.describe() if law.reserved else "-",) if reserved else ()),
+                     alloc or "-", *((res or "-",) if reserved else ()),
+                     "yes" if all(met) else "NO"))
+    quantity = "RSS increment" if any(law.device_type == "cpu" for law in mem.laws) \
+        else "allocated"
+    return Table(columns=("workload", "mode", f"law of peak {quantity}",
+                          *(("law of peak reserved",) if reserved else ()),
+                          f"held-out max |error|, {quantity}",
+                          *(("held-out max |error|, reserved",) if reserved else ()),
+                          "targets met"), rows=tuple(rows),
+                 caption=f"targets: {', '.join(f'{k} {v:.0%}' for k, v in mem.targets.items())}"
+                         f"; stage {mem.wall_seconds:.1f} s")
+
+
+def _has_reserved(cert: Certificate) -> bool:
+    return any(law.reserved is not None for law in cert.memory.laws)
+
+
+def memory_heldout(cert: Certificate) -> Table:
+    """Every held-out shape: measured, afford's prediction and the default formulas."""
+    run = run_of(cert)
+    reserved = _has_reserved(cert)
+    rows = []
+    for law in cert.memory.laws:
+        for h in law.heldout:
+            shape = f"B {h.dims.get('B')} x s {h.dims.get('s')}" + \
+                (" (beyond the sweep)" if h.extrapolated else "")
+            where = f"{law.workload} {law.mode} {shape}, {run}"
+
+            def pair(meas, pred, err, what):
+                if meas is None or pred is None:
+                    return "-", "-", "-"
+                return (measured(meas, "B", f"peak {what}, {where}"),
+                        fitted(pred, "B", f"memory law, peak {what}, {where}",
+                               extrapolated=h.extrapolated),
+                        module(err, "ratio", f"predicted / measured - 1, {what}, {where}"))
+
+            formulas = tuple(module(h.formulas[k], "B", f"{label} at {where}")
+                             if k in h.formulas else "-" for k, label in FORMULAS.items())
+            what = "RSS increment" if law.device_type == "cpu" else "allocated"
+            rows.append((law.workload, law.mode, h.role.removeprefix("heldout-"), shape,
+                         *pair(h.measured_bytes, h.predicted_bytes, h.error, what),
+                         *(pair(h.measured_reserved_bytes, h.predicted_reserved_bytes,
+                                h.reserved_error, "reserved") if reserved else ()),
+                         *formulas))
+    return Table(columns=("workload", "mode", "held out", "shape", "measured", "afford",
+                          "error", *(("measured reserved", "afford reserved", "error reserved")
+                                     if reserved else ()),
+                          *FORMULAS.values()), rows=tuple(rows),
+                 caption="never fitted: one shape inside the sweep and two at twice its "
+                         "largest seq and batch")
+
+
+def memory_section(cert: Certificate, plots: tuple[str, ...]) -> Section:
+    mem = cert.memory
+    notes = tuple(mem.warnings) + tuple(f"{n.what}: {n.reason}" for n in mem.not_executable)
+    tables = (memory_laws(cert), memory_heldout(cert)) if mem.laws else ()
+    return Section(title="Memory", notes=notes, tables=tables, plots=plots)
+
+
 def _named(cert: Certificate, key: str, plots: tuple[str, ...]) -> Section:
     section = getattr(cert, key, None)
     contract = probes(cert) if key == "probes" else None
@@ -210,6 +288,8 @@ def _named(cert: Certificate, key: str, plots: tuple[str, ...]) -> Section:
                     "writes it did not run, or this afford predates it). The measured peaks "
                     "of every point are in the sweep tables and plotted here.")
         return Section(title=title, notes=(note,), plots=plots)
+    if key == "memory":
+        return memory_section(cert, plots)
     s = generic_section(title, section) if section is not None else Section(title=title)
     tables = ((contract,) if contract else ()) + s.tables
     return Section(title=title, notes=s.notes, tables=tables, plots=plots)
