@@ -60,6 +60,8 @@ def test_certify_user_workload_end_to_end(tmp_path):
     assert doc["certificate"] == str(out) and doc["workloads"][0]["resident"] == "2/2"
     cert = json.loads(out.read_text())
     assert cert["workloads"][0]["source"] == "tests.user_workload:factory"
+    assert doc["stage_seconds"] == cert["environment"]["stage_seconds"]
+    assert {"setup", "sweep"} <= set(doc["stage_seconds"])
 
 
 @pytest.mark.slow

@@ -107,6 +107,7 @@ def command(
         if as_json:
             print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
                         "elapsed_seconds": cert.environment.elapsed_seconds,
+                        "stage_seconds": cert.environment.stage_seconds,
                         "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
                         "gates": cert.gates.verdict if cert.gates else None,
                         "probes": probes_json(cert)})
@@ -117,6 +118,9 @@ def command(
                                     f"{cert.protocol.precision} protocol, "
                                     f"{cert.protocol.children} children, "
                                     f"{env.elapsed_seconds:.1f} s"))
+        if env.stage_seconds:
+            out.print("time by stage: " + ", ".join(f"{k} {v:.1f} s"
+                                                    for k, v in env.stage_seconds.items()))
         _print_probes(cert)
         if cert.memory is not None:
             out.print(memory_summary_table(cert))
