@@ -170,7 +170,7 @@ def _run(monkeypatch, sweep_starts, cuda=True):
                  "cuda_init_seconds": 1.0 if cuda else None} for _ in range(n)]
 
     monkeypatch.setattr(stage, "run_startup", fake_startup)
-    monkeypatch.setattr(stage, "run_probe_child", lambda job, on_event: (events(), None))
+    monkeypatch.setattr(stage, "run_probe_child", lambda job, on_event, **kw: (events(), None))
     e = env() if cuda else env("cpu", "AMD EPYC", "cpu")
     results = [result("tiny", "seq", {256: 0.0065, 512: 0.0066}),
                result("tinylm", "seq", {512: 0.015, 1024: 0.031})]
@@ -217,7 +217,7 @@ def test_probe_seconds_are_kept_per_probe(monkeypatch):
         return ev
 
     monkeypatch.setattr(stage, "run_startup", lambda n, d, f: [])
-    monkeypatch.setattr(stage, "run_probe_child", lambda job, on_event: (timed(), None))
+    monkeypatch.setattr(stage, "run_probe_child", lambda job, on_event, **kw: (timed(), None))
     results = [result("tiny", "seq", {256: 0.0065})]
     sec = stage.run_probes(Req(), env(), Plan(), results, lambda ev: None, [])
     assert sec.probe_seconds == {"gemm.fp32": 0.5, "w0.ladder": 2.25}
@@ -336,3 +336,37 @@ def test_memory_child_spawned_beside_the_probe_child_waits_before_importing(monk
                    "args": ["--prewarm", "cuda:0", "--stagger", "8"]}
     ms.spawn_memory_child("cpu")
     assert got["args"] == []
+
+
+class _Proc:
+    """A real child for children.exchange: python -c CODE, stderr kept."""
+
+    def __init__(self, code: str):
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True)
+
+    def stderr_tail(self):
+        self.err.seek(0)
+        return self.err.read().strip()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.err.close()
+
+
+def test_exchange_streams_lines_and_stops_a_hung_child():
+    seen = []
+    kid = _Proc("import json, sys, time\njob = json.load(sys.stdin)\n"
+                "print(json.dumps({'got': job['n']}), flush=True)\ntime.sleep(60)")
+    rc, _, expired = children.exchange(kid, {"n": 7}, seen.append, timeout=2.0)
+    assert seen == [{"got": 7}] and expired and rc != 0
+    assert kid.proc.poll() is not None
+
+
+def test_exchange_reports_a_child_that_dies_at_once():
+    kid = _Proc("import sys\nsys.stderr.write('no such workload')\nsys.exit(3)")
+    rc, tail, expired = children.exchange(kid, {"n": 1}, lambda e: None, timeout=30.0)
+    assert (rc, tail, expired) == (3, "no such workload", False)

@@ -180,8 +180,7 @@ def memory_stage(ctx: "StageContext") -> dict:
             records = run_memory_child([it for _, items in per_job for it in items],
                                        device=ctx.plan.device, seed=ctx.req.seed,
                                        device_class=ctx.plan.device_class,
-                                       on_event=ctx.on_event,
-                                       **({"spawned": spawned} if spawned else {}))
+                                       on_event=ctx.on_event, spawned=spawned)
     except (OSError, ValueError) as exc:  # the child could not start, or spoke garbage
         skipped.append(NotExecutable(what="memory child", reason=f"{type(exc).__name__}: {exc}"))
     laws = []

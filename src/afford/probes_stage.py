@@ -34,7 +34,8 @@ from afford.provenance import NotExecutable
 from afford.schema.cert import Environment, WorkloadResult
 from afford.schema.probes import (GEMM_DTYPES, CheckpointProbe, CopyProbe, DatasheetPeaks,
                                   FlopCount, GemmProbe, Ladder, ProbeProtocol, ProbesSection,
-                                  Rung, Startup, StartupRun, UtilisationTrace, WorkloadProbes)
+                                  Rung, Startup, StartupRun, UtilisationTrace, WorkloadProbes,
+                                  counted_runs)
 
 
 def probes_stage(ctx) -> dict:
@@ -71,8 +72,7 @@ def run_probes(req, env: Environment, plan, results: list[WorkloadResult],
     job = {"device": plan.device, "device_class": plan.device_class, "seed": req.seed,
            "protocol": protocol.model_dump(), "workloads": [i for i in items if i["value"]],
            "checkpoint_dir": str(getattr(req, "checkpoint_dir", None) or os.getcwd())}
-    events, stopped = run_probe_child(job, on_event, spawned=spawned) if spawned else \
-        run_probe_child(job, on_event)
+    events, stopped = run_probe_child(job, on_event, spawned=spawned)
     datasheet, warning = lookup(env.device_name)
     return assemble_section(protocol, env, items, results, events, stopped, runs,
                             startup_error, datasheet, [warning] if warning else [],
@@ -249,7 +249,7 @@ def _startup(runs: list[dict], child, error: str | None, cuda: bool) -> Startup 
         all_runs.append(StartupRun(**child))
     if not all_runs:
         return NotExecutable(what="startup costs", reason=error or "no startup run completed")
-    alone = [r for r in all_runs if not r.contended] or all_runs
+    alone = counted_runs(all_runs)
     tf = [r.import_transformers_seconds for r in alone]
     cu = [r.cuda_init_seconds for r in all_runs if r.cuda_init_seconds is not None]
     return Startup(

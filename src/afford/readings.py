@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from afford import sizing
 from afford.errors import InputError
+from afford.fit.stats import median
 from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module
 from afford.schema.cert import Certificate, Point, WorkloadResult
-from afford.schema.probes import CheckpointProbe, CopyProbe, GemmProbe
+from afford.schema.probes import CheckpointProbe, CopyProbe, GemmProbe, counted_runs
 
 
 def _run(cert: Certificate) -> str:
@@ -236,11 +237,10 @@ def startup_seconds(cert: Certificate) -> dict[str, Tagged]:
     s = pr.startup if pr else None
     if s is None or isinstance(s, NotExecutable):
         return {}
-    alone = [r for r in s.runs if not r.contended]
-    n = len(alone) or len(s.runs)
+    n = len(counted_runs(s.runs))
     where = f"median of {n} fresh children" + \
-        (f" (1 of {len(s.runs)} left out: its imports ran beside the parent's)"
-         if alone and len(alone) < len(s.runs) else "") + f", {_run(cert)}"
+        (f" ({len(s.runs) - n} of {len(s.runs)} left out: imports beside the parent's)"
+         if n < len(s.runs) else "") + f", {_run(cert)}"
     out = {"process": measured(s.process_seconds, "s", f"spawn to imports done, {where}"),
            "import_torch": measured(s.import_torch_seconds, "s", f"import torch, {where}")}
     if not isinstance(s.import_transformers_seconds, NotExecutable):
@@ -316,12 +316,10 @@ def step0_over_warm(cert: Certificate, name: str, mode: str | None = None) -> Ta
     """Median over measured points of step 0 / warm median: scales a predicted warm step
     to a step 0 where none was measured."""
     r = workload(cert, name, mode)
-    ratios = sorted(p.step0_over_warm for p in r.points if p.step0_over_warm is not None)
+    ratios = [p.step0_over_warm for p in r.points if p.step0_over_warm is not None]
     if not ratios:
         return None
-    mid = len(ratios) // 2
-    med = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-    return module(med, "x", f"{r.name} {r.mode}: median over {len(ratios)} points of step 0 / "
+    return module(median(ratios), "x", f"{r.name} {r.mode}: median over {len(ratios)} points of step 0 / "
                   f"warm, {_run(cert)}")
 
 

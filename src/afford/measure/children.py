@@ -23,6 +23,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -78,6 +79,45 @@ class Spawned:
         self.err.close()
 
 
+def exchange(kid, job: dict, on_event: Callable[[Event], None],
+             timeout: float | None = None) -> tuple[int | None, str, bool]:
+    """The one conversation with a child of certify (a :class:`Spawned`, or anything with
+    its ``proc``, ``stderr_tail`` and ``kill``): the JSON job on stdin, each JSON line of
+    stdout to ``on_event`` as it comes, the exit; then the process is stopped whatever
+    happened. Returns (exit code, the tail of its stderr, whether ``timeout`` ran out and
+    the child was killed: a hung child must not hang certify)."""
+    proc = kid.proc
+    expired: list[bool] = []
+
+    def expire() -> None:
+        expired.append(True)
+        proc.kill()
+
+    timer = threading.Timer(timeout, expire) if timeout else None
+    if timer is not None:
+        timer.start()
+    rc = None
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(job))
+            proc.stdin.close()
+        except BrokenPipeError:  # the child died at once; its stderr says why
+            pass
+        for line in proc.stdout:
+            on_event(json.loads(line))
+        rc = proc.wait()
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        tail = kid.stderr_tail()
+        kid.kill()
+    return rc, tail, bool(expired)
+
+
 class _Child(Spawned):
     """A sweep child. It imports torch at once and then waits for its job on stdin, so the
     next child can be started while the current one measures (CUDA only: on a CPU device
@@ -127,26 +167,19 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
            "rule": asdict(rule),
            "items": [{**it, "child": child, "position": pos} for pos, it in enumerate(items)]}
     results: dict[str, Event] = {}
+
+    def take(event: Event) -> None:
+        event["child"] = child
+        if event["event"] == "start":
+            event.update(spawn_wall=kid.spawn_wall, overlapped=kid.overlapped,
+                         early=getattr(kid, "early", False),
+                         process_seconds=event["ready_wall"] - kid.spawn_wall)
+        if event["event"] == "point":
+            results[event["key"]] = event
+        on_event(event)
+
     kid = spawned or _Child()
-    proc = kid.proc
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(job))
-        proc.stdin.close()
-        for line in proc.stdout:
-            event = json.loads(line)
-            event["child"] = child
-            if event["event"] == "start":
-                event.update(spawn_wall=kid.spawn_wall, overlapped=kid.overlapped,
-                             early=getattr(kid, "early", False),
-                             process_seconds=event["ready_wall"] - kid.spawn_wall)
-            if event["event"] == "point":
-                results[event["key"]] = event
-            on_event(event)
-        rc = proc.wait(timeout=timeout)
-        tail = kid.stderr_tail()
-    finally:
-        kid.kill()
+    rc, tail, _ = exchange(kid, job, take, timeout)
     if rc != 0 or len(results) < len(items):
         why = f"child {child} exited with code {rc}" + (f": {tail}" if tail else "")
         for pos, it in enumerate(items):
@@ -164,9 +197,10 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
                  on_last: Callable[[], None] | None = None) -> list[dict[str, Event]]:
     """Every child over every item, each in its own order; one result dict per child.
     Children measure one at a time; on CUDA the next one is spawned (imports torch and
-    creates its CUDA context) while the current one measures. Child 0 is not pre-warmed:
-    there is nothing for its CUDA start-up to overlap with. ``on_last`` is called as the
-    last child starts (certify spawns the stages' children there, on CUDA)."""
+    creates its CUDA context) while the current one measures. Child 0 is the one the
+    console script started early (:func:`take_early`), or is spawned now, not pre-warmed:
+    nothing would overlap its CUDA start-up. ``on_last`` is called as the last child
+    starts (certify spawns the stages' children there, on CUDA)."""
     prespawn = device.startswith("cuda")
     out: list[dict[str, Event]] = []
     nxt: _Child | None = take_early(device) or _Child()
@@ -201,5 +235,4 @@ def startup_run(start: Event) -> dict | None:
     keys = ("process_seconds", "import_torch_seconds", "import_transformers_seconds",
             "cuda_init_seconds", "torch_version", "transformers_version")
     return {**{k: start[k] for k in keys if start.get(k) is not None}, "role": role,
-            **({"contended": True} if start.get("early") and not start.get("overlapped")
-               else {})}
+            **({"contended": True} if start.get("early") else {})}

@@ -23,7 +23,6 @@ import gc
 import json
 import os
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -196,32 +195,16 @@ def run_memory_child(items: list[dict], *, device: str, device_class: str, seed:
     each item's record by key. Items the child did not finish get an error record.
     ``spawned``: the child started ahead (:func:`spawn_memory_child`); else started now."""
     job = {"device": device, "device_class": device_class, "seed": seed, "items": items}
-    kid = spawned or spawn_memory_child(device)
-    proc = kid.proc
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
+    from afford.measure.children import exchange
+
     records: dict[str, dict] = {}
-    rc = None
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            proc.stdin.write(json.dumps(job))
-            proc.stdin.close()
-        except BrokenPipeError:  # the child died at once; its stderr says why
-            pass
-        for line in proc.stdout:
-            event = json.loads(line)
-            if event["event"] == "shape":
-                records[event["key"]] = event["record"]
-            on_event({**event, "child": "memory"})
-        rc = proc.wait()
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        tail = kid.stderr_tail()
-        kid.kill()
+
+    def take(event: dict) -> None:
+        if event["event"] == "shape":
+            records[event["key"]] = event["record"]
+        on_event({**event, "child": "memory"})
+
+    rc, tail, _ = exchange(spawned or spawn_memory_child(device), job, take, timeout)
     if rc != 0 or len(records) < len(items):
         why = f"memory child exited with code {rc}" + (f": {tail}" if tail else "")
         for it in items:

@@ -31,7 +31,7 @@ def size_tables(r: SizeReport) -> list:
     if not cpu:
         rows += [("peak reserved", fmt(p.reserved)), ("reserved / allocated used", fmt(p.ratio))]
     rows += [("device memory", fmt(r.device_memory)),
-             (f"budget", fmt(r.budget)), ("share of budget", fmt(r.budget_share)),
+             ("budget", fmt(r.budget)), ("share of budget", fmt(r.budget_share)),
              ("fits", _yes_no(r.fits) + (f" ({r.note})" if r.note else "")),
              (f"largest batch that fits at seq {d['s']}", fmt(r.max_batch)),
              ("held-out error of this law (max)", fmt(r.heldout_allocated)

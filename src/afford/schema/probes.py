@@ -189,6 +189,12 @@ class StartupRun(_Model):
                       "spawned ahead says that its imports overlapped another's measurement)")
 
 
+def counted_runs(runs: list[StartupRun]) -> list[StartupRun]:
+    """The runs the startup medians are taken over: those not contended, or every run when
+    all were."""
+    return [r for r in runs if not r.contended] or list(runs)
+
+
 class Startup(_Model):
     runs: list[StartupRun]
     process_seconds: float = Field(description="median over the runs not contended (all "

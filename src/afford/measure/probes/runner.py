@@ -11,12 +11,10 @@ time, so the probe child doubles as a startup run.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from afford.measure.children import Event, Spawned
+from afford.measure.children import Event, Spawned, exchange
 
 TIMEOUT_SECONDS = 900.0
 
@@ -36,40 +34,24 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
     ``process_seconds``: spawn to ready on the wall clock. ``spawned``: the child started
     ahead (:func:`spawn_probe_child`); else it is started now."""
     kid = spawned or spawn_probe_child(job["device"])
-    proc = kid.proc
     results: dict[str, dict] = {}
-    done = False
-    watchdog = threading.Timer(timeout, proc.kill)  # a hung child must not hang certify
-    watchdog.start()
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            proc.stdin.write(json.dumps(job))
-            proc.stdin.close()
-        except BrokenPipeError:  # the child died at once; its stderr says why
-            pass
-        for line in proc.stdout:
-            event: dict[str, Any] = json.loads(line)
-            event["child"] = "probes"
-            if event["event"] == "probe":
-                if event["key"] == "startup":
-                    got = event["result"]
-                    got["process_seconds"] = got.pop("ready_wall") - kid.spawn_wall
-                    if kid.overlapped:
-                        got["role"] += " (spawned ahead: its imports overlapped the sweep's " \
-                                       "last child)"
-                results[event["key"]] = event
-            done = done or event["event"] == "done"
-            on_event(event)
-        rc = proc.wait()
-    finally:
-        timed_out = not watchdog.is_alive() and not done
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        tail = kid.stderr_tail()
-        kid.kill()
+    done: list[bool] = []
+
+    def take(event: dict[str, Any]) -> None:
+        event["child"] = "probes"
+        if event["event"] == "probe":
+            if event["key"] == "startup":
+                got = event["result"]
+                got["process_seconds"] = got.pop("ready_wall") - kid.spawn_wall
+                if kid.overlapped:
+                    got["role"] += " (spawned ahead: its imports overlapped the sweep's " \
+                                   "last child)"
+            results[event["key"]] = event
+        if event["event"] == "done":
+            done.append(True)
+        on_event(event)
+
+    rc, tail, timed_out = exchange(kid, job, take, timeout)
     if done and rc == 0:
         return results, None
     why = f"the probe child ran past {timeout:.0f} s and was stopped" if timed_out else \
