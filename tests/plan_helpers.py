@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from afford.fit.throughput import Excluded, fit_throughput
-from afford.platforms import Platform
-from afford.runfile import RunFile
-from afford.schema.cert import Certificate, Environment, Point, Protocol, WorkloadResult
+from afford.schema.laws import Excluded
+from afford.fit.throughput import fit_throughput
+from afford.schema.platform import Platform
+from afford.schema.run import RunFile
+from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
+from afford.schema.point import Point
 
 GIB = 2**30
 STARTED = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)

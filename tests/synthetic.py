@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
-from afford.fit.throughput import Excluded, LawFit, ThroughputLaw
-from afford.schema.cert import (Certificate, ChildPoint, Environment, Point, Protocol,
-                                WorkloadResult)
+from afford.schema.laws import Excluded, LawFit, ThroughputLaw
+from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
+from afford.schema.point import ChildPoint, Point
 
 GIB = 2**30
 PATTERN = (-0.02, -0.01, -0.005, -0.002, -0.001, 0.0, 0.0, 0.001, 0.002, 0.005, 0.01, 0.02)

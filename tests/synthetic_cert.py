@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from afford.fit.throughput import fit_throughput
-from afford.schema.cert import Certificate, ChildPoint, Environment, Point, Protocol
-from afford.schema.ladder import SizePoint, SizesSection
+from afford.schema.cert import Certificate, Environment, Protocol
+from afford.schema.point import ChildPoint, Point
+from afford.schema.sizes import SizePoint, SizesSection
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
 

@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.stats import median, median_ci, median_precision, relative_spread
-from afford.fit.throughput import (fit_floor_power, fit_linear_floor, fit_power,
-                                   fit_throughput)
+from afford.fit.throughput import fit_floor_power, fit_linear_floor, fit_power, fit_throughput
 
 
 def test_power_law_recovered_exactly():

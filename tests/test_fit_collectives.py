@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from afford.fit.collectives import (algbw, busbw, busbw_factor, fit_alpha_beta,
                                     ring_allreduce_seconds, ring_parameters)
 from afford.fit.dp_scaling import (efficiency, exposed_comm_share, fit_world_size_law,
-                                   ring_term, throughput_multiplier)
+                                   throughput_multiplier)
+from afford.schema.distributed import ring_term
 
 GiB = 2**30
 

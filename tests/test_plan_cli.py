@@ -11,10 +11,11 @@ from typer.testing import CliRunner
 from afford import planner
 from afford.cli import app
 from afford.errors import InputError
-from afford.platforms import load_platform, presets
+from afford.schema.platform import load_platform, presets
 from afford.provenance import Tag
 from afford.report.plan import render_plan, render_verdict
-from afford.runfile import load_run, pinned_sources
+from afford.schema.run import load_run
+from afford.manifest import pinned_sources
 from afford.schema.cert import save_certificate
 from tests.plan_helpers import make_cert, make_platform, make_run
 

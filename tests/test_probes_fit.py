@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from afford.fit.verdicts import (LAUNCH_FIXED_SHARE, arithmetic_share, bound_verdict,
-                                 ladder_fit, mfu, utilisation_stats)
+from afford.schema.probes import LAUNCH_FIXED_SHARE
+from afford.fit.verdicts import arithmetic_share, bound_verdict, ladder_fit, mfu, utilisation_stats
 from afford.fit.warmup import combine_profiles, steps_until_warm, warmup_profile
 
 

@@ -9,13 +9,14 @@ import pytest
 from rich.console import Console
 
 from afford import readings as R
-from afford.datasheet import lookup
+from afford.schema.datasheet import lookup
 from afford.measure.probes.protocol import probe_protocol
 from afford.probes_stage import assemble_section, gemm_dtype_for, workload_items
 from afford.probes_summary import probes_json, summarize_probes
 from afford.provenance import NotExecutable, Tag
 from afford.report.terminal import probes_device_table, probes_workload_table, warmup_table
-from afford.schema.cert import Certificate, ChildPoint, Environment, Point, Protocol, WorkloadResult
+from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
+from afford.schema.point import ChildPoint, Point
 from afford.schema.probes import Ladder, ProbesSection
 
 N = 8192

@@ -11,8 +11,9 @@ from afford.fit.speedup import mfu, per_child_speedups, summarize
 from afford.measure import levers as lv
 from afford.measure.sizes import SIZES, fit_sizes, size_configs
 from afford.provenance import NotExecutable
-from afford.schema.cert import ChildPoint
-from afford.schema.ladder import LeverVariant, PhaseChild, SizePoint
+from afford.schema.point import ChildPoint
+from afford.schema.levers import LeverVariant
+from afford.schema.sizes import PhaseChild, SizePoint
 from afford.workloads import resolve
 from afford.workloads.tinylm import tinylm_params
 from tests.synthetic_cert import point

@@ -15,11 +15,13 @@ from datetime import datetime, timezone
 
 from afford.errors import InputError, MeasurementError
 from afford.fit.stats import median, relative_spread
-from afford.fit.throughput import Excluded, fit_throughput
+from afford.schema.laws import Excluded
+from afford.fit.throughput import fit_throughput
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children
 from afford.measure.timing import CudaClock, HostClock, rule_for
-from afford.schema.cert import (Certificate, ChildPoint, Point, Protocol, WorkloadResult)
+from afford.schema.cert import Certificate, Protocol, WorkloadResult
+from afford.schema.point import ChildPoint, Point
 from afford.workloads import DEFAULT, resolve
 from afford.workloads.base import MODES, Workload, validate_shape
 

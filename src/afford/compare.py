@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.errors import InputError
-from afford.fit.throughput import ThroughputLaw
+from afford.schema.laws import ThroughputLaw
 from afford.provenance import Tagged, fitted, measured, module
 from afford.schema.cert import Certificate, WorkloadResult, load_certificate
 from afford.units import UnitError, parse_fraction

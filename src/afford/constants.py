@@ -1,19 +1,19 @@
 """Published constants that plans use, loaded from the data files that cite them.
 
-``data/scaling.toml``: the Chinchilla tokens-per-parameter ratio, the Besiroglu et al. 2024
-refit of the Chinchilla loss law, and ZeRO's bytes of model state per parameter.
+``data/`` holds every data file of the package (:data:`DATA`). ``data/scaling.toml``: the
+Chinchilla tokens-per-parameter ratio, the Besiroglu et al. 2024 refit of the Chinchilla
+loss law, and ZeRO's bytes of model state per parameter.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # python < 3.11
-    import tomli as tomllib  # type: ignore[no-redef]
+from afford.io import tomllib
+
+DATA = Path(__file__).parent / "data"  # the package's data files, each value with its citation
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,7 @@ class ScalingConstants:
 
 @lru_cache(maxsize=1)
 def load_scaling() -> ScalingConstants:
-    text = resources.files("afford").joinpath("data/scaling.toml").read_text(encoding="utf-8")
-    raw = tomllib.loads(text)
+    raw = tomllib.loads((DATA / "scaling.toml").read_text(encoding="utf-8"))
     b = raw["besiroglu2024"]
     return ScalingConstants(
         tokens_per_param=float(raw["chinchilla"]["tokens_per_param"]),

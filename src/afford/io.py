@@ -1,5 +1,11 @@
-"""Atomic file writes (DESIGN section 5): a killed process leaves the old file whole or the
-new one whole, never a torn one. Temp file in the same folder, fsync, rename, fsync folder.
+"""Reading and writing afford's files.
+
+Writes are atomic (DESIGN section 5): a killed process leaves the old file whole or the new
+one whole, never a torn one. Temp file in the same folder, fsync, rename, fsync folder.
+
+Reads give one clear :class:`~afford.errors.InputError` naming the file (exit code 2), never
+a traceback. Python 3.11+ reads TOML with the standard library's ``tomllib``; 3.10 with
+``tomli`` (same API).
 """
 
 from __future__ import annotations
@@ -10,6 +16,34 @@ import tempfile
 from pathlib import Path
 
 from afford.errors import InputError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+def read_text(path: str | os.PathLike, label: str) -> str:
+    """The file's text; InputError ``"<label>: no such file"`` or ``"cannot read it"``."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{label}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{label}: cannot read it: {exc}") from None
+
+
+def read_toml(path: str | os.PathLike, what: str) -> dict:
+    """A TOML input file (``what``: "platform", "run", ...) as a dict."""
+    label = f"{what} file {Path(path)}"
+    return loads_toml(read_text(path, label), label)
+
+
+def loads_toml(text: str, label: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{label}: not valid TOML: {exc}") from None
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool = True) -> Path:

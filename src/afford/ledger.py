@@ -43,7 +43,8 @@ from afford import readings as rd
 from afford.errors import InputError
 from afford.io import atomic_write_text
 from afford.provenance import Struck, Tag, Tagged
-from afford.schema.cert import Certificate, Point, WorkloadResult
+from afford.schema.cert import Certificate, WorkloadResult
+from afford.schema.point import Point
 
 LEDGER_SCHEMA = "afford.history/1"
 COLUMNS = ("id", "date", "device", "torch", "commit", "command", "quantity", "value", "unit",

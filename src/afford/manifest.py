@@ -19,6 +19,9 @@ Writing: :func:`pin_into` merges into an existing manifest. A source of the same
 hash is unchanged is kept as it was (with its first ``pinned_at``); one whose hash *changed*
 is refused unless ``force`` (catching that change is what pinning is for); a file at the
 path that is not a manifest is never overwritten. Writes are atomic.
+
+Reading for a plan: :func:`pinned_sources` says which sources a manifest pins, read
+leniently (any ``afford.manifest/*``), so a plan reads manifests of other versions too.
 """
 
 from __future__ import annotations
@@ -193,3 +196,33 @@ def provisional(value: Tagged, manifest: Manifest | None, names: Iterable[str]) 
     if any(status_of(manifest, n) != PINNED for n in names):
         return value.model_copy(update={"provisional": True})
     return value
+
+
+def pinned_sources(path: str | Path | None) -> dict[str, bool]:
+    """Source name -> pinned, from a data manifest (``afford.manifest/1``, ``afford pin``).
+
+    A source counts as pinned when its entry carries a SHA-256 and a status other than
+    UNPINNED. Without a manifest every source is unpinned. (Read leniently: sources as a
+    list of objects with ``name`` or as an object keyed by name.)
+    """
+    if path is None:
+        return {}
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"manifest {p}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"manifest {p}: cannot read it as JSON: {exc}") from None
+    if not isinstance(raw, dict) or not str(raw.get("schema", "")).startswith("afford.manifest/"):
+        raise InputError(f"manifest {p}: not an afford data manifest (schema "
+                         "'afford.manifest/1'; write one with afford pin)")
+    sources = raw.get("sources", [])
+    if isinstance(sources, dict):
+        sources = [{"name": k, **v} for k, v in sources.items() if isinstance(v, dict)]
+    out = {}
+    for s in sources if isinstance(sources, list) else []:
+        if isinstance(s, dict) and "name" in s:
+            status = str(s.get("status", "")).upper()
+            out[str(s["name"])] = bool(s.get("sha256")) and status != "UNPINNED"
+    return out

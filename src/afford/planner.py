@@ -22,9 +22,9 @@ from afford.plan import quota as quotamod
 from afford.plan.derive import derive, num
 from afford.plan.preflight import Facts, verdict
 from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
-from afford.platforms import Platform
+from afford.schema.platform import Platform
 from afford.provenance import Tagged, assumed
-from afford.runfile import RunFile
+from afford.schema.run import RunFile
 from afford.schema.cert import Certificate
 
 NO_PROBES = "certificate has no probes section; run afford certify with probes"

@@ -22,10 +22,10 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from afford.datasheet import lookup
+from afford.schema.datasheet import lookup
 from afford.fit.stats import median
-from afford.fit.verdicts import (Verdict, arithmetic_share, bound_verdict, ladder_fit,
-                                 utilisation_stats)
+from afford.schema.probes import BoundVerdict
+from afford.fit.verdicts import arithmetic_share, bound_verdict, ladder_fit, utilisation_stats
 from afford.measure.children import Event, startup_run
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.probes.runner import run_probe_child
@@ -232,7 +232,7 @@ def _flop(raw, r: WorkloadResult) -> FlopCount | NotExecutable:
     return FlopCount(**raw, step_seconds=_sweep_median(r, raw["value"]))
 
 
-def _verdict(ladder, util, flops: list, value: int, gemm) -> Verdict:
+def _verdict(ladder, util, flops: list, value: int, gemm) -> BoundVerdict:
     share = ladder.fixed_share if isinstance(ladder, Ladder) else None
     mean = util.mean if isinstance(util, UtilisationTrace) else None
     low = util.low_share if isinstance(util, UtilisationTrace) else None

@@ -16,7 +16,8 @@ from afford import sizing
 from afford.errors import InputError
 from afford.fit.stats import median
 from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module
-from afford.schema.cert import Certificate, Point, WorkloadResult
+from afford.schema.cert import Certificate, WorkloadResult
+from afford.schema.point import Point
 from afford.schema.probes import CheckpointProbe, CopyProbe, GemmProbe, counted_runs
 
 
@@ -155,7 +156,7 @@ def _datasheet(cert: Certificate):
     pr = _probes(cert)
     if pr is not None:
         return pr.datasheet
-    from afford.datasheet import lookup
+    from afford.schema.datasheet import lookup
 
     return lookup(cert.environment.device_name)[0]
 

@@ -27,13 +27,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from afford.constants import DATA
 from afford.errors import InputError
-from afford.fit.memory import BATCH_CAP, Verdict, judge, largest_batch
+from afford.io import tomllib
+from afford.fit.memory import BATCH_CAP, judge, largest_batch
+from afford.schema.memory import DefaultVerdict
 from afford.provenance import Tag, Tagged, fitted, inherited, measured, module
 from afford.schema.memory import MemoryLaw
 
 DIMS = ("B", "s", "d", "L", "H")
-DEFAULTS_FILE = Path(__file__).parent / "data" / "memory_defaults.toml"
+DEFAULTS_FILE = DATA / "memory_defaults.toml"
 BUDGET_FRACTION = 0.90
 VERDICT_TOLERANCE = 0.05
 OOM_NOTE = "out of memory on Linux; pages through system memory and slows down on Windows/WDDM"
@@ -94,15 +97,6 @@ def korthikanti_zero(mode: str, attention: str | None, d: int, H: int,
 
 def load_inherited(path: Path = DEFAULTS_FILE) -> dict:
     """The data file as a dict; empty (with a warning) when it cannot be read."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # python < 3.11
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError:
-            warnings.warn("no TOML reader (tomllib or tomli): inherited memory defaults "
-                          "unknown", stacklevel=2)
-            return {}
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -288,7 +282,8 @@ def formula_tag(defaults: Defaults, law: MemoryLaw, dims: dict[str, int], params
 
 
 def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
-             tolerance: float = VERDICT_TOLERANCE, data: dict | None = None) -> list[Verdict]:
+             tolerance: float = VERDICT_TOLERANCE, data: dict | None = None
+             ) -> list[DefaultVerdict]:
     """Each default judged against the fit at ``target`` (dims): per constant (the default
     replacing the fitted value) and as a whole formula."""
     params, _ = params_at(law, target, {})
@@ -402,7 +397,7 @@ class SizeReport:
     comparisons: list[Comparison]
     heldout_allocated: Tagged | None
     heldout_reserved: Tagged | None
-    verdicts: list[Verdict]
+    verdicts: list[DefaultVerdict]
     warnings: list[str] = field(default_factory=list)
 
 

@@ -9,9 +9,10 @@ import typer
 
 from afford import planner
 from afford.cli.common import guard, out, print_json
-from afford.platforms import Platform, load_platform
+from afford.schema.platform import Platform, load_platform
 from afford.report.plan import render_plan
-from afford.runfile import RunFile, load_run, pinned_sources
+from afford.schema.run import RunFile, load_run
+from afford.manifest import pinned_sources
 from afford.schema.cert import Certificate, load_certificate
 
 PLATFORM_HELP = ("A preset (kaggle-p100, kaggle-t4x2, colab-free, local, spot) or the path "

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+
+from afford.schema.distributed import AlphaBetaFit
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"]
 R2_WARN = 0.98
@@ -57,31 +58,6 @@ def algbw(size_bytes: float, seconds: float) -> float:
 def busbw(op: str, n: int, size_bytes: float, seconds: float) -> float:
     """Bus bandwidth: algbw times :func:`busbw_factor` (0 at n = 1: no inter-rank traffic)."""
     return algbw(size_bytes, seconds) * busbw_factor(op, n)
-
-
-class AlphaBetaFit(BaseModel):
-    """``t = alpha + S / beta`` over one collective's measured sizes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    op: str
-    world_size: int
-    alpha_seconds: float = Field(description="fixed cost per call (latency), seconds")
-    beta_bytes_per_second: float | None = Field(
-        description="asymptotic algorithm bandwidth; None when the fitted slope is not positive")
-    r2: float
-    sizes_bytes: list[int]
-    seconds: list[float]
-    residuals: list[float] = Field(description="relative: predicted / measured - 1")
-    warnings: list[str] = []
-
-    def predict(self, size_bytes: float) -> float:
-        slope = 0.0 if self.beta_bytes_per_second is None else 1.0 / self.beta_bytes_per_second
-        return self.alpha_seconds + size_bytes * slope
-
-    @property
-    def extrapolates(self) -> tuple[int, int]:
-        return min(self.sizes_bytes), max(self.sizes_bytes)
 
 
 def _r2(y: np.ndarray, pred: np.ndarray) -> float:

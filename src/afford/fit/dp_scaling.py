@@ -20,36 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-
-def ring_term(w: int | float) -> float:
-    """``2 (w - 1) / w``: the ring all-reduce's bandwidth term (0 at w = 1)."""
-    if w < 1:
-        raise ValueError(f"world size {w} < 1")
-    return 2.0 * (w - 1) / w
-
-
-class WorldSizeLaw(BaseModel):
-    """``t(w) = A + B * 2(w-1)/w`` over the measured world sizes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    A_seconds: float
-    B_seconds: float
-    r2: float
-    world_sizes: list[int]
-    seconds: list[float]
-    residuals: list[float] = Field(description="relative: predicted / measured - 1")
-    exact: bool = Field(description="two world sizes: an interpolation, not a checked fit")
-    warnings: list[str] = []
-
-    def predict(self, w: float) -> float:
-        return self.A_seconds + self.B_seconds * ring_term(w)
-
-    def describe(self) -> str:
-        return (f"t(w) = {self.A_seconds:.4g} + {self.B_seconds:.4g} * 2(w-1)/w s "
-                f"(R^2 {self.r2:.4f}, w in [{min(self.world_sizes)}, {max(self.world_sizes)}])")
+from afford.schema.distributed import WorldSizeLaw, ring_term
 
 
 def fit_world_size_law(world_sizes: Sequence[int], seconds: Sequence[float]) -> WorldSizeLaw:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from afford.fit.stats import median
-from afford.schema.ladder import PHASES, PhaseChild, PhaseGrowth, PhaseSplit
+from afford.schema.sizes import PHASES, PhaseChild, PhaseGrowth, PhaseSplit
 
 FLAT_EXPONENT = 0.1  # t ~ N^b with b below this over the measured range counts as flat
 

@@ -24,36 +24,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from afford.fit.throughput import LawFit, fit_linear_floor
+from afford.fit.throughput import fit_linear_floor
+from afford.schema.laws import LawFit
+from afford.schema.probes import (COMPUTE_SHARE, LAUNCH_FIXED_SHARE, LAUNCH_UTILISATION,
+                                  BoundVerdict, Label)
 
-LAUNCH_FIXED_SHARE = 0.5   # half the step or more does not grow with the batch
-LAUNCH_UTILISATION = 0.5   # the device ran no kernel half the time or more
-COMPUTE_SHARE = 0.5        # matmul arithmetic at the ceiling explains half the step or more
 LOW_UTILISATION = 0.05     # a sample at or under 5 % counts as idle
-
-THRESHOLDS = {"launch_fixed_share": LAUNCH_FIXED_SHARE,
-              "launch_utilisation": LAUNCH_UTILISATION,
-              "compute_share": COMPUTE_SHARE}
-
-Label = Literal["launch-bound", "compute-bound", "memory-bound", "undetermined"]
-
-
-class Verdict(BaseModel):
-    """The verdict and the figures that decided it (``None``: not measured here)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    label: Label
-    reasons: list[str] = Field(description="one line per figure, saying which way it points")
-    fixed_share: float | None = None
-    utilisation_mean: float | None = None
-    utilisation_low_share: float | None = None
-    arithmetic_share: float | None = None
-    thresholds: dict[str, float] = Field(default_factory=lambda: dict(THRESHOLDS))
 
 
 class UtilisationStats(BaseModel):
@@ -107,7 +86,7 @@ def mfu(flops: float, step_seconds: float, peak_flops_per_second: float) -> floa
 
 def bound_verdict(fixed_share: float | None = None, utilisation_mean: float | None = None,
                   utilisation_low_share: float | None = None,
-                  arithmetic: float | None = None) -> Verdict:
+                  arithmetic: float | None = None) -> BoundVerdict:
     """Launch-bound when the ladder's fixed share or NVML's idle time says so; else
     compute-bound when matmul arithmetic explains the step; else memory-bound by elimination;
     undetermined when the figures needed are missing."""
@@ -125,7 +104,7 @@ def bound_verdict(fixed_share: float | None = None, utilisation_mean: float | No
     else:
         label = "undetermined"
         reasons.append("undetermined: needs the ladder (or NVML) and the arithmetic share")
-    return Verdict(label=label, reasons=reasons, fixed_share=fixed_share,
+    return BoundVerdict(label=label, reasons=reasons, fixed_share=fixed_share,
                    utilisation_mean=utilisation_mean,
                    utilisation_low_share=utilisation_low_share, arithmetic_share=arithmetic)
 

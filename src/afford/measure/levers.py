@@ -32,8 +32,8 @@ from afford.fit.throughput import fit_linear_floor
 from afford.measure.children import Event, run_children
 from afford.measure.timing import TimingRule
 from afford.provenance import NotExecutable
-from afford.schema.cert import Point
-from afford.schema.ladder import Lever, LeverRun, LeversSection, LeverVariant
+from afford.schema.point import Point
+from afford.schema.levers import Lever, LeverRun, LeversSection, LeverVariant
 from afford.workloads import resolve
 from afford.workloads.base import Workload
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from afford.fit.phases import growth, phase_child, phase_split, premise
-from afford.fit.throughput import Excluded, fit_throughput
+from afford.schema.laws import Excluded
+from afford.fit.throughput import fit_throughput
 from afford.measure.children import Event, run_children
 from afford.measure.timing import TimingRule, rule_for
-from afford.schema.cert import Point
-from afford.schema.ladder import PhaseSplit, SizePoint, SizesSection
+from afford.schema.point import Point
+from afford.schema.sizes import PhaseSplit, SizePoint, SizesSection
 from afford.workloads.tinylm import TinyLMConfig, size_spec, tinylm_params
 
 # device class -> (batch, seq, [(d, L, H), ...]); about 1M to 200M parameters on a large

@@ -32,7 +32,7 @@ from afford.constants import ScalingConstants
 from afford.errors import InputError
 from afford.provenance import Tag, Tagged, assumed, fitted, measured, module
 from afford.schema.cert import Certificate
-from afford.schema.ladder import SizesSection
+from afford.schema.sizes import SizesSection
 from afford.units import UnitError, format_count, format_duration, parse_count
 
 LADDER_SCHEMA = "afford.ladder/1"

@@ -18,7 +18,7 @@ from afford.fit.speedup import mfu
 from afford.plan.ladder import gemm_dtype
 from afford.provenance import NotExecutable, Tagged, measured, module
 from afford.schema.cert import Certificate
-from afford.schema.ladder import Lever, LeverRun, LeversSection, LeverVariant
+from afford.schema.levers import Lever, LeverRun, LeversSection, LeverVariant
 
 
 class LeverRow(BaseModel):

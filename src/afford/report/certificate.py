@@ -14,7 +14,8 @@ from afford import readings as rd
 from afford.provenance import fitted, measured, module
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
-from afford.schema.cert import Certificate, Point, WorkloadResult
+from afford.schema.cert import Certificate, WorkloadResult
+from afford.schema.point import Point
 from afford.sizing import heldout_accuracy
 
 # Fields of the foundation's certificate; any other field is a later stage's section.

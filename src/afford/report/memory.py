@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from afford.fit.memory import BATCH_CAP, Verdict
+from afford.fit.memory import BATCH_CAP
+from afford.schema.memory import DefaultVerdict
 from afford.provenance import Tagged, fitted, inherited, measured, module
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.memory import MemoryLaw
@@ -54,7 +55,7 @@ def comparison_table(r: SizeReport) -> Table:
     return t
 
 
-def verdict_table(verdicts: list[Verdict], title: str) -> Table:
+def verdict_table(verdicts: list[DefaultVerdict], title: str) -> Table:
     """Compact: the consequence is the largest batch by the default against the fit's."""
     t = Table(title=title, title_justify="left")
     for col in ("default", "constant", "default value", "fitted", "effect on peak", "verdict",
@@ -72,7 +73,7 @@ def verdict_table(verdicts: list[Verdict], title: str) -> Table:
     return t
 
 
-def _batches(v: Verdict) -> str:
+def _batches(v: DefaultVerdict) -> str:
     if v.max_batch_fitted is None or v.max_batch_default is None:
         return "-"
     d = "any" if v.max_batch_default >= BATCH_CAP else str(v.max_batch_default)

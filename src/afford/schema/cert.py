@@ -13,12 +13,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.fit.throughput import ThroughputLaw
+from afford.schema.laws import ThroughputLaw
 from afford.schema.determinism import DeterminismSection, GatesSection
 from afford.schema.distributed import DistributedSection
 from afford.schema.memory import MemorySection
 from afford.schema.probes import ProbesSection
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
+from afford.schema.levers import LeversSection
+from afford.schema.point import Point
+from afford.schema.sizes import SizesSection
 
 CERT_SCHEMA = "afford.cert/1"
 
@@ -88,61 +91,6 @@ class Protocol(_Model):
         [], description="children spawned ahead on CUDA that created their CUDA context and "
         "cuBLAS handle before their first point: their step 0 excludes CUDA context creation "
         "(the probes' startup figures measure it); child 0 is never pre-warmed")
-
-
-class ChildPoint(_Model):
-    """One child's timing of one sweep point: raw samples with their step indices."""
-
-    child: int
-    order_position: int
-    step0_seconds: float | None = None
-    warmup_seconds: list[float] = []
-    timed_seconds: list[float] = []
-    timed_step_indices: list[int] = []
-    median_seconds: float | None = None
-    precision: float | None = Field(None, description="95% CI half-width of the median / median")
-    reached_target: bool | None = None
-    stopped: str | None = Field(None, description="why timing stopped: floor, target (median "
-                                "known to the target), cap (max floor spent), unreachable "
-                                "(the target was out of reach within the cap)")
-    first_loss: float | None = Field(None, description="loss of step 0")
-    grads_checked: int | None = Field(None, description="parameters with a finite gradient")
-    peak_allocated_bytes: int | None = None
-    peak_reserved_bytes: int | None = None
-    peak_rss_bytes: int | None = None
-    baseline_rss_bytes: int | None = None
-    swap_bytes: int | None = None
-    memory_source: str | None = None
-    wall_seconds: float | None = None
-    oom: bool = False
-    refused: str | None = None
-    error: str | None = None
-
-
-class Point(_Model):
-    value: int
-    shape: dict[str, int]
-    params: int | None = None
-    tokens_per_step: int | None = None
-    vocab: int | None = Field(None, description="classes of the workload's cross-entropy "
-                              "(None: its loss is not one)")
-    children: list[ChildPoint]
-    median_seconds: float | None = None
-    child_medians: list[float] = []
-    child_spread: float | None = Field(None, description="(max - min) / median of child medians")
-    worst_precision: float | None = None
-    step0_seconds: float | None = Field(None, description="median over children")
-    step0_over_warm: float | None = None
-    peak_allocated_bytes: int | None = Field(None, description="max over children")
-    peak_reserved_bytes: int | None = Field(None, description="max over children")
-    peak_rss_bytes: int | None = Field(None, description="max over children (CPU)")
-    memory_source: str | None = None
-    resident: bool | None = Field(description="None when the point failed and residency is unknown")
-    excluded_reason: str | None = None
-
-
-# The sizes and levers sections hold Points: imported here, below Point (afford.schema.ladder).
-from afford.schema.ladder import LeversSection, SizesSection  # noqa: E402
 
 
 class WorkloadResult(_Model):

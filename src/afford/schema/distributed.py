@@ -14,8 +14,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.fit.collectives import AlphaBetaFit
-from afford.fit.dp_scaling import WorldSizeLaw
 from afford.provenance import NotExecutable
 
 STAGES = ("collectives", "ddp", "fsdp")
@@ -23,6 +21,60 @@ STAGES = ("collectives", "ddp", "fsdp")
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class AlphaBetaFit(BaseModel):
+    """``t = alpha + S / beta`` over one collective's measured sizes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: str
+    world_size: int
+    alpha_seconds: float = Field(description="fixed cost per call (latency), seconds")
+    beta_bytes_per_second: float | None = Field(
+        description="asymptotic algorithm bandwidth; None when the fitted slope is not positive")
+    r2: float
+    sizes_bytes: list[int]
+    seconds: list[float]
+    residuals: list[float] = Field(description="relative: predicted / measured - 1")
+    warnings: list[str] = []
+
+    def predict(self, size_bytes: float) -> float:
+        slope = 0.0 if self.beta_bytes_per_second is None else 1.0 / self.beta_bytes_per_second
+        return self.alpha_seconds + size_bytes * slope
+
+    @property
+    def extrapolates(self) -> tuple[int, int]:
+        return min(self.sizes_bytes), max(self.sizes_bytes)
+
+
+def ring_term(w: int | float) -> float:
+    """``2 (w - 1) / w``: the ring all-reduce's bandwidth term (0 at w = 1)."""
+    if w < 1:
+        raise ValueError(f"world size {w} < 1")
+    return 2.0 * (w - 1) / w
+
+
+class WorldSizeLaw(BaseModel):
+    """``t(w) = A + B * 2(w-1)/w`` over the measured world sizes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    A_seconds: float
+    B_seconds: float
+    r2: float
+    world_sizes: list[int]
+    seconds: list[float]
+    residuals: list[float] = Field(description="relative: predicted / measured - 1")
+    exact: bool = Field(description="two world sizes: an interpolation, not a checked fit")
+    warnings: list[str] = []
+
+    def predict(self, w: float) -> float:
+        return self.A_seconds + self.B_seconds * ring_term(w)
+
+    def describe(self) -> str:
+        return (f"t(w) = {self.A_seconds:.4g} + {self.B_seconds:.4g} * 2(w-1)/w s "
+                f"(R^2 {self.r2:.4f}, w in [{min(self.world_sizes)}, {max(self.world_sizes)}])")
 
 
 class RankInfo(_Model):

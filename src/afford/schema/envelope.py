@@ -1,4 +1,8 @@
-"""The envelope every afford file shares: a ``schema`` id, then the body; load/save helpers."""
+"""The envelope every afford file shares: a ``schema`` id, then the body; load/save helpers.
+
+:func:`validate` turns a parsed input (a platform or run TOML file) into its model with one
+clear InputError naming the file, the field (dotted path) and the reason.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from afford.errors import InputError
-from afford.io import atomic_write_text
+from afford.io import atomic_write_text, read_text
 
 M = TypeVar("M", bound="Envelope")
+B = TypeVar("B", bound=BaseModel)
 
 
 class Envelope(BaseModel):
@@ -28,12 +33,9 @@ def load_envelope(path: str | Path, model: type[M], current: str,
                   migrations: dict[str, Callable[[dict], dict]] | None = None) -> M:
     """Read ``path`` as ``model``; upgrade known older ids; clear errors otherwise."""
     p = Path(path)
+    text = read_text(p, str(p))
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read it: {exc}") from None
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(raw, dict) or "schema" not in raw:
@@ -58,3 +60,25 @@ def load_envelope(path: str | Path, model: type[M], current: str,
 
 def save_envelope(obj: Envelope, path: str | Path, *, overwrite: bool) -> Path:
     return atomic_write_text(path, obj.to_json(), overwrite=overwrite)
+
+
+def validate(raw: dict, model: type[B], label: str, **context) -> B:
+    """``model`` from ``raw``; InputError naming ``label``, the field and the reason."""
+    try:
+        return model.model_validate(raw, context=context or None)
+    except ValidationError as exc:
+        raise InputError(f"{label}: {_describe(exc)}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors()[:3]:
+        where = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (check its spelling)"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        parts.append(f"field {where}: {msg}")
+    more = exc.error_count() - 3
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")

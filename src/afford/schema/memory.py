@@ -17,9 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.fit.memory import MemoryFit, Verdict
 from afford.provenance import NotExecutable
 
+Form = Literal["states_measured", "states_plus_fixed"]
 Role = Literal["warmup", "base", "seq", "batch", "heldout-interpolated", "heldout-seq",
                "heldout-batch"]
 SWEEP_ROLES = ("base", "seq", "batch")
@@ -28,6 +28,93 @@ HELDOUT_ROLES = ("heldout-interpolated", "heldout-seq", "heldout-batch")
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def activation_features(B: float, s: float, d: float, L: float, H: float
+                        ) -> tuple[float, float]:
+    """(L*B*s*d, L*B*H*s^2): the two regressors of the law."""
+    return float(L * B * s * d), float(L * B * H * s * s)
+
+
+class MemoryFit(BaseModel):
+    """One fitted form of the law over one measured quantity."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    quantity: Literal["allocated", "reserved", "rss_increment"]
+    form: Form
+    c_res: float = Field(description="bytes per (B*s*d) per layer")
+    c_op: float = Field(description="bytes per (B*H*s^2) per layer")
+    fixed_bytes: float = Field(0.0, description="constant bytes (0 in states_measured)")
+    s2_term: bool = Field(True, description="the law has the C_op*B*H*s^2 term (False: "
+                          "attention that never stores the s x s scores; c_op is 0)")
+    r2: float = Field(description="coefficient of determination of the peaks, linear space")
+    residuals: list[float] = Field(description="relative: predicted / measured - 1")
+    loo_rel_errors: list[float] | None = Field(
+        None, description="leave-one-out: predicted without the point / measured - 1")
+    other_form_loo_max: float | None = Field(
+        None, description="the smallest leave-one-out max of the forms not chosen")
+    candidates: dict[str, float] = Field(
+        {}, description="leave-one-out max of every form tried, by form name")
+    n_points: int
+
+    @property
+    def name(self) -> str:
+        return form_name(self.form, self.s2_term)
+
+    @property
+    def loo_max(self) -> float | None:
+        if not self.loo_rel_errors:
+            return None
+        return max(abs(e) for e in self.loo_rel_errors)
+
+    def predict(self, states_bytes: float, B: float, s: float, d: float, L: float, H: float,
+                **override: float) -> float:
+        """Peak bytes at a shape; ``override`` replaces c_res, c_op or fixed_bytes."""
+        c = {"c_res": self.c_res, "c_op": self.c_op, "fixed_bytes": self.fixed_bytes, **override}
+        x_res, x_op = activation_features(B, s, d, L, H)
+        return float(states_bytes + c["fixed_bytes"] + c["c_res"] * x_res + c["c_op"] * x_op)
+
+    def describe(self) -> str:
+        fixed = f" + {self.fixed_bytes / 2**20:+.1f} MiB" if self.form == "states_plus_fixed" \
+            else ""
+        op = f" + {self.c_op:.3f} B*H*s^2" if self.s2_term else ""
+        return (f"states{fixed} + L*({self.c_res:.2f} B*s*d{op}) "
+                f"({self.quantity}, {self.name}, R^2 {self.r2:.5f}, {self.n_points} shapes)")
+
+
+def form_name(form: Form, s2_term: bool) -> str:
+    return form if s2_term else f"{form}, no s^2"
+
+
+class DefaultVerdict(BaseModel):
+    """A default constant (or a whole default formula) judged against this box's fit.
+
+    ``effect`` = default prediction / fitted prediction - 1 at the target shape, the default
+    replacing the fitted value and everything else left as fitted. CONFIRMED when
+    ``|effect| <= tolerance``; otherwise WRONG, ``optimistic`` when the default under-predicts
+    memory (a run it admits may not fit), ``pessimistic`` when it over-predicts. The
+    consequence compares the largest resident batch at the target's sequence length.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    constant: str = Field(description="bytes_per_param, c_res, c_op, fixed_bytes or formula")
+    default_name: str
+    citation: str
+    default_value: float | None = None
+    fitted_value: float | None = None
+    target: dict[str, int]
+    fitted_bytes: float
+    default_bytes: float
+    effect: float
+    tolerance: float
+    status: Literal["CONFIRMED", "WRONG"]
+    direction: Literal["optimistic", "pessimistic"] | None = None
+    budget_bytes: float | None = None
+    max_batch_fitted: int | None = None
+    max_batch_default: int | None = None
+    consequence: str
 
 
 class MemoryShape(_Model):
@@ -130,7 +217,7 @@ class MemoryLaw(_Model):
     batch_linearity_max_residual: float | None = None
     loop: LoopEffect | None = None
     heldout: list[HeldOut] = []
-    verdicts: list[Verdict] = []
+    verdicts: list[DefaultVerdict] = []
     shapes: list[MemoryShape]
     warnings: list[str] = []
 

@@ -13,15 +13,40 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.fit.throughput import LawFit
-from afford.fit.verdicts import Verdict
 from afford.provenance import NotExecutable
+from afford.schema.laws import LawFit
 
 GEMM_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+LAUNCH_FIXED_SHARE = 0.5   # half the step or more does not grow with the batch
+LAUNCH_UTILISATION = 0.5   # the device ran no kernel half the time or more
+COMPUTE_SHARE = 0.5        # matmul arithmetic at the ceiling explains half the step or more
+
+THRESHOLDS = {"launch_fixed_share": LAUNCH_FIXED_SHARE,
+              "launch_utilisation": LAUNCH_UTILISATION,
+              "compute_share": COMPUTE_SHARE}
+
+Label = Literal["launch-bound", "compute-bound", "memory-bound", "undetermined"]
+
+
+class BoundVerdict(BaseModel):
+    """Launch-, compute- or memory-bound, and the figures that decided it (``None``: not
+    measured here); judged by :func:`afford.fit.verdicts.bound_verdict`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: Label
+    reasons: list[str] = Field(description="one line per figure, saying which way it points")
+    fixed_share: float | None = None
+    utilisation_mean: float | None = None
+    utilisation_low_share: float | None = None
+    arithmetic_share: float | None = None
+    thresholds: dict[str, float] = Field(default_factory=lambda: dict(THRESHOLDS))
 
 
 class ProbeProtocol(_Model):
@@ -162,7 +187,7 @@ class WorkloadProbes(_Model):
     utilisation: UtilisationTrace | NotExecutable
     flops: list[FlopCount | NotExecutable] = []
     checkpoint: CheckpointProbe | NotExecutable
-    verdict: Verdict
+    verdict: BoundVerdict
 
 
 class StartupRun(_Model):

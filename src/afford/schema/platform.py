@@ -17,15 +17,16 @@ it (the plan warns and leaves out what depends on it). Presets live in
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from afford.constants import DATA
 from afford.errors import InputError
 from afford.provenance import Tagged, assumed, inherited
-from afford.tomlfile import loads_toml, read_toml, validate
+from afford.io import loads_toml, read_toml
+from afford.schema.envelope import validate
 from afford.units import parse_bytes, parse_duration, parse_fraction
 
 PLATFORM_SCHEMA = "afford.platform/1"
@@ -179,7 +180,7 @@ class Platform(_Model):
 
 
 def presets() -> list[str]:
-    folder = resources.files("afford").joinpath("data/platforms")
+    folder = DATA / "platforms"
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
@@ -189,8 +190,7 @@ def load_platform(spec: str | Path) -> Platform:
     if str(spec).endswith(".toml") or path.is_file():
         return validate(read_toml(path, "platform"), Platform, f"platform file {path}")
     if str(spec) in presets():
-        text = resources.files("afford").joinpath(f"data/platforms/{spec}.toml").read_text(
-            encoding="utf-8")
+        text = (DATA / "platforms" / f"{spec}.toml").read_text(encoding="utf-8")
         label = f"platform preset {spec}"
         return validate(loads_toml(text, label), Platform, label)
     raise InputError(f"unknown platform {str(spec)!r}: presets are {', '.join(presets())}; "

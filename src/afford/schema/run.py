@@ -14,20 +14,18 @@
     data_sources = ["fineweb-edu-sample"]   # names in a data manifest (afford pin)
     max_weeks = 4                # optional: preflight says NO-GO if the target takes longer
 
-Also here: reading which data sources a manifest pins (:func:`pinned_sources`).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from afford.errors import InputError
+from afford.io import read_toml
 from afford.provenance import Tagged, inherited
-from afford.tomlfile import read_toml, validate
+from afford.schema.envelope import validate
 from afford.units import parse_count, parse_fraction
 
 RUN_SCHEMA = "afford.run/1"
@@ -96,33 +94,3 @@ def load_run(path: str | Path) -> RunFile:
     p = Path(path)
     run = validate(read_toml(p, "run"), RunFile, f"run file {p}")
     return run if run.name else run.model_copy(update={"name": p.stem})
-
-
-def pinned_sources(path: str | Path | None) -> dict[str, bool]:
-    """Source name -> pinned, from a data manifest (``afford.manifest/1``, ``afford pin``).
-
-    A source counts as pinned when its entry carries a SHA-256 and a status other than
-    UNPINNED. Without a manifest every source is unpinned. (Read leniently: sources as a
-    list of objects with ``name`` or as an object keyed by name.)
-    """
-    if path is None:
-        return {}
-    p = Path(path)
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"manifest {p}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"manifest {p}: cannot read it as JSON: {exc}") from None
-    if not isinstance(raw, dict) or not str(raw.get("schema", "")).startswith("afford.manifest/"):
-        raise InputError(f"manifest {p}: not an afford data manifest (schema "
-                         "'afford.manifest/1'; write one with afford pin)")
-    sources = raw.get("sources", [])
-    if isinstance(sources, dict):
-        sources = [{"name": k, **v} for k, v in sources.items() if isinstance(v, dict)]
-    out = {}
-    for s in sources if isinstance(sources, list) else []:
-        if isinstance(s, dict) and "name" in s:
-            status = str(s.get("status", "")).upper()
-            out[str(s["name"])] = bool(s.get("sha256")) and status != "UNPINNED"
-    return out

@@ -12,14 +12,11 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # python < 3.11
-    import tomli as tomllib  # type: ignore[no-redef]
-
+from afford.constants import DATA
+from afford.io import tomllib
 from afford.schema.probes import GEMM_DTYPES, DatasheetPeaks
 
-DEVICES_TOML = Path(__file__).parent / "data" / "devices.toml"
+DEVICES_TOML = DATA / "devices.toml"
 
 
 @lru_cache(maxsize=4)

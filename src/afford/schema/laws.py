@@ -1,0 +1,92 @@
+"""The throughput laws a certificate stores: each fitted form, and both forms with the choice.
+
+Fitted by :mod:`afford.fit.throughput` (docs/DESIGN.md section 4): ``power`` t = exp(a) n^b,
+``floor_power`` t = F + c n^b, and the batch ladder's ``linear_floor`` t = F + c tokens. A law
+predicts with the form it chose and says when a prediction is extrapolated.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LawFit(BaseModel):
+    """One fitted form. ``params``: a, b (power); F, c, b (floor_power); F, c (linear)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    form: Literal["power", "floor_power", "linear_floor"]
+    params: dict[str, float]
+    r2: float = Field(description="coefficient of determination in log space")
+    residuals: list[float] = Field(description="relative: predicted / measured - 1")
+    loo_rel_errors: list[float] | None = Field(
+        None, description="leave-one-out: predicted without the point / measured - 1")
+
+    @property
+    def loo_max(self) -> float | None:
+        if not self.loo_rel_errors:
+            return None
+        return max(abs(e) for e in self.loo_rel_errors)
+
+    def predict(self, x: float | np.ndarray) -> float | np.ndarray:
+        return evaluate(self.form, self.params, x)
+
+
+class Excluded(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: float
+    reason: str
+
+
+class ThroughputLaw(BaseModel):
+    """Both forms over the same resident points, the chosen one, and what was left out."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    x_name: str
+    x: list[float]
+    seconds: list[float]
+    x_min: float
+    x_max: float
+    power: LawFit
+    floor_power: LawFit | None = None
+    chosen: Literal["power", "floor_power"]
+    excluded: list[Excluded] = []
+    warnings: list[str] = []
+
+    @property
+    def best(self) -> LawFit:
+        return self.floor_power if self.chosen == "floor_power" else self.power
+
+    def predict(self, x: float) -> tuple[float, bool]:
+        """Seconds at ``x`` with the chosen form, and whether ``x`` is extrapolated."""
+        return float(self.best.predict(x)), not (self.x_min <= x <= self.x_max)
+
+    def formula(self) -> str:
+        """The chosen law, short: ``t = 1.98e-06 s^1.417`` (seconds)."""
+        f = self.best
+        if f.form == "power":
+            return f"t = {math.exp(f.params['a']):.3g} {self.x_name}^{f.params['b']:.3f}"
+        return (f"t = {f.params['F']:.3g} + {f.params['c']:.3g} "
+                f"{self.x_name}^{f.params['b']:.3f}")
+
+    def describe(self) -> str:
+        f = self.best
+        return (f"{self.formula()} ({self.chosen}, R^2 {f.r2:.4f}, "
+                f"{self.x_name} in [{self.x_min:g}, {self.x_max:g}])")
+
+
+def evaluate(form: str, p: dict[str, float], x):
+    x = np.asarray(x, dtype=float)
+    if form == "power":
+        y = np.exp(p["a"]) * x ** p["b"]
+    elif form == "floor_power":
+        y = p["F"] + p["c"] * x ** p["b"]
+    else:
+        y = p["F"] + p["c"] * x
+    return float(y) if y.ndim == 0 else y
