@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from afford import sizing
-from afford.certify import CertifyRequest, certify
+from afford.certify.request import CertifyRequest
+from afford.certify import certify
 from afford.schema.cert import save_certificate
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import afford.memory_stage as stage
+import afford.certify.memory as stage
 from afford.measure.memory_sweep import run_memory_child
 from afford.workloads import resolve
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from afford.certify import CertifyRequest, stages_for
+from afford.certify.request import CertifyRequest
+from afford.certify import stages_for
 from afford.cli import app
 from afford.schema.cert import Certificate
 
@@ -163,7 +164,7 @@ def _result(name, mode, points):
 
 
 def test_default_init_loss_readings_come_from_the_sweeps_step_0():
-    from afford.gating import sweep_init_losses
+    from afford.certify.gates import sweep_init_losses
 
     results = [_result("tinylm", "bf16", [(16, 256, [5.5, 5.7, 5.6]), (32, 256, []),
                                            (64, 256, [5.0])]),

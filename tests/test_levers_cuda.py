@@ -3,8 +3,10 @@
 import pytest
 import torch
 
-from afford.measure.levers import LEVERS, LeverJob, clock_name, measure_levers
-from afford.measure.timing import CudaClock, rule_for, time_point
+from afford.certify.levers import LEVERS, LeverJob, measure_levers
+from afford.workloads.clock import clock_name
+from afford.workloads.clock import CudaClock
+from afford.measure.timing import rule_for, time_point
 from afford.workloads import resolve, train_step
 from afford.workloads.base import check_gradients, validate_shape
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from afford.memory_stage import build_law, plan_job, refit_law, refit_section, s2_term
+from afford.certify.memory import build_law, plan_job, refit_law, refit_section, s2_term
 from afford.schema.memory import MemorySection
 from afford.workloads import resolve
 

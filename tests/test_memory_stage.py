@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from afford import readings
-from afford.certify import CertifyRequest, stages_for
+from afford.certify.request import CertifyRequest
+from afford.certify import stages_for
 from afford.measure.memory_sweep import run_memory_child
 from afford.provenance import Tag
 from afford.schema.memory import HELDOUT_ROLES
@@ -110,18 +111,18 @@ def _fake_child(items, **kw):
 def _ctx(modes=()):
     from types import SimpleNamespace
 
-    from afford.certify import StageContext, resolve_request
+    from afford.certify.request import StageContext, resolve
 
     req = CertifyRequest(workloads=["tinylm", "tests.user_workload:factory"],
                          modes=list(modes), device="cuda")
-    plan = resolve_request(req, "cuda", "large-gpu", "cuda")
+    plan = resolve(req, "cuda", "large-gpu", "cuda")
     env = SimpleNamespace(device_type="cuda", compute_capability="9.0",
                           device_memory_bytes=150 * 10**9)
     return StageContext(req=req, env=env, plan=plan, results=[], on_event=lambda e: None)
 
 
 def test_stage_fits_each_mode_and_skips_what_is_not_transformer_shaped(monkeypatch):
-    import afford.memory_stage as stage
+    import afford.certify.memory as stage
 
     seen = {}
     monkeypatch.setattr(stage, "run_memory_child",
@@ -139,7 +140,7 @@ def test_stage_fits_each_mode_and_skips_what_is_not_transformer_shaped(monkeypat
 
 
 def test_stage_records_a_child_that_cannot_start(monkeypatch):
-    import afford.memory_stage as stage
+    import afford.certify.memory as stage
 
     def broken(items, **kw):
         raise OSError("no such interpreter")
@@ -156,7 +157,7 @@ def test_stage_records_a_child_that_cannot_start(monkeypatch):
 def test_loop_effect_with_three_steps_by_hand():
     """Step 0 peaks before the Adam moments exist; steps 1 and 2 carry them; the growth
     after step 1 is step 2's rise of the budgeted (reserved) peak."""
-    from afford.memory_stage import loop_effect
+    from afford.certify.memory import loop_effect
     from afford.schema.memory import MemoryShape
 
     def shape(params, alloc, res):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from afford import readings
-from afford.certify_distributed import assemble_collectives, assemble_dp
+from afford.certify.distributed import assemble_collectives, assemble_dp
 from afford.errors import InputError
 from afford.fit.collectives import fit_alpha_beta, ring_allreduce_seconds
 from afford.measure import env as envmod

@@ -11,7 +11,7 @@ from rich.console import Console
 from afford import readings as R
 from afford.schema.datasheet import lookup
 from afford.measure.probes.protocol import probe_protocol
-from afford.probes_stage import assemble_section, gemm_dtype_for, workload_items
+from afford.certify.probes import assemble_section, gemm_dtype_for, workload_items
 from afford.probes_summary import probes_json, summarize_probes
 from afford.provenance import NotExecutable, Tag
 from afford.report.terminal import probes_device_table, probes_workload_table, warmup_table

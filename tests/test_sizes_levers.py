@@ -8,8 +8,8 @@ import pytest
 from afford.errors import InputError
 from afford.fit.phases import growth, phase_child, phase_split, premise
 from afford.fit.speedup import mfu, per_child_speedups, summarize
-from afford.measure import levers as lv
-from afford.measure.sizes import SIZES, fit_sizes, size_configs
+from afford.certify import levers as lv
+from afford.certify.sizes import SIZES, fit_sizes, size_configs
 from afford.provenance import NotExecutable
 from afford.schema.point import ChildPoint
 from afford.schema.levers import LeverVariant
@@ -157,7 +157,7 @@ def _variant(key, seconds=None, excluded=None, blocked=None, tokens=8192):
 
 def test_lever_speedup_and_not_executable_paths():
     pair = lv.Pair("compile", ("A", "bf16"), ("B", "bf16"), "step_seconds")
-    from afford.certify import point_key
+    from afford.certify.sweep import point_key
 
     def variants(a, b):
         return {point_key("A", "bf16", 1): a, point_key("B", "bf16", 1): b}
@@ -177,7 +177,7 @@ def test_stages_are_wired_to_the_request(monkeypatch):
     from types import SimpleNamespace
 
     from afford import certify
-    from afford.measure import sizes as sz
+    from afford.certify import sizes as sz
 
     assert certify.stages_for(certify.CertifyRequest(gates=False, memory=False, probes=False)) == []
     assert [s.__name__ for s in certify.stages_for(certify.CertifyRequest(
@@ -204,7 +204,7 @@ def test_stages_are_wired_to_the_request(monkeypatch):
 
 def test_batch_ladder_fixed_share_by_hand():
     """t = 6 ms + 1e-6 s x tokens at 1k, 2k, 4k tokens: F = 6 ms, share at x1 = 6/7."""
-    from afford.certify import point_key
+    from afford.certify.sweep import point_key
 
     def v(spec, tokens):
         key = point_key(spec, "bf16", 64)

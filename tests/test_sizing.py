@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from afford import readings, sizing
 from afford.cli import app
-from afford.memory_stage import build_law, dim_keys, memory_modes, plan_job
+from afford.certify.memory import build_law, dim_keys, memory_modes, plan_job
 from afford.provenance import Tag
 from afford.schema.cert import Certificate, Environment, Protocol, save_certificate
 from afford.schema.memory import MemorySection, MemoryShape
@@ -323,7 +323,7 @@ def test_defaults_block_from_a_certificate_round_trips(gpu_cert):
 
 
 def test_shapes_that_were_not_resident_are_left_out():
-    from afford.memory_stage import exclusion
+    from afford.certify.memory import exclusion
 
     base = dict(key="k", role="seq", shape={}, dims={"B": 1, "s": 1}, params=10,
                 states_bytes=160, steps=2)

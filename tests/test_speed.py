@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 import afford.measure.children as children
-import afford.probes_stage as stage
+import afford.certify.probes as stage
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.timing import rule_for
 from tests.test_probes_stage import env, events, result
@@ -65,7 +65,8 @@ def test_on_last_runs_once_as_the_last_child_starts(monkeypatch):
 
 
 def test_stage_children_are_spawned_ahead_on_cuda_only_and_as_asked():
-    from afford.certify import CertifyRequest, spawners_for
+    from afford.certify.request import CertifyRequest
+    from afford.certify import spawners_for
 
     assert sorted(spawners_for(CertifyRequest(), "cuda:0")) == ["memory", "probes"]
     assert sorted(spawners_for(CertifyRequest(memory=False), "cuda")) == ["probes"]

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from afford.measure.timing import FakeClock, TimingRule, rule_for, time_point
+from afford.workloads.clock import FakeClock
+from afford.measure.timing import TimingRule, rule_for, time_point
 
 
 def scripted(clock: FakeClock, durations: dict[int, float], default: float):

@@ -14,6 +14,7 @@ from pathlib import Path
 from afford.io import tomllib
 
 DATA = Path(__file__).parent / "data"  # the package's data files, each value with its citation
+MODES = ("fp32", "bf16", "fp16")  # dtype modes of a training step: fp32, bf16 or fp16 autocast
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from afford.certify import CertifyRequest, certify, default_filename, parse_sweep
+from afford.certify.request import CertifyRequest, parse_sweep
+from afford.certify import certify
+from afford.schema.cert import default_filename
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.io import check_writable

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from afford.certify import CertifyRequest, default_filename
-from afford.certify_distributed import DistOptions, certify_distributed
+from afford.certify.request import CertifyRequest
+from afford.schema.cert import default_filename
+from afford.certify.distributed import DistOptions, certify_distributed
 from afford.cli.common import err, interactive, out, print_json
 from afford.errors import MeasurementError
 from afford.readings import busbw_peak, dp_scaling

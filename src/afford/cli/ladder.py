@@ -14,7 +14,7 @@ from afford.plan.ladder import DEFAULT_PARAMS, MEMORY_FRACTION, build_ladder, pa
 from afford.report.ladder import ladder_notes, ladder_table, lever_figures_table
 from afford.schema.cert import load_certificate
 from afford.units import UnitError, parse_duration
-from afford.workloads.base import MODES
+from afford.constants import MODES
 
 
 def command(

@@ -13,13 +13,13 @@ from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.io import check_writable
 from afford.measure import env as envmod
-from afford.measure.levers import (LeverJob, clock_name, default_workloads, measure_levers,
-                                   parse_levers)
+from afford.certify.levers import LeverJob, default_workloads, measure_levers, parse_levers
+from afford.workloads.clock import clock_name
 from afford.measure.timing import rule_for
 from afford.plan.levers import lever_rows
 from afford.report.ladder import batch_lines, levers_table
 from afford.schema.cert import Certificate, load_certificate, save_certificate
-from afford.workloads.base import MODES
+from afford.constants import MODES
 
 LEVERS_SCHEMA = "afford.levers/1"
 

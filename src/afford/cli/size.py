@@ -13,7 +13,7 @@ from afford.errors import InputError
 from afford.report.memory import size_tables, tagged_json
 from afford.schema.cert import load_certificate
 from afford.units import UnitError, parse_count, parse_fraction
-from afford.workloads.base import MODES
+from afford.constants import MODES
 
 
 def command(

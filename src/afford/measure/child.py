@@ -49,11 +49,12 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
     import torch
 
     from afford.measure.memory import MemoryWindow, is_oom
-    from afford.measure.timing import CudaClock, HostClock, time_point
-    from afford.workloads.base import (WorkloadRefused, check_gradients, count_params,
-                                       train_step, validate_shape)
+    from afford.measure.timing import time_point
+    from afford.workloads.clock import clock_for
+    from afford.workloads.base import (WorkloadRefused, check_gradients, count_params, train_step,
+                                       validate_shape)
 
-    clock = CudaClock() if device.type == "cuda" else HostClock()
+    clock = clock_for(device.type)
     window = MemoryWindow(device)
     window.open()
     record: dict[str, Any] = {"child": item["child"], "order_position": item["position"]}

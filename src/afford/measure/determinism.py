@@ -35,10 +35,11 @@ from afford.measure.child import error_text
 from afford.measure.children import child_env
 from afford.measure.env import cpu_model
 from afford.measure.step_capture import StageError, bitwise_equal, capture_step, max_abs_delta
-from afford.measure.timing import CudaClock, HostClock, TimingRule, time_point
+from afford.measure.timing import TimingRule, time_point
 from afford.schema.determinism import AuditRun, DeterminismSection
 from afford.workloads import resolve
 from afford.workloads.base import train_step, validate_shape
+from afford.workloads.clock import clock_for
 
 CUBLAS_DETERMINISTIC = ":4096:8"  # PyTorch docs, "Reproducibility": :4096:8 or :16:8
 TIMING_STEPS = 8
@@ -111,7 +112,7 @@ def _repeat(workload, shape, device, mode: str, seed: int):
 
 
 def _timing(workload, shape, device, mode: str, seed: int, steps: int) -> dict:
-    clock = CudaClock() if device.type == "cuda" else HostClock()
+    clock = clock_for(device.type)
     rule = TimingRule(warmup_steps=2, warmup_seconds=0.0, min_steps=steps, floor_seconds=0.0,
                       max_floor_seconds=0.0, max_block=steps)
     built = workload.build(shape, device, seed)

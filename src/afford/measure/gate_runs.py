@@ -29,8 +29,7 @@ from afford.measure.step_capture import (StageError, bitwise_equal, capture_step
 from afford.provenance import NotExecutable
 from afford.schema.determinism import (InitLossReading, NoiseFloorReading, ParamCountReading,
                                        ParityReading)
-from afford.workloads.base import Workload, autocast_for, count_params, train_step, \
-    validate_shape
+from afford.workloads.base import Workload, autocast_for, count_params, train_step, validate_shape
 
 CPU = torch.device("cpu")
 

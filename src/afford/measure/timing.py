@@ -7,91 +7,20 @@ are done. The adaptive rule keeps going, up to ``max_floor_seconds``, until the 
 known to ``target_rel_precision`` (half-width of its distribution-free 95 % interval). Every
 timed step keeps its step index.
 
-The clock is injected, so tests run the protocol on a fake clock and get exact results.
-``CudaClock`` records CUDA events on the stream around each step (no host sync between the
-steps of a block, so launch overlap is as in a training loop) and synchronises once a block.
+The clock is injected (:mod:`afford.workloads.clock`), so tests run the protocol on a fake
+clock and get exact results. ``CudaClock`` records CUDA events on the stream around each
+step (no host sync between the steps of a block, so launch overlap is as in a training
+loop) and synchronises once a block.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from afford.fit.stats import median, median_precision
-
-
-class Clock(Protocol):
-    """``mark`` stamps a point in the step stream; ``sync`` waits for the device;
-    ``between`` reads the seconds between two marks once synced."""
-
-    name: str
-
-    def mark(self) -> Any: ...
-
-    def sync(self) -> None: ...
-
-    def between(self, a: Any, b: Any) -> float: ...
-
-
-class HostClock:
-    """``time.perf_counter`` for synchronous devices (the CPU)."""
-
-    name = "host perf_counter around each step (synchronous device)"
-
-    def mark(self) -> float:
-        return time.perf_counter()
-
-    def sync(self) -> None:
-        return None
-
-    def between(self, a: float, b: float) -> float:
-        return b - a
-
-
-class CudaClock:
-    """CUDA events on the current stream; one host sync per block of steps."""
-
-    name = "CUDA events around each step; torch.cuda.synchronize() once per block"
-
-    def __init__(self) -> None:
-        import torch
-
-        self._torch = torch
-
-    def mark(self):
-        ev = self._torch.cuda.Event(enable_timing=True)
-        ev.record()
-        return ev
-
-    def sync(self) -> None:
-        self._torch.cuda.synchronize()
-
-    def between(self, a, b) -> float:
-        return a.elapsed_time(b) / 1e3
-
-
-class FakeClock:
-    """A clock for tests: time moves only when ``advance`` is called."""
-
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.t = 0.0
-        self.syncs = 0
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-    def mark(self) -> float:
-        return self.t
-
-    def sync(self) -> None:
-        self.syncs += 1
-
-    def between(self, a: float, b: float) -> float:
-        return b - a
+from afford.workloads.clock import Clock
 
 
 @dataclass(frozen=True)

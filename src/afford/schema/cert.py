@@ -121,6 +121,13 @@ class Certificate(Envelope):
     probes: ProbesSection | None = None
 
 
+def default_filename(cert: Certificate) -> str:
+    env = cert.environment
+    slug = "".join(ch if ch.isalnum() else "-" for ch in env.device_name.lower())
+    slug = "-".join(part for part in slug.split("-") if part)[:40] or env.device_type
+    return f"afford-cert-{slug}-{env.started_at.strftime('%Y%m%d-%H%M%S')}.json"
+
+
 def load_certificate(path: str | Path) -> Certificate:
     return load_envelope(path, Certificate, CERT_SCHEMA)
 

@@ -37,8 +37,9 @@ from typing import ClassVar, Literal
 
 import torch
 
+from afford.constants import MODES
+
 DEVICE_CLASSES = ("cpu", "small-gpu", "large-gpu")
-MODES = ("fp32", "bf16", "fp16")
 
 
 @dataclass

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from afford.workloads.base import Built, Workload, WorkloadRefused
+from afford.workloads.clock import clock_for
 
 OPTIONS = ("fused", "foreach", "compile", "cudagraphs", "phases", "flops", "x<k>")
 _CONFLICTS = (("fused", "foreach"), ("compile", "cudagraphs"), ("phases", "cudagraphs"),
@@ -217,9 +218,7 @@ class _MarkedOptimizer:
 def phased(built: Built, device: torch.device) -> tuple[Built, Callable[[], dict]]:
     """``built`` with its step marked into forward, backward and optimizer, and the report
     of their seconds per step (steps in the order taken: index i is the child's step i)."""
-    from afford.measure.timing import CudaClock, HostClock
-
-    clock = CudaClock() if device.type == "cuda" else HostClock()
+    clock = clock_for(device.type)
     steps: list[list] = []
     inner_loss = built.loss
 

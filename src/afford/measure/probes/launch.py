@@ -20,8 +20,9 @@ import torch
 from afford.measure.child import error_text
 from afford.measure.memory import is_oom
 from afford.measure.probes.nvml import Reader, UtilisationSampler
-from afford.measure.timing import CudaClock, HostClock, TimingRule, time_point
+from afford.measure.timing import TimingRule, time_point
 from afford.workloads.base import Built, Workload, check_gradients, train_step
+from afford.workloads.clock import clock_for
 
 BATCH_KEYS = ("batch", "n", "B")
 
@@ -55,7 +56,7 @@ def time_rung(workload: Workload, shape: dict[str, int], mode: str, device: torc
             if sampler is not None:
                 sampler.start()
 
-        clock = CudaClock() if device.type == "cuda" else HostClock()
+        clock = clock_for(device.type)
         timing = time_point(lambda i: train_step(built, mode, device), clock, rule, after_warmup)
         rec.update(step0_seconds=timing.step0_seconds, warmup_seconds=list(timing.warmup_seconds),
                    timed_seconds=list(timing.timed_seconds),

@@ -38,7 +38,7 @@ from afford.schema.memory import (HELDOUT_ROLES, SWEEP_ROLES, HeldOut, LoopEffec
 from afford import sizing
 
 if TYPE_CHECKING:
-    from afford.certify import StageContext
+    from afford.certify.request import StageContext
     from afford.workloads.base import Workload
 
 # step 0 creates the optimizer state, step 1 runs with it resident, step 2 shows what the

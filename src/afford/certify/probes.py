@@ -39,7 +39,7 @@ from afford.schema.probes import (GEMM_DTYPES, CheckpointProbe, CopyProbe, Datas
 
 
 def probes_stage(ctx) -> dict:
-    """The stage hook (:data:`afford.certify.Stage`)."""
+    """The stage hook (:data:`afford.certify.request.Stage`)."""
     return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, ctx.on_event,
                                  sweep_runs(getattr(ctx, "sweep_starts", [])),
                                  getattr(ctx, "ahead", {}).pop("probes", None))}

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from afford.certify.request import default_mode, workload_values
 from afford.errors import InputError
 from afford.gates import GateContext, GateSettings, evaluate, verdict
 from afford.measure import determinism as audit
@@ -33,8 +34,8 @@ from afford.measure.env import choose_device, cpu_model, device_class as class_o
 from afford.fit.stats import median
 from afford.schema.determinism import (DeterminismSection, GateReadings, GatesSection,
                                        InitLossReading)
-from afford.workloads import DEFAULT, resolve
-from afford.workloads.base import Workload, validate_shape
+from afford.workloads import resolve
+from afford.workloads.base import Workload
 
 Event = dict
 
@@ -73,45 +74,21 @@ class _Resolved:
     workloads: list[tuple[str, Workload, str, list[int]]]  # (spec, workload, mode, values)
 
 
-def _device(requested: str | None) -> torch.device:
-    return choose_device(requested)  # InputError for anything but cpu / an available cuda
-
-
-def _default_mode(device: torch.device) -> str:
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return "bf16"
-    return "fp32"
-
-
 def resolve_request(req: GateRequest) -> _Resolved:
     """Check every name before any time is spent; InputError otherwise."""
     if req.settings.repeats < 2:
         raise InputError(f"--repeats {req.settings.repeats}: the audit needs at least 2")
     if req.settings.noise_steps < 1:
         raise InputError(f"--steps {req.settings.noise_steps}: at least 1 step")
-    device = _device(req.device)
+    device = choose_device(req.device)  # InputError for anything but cpu / an available cuda
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         dclass, name = class_of("cuda", props.total_memory), props.name
     else:
         dclass, name = "cpu", cpu_model() or "cpu"
-    specs = list(dict.fromkeys(req.workloads or DEFAULT))
-    out, used = [], set()
-    for spec in specs:
-        w = resolve(spec, dclass)
-        key = w.sweep_param if w.sweep_param in req.sweeps else "n"
-        values = req.values.get(spec) or req.sweeps.get(key) or w.default_sweep(dclass)
-        used.add(key)
-        for v in values:
-            try:
-                validate_shape(w, v)
-            except ValueError as exc:
-                raise InputError(str(exc)) from None
-        out.append((spec, w, req.modes.get(spec) or _default_mode(device), sorted(values)))
-    unused = set(req.sweeps) - used
-    if unused:
-        raise InputError(f"--sweep {', '.join(sorted(unused))}=...: no selected workload "
-                         "sweeps that parameter (use n=... for all)")
+    mode = default_mode(device.type)
+    out = [(spec, w, req.modes.get(spec) or mode, sorted(values))
+           for spec, w, values in workload_values(req.workloads, req.sweeps, dclass, req.values)]
     for a, b in req.pairs:
         for spec in (a, b):
             resolve(spec, dclass)
@@ -208,7 +185,7 @@ def _pair_items(pairs: list[tuple[str, str]], r: _Resolved) -> list[tuple[str, W
 
 
 def gates_stage(ctx) -> dict:
-    """The certify stage (``afford.certify.StageContext`` in, certificate fields out):
+    """The certify stage (``afford.certify.request.StageContext`` in, certificate fields out):
     by default the init-loss gate over the certified shapes with the run's seed, read from
     the sweep (:func:`sweep_init_losses`: nothing runs again); with ``--gates`` three seeds
     measured afresh, the audit and every other gate."""

@@ -32,7 +32,8 @@ from datetime import datetime, timezone
 
 import torch
 
-from afford.certify import CertifyRequest, certify, default_mode, resolve_request
+from afford.certify.request import CertifyRequest, default_mode, resolve
+from afford.certify import certify
 from afford.errors import InputError, MeasurementError
 from afford.fit.collectives import algbw, busbw, busbw_factor, fit_alpha_beta
 from afford.fit.dp_scaling import efficiency, exposed_comm_share, fit_world_size_law
@@ -41,11 +42,12 @@ from afford.measure import env as envmod
 from afford.measure.distributed import collectives as coll
 from afford.measure.distributed import ddp
 from afford.measure.distributed import runtime as rtm
-from afford.measure.timing import CudaClock, HostClock, rule_for
+from afford.measure.timing import rule_for
 from afford.provenance import NotExecutable
 from afford.schema.cert import Certificate, Protocol
 from afford.schema.distributed import (STAGES, CollectivePoint, CollectivesSection,
                                        DistributedSection, DPRun, DPStrategy, RankInfo)
+from afford.workloads.clock import clock_name
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
 
@@ -73,7 +75,7 @@ def _check_request(req: CertifyRequest, launch: rtm.Launch, opts: DistOptions):
     memory = torch.cuda.get_device_properties(device).total_memory \
         if device.type == "cuda" else envmod.host_memory_bytes()
     device_class = envmod.device_class(device.type, memory)
-    resolve_request(req, device.type, device_class, str(device))
+    resolve(req, device.type, device_class, str(device))
     mode = req.modes[0] if req.modes else default_mode(device.type)
     return device_class, mode
 
@@ -181,7 +183,7 @@ def _bare_certificate(req, device, started, section, notes: list[str]) -> Certif
                         min_timed_steps=rule.min_steps, floor_seconds=rule.floor_seconds,
                         max_floor_seconds=rule.max_floor_seconds,
                         target_rel_precision=rule.target_rel_precision,
-                        clock=CudaClock.name if device.type == "cuda" else HostClock.name,
+                        clock=clock_name(device.type),
                         seed=req.seed)
     return Certificate(environment=env, protocol=protocol, workloads=[], distributed=section,
                        warnings=notes + _dist_warnings(section))

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from afford.certify.sweep import assemble_point, point_key
 from afford.fit.phases import growth, phase_child, phase_split, premise
-from afford.schema.laws import Excluded
 from afford.fit.throughput import fit_throughput
 from afford.measure.children import Event, run_children
 from afford.measure.timing import TimingRule, rule_for
+from afford.schema.laws import Excluded
 from afford.schema.point import Point
 from afford.schema.sizes import PhaseSplit, SizePoint, SizesSection
 from afford.workloads.tinylm import TinyLMConfig, size_spec, tinylm_params
@@ -64,8 +65,6 @@ def measure_sizes(configs: list[TinyLMConfig], *, mode: str, device: str, device
                   rule: TimingRule, children: int, seed: int, device_memory: int | None,
                   on_event: Callable[[Event], None] = lambda e: None) -> SizesSection:
     """Time every size (and the phase split at the smallest and largest) and fit the law."""
-    from afford.certify import assemble_point, point_key
-
     if len({(c.batch, c.seq) for c in configs}) != 1:
         raise ValueError("every size must share one batch x seq")
     batch, seq = configs[0].batch, configs[0].seq

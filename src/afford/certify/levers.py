@@ -26,16 +26,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from afford.certify.sweep import assemble_point, point_key
 from afford.errors import InputError, MeasurementError
 from afford.fit.speedup import per_child_speedups, summarize
 from afford.fit.throughput import fit_linear_floor
 from afford.measure.children import Event, run_children
-from afford.measure.timing import TimingRule
+from afford.measure.timing import TimingRule, rule_for
 from afford.provenance import NotExecutable
-from afford.schema.point import Point
 from afford.schema.levers import Lever, LeverRun, LeversSection, LeverVariant
+from afford.schema.point import Point
 from afford.workloads import resolve
 from afford.workloads.base import Workload
+from afford.workloads.clock import clock_name
 
 LEVERS = ("bf16", "fused", "compile", "cudagraphs", "batch2", "batch4")
 DESCRIPTIONS = {
@@ -162,8 +164,6 @@ class LeverJob:
 def measure_levers(job: LeverJob, on_event: Callable[[Event], None] = lambda e: None
                    ) -> LeversSection:
     """Run every executable variant of every workload in one set of children."""
-    from afford.certify import point_key
-
     started = datetime.now(timezone.utc)
     shapes = check_workloads(job.workloads, job.device_class)
     blocked = {n: r for n in job.levers if (r := not_applicable(n, job.device_type))}
@@ -190,8 +190,6 @@ def measure_levers(job: LeverJob, on_event: Callable[[Event], None] = lambda e: 
 
 def _run(spec: str, value: int, plan: list[Pair], blocked: dict[str, str],
          per_child: list[dict[str, Event]], job: LeverJob) -> LeverRun:
-    from afford.certify import assemble_point, point_key
-
     variants: dict[str, LeverVariant] = {}
     for p in plan:
         for side, (s, m) in (("a", p.a), ("b", p.b)):
@@ -222,8 +220,6 @@ def _run(spec: str, value: int, plan: list[Pair], blocked: dict[str, str],
 def batch_ladder(spec: str, mode: str, value: int, variants: dict[str, LeverVariant]):
     """``t = F + c * tokens`` over batch x1, x2, x4 where all three were measured, and the
     fixed share F / t at x1 (DESIGN section 4: a large share means launch-bound)."""
-    from afford.certify import point_key
-
     pts = [variants.get(point_key(s, mode, value)) for s in
            (f"{spec}+flops", f"{spec}+x2", f"{spec}+x4")]
     ok = [v.point for v in pts if v is not None and v.point is not None
@@ -256,8 +252,6 @@ def _medians(p: Point) -> dict[int, float]:
 
 
 def _lever(p: Pair, variants: dict[str, LeverVariant], value: int) -> Lever:
-    from afford.certify import point_key
-
     a = variants[point_key(*p.a, value)]
     b = variants[point_key(*p.b, value)]
     common = dict(name=p.name, description=DESCRIPTIONS[p.name], a=a.key, b=b.key,
@@ -278,8 +272,6 @@ def _lever(p: Pair, variants: dict[str, LeverVariant], value: int) -> Lever:
 def levers_stage(ctx) -> dict:
     """The certify stage (``afford certify --levers``): the default workload of the device
     class, all levers, in the sweep's first dtype mode."""
-    from afford.measure.timing import rule_for
-
     env = ctx.env
     mode = ctx.plan.workloads[0][2] if ctx.plan.workloads else "fp32"
     job = LeverJob(workloads=default_workloads(ctx.plan.device_class), levers=LEVERS,
@@ -291,9 +283,3 @@ def levers_stage(ctx) -> dict:
                    command=env.command)
     return {"levers": measure_levers(job, lambda e: ctx.on_event(e)
                                      if e.get("event") == "begin" else None)}
-
-
-def clock_name(device_type: str) -> str:
-    from afford.measure.timing import CudaClock, HostClock
-
-    return CudaClock.name if device_type == "cuda" else HostClock.name

@@ -1,0 +1,145 @@
+"""What certify is asked to do, checked before anything is timed.
+
+:class:`CertifyRequest` is the ``afford certify`` flags as a typed request; :func:`resolve`
+turns it into a :class:`Plan` (the workloads, modes and sweep values each child will time),
+and every name or value a user typed that cannot be measured is an
+:class:`~afford.errors.InputError` here. :func:`workload_values` is the one resolver of
+workloads and sweep values, shared with the gates (:mod:`afford.certify.gates`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from afford.certify.sweep import point_key
+from afford.measure.children import Event
+from afford.schema.cert import WorkloadResult
+from afford.constants import MODES
+from afford.errors import InputError
+from afford.workloads import DEFAULT, resolve as resolve_workload
+from afford.workloads.base import Workload, validate_shape
+
+MIN_CHILDREN = 3
+
+
+@dataclass
+class CertifyRequest:
+    """What to certify. Empty ``workloads`` means the built-in default set."""
+
+    workloads: list[str] = field(default_factory=list)
+    sweeps: dict[str, list[int]] = field(default_factory=dict)
+    modes: list[str] = field(default_factory=list)
+    precision: str = "adaptive"
+    children: int = MIN_CHILDREN
+    device: str | None = None
+    seed: int = 0
+    command: str = ""
+    gates: bool | None = None  # None: init-loss gate only; True: all gates + audit; False: none
+    sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.certify.sizes)
+    levers: bool = False  # the levers stage: measured A/B pairs (afford.certify.levers)
+    memory: bool = True  # the memory-law stage (afford.certify.memory)
+    probes: bool = True  # the probes stage (afford.certify.probes)
+    checkpoint_dir: str | None = None  # where the probes write checkpoints; None: cwd
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The resolved request: what each child will time."""
+
+    device: str
+    device_class: str
+    workloads: list[tuple[str, Workload, str, list[int]]]  # (spec, workload, mode, values)
+
+    @property
+    def items(self) -> list[dict]:
+        return [{"key": point_key(spec, mode, v), "workload": spec, "mode": mode, "value": v}
+                for spec, _, mode, values in self.workloads for v in values]
+
+
+@dataclass
+class StageContext:
+    """What a stage after the sweep sees. A stage returns certificate fields to set
+    (e.g. ``{"probes": ProbesSection(...)}``) and may emit events for the progress bar."""
+
+    req: CertifyRequest
+    env: object  # afford.schema.cert.Environment
+    plan: Plan
+    results: list[WorkloadResult]
+    on_event: Callable[[Event], None]
+    sweep_starts: list[Event] = field(default_factory=list)  # the sweep children's start events
+    ahead: dict = field(default_factory=dict)  # stage name -> its child, spawned ahead (CUDA)
+
+
+Stage = Callable[[StageContext], dict]
+
+
+def default_mode(device_type: str) -> str:
+    """bf16 autocast on a CUDA card that supports it, fp32 otherwise."""
+    if device_type == "cuda":
+        import torch
+
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "fp32"
+
+
+def resolve(req: CertifyRequest, device_type: str, device_class: str, device: str) -> Plan:
+    """Check everything a user typed before any time is spent; InputError otherwise."""
+    if req.children < MIN_CHILDREN:
+        raise InputError(f"--children {req.children}: the protocol needs at least "
+                         f"{MIN_CHILDREN} independent child processes")
+    for m in req.modes:
+        if m not in MODES:
+            raise InputError(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
+    modes = req.modes or [default_mode(device_type)]
+    resolved = [(spec, w, mode, values)
+                for spec, w, values in workload_values(req.workloads, req.sweeps, device_class)
+                for mode in modes]
+    return Plan(device=device, device_class=device_class, workloads=resolved)
+
+
+def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class: str,
+                    given: dict[str, list[int]] | None = None
+                    ) -> list[tuple[str, Workload, list[int]]]:
+    """(spec, workload, sweep values) per workload (the built-in default set when ``specs``
+    is empty): the values ``given`` for the spec, else ``sweeps`` by the workload's sweep
+    parameter, else ``sweeps["n"]``, else its default sweep. InputError for an unknown
+    workload, a value its shape refuses, or a ``sweeps`` name no workload uses."""
+    out = []
+    used: set[str] = set()
+    for spec in dict.fromkeys(specs or DEFAULT):
+        w = resolve_workload(spec, device_class)
+        key = w.sweep_param if w.sweep_param in sweeps else "n"
+        used.add(key)
+        values = (given or {}).get(spec) or sweeps.get(key) or w.default_sweep(device_class)
+        for v in values:
+            try:
+                validate_shape(w, v)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+        out.append((spec, w, values))
+    unused = set(sweeps) - used
+    if unused:
+        params = sorted({w.sweep_param for _, w, _ in out})
+        raise InputError(f"--sweep {', '.join(sorted(unused))}=...: no selected workload sweeps "
+                         f"that parameter (they sweep {', '.join(params)}; use n=... for all)")
+    return out
+
+
+def parse_sweep(text: str) -> tuple[str, list[int]]:
+    """``"seq=128,256,512"`` -> ("seq", [128, 256, 512]); InputError when malformed."""
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise InputError(f"--sweep {text!r}: write it as NAME=V1,V2,... (e.g. n=2048,4096)")
+    try:
+        values = [int(float(v)) for v in rest.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"--sweep {text!r}: the values must be positive integers") from None
+    if not values or any(v <= 0 for v in values):
+        raise InputError(f"--sweep {text!r}: the values must be positive integers")
+    if len(set(values)) != len(values):
+        raise InputError(f"--sweep {text!r}: a value appears twice")
+    return name, sorted(values)
+
+

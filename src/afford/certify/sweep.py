@@ -1,0 +1,110 @@
+"""One sweep point from its children's raw records, and the throughput law over a workload's
+points (docs/DESIGN.md section 3, rules 2 and 3).
+
+:func:`assemble_point` derives a point's medians of medians, spread and residency from the
+events its children sent; :func:`fit_workload` fits the law over the resident points only,
+keeping every exclusion with its reason. Every certify stage that times points through the
+child protocol (the sweep, the model sizes, the levers) assembles them here.
+"""
+
+from __future__ import annotations
+
+from afford.fit.stats import median, relative_spread
+from afford.fit.throughput import fit_throughput
+from afford.measure.children import Event
+from afford.schema.cert import WorkloadResult
+from afford.schema.laws import Excluded
+from afford.schema.point import ChildPoint, Point
+from afford.workloads.base import Workload
+
+SPREAD_WARN = 0.05
+
+
+def point_key(spec: str, mode: str, value: int) -> str:
+    return f"{spec}|{mode}|{value}"
+
+
+def assemble_point(value: int, events: list[Event], device_memory: int | None) -> Point:
+    """One point from its children's raw records: medians of medians, spread, residency."""
+    kids = [ChildPoint(**e["record"]) for e in events]
+    first = next((e for e in events if "shape" in e), {})
+    ok = [k for k in kids if k.median_seconds is not None]
+    meds = [k.median_seconds for k in ok]
+    step0 = [k.step0_seconds for k in ok if k.step0_seconds is not None]
+    m = median(meds) if meds else None
+    p = Point(value=value, shape=first.get("shape", {}), params=first.get("params"),
+              tokens_per_step=first.get("tokens_per_step"), vocab=first.get("vocab"),
+              children=kids, median_seconds=m,
+              child_medians=meds, child_spread=relative_spread(meds) if len(meds) > 1 else None,
+              worst_precision=max((k.precision for k in ok if k.precision is not None),
+                                  default=None),
+              step0_seconds=median(step0) if step0 else None,
+              step0_over_warm=(median(step0) / m) if step0 and m else None,
+              peak_allocated_bytes=_max(k.peak_allocated_bytes for k in kids),
+              peak_reserved_bytes=_max(k.peak_reserved_bytes for k in kids),
+              peak_rss_bytes=_max(k.peak_rss_bytes for k in kids),
+              memory_source=next((k.memory_source for k in kids if k.memory_source), None),
+              resident=True)
+    reason = _exclusion(p, kids, device_memory)
+    if reason is None:
+        return p
+    resident = False if reason.startswith("not resident") else None  # None: unknown
+    return p.model_copy(update={"resident": resident, "excluded_reason": reason})
+
+
+def _max(values) -> int | None:
+    vals = [v for v in values if v is not None]
+    return max(vals) if vals else None
+
+
+def _exclusion(p: Point, kids: list[ChildPoint], device_memory: int | None) -> str | None:
+    for k in kids:
+        if k.oom:
+            return f"not resident: ran out of memory in child {k.child}: {k.error}"
+    for k in kids:
+        if k.refused:
+            return f"refused in child {k.child}: {k.refused}"
+    reserved = p.peak_reserved_bytes
+    if device_memory and reserved and reserved > device_memory:
+        return (f"not resident: reserved {reserved} B exceeds the device's "
+                f"{device_memory} B")
+    if device_memory and p.peak_rss_bytes and p.peak_rss_bytes > device_memory:
+        return f"not resident: peak RSS {p.peak_rss_bytes} B exceeds host memory"
+    swapped = [k.child for k in kids if (k.swap_bytes or 0) > 0]
+    if swapped:
+        return f"not resident: paged to swap in child(ren) {swapped}"
+    for k in kids:
+        if k.error:
+            return f"failed in child {k.child}: {k.error}"
+    return None
+
+
+def fit_workload(spec: str, w: Workload, mode: str, points: list[Point]) -> WorkloadResult:
+    """The law over resident, fully measured points; exclusions kept with reasons."""
+    notes: list[str] = []
+    used = [p for p in points if p.resident and p.excluded_reason is None
+            and p.median_seconds is not None]
+    excluded = [Excluded(value=p.value, reason=p.excluded_reason or "not measured")
+                for p in points if p not in used]
+    refused = next((p.excluded_reason for p in points
+                    if p.excluded_reason and p.excluded_reason.startswith("refused")), None)
+    law = None
+    if len(used) >= 2:
+        law = fit_throughput(w.sweep_param, [p.value for p in used],
+                             [p.median_seconds for p in used], excluded)
+        notes.extend(law.warnings)
+    elif not refused:
+        notes.append(f"only {len(used)} resident point(s): no law fitted")
+    for p in used:
+        if p.child_spread is not None and p.child_spread > SPREAD_WARN:
+            notes.append(f"{w.sweep_param}={p.value}: children disagree by "
+                         f"{p.child_spread:.1%} (> {SPREAD_WARN:.0%})")
+        if p.worst_precision is not None and p.worst_precision > 0.01:
+            notes.append(f"{w.sweep_param}={p.value}: a child's median is known to "
+                         f"+/-{p.worst_precision:.1%} only (target 1%)")
+    return WorkloadResult(name=spec, source="builtin" if ":" not in spec else spec,
+                          description=getattr(w, "description", ""), mode=mode,
+                          sweep_param=w.sweep_param, points=points, law=law, refused=refused,
+                          warnings=notes)
+
+
