@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from afford import sizing
+from afford.figures import memory as sizing
 from afford.certify.request import CertifyRequest
 from afford.certify import certify
 from afford.schema.cert import save_certificate

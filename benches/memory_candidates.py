@@ -107,7 +107,7 @@ def law_lines(lw) -> list[str]:
 
 
 def floored(res: Predictor, alloc: Predictor) -> Predictor:
-    """Reserved is never below allocated (as afford.sizing.budgeted_bytes)."""
+    """Reserved is never below allocated (as afford.fit.sizing.budgeted_bytes)."""
     return lambda r: max(res(r), alloc(r))
 
 

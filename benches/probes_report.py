@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from afford import readings as R
-from afford.probes_summary import summarize_probes
+from afford import figures
+from afford.figures.probes import summarize_probes
 from afford.provenance import NotExecutable
 from afford.report.terminal import probes_device_table, probes_workload_table, warmup_table
 from afford.schema.cert import load_certificate
@@ -25,7 +25,7 @@ H200_COPY = 4.24e12
 def gemm_lines(cert) -> list[str]:
     out = []
     for d, ref in H200.items():
-        t = R.gemm_rate(cert, d)
+        t = figures.gemm_rate(cert, d)
         g = cert.probes.gemm[d]
         if t is None:
             out.append(f"  GEMM {d:5s} NOT EXECUTABLE: {g.reason}")
@@ -33,7 +33,7 @@ def gemm_lines(cert) -> list[str]:
         out.append(f"  GEMM {d:5s} {t.value / 1e12:8.1f} TFLOP/s  (H200 ref {ref / 1e12:.1f}: "
                    f"{t.value / ref - 1:+.1%})  max rel err {g.max_rel_error:.2e}  "
                    f"calls {[round(s * 1e3, 3) for s in g.seconds]} ms")
-    bw = R.copy_bandwidth(cert)
+    bw = figures.copy_bandwidth(cert)
     out.append(f"  copy       {bw.value / 1e12:8.3f} TB/s     (H200 ref 4.24-4.3: "
                f"{bw.value / H200_COPY - 1:+.1%})" if bw else
                f"  copy NOT EXECUTABLE: {cert.probes.device_copy.reason}")
@@ -60,8 +60,8 @@ def workload_lines(cert) -> list[str]:
             if isinstance(f, NotExecutable):
                 out.append(f"      FLOPs: NOT EXECUTABLE {f.reason}")
                 continue
-            rate = R.gemm_rate(cert, w.gemm_dtype)
-            peak = R.datasheet_peak(cert, w.gemm_dtype)
+            rate = figures.gemm_rate(cert, w.gemm_dtype)
+            peak = figures.datasheet_peak(cert, w.gemm_dtype)
             mfu = f.flops / f.step_seconds if f.step_seconds else None
             out.append(f"      FLOPs at {w.sweep_param}={f.value}: {f.flops:.4g}, step "
                        f"{(f.step_seconds or 0) * 1e3:.3f} ms, "
@@ -86,14 +86,14 @@ def tsv_rows(cert, label: str) -> list[str]:
                                    figure, f"{t.value:.6g}", t.unit, t.tag.value, t.source]))
 
     for d in H200:
-        add(f"gemm_{d}", R.gemm_rate(cert, d))
-    add("copy_bandwidth", R.copy_bandwidth(cert))
-    for k, t in R.startup_seconds(cert).items():
+        add(f"gemm_{d}", figures.gemm_rate(cert, d))
+    add("copy_bandwidth", figures.copy_bandwidth(cert))
+    for k, t in figures.startup_seconds(cert).items():
         add(f"startup_{k}", t)
     for w in cert.probes.workloads:
-        add(f"verdict_{w.name}", R.boundness(cert, w.name, w.mode))
-        add(f"checkpoint_seconds_{w.name}", R.checkpoint_write_seconds(cert, w.name, w.mode))
-        add(f"checkpoint_bytes_{w.name}", R.checkpoint_bytes(cert, w.name, w.mode))
+        add(f"verdict_{w.name}", figures.boundness(cert, w.name, w.mode))
+        add(f"checkpoint_seconds_{w.name}", figures.checkpoint_write_seconds(cert, w.name, w.mode))
+        add(f"checkpoint_bytes_{w.name}", figures.checkpoint_bytes(cert, w.name, w.mode))
     add("probes_stage_wall", summarize_probes(cert).wall_seconds)
     return rows
 

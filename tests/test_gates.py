@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from afford.errors import InputError
-from afford.gate_summary import determinism_lines, gate_lines, noise_lines
+from afford.figures.gates import determinism_lines, gate_lines, noise_lines
 from afford.gates import (GateNotExecutable, GateResult, GateSettings, determinism_gate,
                           evaluate, headroom, init_loss_gate, matched_params_gate,
                           noise_floor_gate, parity_gate, parse_tolerances, ratio, row,

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from afford import readings
+from afford import figures
 from afford.cli import app
 from afford.constants import load_scaling
 from afford.errors import InputError
@@ -25,7 +25,7 @@ RATE = 5e14  # FLOP/s, a measured bf16 GEMM rate for the tests
 @pytest.fixture
 def with_rate(monkeypatch):
     """A certificate whose probes measured a bf16 GEMM rate of 5e14 FLOP/s."""
-    monkeypatch.setattr(readings, "gemm_rate",
+    monkeypatch.setattr(figures, "gemm_rate",
                         lambda cert, dtype: measured(RATE, "FLOP/s", f"{dtype} 8192^3 matmul"))
 
 
@@ -97,7 +97,7 @@ def test_the_two_wall_clocks_are_never_pooled(with_rate, monkeypatch):
     assert set(_seconds_fields(row)) == {"wall_a", "wall_b"}
     assert row.wall_a.tag is Tag.FITTED and row.wall_b.tag is Tag.MODULE
     # each column moves only with its own input
-    monkeypatch.setattr(readings, "gemm_rate",
+    monkeypatch.setattr(figures, "gemm_rate",
                         lambda cert, dtype: measured(2 * RATE, "FLOP/s", "faster"))
     faster = lad(cert).rows[0]
     assert faster.wall_a == row.wall_a and faster.wall_b.value == pytest.approx(
@@ -116,7 +116,7 @@ def test_no_measured_rate_leaves_b_empty_with_the_reason():
 
 
 def test_a_datasheet_rate_is_not_used_for_the_floor(monkeypatch):
-    monkeypatch.setattr(readings, "gemm_rate",
+    monkeypatch.setattr(figures, "gemm_rate",
                         lambda cert, dtype: inherited(989e12, "FLOP/s", "datasheet"))
     row = lad(certificate(linear_sizes())).rows[0]
     assert row.wall_b is None and "INHERITED, not measured" in row.wall_b_note
@@ -147,7 +147,7 @@ def test_memory_law_when_present_and_not_resident(monkeypatch):
         return (measured(90e9, "B", "law alloc"), Tagged(value=120e9, unit="B", tag=Tag.FITTED,
                                                         source="memory law, reserved"))
 
-    monkeypatch.setattr(readings, "predicted_memory", predicted)
+    monkeypatch.setattr(figures, "predicted_memory", predicted)
     row = lad(certificate(linear_sizes()), "1B:d2048L20H16").rows[0]
     assert seen == {"batch": 8, "seq": 1024, "d": 2048, "L": 20, "H": 16, "name": "tinylm",
                     "mode": "bf16"}
@@ -164,7 +164,7 @@ def test_states_alone_over_the_budget_are_not_resident():
 
 def test_tf32_runs_use_the_tf32_rate(monkeypatch):
     asked = []
-    monkeypatch.setattr(readings, "gemm_rate", lambda cert, dtype: asked.append(dtype))
+    monkeypatch.setattr(figures, "gemm_rate", lambda cert, dtype: asked.append(dtype))
     lad(certificate(linear_sizes(mode="fp32"), tf32_matmul=True))
     lad(certificate(linear_sizes(mode="fp32"), tf32_matmul=False))
     assert asked == ["tf32", "fp32"]
@@ -247,7 +247,7 @@ def test_ladder_module_has_no_device_work():
 
 
 def test_mfu_implied_by_a_against_both_peaks(with_rate, monkeypatch):
-    monkeypatch.setattr(readings, "datasheet_peak",
+    monkeypatch.setattr(figures, "datasheet_peak",
                         lambda cert, dtype: inherited(1e15, "FLOP/s", "datasheet (secondary)"))
     lad_ = lad(certificate(linear_sizes()), "20M")
     row = lad_.rows[0]

@@ -5,12 +5,12 @@ from datetime import datetime, timezone
 import pytest
 import torch
 
-from afford import readings
+from afford.figures import distributed as figures
 from afford.certify.distributed import assemble_collectives, assemble_dp
 from afford.errors import InputError
 from afford.fit.collectives import fit_alpha_beta, ring_allreduce_seconds
 from afford.measure import env as envmod
-from afford.plan import devices
+from afford.plan import scaling
 from afford.provenance import Tag, measured
 from afford.schema.cert import Certificate, Protocol
 from afford.schema.distributed import CollectivesSection, DistributedSection, RankInfo
@@ -68,7 +68,7 @@ def test_assemble_keeps_every_rank_and_takes_the_slowest():
 
 
 def test_on_node_measured_multiplier_by_hand():
-    s = devices.on_node(section(), 4)
+    s = figures.on_node(section(), 4)
     assert s.scope == "measured"
     assert s.step_seconds.tag == Tag.MEASURED and s.step_seconds.value == pytest.approx(0.115)
     assert s.throughput_multiplier.value == pytest.approx(4 * 0.100 / 0.115)
@@ -80,7 +80,7 @@ def test_on_node_measured_multiplier_by_hand():
 def test_on_node_fitted_where_a_world_size_is_missing():
     # t(w) = 0.1 + 0.02 * 2(w-1)/w at w = 1, 2, 4; w = 3 not run -> FITTED from the law
     steps = {1: 0.100, 2: 0.120, 4: 0.130}
-    s = devices.on_node(section(steps), 3)
+    s = figures.on_node(section(steps), 3)
     assert s.scope == "fitted" and s.step_seconds.tag == Tag.FITTED
     assert s.step_seconds.value == pytest.approx(0.1 + 0.02 * 4 / 3)
     assert s.throughput_multiplier.tag == Tag.FITTED
@@ -89,7 +89,7 @@ def test_on_node_fitted_where_a_world_size_is_missing():
 
 def test_beyond_node_projection_is_module_from_assumed_inputs():
     d = section()
-    s = devices.scaling(d, 16, inter_node_bytes_per_second=25e9,
+    s = scaling.scaling(d, 16, inter_node_bytes_per_second=25e9,
                         inter_node_latency_seconds=10e-6)
     expected = 0.09 + ring_allreduce_seconds(16, GRAD_BYTES, 10e-6, 25e9)  # no_sync + ring
     assert s.scope == "projected"
@@ -108,7 +108,7 @@ def test_beyond_node_latency_from_the_fitted_intra_node_ring():
     coll = CollectivesSection(world_size=n, backend="gloo", dtype="float32", clock="host",
                               warmup_calls=3, samples=5, sample_seconds=0.01,
                               sizes_bytes=sizes, fits=[fit])
-    s = devices.beyond_node(section(collectives=coll), 8, inter_node_bytes_per_second=10e9)
+    s = scaling.beyond_node(section(collectives=coll), 8, inter_node_bytes_per_second=10e9)
     lat = s.assumptions[1]
     assert lat.tag == Tag.ASSUMED and lat.value == pytest.approx(hop)
     assert "optimistic" in lat.source
@@ -116,14 +116,14 @@ def test_beyond_node_latency_from_the_fitted_intra_node_ring():
 
 def test_beyond_node_without_bandwidth_is_refused():
     with pytest.raises(InputError, match="inter-node bandwidth"):
-        devices.scaling(section(), 16)
+        scaling.scaling(section(), 16)
     with pytest.raises(InputError):
-        devices.on_node(section(), 9)
+        figures.on_node(section(), 9)
 
 
 def test_scale_step_carries_the_ratio():
-    s = devices.on_node(section(), 2)
-    t = devices.scale_step(measured(0.5, "s", "my model"), s)
+    s = figures.on_node(section(), 2)
+    t = scaling.scale_step(measured(0.5, "s", "my model"), s)
     assert t.tag == Tag.MODULE and t.value == pytest.approx(0.5 * 1.1)
     assert "tinylm" in t.source
 
@@ -168,17 +168,17 @@ def _cert(d: DistributedSection) -> Certificate:
 
 def test_readings_accessors():
     cert = _cert(section())
-    assert readings.node_devices(cert).value == 4
-    m = readings.dp_scaling(cert, 4)
+    assert figures.node_devices(cert).value == 4
+    m = figures.dp_scaling(cert, 4)
     assert m.tag == Tag.MEASURED and m.value == pytest.approx(4 * 0.1 / 0.115)
-    assert readings.dp_step_ratio(cert, 2).value == pytest.approx(1.1)
-    assert readings.dp_step_seconds(cert, 1).value == pytest.approx(0.1)
-    assert readings.dp_exposed_comm_share(cert, 1).value == pytest.approx(0.1)
-    peaks = readings.dp_peak_bytes(cert, 2)
+    assert figures.dp_step_ratio(cert, 2).value == pytest.approx(1.1)
+    assert figures.dp_step_seconds(cert, 1).value == pytest.approx(0.1)
+    assert figures.dp_exposed_comm_share(cert, 1).value == pytest.approx(0.1)
+    peaks = figures.dp_peak_bytes(cert, 2)
     assert [p.value for p in peaks] == [400 * 2**20, 400 * 2**20 + 1]
-    assert readings.busbw_peak(cert) is None  # no collectives in this section
+    assert figures.busbw_peak(cert) is None  # no collectives in this section
     bare = _cert(section()).model_copy(update={"distributed": None})
-    assert readings.dp_scaling(bare, 2) is None and readings.node_devices(bare) is None
+    assert figures.dp_scaling(bare, 2) is None and figures.node_devices(bare) is None
 
 
 def test_section_round_trips_through_json(tmp_path):

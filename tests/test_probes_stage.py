@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 import pytest
 from rich.console import Console
 
-from afford import readings as R
+from afford import figures
 from afford.schema.datasheet import lookup
 from afford.measure.probes.protocol import probe_protocol
 from afford.certify.probes import assemble_section, gemm_dtype_for, workload_items
-from afford.probes_summary import probes_json, summarize_probes
+from afford.figures.probes import probes_json, summarize_probes
 from afford.provenance import NotExecutable, Tag
 from afford.report.terminal import probes_device_table, probes_workload_table, warmup_table
 from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
@@ -174,18 +174,18 @@ def test_section_round_trips_through_json():
 def test_readings_are_tagged_with_their_provenance():
     e, results, sec = section()
     cert = cert_with(sec, e, results)
-    rate = R.gemm_rate(cert, "bf16")
+    rate = figures.gemm_rate(cert, "bf16")
     assert rate.tag == Tag.MEASURED and rate.value == 762e12 and rate.unit == "FLOP/s"
-    assert R.gemm_rate(cert, "fp16") is None
-    peak = R.datasheet_peak(cert, "bf16")
+    assert figures.gemm_rate(cert, "fp16") is None
+    peak = figures.datasheet_peak(cert, "bf16")
     assert peak.tag == Tag.INHERITED and peak.value == 989e12 and "secondary" in peak.source
-    assert R.copy_bandwidth(cert).value == 4.24e12
-    assert R.checkpoint_write_seconds(cert, "tiny").value == 0.02
-    assert R.checkpoint_bytes(cert, "tiny").value == 10**6
-    assert R.checkpoint_write_seconds(cert, "tinylm") is None
-    assert R.step_flops(cert, "tinylm", 512).value == Q3_FLOPS
-    assert R.boundness(cert, "tiny").value == "launch-bound"
-    starts = R.startup_seconds(cert)
+    assert figures.copy_bandwidth(cert).value == 4.24e12
+    assert figures.checkpoint_write_seconds(cert, "tiny").value == 0.02
+    assert figures.checkpoint_bytes(cert, "tiny").value == 10**6
+    assert figures.checkpoint_write_seconds(cert, "tinylm") is None
+    assert figures.step_flops(cert, "tinylm", 512).value == Q3_FLOPS
+    assert figures.boundness(cert, "tiny").value == "launch-bound"
+    starts = figures.startup_seconds(cert)
     assert set(starts) == {"process", "import_torch", "cuda_init", "first_step"}
     assert starts["import_torch"].value == 1.5
     assert starts["first_step"].value == pytest.approx(40 * 0.031)  # tinylm's, the slowest
@@ -194,9 +194,9 @@ def test_readings_are_tagged_with_their_provenance():
 def test_readings_without_the_probes_stage():
     e, results, _ = section()
     cert = cert_with(None, e, results)
-    assert R.gemm_rate(cert, "bf16") is None and R.copy_bandwidth(cert) is None
-    assert R.checkpoint_bytes(cert, "tiny") is None and R.startup_seconds(cert) == {}
-    assert R.datasheet_peak(cert, "bf16").value == 989e12   # looked up by the device name
+    assert figures.gemm_rate(cert, "bf16") is None and figures.copy_bandwidth(cert) is None
+    assert figures.checkpoint_bytes(cert, "tiny") is None and figures.startup_seconds(cert) == {}
+    assert figures.datasheet_peak(cert, "bf16").value == 989e12   # looked up by the device name
 
 
 def render(table) -> str:

@@ -1,5 +1,5 @@
 """Sizing from a memory law: published tables, a synthetic GPU certificate whose law is known
-exactly, readings.predicted_memory / max_batch, and `afford size` through the runner."""
+exactly, figures.predicted_memory / max_batch, and `afford size` through the runner."""
 
 import json
 import math
@@ -9,7 +9,10 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from afford import readings, sizing
+from afford import figures
+from afford.constants import load_memory_defaults
+from afford.figures import memory as memory_figures
+from afford.fit import sizing
 from afford.cli import app
 from afford.certify.memory import build_law, dim_keys, memory_modes, plan_job
 from afford.provenance import Tag
@@ -59,7 +62,7 @@ def test_inherited_defaults_absent_until_filled():
     assert (d.c_res, d.fixed_bytes, d.tag) == (41.5, 1e8, Tag.INHERITED)
     assert "commit abc" in d.citation
     # the shipped data file parses (its tables may still be empty)
-    assert isinstance(sizing.load_inherited(), dict)
+    assert isinstance(load_memory_defaults(), dict)
 
 
 # ---- a synthetic GPU box with a known law ----------------------------------------------
@@ -169,18 +172,18 @@ def _hand_max_batch(s, budget):
 
 
 def test_predicted_memory_and_max_batch_through_readings(gpu_cert):
-    alloc, res = readings.predicted_memory(gpu_cert, "tinylm", {"batch": 16, "seq": 8192})
+    alloc, res = figures.predicted_memory(gpu_cert, "tinylm", {"batch": 16, "seq": 8192})
     states = 16 * tinylm_params(512, 8, 8192)
     act = 8 * 16 * 8192 * 512
     assert alloc.tag == Tag.FITTED and alloc.extrapolated
     assert alloc.value == pytest.approx(states + FIXED + C_RES * act, rel=1e-6)
     assert res.value == pytest.approx(states + FIXED_R + C_RES_R * act, rel=1e-6)
-    inside, _ = readings.predicted_memory(gpu_cert, "tinylm", {"B": 6, "s": 768})
+    inside, _ = figures.predicted_memory(gpu_cert, "tinylm", {"B": 6, "s": 768})
     assert not inside.extrapolated
-    mb = readings.max_batch(gpu_cert, "tinylm", {"seq": 4096}, 0.9 * DEVICE)
+    mb = figures.max_batch(gpu_cert, "tinylm", {"seq": 4096}, 0.9 * DEVICE)
     assert mb.value == _hand_max_batch(4096, 0.9 * DEVICE) and mb.tag == Tag.FITTED
-    assert readings.predicted_memory(gpu_cert, "nope", {"seq": 1}) is None
-    assert readings.max_batch(gpu_cert, "tinylm", {"seq": 1}, 1, mode="fp32") is None
+    assert figures.predicted_memory(gpu_cert, "nope", {"seq": 1}) is None
+    assert figures.max_batch(gpu_cert, "tinylm", {"seq": 1}, 1, mode="fp32") is None
 
 
 def test_other_width_scales_params_and_is_extrapolated(gpu_law):
@@ -256,7 +259,7 @@ def test_size_batch_that_does_not_fit_exits_1_with_the_oom_note(gpu_cert_path):
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
     assert doc["fits"] is False and doc["over_device_memory"] is True
-    assert doc["note"] == sizing.OOM_NOTE
+    assert doc["note"] == memory_figures.OOM_NOTE
     ok = size(gpu_cert_path, "--seq", "4096", "--batch", "8")
     assert ok.exit_code == 0 and "yes" in ok.stdout and "F*" in ok.stdout
 
@@ -276,7 +279,7 @@ def test_renderers_tag_every_number(gpu_cert):
     from afford.report.memory import memory_summary_table, size_tables
 
     console = Console(width=200, record=True)
-    report = sizing.size(gpu_cert, "tinylm", 4096, 64, None, 0.9, "run")
+    report = memory_figures.size(gpu_cert, "tinylm", 4096, 64, None, 0.9, "run")
     for t in size_tables(report):
         console.print(t)
     console.print(memory_summary_table(gpu_cert))

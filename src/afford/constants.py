@@ -2,11 +2,13 @@
 
 ``data/`` holds every data file of the package (:data:`DATA`). ``data/scaling.toml``: the
 Chinchilla tokens-per-parameter ratio, the Besiroglu et al. 2024 refit of the Chinchilla
-loss law, and ZeRO's bytes of model state per parameter.
+loss law, and ZeRO's bytes of model state per parameter. ``data/memory_defaults.toml``:
+the memory law's constants measured by afford on an H200 (INHERITED by other boxes).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 from afford.io import tomllib
 
 DATA = Path(__file__).parent / "data"  # the package's data files, each value with its citation
+MEMORY_DEFAULTS = DATA / "memory_defaults.toml"
 MODES = ("fp32", "bf16", "fp16")  # dtype modes of a training step: fp32, bf16 or fp16 autocast
 
 
@@ -52,3 +55,12 @@ def load_scaling() -> ScalingConstants:
                          citation=b["citation"]),
         state_bytes_per_param=float(raw["states"]["bytes_per_param"]),
         state_bytes_citation=raw["states"]["citation"])
+
+
+def load_memory_defaults(path: Path = MEMORY_DEFAULTS) -> dict:
+    """The inherited memory defaults as a dict; empty (with a warning) when unreadable."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        warnings.warn(f"cannot read the inherited memory defaults {path}: {exc}", stacklevel=2)
+        return {}

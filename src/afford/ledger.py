@@ -39,7 +39,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from afford import readings as rd
+from afford import figures
 from afford.errors import InputError
 from afford.io import atomic_write_text
 from afford.provenance import Struck, Tag, Tagged
@@ -381,18 +381,18 @@ def _law_readings(cert: Certificate, r: WorkloadResult, base: dict) -> list[dict
 
 
 def _contract_readings(cert: Certificate, base: dict) -> list[dict]:
-    """What the later stages expose through :mod:`afford.readings` (probes, checkpoints,
+    """What the later stages expose through :mod:`afford.figures` (probes, checkpoints,
     startup). A figure a stage did not write is ``None`` there and is left out here."""
     found: list[tuple[str, Tagged | None, str]] = []
     for dtype in ("fp32", "tf32", "bf16", "fp16"):
-        found.append((f"gemm_{dtype}_flop_per_second", rd.gemm_rate(cert, dtype), ""))
-    found.append(("copy_bytes_per_second", rd.copy_bandwidth(cert), ""))
+        found.append((f"gemm_{dtype}_flop_per_second", figures.gemm_rate(cert, dtype), ""))
+    found.append(("copy_bytes_per_second", figures.copy_bandwidth(cert), ""))
     for r in cert.workloads:
         found.append((f"{r.name}/{r.mode}/checkpoint_write_seconds",
-                      rd.checkpoint_write_seconds(cert, r.name, r.mode), ""))
+                      figures.checkpoint_write_seconds(cert, r.name, r.mode), ""))
         found.append((f"{r.name}/{r.mode}/checkpoint_bytes",
-                      rd.checkpoint_bytes(cert, r.name, r.mode), ""))
-    for name, t in rd.startup_seconds(cert).items():
+                      figures.checkpoint_bytes(cert, r.name, r.mode), ""))
+    for name, t in figures.startup_seconds(cert).items():
         found.append((f"startup/{name}_seconds", t, "0" if name == "first_step" else ""))
     rows = []
     for quantity, t, steps in found:
@@ -408,7 +408,7 @@ def _contract_readings(cert: Certificate, base: dict) -> list[dict]:
 def certificate_readings(cert: Certificate, command: str) -> list[Reading]:
     """The headline readings of a certificate: warm and step-0 seconds per resident point
     (with the timed step indices of every child), peak memory, the chosen law's exponent,
-    R^2, floor and leave-one-out error, and what :mod:`afford.readings` exposes."""
+    R^2, floor and leave-one-out error, and what :mod:`afford.figures` exposes."""
     e = cert.environment
     commit = (e.git_head or "") + ("-dirty" if e.git_dirty else "")
     base = dict(date=e.started_at, device=e.device_name, torch=e.torch_version,

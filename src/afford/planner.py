@@ -1,6 +1,6 @@
 """certificate + platform (+ run) -> plan -> verdict: the only place that sequences them.
 
-The certificate is read only through :mod:`afford.readings`. Where it holds no figure (no
+The certificate is read only through :mod:`afford.figures`. Where it holds no figure (no
 probes section yet: checkpoint write time and size, import time), the plan falls back to an
 ASSUMED value whose source says why, and lists the fallback in ``plan.assumptions`` so that
 preflight repeats it. Nothing here does I/O: the command line loads the files and passes
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from afford import readings
+from afford import figures
 from afford.errors import InputError
 from afford.plan import cadence as cadmod
 from afford.plan import chunk as chunkmod
@@ -59,15 +59,15 @@ class RunShape:
 def run_shape(cert: Certificate, run: RunFile) -> RunShape:
     """The run's sweep value and full shape; InputError when the shape is not one the
     certificate's law for that workload describes (only the sweep parameter may differ)."""
-    param = readings.sweep_param(cert, run.workload, run.mode)
+    param = figures.sweep_param(cert, run.workload, run.mode)
     if run.value is not None:
-        shape = readings.shape_at(cert, run.workload, run.value, run.mode) or {param: run.value}
+        shape = figures.shape_at(cert, run.workload, run.value, run.mode) or {param: run.value}
         return RunShape(run.value, shape, param)
     want = dict(run.shape or {})
     if param not in want:
         raise InputError(f"run shape {want} lacks the sweep parameter {param!r} of "
                          f"{run.workload}")
-    family = readings.shape_at(cert, run.workload, want[param], run.mode) or {}
+    family = figures.shape_at(cert, run.workload, want[param], run.mode) or {}
     diff = [k for k in set(family) | set(want) if k != param and family.get(k) != want.get(k)]
     if diff:
         got = ", ".join(f"{k} {want.get(k)} vs {family.get(k)}" for k in sorted(diff))
@@ -81,18 +81,18 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
          pins: dict[str, bool] | None = None) -> PlanResult:
     """The whole cost model for ``run`` (or, without one, the chunk table and quota)."""
     g = _Gather()
-    matches = platform.device.matches(readings.device_name(cert)) if platform.device else None
+    matches = platform.device.matches(figures.device_name(cert)) if platform.device else None
     memory = chunkmod.memory_budget(_device_memory(cert, platform, matches),
                                     platform.budget_fraction.tagged(), _ratio(cert, g))
     shape = run_shape(cert, run) if run else None
     unpinned = tuple(s for s in (run.data_sources if run else []) if not (pins or {}).get(s))
-    step = readings.step_seconds(cert, run.workload, shape.value, run.mode) if run else None
+    step = figures.step_seconds(cert, run.workload, shape.value, run.mode) if run else None
     ckpt_bytes, write = _checkpoint(cert, run, shape, g)
     start = chunkmod.startup(_startup(cert, platform, run, shape, step, write, g))
     ch = chunkmod.chunk(platform.session_cap.tagged(), platform.margin.tagged(), start)
     rows = [_row(cert, name, mode, value, memory, ch.chunk_seconds)
-            for name, mode, _ in readings.workload_keys(cert)
-            for value in readings.sweep_values(cert, name, mode)]
+            for name, mode, _ in figures.workload_keys(cert)
+            for value in figures.sweep_values(cert, name, mode)]
     info = run_row = None
     if run:
         info, run_row = _run_row(cert, run, shape, step, memory, ch.chunk_seconds, unpinned, g)
@@ -105,7 +105,7 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
         dsk = diskmod.disk_plan(platform.disk.tagged(), ckpt_bytes,
                                 run.figure("checkpoints_kept", "copies", run.name))
     _notes(platform, matches, run, step, dsk, g)
-    return PlanResult(certificate_device=readings.device_name(cert), platform=platform.name,
+    return PlanResult(certificate_device=figures.device_name(cert), platform=platform.name,
                       platform_device=platform.device.label if platform.device else None,
                       device_matches=matches, memory=memory, chunk=ch, rows=tuple(rows),
                       run=info, quota=quota, target=target, cadence=cad, failures=fails,
@@ -118,8 +118,8 @@ def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
               here_torch: str | None = None) -> Verdict:
     """GO / NO-GO with every reason (:func:`afford.plan.preflight.verdict`)."""
     p = plan(cert, platform, run, pins=pins)
-    age = (now - readings.certified_at(cert)).total_seconds() / 86400 if now else None
-    facts = Facts(cert_age_days=age, cert_torch=readings.torch_version(cert),
+    age = (now - figures.certified_at(cert)).total_seconds() / 86400 if now else None
+    facts = Facts(cert_age_days=age, cert_torch=figures.torch_version(cert),
                   here_torch=here_torch, max_weeks=run.figure("max_weeks", "weeks", run.name))
     return verdict(p, facts)
 
@@ -127,7 +127,7 @@ def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
 def _device_memory(cert, platform: Platform, matches: bool | None) -> Tagged:
     """The certificate's measured memory when it was measured on the platform's device (or
     the platform names none); else the platform's figure."""
-    measured = readings.device_memory(cert)
+    measured = figures.device_memory(cert)
     stated = platform.device.memory.tagged() if platform.device and platform.device.memory \
         else None
     if stated is not None and stated.value is not None and not (matches and measured):
@@ -139,10 +139,10 @@ def _device_memory(cert, platform: Platform, matches: bool | None) -> Tagged:
 
 
 def _ratio(cert, g: _Gather) -> Tagged:
-    r = readings.worst_reserved_ratio(cert)
+    r = figures.worst_reserved_ratio(cert)
     if r is not None:
         return r
-    if readings.device_type(cert) == "cpu":
+    if figures.device_type(cert) == "cpu":
         return g.fallback(1.0, "x", "reserved/allocated ratio 1.0 on CPU: peak RSS is what the "
                           "process holds; there is no caching allocator's reserve")
     return g.fallback(CUDA_RESERVED_RATIO, "x", "reserved/allocated ratio not measured (no "
@@ -155,23 +155,23 @@ def _checkpoint(cert, run, shape, g: _Gather) -> tuple[Tagged | None, Tagged]:
     measured one without a run), measured by the probes stage or ASSUMED."""
     if run is None:
         found = []
-        for n, m, _ in readings.workload_keys(cert):
+        for n, m, _ in figures.workload_keys(cert):
             mine = _Gather()
             found.append((_checkpoint_of(cert, n, m, _largest_params(cert, n, m), mine), mine))
         (size, write), mine = max(found, key=lambda f: num(f[0][1]))
         g.assumptions.extend(mine.assumptions)
         return size, write
-    params = readings.params(cert, run.workload, shape.value, run.mode)
+    params = figures.params(cert, run.workload, shape.value, run.mode)
     return _checkpoint_of(cert, run.workload, run.mode, params, g)
 
 
 def _checkpoint_of(cert, name, mode, params: Tagged | None, g: _Gather):
-    size = readings.checkpoint_bytes(cert, name, mode)
+    size = figures.checkpoint_bytes(cert, name, mode)
     if size is None and params is not None:
         size = g.fallback(int(num(params)) * ASSUMED_CHECKPOINT_BYTES_PER_PARAM, "B",
                           f"checkpoint size of {name} not measured: {NO_PROBES}; assumed 12 "
                           "bytes/param (fp32 weights 4 + AdamW moments 8)")
-    write = readings.checkpoint_write_seconds(cert, name, mode)
+    write = figures.checkpoint_write_seconds(cert, name, mode)
     if write is None and size is not None:
         write = g.fallback(num(size) / ASSUMED_WRITE_BYTES_PER_SECOND, "s",
                            f"checkpoint write time of {name} not measured: {NO_PROBES}; "
@@ -183,14 +183,14 @@ def _checkpoint_of(cert, name, mode, params: Tagged | None, g: _Gather):
 
 
 def _largest_params(cert, name, mode) -> Tagged | None:
-    found = [readings.params(cert, name, v, mode) for v in readings.sweep_values(cert, name, mode)]
+    found = [figures.params(cert, name, v, mode) for v in figures.sweep_values(cert, name, mode)]
     found = [p for p in found if p is not None]
     return max(found, key=num) if found else None
 
 
 def _startup(cert, platform: Platform, run, shape, step, write, g: _Gather
              ) -> list[StartupComponent]:
-    measured = readings.startup_seconds(cert)
+    measured = figures.startup_seconds(cert)
     comps = [StartupComponent(name=k, what=f"{k.replace('_', ' ')} in a fresh process",
                               seconds=v) for k, v in measured.items() if k.startswith("import")]
     if not comps:
@@ -215,16 +215,16 @@ def _first_step(cert, run, shape, step, g: _Gather) -> Tagged:
     """Step 0 at the run's shape: measured, or the warm step x the median step-0/warm ratio;
     without a run, the slowest measured step 0 in the certificate."""
     if run is None:
-        found = [readings.step0_seconds(cert, n, v, m) for n, m, _ in readings.workload_keys(cert)
-                 for v in readings.sweep_values(cert, n, m)]
+        found = [figures.step0_seconds(cert, n, v, m) for n, m, _ in figures.workload_keys(cert)
+                 for v in figures.sweep_values(cert, n, m)]
         found = [t for t in found if t is not None]
         if found:
             return max(found, key=num)
     else:
-        s0 = readings.step0_seconds(cert, run.workload, shape.value, run.mode)
+        s0 = figures.step0_seconds(cert, run.workload, shape.value, run.mode)
         if s0 is not None:
             return s0
-        ratio = readings.step0_over_warm(cert, run.workload, run.mode)
+        ratio = figures.step0_over_warm(cert, run.workload, run.mode)
         if ratio is not None and step is not None:
             return derive(num(step) * num(ratio), "s", "warm step x median step-0/warm ratio",
                           step, ratio)
@@ -233,20 +233,20 @@ def _first_step(cert, run, shape, step, g: _Gather) -> Tagged:
 
 
 def _row(cert, name, mode, value, memory, chunk_seconds) -> ChunkRow:
-    step = readings.step_seconds(cert, name, value, mode)
+    step = figures.step_seconds(cert, name, value, mode)
     alloc, res = _memory_at(cert, name, mode, value)
-    status = readings.point_status(cert, name, value, mode)
+    status = figures.point_status(cert, name, value, mode)
     return chunkmod.chunk_row(workload=name, mode=mode,
-                              sweep_param=readings.sweep_param(cert, name, mode), value=value,
+                              sweep_param=figures.sweep_param(cert, name, mode), value=value,
                               step=step, allocated=alloc, reserved=res, memory=memory,
                               chunk_seconds=chunk_seconds, excluded=status)
 
 
 def _memory_at(cert, name, mode, value) -> tuple[Tagged | None, Tagged | None]:
-    alloc, res = readings.peak_bytes(cert, name, value, mode)
+    alloc, res = figures.peak_bytes(cert, name, value, mode)
     if alloc is None and res is None:
-        shape = readings.shape_at(cert, name, value, mode)
-        pred = readings.predicted_memory(cert, name, shape, mode) if shape else None
+        shape = figures.shape_at(cert, name, value, mode)
+        pred = figures.predicted_memory(cert, name, shape, mode) if shape else None
         if pred is not None:
             return pred
     return alloc, res
@@ -254,14 +254,14 @@ def _memory_at(cert, name, mode, value) -> tuple[Tagged | None, Tagged | None]:
 
 def _run_row(cert, run: RunFile, shape: RunShape, step, memory, chunk_seconds, unpinned, g):
     tps = run.figure("tokens_per_step", "tokens", run.name) or \
-        readings.tokens_per_step(cert, run.workload, shape.value, run.mode)
+        figures.tokens_per_step(cert, run.workload, shape.value, run.mode)
     if tps is None and "batch" in shape.shape and "seq" in shape.shape:
         tps = derive(shape.shape["batch"] * shape.shape["seq"], "tokens", "batch x seq")
     if tps is None:
         raise InputError(f"run file {run.name}: give tokens_per_step (the certificate has no "
                          f"figure for {run.workload} at {shape.sweep_param}={shape.value})")
     alloc, res = _memory_at(cert, run.workload, run.mode, shape.value)
-    status = readings.point_status(cert, run.workload, shape.value, run.mode)
+    status = figures.point_status(cert, run.workload, shape.value, run.mode)
     note = "the run's shape"
     if step is None:
         note += "; no step time: not measured and no throughput law"
@@ -269,7 +269,7 @@ def _run_row(cert, run: RunFile, shape: RunShape, step, memory, chunk_seconds, u
                              value=shape.value, step=step, allocated=alloc, reserved=res,
                              memory=memory, chunk_seconds=chunk_seconds, is_run=True,
                              tokens_per_step=tps,
-                             params=readings.params(cert, run.workload, shape.value, run.mode),
+                             params=figures.params(cert, run.workload, shape.value, run.mode),
                              excluded=status, note=note)
     info = RunInfo(name=run.name or "run", workload=run.workload, mode=run.mode,
                    sweep_param=shape.sweep_param, value=shape.value, shape=shape.shape,

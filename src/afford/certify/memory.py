@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from afford.fit import sizing
 from afford.fit.memory import MemoryObservation, batch_linearity, fit_memory, fit_params_affine
 from afford.measure.memory_sweep import run_memory_child
 from afford.provenance import NotExecutable
 from afford.schema.memory import (HELDOUT_ROLES, SWEEP_ROLES, HeldOut, LoopEffect, MemoryLaw,
                                   MemorySection, MemoryShape)
-from afford import sizing
 
 if TYPE_CHECKING:
     from afford.certify.request import StageContext

@@ -18,11 +18,11 @@ from afford.errors import InputError
 from afford.io import check_writable
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
-from afford.probes_summary import probes_json, summarize_probes
+from afford.figures.probes import probes_json, summarize_probes
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
 from afford.schema.cert import save_certificate
-from afford.summary import summarize
+from afford.figures.summary import summarize
 
 
 def command(

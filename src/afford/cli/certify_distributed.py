@@ -12,11 +12,11 @@ from afford.schema.cert import default_filename
 from afford.certify.distributed import DistOptions, certify_distributed
 from afford.cli.common import err, interactive, out, print_json
 from afford.errors import MeasurementError
-from afford.readings import busbw_peak, dp_scaling
+from afford.figures.distributed import busbw_peak, dp_scaling
 from afford.report.distributed import collectives_table, scaling_table, status_line
 from afford.report.terminal import certificate_table
 from afford.schema.cert import Certificate, save_certificate
-from afford.summary import summarize
+from afford.figures.summary import summarize
 
 
 def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_json: bool,

@@ -11,7 +11,7 @@ import typer
 from afford.certify.request import parse_sweep
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
-from afford.gate_summary import cost_summary, determinism_lines, gate_lines, noise_lines
+from afford.figures.gates import cost_summary, determinism_lines, gate_lines, noise_lines
 from afford.gates import GateSettings, headroom, parse_tolerances, ratio, worst_row
 from afford.certify.gates import GateOutcome, GateRequest, run_gates
 from afford.report.gates import determinism_table, gate_table, noise_table

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford import sizing
 from afford.cli.common import err, guard, out, print_json
 from afford.errors import InputError
+from afford.figures.memory import SizeReport, run_label, size
 from afford.report.memory import size_tables, tagged_json
 from afford.schema.cert import load_certificate
 from afford.units import UnitError, parse_count, parse_fraction
@@ -46,7 +46,7 @@ def command(
         if mode is not None and mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         cert = load_certificate(cert_path)
-        report = sizing.size(cert, workload, s, b, mode, fraction, sizing.run_label(cert))
+        report = size(cert, workload, s, b, mode, fraction, run_label(cert))
         if as_json:
             print_json(report_json(report, cert_path))
         else:
@@ -79,7 +79,7 @@ def _fraction(text: str) -> float:
     return f
 
 
-def report_json(r: sizing.SizeReport, cert_path: Path) -> dict:
+def report_json(r: SizeReport, cert_path: Path) -> dict:
     p = r.prediction
     return {
         "schema": "afford.size/1", "certificate": str(cert_path), "workload": r.workload,

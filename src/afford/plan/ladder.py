@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford import readings
+from afford import figures
 from afford.constants import ScalingConstants
 from afford.errors import InputError
 from afford.provenance import Tag, Tagged, assumed, fitted, measured, module
@@ -189,7 +189,7 @@ def build_ladder(cert: Certificate, entries: list[Entry], *, budget_seconds: flo
 def _context(cert: Certificate, mode: str, budget: float, ratio: float,
              constants: ScalingConstants, fraction: float) -> _Context:
     dtype = gemm_dtype(cert, mode)
-    rate = readings.gemm_rate(cert, dtype)
+    rate = figures.gemm_rate(cert, dtype)
     note = ""
     if rate is None:
         note = (f"no measured {dtype} GEMM rate in this certificate (the probes stage did "
@@ -202,7 +202,7 @@ def _context(cert: Certificate, mode: str, budget: float, ratio: float,
                       f"({mem} B, measured on {cert.environment.device_name})") if mem else None
     return _Context(cert=cert, sizes=cert.sizes, mode=mode, budget_seconds=budget, ratio=ratio,
                     constants=constants, rate=rate, rate_note=note,
-                    peak=readings.datasheet_peak(cert, dtype), memory_budget=budget_b)
+                    peak=figures.datasheet_peak(cert, dtype), memory_budget=budget_b)
 
 
 def ladder_row(ctx: _Context, e: Entry) -> LadderRow:
@@ -273,7 +273,7 @@ def memory_bytes(ctx: _Context, e: Entry) -> tuple[Tagged, str]:
     if e.d is not None and e.L is not None and s is not None:
         shape = {"batch": s.batch, "seq": s.seq, "d": e.d, "L": e.L,
                  "H": e.H or max(1, e.d // HEAD_DIM)}
-        pm = readings.predicted_memory(ctx.cert, "tinylm", shape, ctx.mode)
+        pm = figures.predicted_memory(ctx.cert, "tinylm", shape, ctx.mode)
         if pm is not None:
             allocated, reserved = pm
             if reserved is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from afford import readings
+from afford import figures
 from afford.fit.speedup import mfu
 from afford.plan.ladder import gemm_dtype
 from afford.provenance import NotExecutable, Tagged, measured, module
@@ -96,7 +96,7 @@ def _mfu(cert: Certificate, run: LeverRun, v: LeverVariant) -> tuple[Tagged | No
     if flops is None or p is None or not p.median_seconds:
         return None, "no FLOP count (" + "; ".join(run.warnings)[:200] + ")"
     dtype = gemm_dtype(cert, v.mode)
-    peak = readings.gemm_rate(cert, dtype)
+    peak = figures.gemm_rate(cert, dtype)
     if peak is None or not peak.value:
         return None, f"no measured {dtype} GEMM rate in the certificate (probes stage)"
     return module(mfu(flops, p.median_seconds, peak.value), "ratio",  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 residency, probes, determinism, gates, and any other section a later stage wrote.
 
 Figures come from the certificate's own fields (tagged here, with the run they were read
-off), from :mod:`afford.readings` (the contract the later stages fill in) and, for sections
+off), from :mod:`afford.figures` (the contract the later stages fill in) and, for sections
 this module does not know, from :func:`afford.report.generic.generic_section`.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 
-from afford import readings as rd
+from afford import figures
 from afford.provenance import fitted, measured, module
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
-from afford.sizing import heldout_accuracy
+from afford.figures.memory import heldout_accuracy
 
 # Fields of the foundation's certificate; any other field is a later stage's section.
 FOUNDATION_FIELDS = {"schema_id", "environment", "protocol", "workloads", "warnings"}
@@ -134,7 +134,7 @@ def points(cert: Certificate, r: WorkloadResult) -> Table:
     run, rows = run_of(cert), []
     for p in r.points:
         where = f"{r.name} {r.mode} {r.sweep_param}={p.value}, {run}"
-        alloc, reserved = rd.peak_bytes(cert, r.name, p.value, r.mode)
+        alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
 
         def m(v, unit, what):
             return measured(v, unit, f"{what}, {where}") if v is not None else "-"
@@ -162,7 +162,7 @@ def residency(cert: Certificate) -> Table | None:
     rows = []
     for r in cert.workloads:
         for p in r.points:
-            alloc, reserved = rd.peak_bytes(cert, r.name, p.value, r.mode)
+            alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
             held = reserved or alloc
             if held is None:
                 if p.excluded_reason:
@@ -172,7 +172,7 @@ def residency(cert: Certificate) -> Table | None:
             share = module(held.value / card, "ratio", "peak held / device memory")
             rows.append((f"{r.name} ({r.mode})", f"{r.sweep_param}={p.value}", held, share,
                          "yes" if held.value <= card else "NO"))
-    ratio = rd.worst_reserved_ratio(cert)
+    ratio = figures.worst_reserved_ratio(cert)
     cap = "reserved (allocated where reserved is not recorded) against the card"
     if ratio is not None:
         rows.append(("all resident points", "worst reserved / allocated", ratio, "-", "-"))
@@ -181,21 +181,21 @@ def residency(cert: Certificate) -> Table | None:
 
 
 def probes(cert: Certificate) -> Table | None:
-    """What the probes stage exposes through :mod:`afford.readings` (``None``: not run)."""
+    """What the probes stage exposes through :mod:`afford.figures` (``None``: not run)."""
     rows: list[tuple[str, Cell]] = []
     for dtype in DTYPES:
-        for label, t in ((f"GEMM rate {dtype}", rd.gemm_rate(cert, dtype)),
-                         (f"datasheet peak {dtype}", rd.datasheet_peak(cert, dtype))):
+        for label, t in ((f"GEMM rate {dtype}", figures.gemm_rate(cert, dtype)),
+                         (f"datasheet peak {dtype}", figures.datasheet_peak(cert, dtype))):
             if t is not None:
                 rows.append((label, t))
-    if (bw := rd.copy_bandwidth(cert)) is not None:
+    if (bw := figures.copy_bandwidth(cert)) is not None:
         rows.append(("copy bandwidth", bw))
     for r in cert.workloads:
-        for label, t in (("checkpoint write", rd.checkpoint_write_seconds(cert, r.name, r.mode)),
-                         ("checkpoint size", rd.checkpoint_bytes(cert, r.name, r.mode))):
+        for label, t in (("checkpoint write", figures.checkpoint_write_seconds(cert, r.name, r.mode)),
+                         ("checkpoint size", figures.checkpoint_bytes(cert, r.name, r.mode))):
             if t is not None:
                 rows.append((f"{label}, {r.name} ({r.mode})", t))
-    for name, t in rd.startup_seconds(cert).items():
+    for name, t in figures.startup_seconds(cert).items():
         rows.append((f"startup: {name}", t))
     return Table(columns=("figure", "value"), rows=tuple(rows)) if rows else None
 

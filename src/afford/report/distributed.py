@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from afford.plan.devices import on_node
+from afford.figures.distributed import on_node
 from afford.provenance import measured, module
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.distributed import DistributedSection

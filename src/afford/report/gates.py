@@ -1,11 +1,11 @@
 """Rich tables of the gates, the determinism audit and the noise floor. They format the
-tagged lines of :mod:`afford.gate_summary`; every number passes :func:`fmt`."""
+tagged lines of :mod:`afford.figures.gates`; every number passes :func:`fmt`."""
 
 from __future__ import annotations
 
 from rich.table import Table
 
-from afford.gate_summary import DeterminismLine, GateLine, NoiseLine
+from afford.figures.gates import DeterminismLine, GateLine, NoiseLine
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.determinism import QUANTITIES
 

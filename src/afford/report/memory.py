@@ -10,7 +10,7 @@ from afford.schema.memory import DefaultVerdict
 from afford.provenance import Tagged, fitted, inherited, measured, module
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.memory import MemoryLaw
-from afford.sizing import SizeReport, heldout_accuracy
+from afford.figures.memory import SizeReport, heldout_accuracy
 
 
 def _yes_no(x: bool | None) -> str:

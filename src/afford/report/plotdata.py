@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from afford import readings as rd
+from afford import figures
 from afford.provenance import Tag, Tagged
 from afford.report.generic import items_of, as_leaf, find_key
 from afford.report.model import Plot, Series
@@ -65,13 +65,13 @@ def throughput(cert: Certificate, r: WorkloadResult) -> Plot | None:
 
 
 def _memory_series(cert: Certificate, r: WorkloadResult) -> list[Series]:
-    rows = [(p, *rd.peak_bytes(cert, r.name, p.value, r.mode)) for p in r.points]
+    rows = [(p, *figures.peak_bytes(cert, r.name, p.value, r.mode)) for p in r.points]
     out = []
     for i, label in ((2, "peak reserved"), (1, "peak allocated (or RSS)")):
         pts = [(float(row[0].value), row[i].value / GIB) for row in rows if row[i] is not None]
         if pts:
             out.append(Series(label, Tag.MEASURED, *map(tuple, zip(*pts))))
-    predicted = [(float(p.value), rd.predicted_memory(cert, r.name, p.shape, r.mode))
+    predicted = [(float(p.value), figures.predicted_memory(cert, r.name, p.shape, r.mode))
                  for p in r.points if p.shape]
     for i, label in ((0, "memory law: allocated"), (1, "memory law: reserved")):
         pts = [(x, pr[i].value / GIB) for x, pr in predicted
@@ -101,7 +101,7 @@ def residency(cert: Certificate) -> Plot | None:
     bars = []
     for r in cert.workloads:
         for p in r.points:
-            alloc, reserved = rd.peak_bytes(cert, r.name, p.value, r.mode)
+            alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
             held = reserved or alloc
             if held is not None:
                 bars.append((f"{r.name} {r.mode} {r.sweep_param}={p.value}",

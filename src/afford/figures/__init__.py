@@ -1,4 +1,5 @@
-"""What plans, ladders and reports read from a certificate: one tagged figure per function.
+"""Reading a certificate into tagged figures: what plans, ladders and reports read from it,
+one tagged figure per function.
 
 This is the contract between the measuring side (certify and its stages) and the planning
 and rendering side. Each function returns a :class:`~afford.provenance.Tagged` value (or
@@ -8,15 +9,23 @@ anyway tag their fallback ASSUMED with the reason. A section a stage did not wri
 
 Workloads are named as in the certificate (``tinylm``, ``tinylm@q3``, ``pkg.mod:factory``)
 and, when a certificate measured several dtype modes, picked by ``mode`` (default: the first).
+
+The modules of this package read one part of a certificate each, for its table or command:
+:mod:`~afford.figures.summary` (the certify summary), :mod:`~afford.figures.probes` (the
+probes' tables), :mod:`~afford.figures.memory` (``afford size``),
+:mod:`~afford.figures.gates` (the gates and the audit), :mod:`~afford.figures.distributed`
+(a node's collectives and data-parallel scaling).
 """
 
 from __future__ import annotations
 
-from afford import sizing
 from afford.errors import InputError
+from afford.figures.memory import law_or_none
+from afford.fit import sizing
 from afford.fit.stats import median
 from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module
 from afford.schema.cert import Certificate, WorkloadResult
+from afford.schema.datasheet import lookup
 from afford.schema.point import Point
 from afford.schema.probes import CheckpointProbe, CopyProbe, GemmProbe, counted_runs
 
@@ -99,7 +108,7 @@ def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
     workload's keys (``{"batch": 16, "seq": 2048}``) or the law's (B, s, d, L, H), plus
     ``params`` when d, L or H differ from the certified model; missing keys keep the
     certified base shape. On a CPU: (peak RSS, None)."""
-    law = sizing.law_or_none(cert, name, mode)
+    law = law_or_none(cert, name, mode)
     if law is None:
         return None
     p = sizing.predict(law, shape, _run(cert))
@@ -111,7 +120,7 @@ def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes:
     """Largest batch whose predicted reserved memory (peak RSS on a CPU) fits
     ``budget_bytes`` at ``shape`` (its batch is ignored), FITTED; ``None`` without a
     memory law for ``name``."""
-    law = sizing.law_or_none(cert, name, mode)
+    law = law_or_none(cert, name, mode)
     if law is None:
         return None
     return sizing.max_batch(law, shape, budget_bytes, _run(cert))
@@ -156,8 +165,6 @@ def _datasheet(cert: Certificate):
     pr = _probes(cert)
     if pr is not None:
         return pr.datasheet
-    from afford.schema.datasheet import lookup
-
     return lookup(cert.environment.device_name)[0]
 
 
@@ -379,114 +386,3 @@ def point_status(cert: Certificate, name: str, value: int, mode: str | None = No
     if p is None or _resident(p):
         return None
     return p.excluded_reason or "residency unknown"
-# ---- distributed: the node's collectives and data-parallel scaling (issue 9) ---------------
-# Answers from ``cert.distributed`` (written by ``torchrun ... afford certify --distributed``);
-# ``None`` when the certificate has no such section. Projections beyond the measured node
-# live in :mod:`afford.plan.devices` (they need a stated inter-node bandwidth).
-
-def _dist(cert: Certificate):
-    return cert.distributed
-
-
-def node_devices(cert: Certificate) -> Tagged | None:
-    """Ranks (devices) of the node that was measured, MEASURED."""
-    d = _dist(cert)
-    if d is None:
-        return None
-    return measured(d.world_size, "devices", f"torchrun world size ({d.backend}), {_run(cert)}")
-
-
-def dp_scaling(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | None:
-    """Throughput multiplier at ``n`` devices on this node, ``n t(1) / t(n)`` of the tinylm
-    step under ``strategy`` (weak scaling). From MEASURED steps where ``n`` ran, FITTED from
-    the world-size law otherwise; ``None`` without a distributed section."""
-    d = _dist(cert)
-    if d is None:
-        return None
-    from afford.plan.devices import on_node
-
-    return on_node(d, n, strategy).throughput_multiplier
-
-
-def dp_step_ratio(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | None:
-    """``t(n) / t(1)`` on this node: multiply a one-device step time by it."""
-    d = _dist(cert)
-    if d is None:
-        return None
-    from afford.plan.devices import on_node
-
-    return on_node(d, n, strategy).step_ratio
-
-
-def dp_step_seconds(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | None:
-    """The tinylm step at ``n`` devices on this node (MEASURED or FITTED)."""
-    d = _dist(cert)
-    if d is None:
-        return None
-    from afford.plan.devices import on_node
-
-    return on_node(d, n, strategy).step_seconds
-
-
-def dp_exposed_comm_share(cert: Certificate, n: int) -> Tagged | None:
-    """Share of the DDP step at ``n`` devices spent in the gradient all-reduce that backward
-    did not hide, (step - no_sync step) / step, from MEASURED steps."""
-    d = _dist(cert)
-    run = None
-    for s in (d.data_parallel if d else []):
-        if s.strategy == "ddp":
-            run = next((r for r in s.runs if r.world_size == n), None)
-    if run is None or run.exposed_comm_share is None:
-        return None
-    return module(run.exposed_comm_share, "ratio", f"(step - no_sync step) / step, DDP at "
-                  f"world size {n}, {_run(cert)}")
-
-
-def dp_peak_bytes(cert: Certificate, n: int, strategy: str = "ddp") -> list[Tagged | None]:
-    """Per-rank peak memory at ``n`` devices (reserved on CUDA, peak RSS on CPU), MEASURED;
-    one entry per rank, none averaged."""
-    d = _dist(cert)
-    for s in (d.data_parallel if d else []):
-        if s.strategy != strategy:
-            continue
-        for r in s.runs:
-            if r.world_size == n:
-                vals = r.rank_peak_reserved_bytes if any(
-                    v is not None for v in r.rank_peak_reserved_bytes) else r.rank_peak_rss_bytes
-                what = "max_memory_reserved" if vals is r.rank_peak_reserved_bytes else "peak RSS"
-                return [measured(v, "B", f"{what}, rank {i}, {strategy} at world size {n}, "
-                                 f"{_run(cert)}") if v is not None else None
-                        for i, v in enumerate(vals)]
-    return []
-
-
-def collective_seconds(cert: Certificate, op: str, size_bytes: int) -> Tagged | None:
-    """Seconds of one ``op`` of ``size_bytes`` at the node's world size: MEASURED at a
-    measured size (slowest rank's median), else FITTED by its alpha-beta law."""
-    d = _dist(cert)
-    c = d.collectives if d else None
-    if c is None:
-        return None
-    p = next((p for p in c.points if p.op == op and p.bytes == size_bytes), None)
-    if p is not None:
-        return measured(p.seconds, "s", f"{op} of {size_bytes} B on {c.world_size} ranks "
-                        f"({c.backend}), slowest rank's median, {_run(cert)}")
-    fit = next((f for f in c.fits if f.op == op), None)
-    if fit is None:
-        return None
-    lo, hi = fit.extrapolates
-    return fitted(fit.predict(size_bytes), "s", f"{op} t = alpha + S/beta, R^2 {fit.r2:.4f}",
-                  extrapolated=not lo <= size_bytes <= hi)
-
-
-def busbw_peak(cert: Certificate, op: str = "all_reduce") -> Tagged | None:
-    """The largest bus bandwidth of ``op`` over the measured sizes (nccl-tests' busbw),
-    MEASURED; ``None`` at world size 1 (no bus traffic)."""
-    d = _dist(cert)
-    c = d.collectives if d else None
-    pts = [p for p in (c.points if c else []) if p.op == op and p.busbw_bytes_per_second]
-    if not pts:
-        return None
-    best = max(pts, key=lambda p: p.busbw_bytes_per_second)
-    return measured(best.busbw_bytes_per_second, "B/s", f"{op} busbw at {best.bytes} B on "
-                    f"{c.world_size} ranks ({c.backend}), {_run(cert)}")

@@ -1,6 +1,6 @@
 """The probe figures of a certificate, each tagged, for the certify summary (issue 4).
 
-Derived from the certificate alone (no device): the readings of :mod:`afford.readings`,
+Derived from the certificate alone (no device): the figures of :mod:`afford.figures`,
 MFU from :func:`afford.fit.verdicts.mfu`, and step 0 against warm from
 :mod:`afford.fit.warmup` over the sweep's raw samples. A probe that could not run is
 carried as its :class:`~afford.provenance.NotExecutable`; the renderer prints it as such.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass
 
-from afford import readings as R
+from afford import figures
 from afford.fit.verdicts import mfu
 from afford.fit.warmup import WarmupProfile, combine_profiles, warmup_profile
 from afford.provenance import NotExecutable, Tagged, measured, module
@@ -85,16 +85,16 @@ def device_rows(cert: Certificate) -> list[DeviceRow]:
     rows = []
     for d in GEMM_DTYPES:
         g = pr.gemm.get(d) if pr else None
-        rate, peak = R.gemm_rate(cert, d), R.datasheet_peak(cert, d)
+        rate, peak = figures.gemm_rate(cert, d), figures.datasheet_peak(cert, d)
         err = measured(g.max_rel_error, "", f"max |C - C_ref| / max |C_ref|, {g.reference}") \
             if isinstance(g, GemmProbe) else None
         n = f" {g.n}^3" if isinstance(g, GemmProbe) else ""
         rows.append(DeviceRow(f"GEMM {d}{n}", rate if rate else g, peak,
                               _ratio(rate, peak, f"GEMM {d}"), err))
-    bw, ds = R.copy_bandwidth(cert), R.datasheet_bandwidth(cert)
+    bw, ds = figures.copy_bandwidth(cert), figures.datasheet_bandwidth(cert)
     rows.append(DeviceRow("copy (read + write)", bw if bw else (pr.device_copy if pr else None),
                           ds, _ratio(bw, ds, "copy")))
-    starts = R.startup_seconds(cert)
+    starts = figures.startup_seconds(cert)
     for key, label in (("import_torch", "import torch"),
                        ("import_transformers", "import transformers"),
                        ("cuda_init", "CUDA context"), ("process", "child start to ready"),
@@ -115,7 +115,7 @@ def _startup_gap(pr, key: str) -> NotExecutable | None:
 def _mfu(cert: Certificate, w: WorkloadProbes, f: FlopCount | None):
     if f is None or not f.step_seconds or w.gemm_dtype is None:
         return None, None
-    rate, peak = R.gemm_rate(cert, w.gemm_dtype), R.datasheet_peak(cert, w.gemm_dtype)
+    rate, peak = figures.gemm_rate(cert, w.gemm_dtype), figures.datasheet_peak(cert, w.gemm_dtype)
     where = f"{w.name} {w.mode} {w.sweep_param}={f.value}: counted FLOPs / warm step"
     ceil = module(mfu(f.flops, f.step_seconds, rate.value), "ratio",
                   f"{where} / measured GEMM {w.gemm_dtype}") if rate else None
@@ -134,11 +134,11 @@ def workload_row(cert: Certificate, w: WorkloadProbes) -> WorkloadProbeRow:
     util, idle = _utilisation_cells(w.utilisation)
     counted = [f for f in w.flops if isinstance(f, FlopCount)]
     top = max(counted, key=lambda f: f.value) if counted else None
-    flops: Cell = R.step_flops(cert, w.name, top.value, w.mode) if top else \
+    flops: Cell = figures.step_flops(cert, w.name, top.value, w.mode) if top else \
         next((f for f in w.flops if isinstance(f, NotExecutable)), None)
     ceil, data = _mfu(cert, w, top)
     return WorkloadProbeRow(
-        name=w.name, mode=w.mode, at=at, verdict=R.boundness(cert, w.name, w.mode),
+        name=w.name, mode=w.mode, at=at, verdict=figures.boundness(cert, w.name, w.mode),
         fixed_share=share, utilisation=util, idle_share=idle,
         flops_at=f"{w.sweep_param}={top.value}" if top else "-", flops=flops,
         mfu_ceiling=ceil, mfu_datasheet=data)
@@ -146,12 +146,12 @@ def workload_row(cert: Certificate, w: WorkloadProbes) -> WorkloadProbeRow:
 
 def checkpoint_cells(cert: Certificate, name: str, mode: str) -> tuple[Cell, Cell]:
     """(write seconds, bytes), the NotExecutable when the probe could not run, or Nones."""
-    w = R.workload_probes(cert, name, mode)
+    w = figures.workload_probes(cert, name, mode)
     if w is None:
         return None, None
     if not isinstance(w.checkpoint, CheckpointProbe):
         return w.checkpoint, w.checkpoint
-    return R.checkpoint_write_seconds(cert, name, mode), R.checkpoint_bytes(cert, name, mode)
+    return figures.checkpoint_write_seconds(cert, name, mode), figures.checkpoint_bytes(cert, name, mode)
 
 
 def _utilisation_cells(u) -> tuple[Cell, Cell]:

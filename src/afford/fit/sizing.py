@@ -1,4 +1,4 @@
-"""Sizing: peak memory and the largest resident batch, from a certificate's memory law.
+"""Sizing: peak memory and the largest resident batch, from a fitted memory law (pure).
 
 Predictions come from the law fitted on the box (:mod:`afford.fit.memory`), tagged FITTED
 and flagged extrapolated outside the shapes it was fitted over. Beside them, for comparison,
@@ -17,29 +17,26 @@ the default constants a user would otherwise reach for, each with its source:
 
 Residency is decided on reserved bytes (DESIGN section 3, rule 4): CUDA budgets against the
 reserved law; a CPU against the predicted peak RSS (the measured baseline plus the law).
+
+The certify stage validates a law with these predictions (:mod:`afford.certify.memory`);
+reading a certificate's laws for ``afford size`` is :mod:`afford.figures.memory`.
 """
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from afford.constants import DATA
+from afford.constants import MEMORY_DEFAULTS, load_memory_defaults
 from afford.errors import InputError
-from afford.io import tomllib
-from afford.fit.memory import BATCH_CAP, judge, largest_batch
-from afford.schema.memory import DefaultVerdict
-from afford.provenance import Tag, Tagged, fitted, inherited, measured, module
-from afford.schema.memory import MemoryLaw
+from afford.fit.memory import judge, largest_batch
+from afford.provenance import Tag, Tagged, fitted, module
+from afford.schema.memory import DefaultVerdict, MemoryLaw
 
 DIMS = ("B", "s", "d", "L", "H")
-DEFAULTS_FILE = DATA / "memory_defaults.toml"
 BUDGET_FRACTION = 0.90
 VERDICT_TOLERANCE = 0.05
-OOM_NOTE = "out of memory on Linux; pages through system memory and slows down on Windows/WDDM"
 KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in Large "
                "Transformer Models, eq. 1")
 ZERO = "Rajbhandari et al. 2020, ZeRO, section 3.1 (16 bytes/param, mixed-precision Adam)"
@@ -95,24 +92,15 @@ def korthikanti_zero(mode: str, attention: str | None, d: int, H: int,
                     bytes_per_param=16.0, c_res=c_res, c_op=c_op)
 
 
-def load_inherited(path: Path = DEFAULTS_FILE) -> dict:
-    """The data file as a dict; empty (with a warning) when it cannot be read."""
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        warnings.warn(f"cannot read the inherited memory defaults {path}: {exc}", stacklevel=2)
-        return {}
-
-
 def inherited_defaults(mode: str, data: dict | None = None) -> tuple[Defaults | None, str]:
     """The H200 constants of ``mode`` from the data file, or ``None`` and why not."""
-    data = load_inherited() if data is None else data
+    data = load_memory_defaults() if data is None else data
     table = data.get("modes", {}).get(mode, {})
     src = data.get("source", {})
     if not all(k in table for k in ("bytes_per_param", "c_res", "c_op")) or \
             not src.get("citation"):
         return None, (f"no INHERITED memory defaults for {mode} yet "
-                      f"({DEFAULTS_FILE.name} is filled in from a measurement on the H200)")
+                      f"({MEMORY_DEFAULTS.name} is filled in from a measurement on the H200)")
     return Defaults(key="inherited", name=f"afford H200 defaults ({src.get('date', '?')})",
                     citation=f"{src['citation']}, commit {src.get('commit', '?')}",
                     bytes_per_param=float(table["bytes_per_param"]), c_res=float(table["c_res"]),
@@ -314,145 +302,3 @@ def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
                          budgeted=budgeted, target=target, budget_bytes=budget_bytes,
                          tolerance=tolerance))
     return out
-
-
-# ---- a certificate's laws -------------------------------------------------------------
-
-
-def laws(cert) -> list[MemoryLaw]:
-    mem = getattr(cert, "memory", None)
-    return list(mem.laws) if mem is not None else []
-
-
-def law_or_none(cert, name: str, mode: str | None = None) -> MemoryLaw | None:
-    for law in laws(cert):
-        if law.workload == name and (mode is None or law.mode == mode):
-            return law
-    return None
-
-
-def find_law(cert, name: str, mode: str | None = None) -> MemoryLaw:
-    """The law of ``name`` (and ``mode``); InputError that lists what the certificate has."""
-    if getattr(cert, "memory", None) is None:
-        raise InputError("the certificate has no memory section (it was made with "
-                         "--no-memory or by an afford without the memory stage); run "
-                         "`afford certify` again to measure the memory law")
-    law = law_or_none(cert, name, mode)
-    if law is not None:
-        return law
-    have = ", ".join(f"{x.workload} ({x.mode})" for x in laws(cert)) or "none"
-    skipped = "; ".join(f"{n.what}: {n.reason}" for n in cert.memory.not_executable)
-    raise InputError(f"the certificate has no memory law for {name!r}"
-                     f"{f' in mode {mode}' if mode else ''}; it has: {have}"
-                     + (f" (not measured: {skipped})" if skipped else ""))
-
-
-def budget_of(cert, fraction: float) -> Tagged | None:
-    """Device memory x fraction, MODULE; ``None`` when the device memory is unknown."""
-    mem = cert.environment.device_memory_bytes
-    if not mem:
-        return None
-    what = "host memory (MemTotal)" if cert.environment.device_type == "cpu" else \
-        "device memory"
-    return module(mem * fraction, "B", f"{what} {mem} B x budget fraction {fraction:g}")
-
-
-def heldout_accuracy(law: MemoryLaw, run: str) -> tuple[Tagged | None, Tagged | None]:
-    """Largest |held-out error| of allocated (or RSS) and of reserved, MEASURED."""
-    if not law.heldout:
-        return None, None
-    a = max(abs(h.error) for h in law.heldout)
-    r = [abs(h.reserved_error) for h in law.heldout if h.reserved_error is not None]
-    what = "RSS increment" if law.device_type == "cpu" else "allocated"
-    return (measured(a, "ratio", f"max |predicted/measured - 1| of peak {what} over "
-                     f"{len(law.heldout)} held-out shapes; {run}"),
-            measured(max(r), "ratio", f"max |predicted/measured - 1| of peak reserved over "
-                     f"{len(r)} held-out shapes; {run}") if r else None)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    key: str
-    name: str
-    peak: Tagged
-    max_batch: Tagged | None
-
-
-@dataclass(frozen=True)
-class SizeReport:
-    """What ``afford size`` answers, typed; the CLI renders it."""
-
-    workload: str
-    mode: str
-    device: str
-    prediction: Prediction
-    batch_given: bool
-    budget: Tagged | None
-    device_memory: Tagged | None
-    budget_share: Tagged | None
-    fits: bool | None
-    over_device: bool
-    note: str | None
-    max_batch: Tagged | None
-    comparisons: list[Comparison]
-    heldout_allocated: Tagged | None
-    heldout_reserved: Tagged | None
-    verdicts: list[DefaultVerdict]
-    warnings: list[str] = field(default_factory=list)
-
-
-def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
-         budget_fraction: float = BUDGET_FRACTION, run: str = "") -> SizeReport:
-    """Predicted peaks at (batch, seq), residency against the budget, the largest batch."""
-    if not 0 < budget_fraction <= 1:
-        raise InputError(f"--budget {budget_fraction:g}: give a fraction in (0, 1], e.g. 0.90")
-    law = find_law(cert, name, mode)
-    budget = budget_of(cert, budget_fraction)
-    mb = max_batch(law, {"s": seq}, budget.value, run) if budget else None
-    b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
-    pred = predict(law, {"s": seq, "B": b}, run)
-    dev_mem = cert.environment.device_memory_bytes
-    fits = None if budget is None else pred.budgeted <= budget.value
-    over = bool(dev_mem) and pred.budgeted > dev_mem
-    note = None
-    if over:
-        note = OOM_NOTE if law.device_type == "cuda" else \
-            "exceeds host memory: pages to swap and slows down, or is killed"
-    share = module(pred.budgeted / budget.value, "ratio", "predicted peak / budget") \
-        if budget else None
-    held_alloc, held_res = heldout_accuracy(law, run)
-    return SizeReport(
-        workload=law.workload, mode=law.mode, device=cert.environment.device_name,
-        prediction=pred, batch_given=batch is not None, budget=budget,
-        device_memory=measured(dev_mem, "B", f"{cert.environment.device_name}, {run}")
-        if dev_mem else None, budget_share=share, fits=fits, over_device=over, note=note,
-        max_batch=mb, comparisons=comparisons(law, pred, budget), verdicts=verdicts(
-            law, pred.dims, budget.value if budget else None),
-        heldout_allocated=held_alloc, heldout_reserved=held_res,
-        warnings=list(pred.notes) + ([] if budget else
-                                      ["device memory unknown: residency not judged"]))
-
-
-def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None) -> list[Comparison]:
-    """The default formulas at the same shape, and the largest batch each would admit
-    (against the same budget, on the same reserved/allocated ratio as the fit)."""
-    params = float(pred.params.value)
-    out = []
-    defaults, _ = defaults_for(law)
-    for dflt in defaults:
-        tag = formula_tag(dflt, law, pred.dims, params)
-        mb = None
-        if budget is not None:
-            n = largest_batch(lambda b: budgeted_bytes(
-                law, {**pred.dims, "B": b}, params, dflt.bytes(params, {**pred.dims, "B": b})),
-                budget.value)
-            src = f"largest B with {dflt.name} x the fit's reserved/allocated ratio <= budget"
-            mb = module("any (no activations counted)", "", src) if n >= BATCH_CAP \
-                else module(n, "sequences", src)
-        out.append(Comparison(dflt.key, dflt.name, tag, mb))
-    return out
-
-
-def run_label(cert) -> str:
-    e = cert.environment
-    return f"{e.device_name}, certify {e.started_at:%Y-%m-%d %H:%M} UTC"

@@ -1,0 +1,159 @@
+"""A certificate's memory laws read for ``afford size`` and for plans: will a shape fit,
+and what is the largest batch that does.
+
+The predictions themselves are pure functions of a law (:mod:`afford.fit.sizing`); here
+they are read off a certificate, against its device memory times the budget fraction, with
+the law's held-out accuracy and the default formulas beside them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from afford.errors import InputError
+from afford.fit.memory import BATCH_CAP, largest_batch
+from afford.fit.sizing import (BUDGET_FRACTION, Prediction, budgeted_bytes, defaults_for,
+                               formula_tag, max_batch, predict, verdicts)
+from afford.provenance import Tagged, measured, module
+from afford.schema.memory import DefaultVerdict, MemoryLaw
+
+OOM_NOTE = "out of memory on Linux; pages through system memory and slows down on Windows/WDDM"
+
+
+def laws(cert) -> list[MemoryLaw]:
+    mem = getattr(cert, "memory", None)
+    return list(mem.laws) if mem is not None else []
+
+
+def law_or_none(cert, name: str, mode: str | None = None) -> MemoryLaw | None:
+    for law in laws(cert):
+        if law.workload == name and (mode is None or law.mode == mode):
+            return law
+    return None
+
+
+def find_law(cert, name: str, mode: str | None = None) -> MemoryLaw:
+    """The law of ``name`` (and ``mode``); InputError that lists what the certificate has."""
+    if getattr(cert, "memory", None) is None:
+        raise InputError("the certificate has no memory section (it was made with "
+                         "--no-memory or by an afford without the memory stage); run "
+                         "`afford certify` again to measure the memory law")
+    law = law_or_none(cert, name, mode)
+    if law is not None:
+        return law
+    have = ", ".join(f"{x.workload} ({x.mode})" for x in laws(cert)) or "none"
+    skipped = "; ".join(f"{n.what}: {n.reason}" for n in cert.memory.not_executable)
+    raise InputError(f"the certificate has no memory law for {name!r}"
+                     f"{f' in mode {mode}' if mode else ''}; it has: {have}"
+                     + (f" (not measured: {skipped})" if skipped else ""))
+
+
+def budget_of(cert, fraction: float) -> Tagged | None:
+    """Device memory x fraction, MODULE; ``None`` when the device memory is unknown."""
+    mem = cert.environment.device_memory_bytes
+    if not mem:
+        return None
+    what = "host memory (MemTotal)" if cert.environment.device_type == "cpu" else \
+        "device memory"
+    return module(mem * fraction, "B", f"{what} {mem} B x budget fraction {fraction:g}")
+
+
+def heldout_accuracy(law: MemoryLaw, run: str) -> tuple[Tagged | None, Tagged | None]:
+    """Largest |held-out error| of allocated (or RSS) and of reserved, MEASURED."""
+    if not law.heldout:
+        return None, None
+    a = max(abs(h.error) for h in law.heldout)
+    r = [abs(h.reserved_error) for h in law.heldout if h.reserved_error is not None]
+    what = "RSS increment" if law.device_type == "cpu" else "allocated"
+    return (measured(a, "ratio", f"max |predicted/measured - 1| of peak {what} over "
+                     f"{len(law.heldout)} held-out shapes; {run}"),
+            measured(max(r), "ratio", f"max |predicted/measured - 1| of peak reserved over "
+                     f"{len(r)} held-out shapes; {run}") if r else None)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    key: str
+    name: str
+    peak: Tagged
+    max_batch: Tagged | None
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    """What ``afford size`` answers, typed; the CLI renders it."""
+
+    workload: str
+    mode: str
+    device: str
+    prediction: Prediction
+    batch_given: bool
+    budget: Tagged | None
+    device_memory: Tagged | None
+    budget_share: Tagged | None
+    fits: bool | None
+    over_device: bool
+    note: str | None
+    max_batch: Tagged | None
+    comparisons: list[Comparison]
+    heldout_allocated: Tagged | None
+    heldout_reserved: Tagged | None
+    verdicts: list[DefaultVerdict]
+    warnings: list[str] = field(default_factory=list)
+
+
+def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
+         budget_fraction: float = BUDGET_FRACTION, run: str = "") -> SizeReport:
+    """Predicted peaks at (batch, seq), residency against the budget, the largest batch."""
+    if not 0 < budget_fraction <= 1:
+        raise InputError(f"--budget {budget_fraction:g}: give a fraction in (0, 1], e.g. 0.90")
+    law = find_law(cert, name, mode)
+    budget = budget_of(cert, budget_fraction)
+    mb = max_batch(law, {"s": seq}, budget.value, run) if budget else None
+    b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
+    pred = predict(law, {"s": seq, "B": b}, run)
+    dev_mem = cert.environment.device_memory_bytes
+    fits = None if budget is None else pred.budgeted <= budget.value
+    over = bool(dev_mem) and pred.budgeted > dev_mem
+    note = None
+    if over:
+        note = OOM_NOTE if law.device_type == "cuda" else \
+            "exceeds host memory: pages to swap and slows down, or is killed"
+    share = module(pred.budgeted / budget.value, "ratio", "predicted peak / budget") \
+        if budget else None
+    held_alloc, held_res = heldout_accuracy(law, run)
+    return SizeReport(
+        workload=law.workload, mode=law.mode, device=cert.environment.device_name,
+        prediction=pred, batch_given=batch is not None, budget=budget,
+        device_memory=measured(dev_mem, "B", f"{cert.environment.device_name}, {run}")
+        if dev_mem else None, budget_share=share, fits=fits, over_device=over, note=note,
+        max_batch=mb, comparisons=comparisons(law, pred, budget), verdicts=verdicts(
+            law, pred.dims, budget.value if budget else None),
+        heldout_allocated=held_alloc, heldout_reserved=held_res,
+        warnings=list(pred.notes) + ([] if budget else
+                                      ["device memory unknown: residency not judged"]))
+
+
+def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None) -> list[Comparison]:
+    """The default formulas at the same shape, and the largest batch each would admit
+    (against the same budget, on the same reserved/allocated ratio as the fit)."""
+    params = float(pred.params.value)
+    out = []
+    defaults, _ = defaults_for(law)
+    for dflt in defaults:
+        tag = formula_tag(dflt, law, pred.dims, params)
+        mb = None
+        if budget is not None:
+            n = largest_batch(lambda b: budgeted_bytes(
+                law, {**pred.dims, "B": b}, params, dflt.bytes(params, {**pred.dims, "B": b})),
+                budget.value)
+            src = f"largest B with {dflt.name} x the fit's reserved/allocated ratio <= budget"
+            mb = module("any (no activations counted)", "", src) if n >= BATCH_CAP \
+                else module(n, "sequences", src)
+        out.append(Comparison(dflt.key, dflt.name, tag, mb))
+    return out
+
+
+def run_label(cert) -> str:
+    e = cert.environment
+    return f"{e.device_name}, certify {e.started_at:%Y-%m-%d %H:%M} UTC"
