@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from afford import planner
+from afford.plan import planner
 from afford.cli import app
 from afford.errors import InputError
 from afford.schema.platform import load_platform, presets

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford import planner
+from afford.plan import planner
 from afford.plan import cadence, chunk, quota
 from afford.plan.derive import REL_TOL
 from afford.plan.result import StartupComponent

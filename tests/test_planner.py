@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from afford import planner
+from afford.plan import planner
 from afford.errors import InputError
 from afford.provenance import Tag
 from tests.plan_helpers import GIB, STARTED, make_cert, make_platform, make_run

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford import planner
+from afford.plan import planner
 from afford.cli.common import guard, out, print_json
 from afford.schema.platform import Platform, load_platform
 from afford.report.plan import render_plan
