@@ -7,7 +7,8 @@ import pytest
 
 from afford.errors import InputError
 from afford.fit.phases import growth, phase_child, phase_split, premise
-from afford.fit.speedup import mfu, per_child_speedups, summarize
+from afford.fit.speedup import per_child_speedups, summarize
+from afford.fit.verdicts import mfu
 from afford.certify import levers as lv
 from afford.certify.sizes import SIZES, fit_sizes, size_configs
 from afford.provenance import NotExecutable

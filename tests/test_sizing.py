@@ -219,6 +219,7 @@ def gpu_cert_path(gpu_cert, tmp_path_factory):
     (["CERT", "--seq", "1.5"], "positive whole number"),
     (["CERT", "--seq", "512", "--batch", "-3"], "--batch"),
     (["CERT", "--seq", "512", "--budget", "1.5"], "(0, 1]"),
+    (["CERT", "--seq", "512", "--memory-fraction", "150%"], "(0, 1]"),
     (["CERT", "--seq", "512", "--mode", "int4"], "unknown mode"),
     (["CERT", "--seq", "512", "--mode", "fp32"], "in mode fp32"),
 ])
@@ -271,6 +272,18 @@ def test_size_budget_between_budget_and_card_fits_no_without_oom_note(gpu_cert_p
     assert r.exit_code == 1 and doc["fits"] is False and doc["note"] is None
     r = size(gpu_cert_path, "--seq", "4096", "--batch", b, "--budget", "100%", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["fits"] is True
+
+
+def test_size_memory_fraction_and_its_deprecated_name(gpu_cert_path):
+    b = _hand_max_batch(4096, 0.9 * DEVICE) + 1  # over 90 %, under the card
+    new = size(gpu_cert_path, "--seq", "4096", "--batch", b, "--memory-fraction", "1.0", "--json")
+    assert new.exit_code == 0 and json.loads(new.stdout)["fits"] is True
+    assert "deprecated" not in new.stderr
+    old = size(gpu_cert_path, "--seq", "4096", "--batch", b, "--budget", "1.0", "--json")
+    assert json.loads(old.stdout) == json.loads(new.stdout)
+    assert old.stderr.count("\n") == 1 and "--budget is deprecated; use --memory-fraction" \
+        in old.stderr
+    assert "--budget" not in size(gpu_cert_path, "--help").stdout
 
 
 def test_renderers_tag_every_number(gpu_cert):

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from afford.errors import InputError
 from afford.schema.laws import ThroughputLaw
-from afford.provenance import Tagged, fitted, measured, module
+from afford.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult, load_certificate
 from afford.units import UnitError, parse_fraction
 
@@ -147,9 +147,9 @@ def _check_law(law: LawRef, b: Certificate, tol: float) -> LawCheck:
     if fixed_shape(r) != law.fixed_shape:
         return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
                         note=f"shapes differ: A {law.fixed_shape}, B {fixed_shape(r)}")
-    run = f"{b.environment.device_name}, {b.environment.started_at:%Y-%m-%d %H:%M} UTC"
+    run = run_label(b.environment)
     checks = [_check_point(law, r, p.value, p.median_seconds, tol, run) for p in r.points
-              if p.resident and p.excluded_reason is None and p.median_seconds is not None]
+              if p.usable]
     if not checks:
         return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
                         note="B has no resident measured point of this workload")

@@ -13,11 +13,26 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from afford.errors import InputError
 from afford.io import tomllib
 
 DATA = Path(__file__).parent / "data"  # the package's data files, each value with its citation
 MEMORY_DEFAULTS = DATA / "memory_defaults.toml"
 MODES = ("fp32", "bf16", "fp16")  # dtype modes of a training step: fp32, bf16 or fp16 autocast
+
+# The budget a run may fill: device memory x this share (DESIGN section 4, cost model). Plans,
+# the ladder, ``afford size`` and the memory stage's verdicts all budget against it.
+MEMORY_FRACTION = 0.90
+MEMORY_FRACTION_REASON = ("afford's default budget fraction: 10 % of the card left for "
+                          "allocator fragmentation, the CUDA context and other processes")
+
+
+def check_fraction(value: float, what: str = "") -> float:
+    """``value`` when it is a fraction in (0, 1]; else an InputError (a ValueError, so a
+    pydantic validator reports it as a field error) naming ``what``."""
+    if not 0.0 < value <= 1.0:
+        raise InputError(f"{what + ': ' if what else ''}{value:g} is not a fraction in (0, 1]")
+    return value
 
 
 @dataclass(frozen=True)

@@ -416,7 +416,7 @@ def certificate_readings(cert: Certificate, command: str) -> list[Reading]:
     rows: list[dict] = []
     for r in cert.workloads:
         for p in r.points:
-            if p.resident and p.excluded_reason is None and p.median_seconds is not None:
+            if p.usable:
                 rows.extend(_point_readings(cert, r, p, base))
         rows.extend(_law_readings(cert, r, base))
     rows.extend(_contract_readings(cert, base))

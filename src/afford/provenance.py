@@ -70,6 +70,13 @@ def assumed(value: Scalar, unit: str, reason: str) -> Tagged:
     return Tagged(value=value, unit=unit, tag=Tag.ASSUMED, source=reason)
 
 
+def run_label(run, what: str = "certify") -> str:
+    """The run a figure was read off, for its source: ``"<device>, certify <date> UTC"``.
+    ``run``: anything with ``device_name`` and ``started_at`` (a certificate's environment,
+    a levers section)."""
+    return f"{run.device_name}, {what} {run.started_at:%Y-%m-%d %H:%M} UTC"
+
+
 class Struck(BaseModel):
     """A withdrawn or retracted value: kept, struck, with the reason and its successor."""
 

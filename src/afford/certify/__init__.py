@@ -29,15 +29,14 @@ from afford.certify.memory import memory_stage
 from afford.certify.probes import probes_stage
 from afford.certify.request import CertifyRequest, Plan, Stage, StageContext, resolve
 from afford.certify.sizes import sizes_stage
-from afford.certify.sweep import assemble_point, fit_workload, point_key
+from afford.certify.sweep import assemble_point, fit_workload, point_key, protocol_of
 from afford.errors import MeasurementError
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children
 from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
 from afford.measure.probes.runner import spawn_probe_child
 from afford.measure.timing import rule_for
-from afford.schema.cert import Certificate, Protocol
-from afford.workloads.clock import clock_name
+from afford.schema.cert import Certificate
 
 
 def stages_for(req: CertifyRequest) -> list[Stage]:
@@ -126,15 +125,8 @@ def certify(req: CertifyRequest,
     env = env.model_copy(update={"ended_at": ended,
                                  "elapsed_seconds": (ended - started).total_seconds(),
                                  "stage_seconds": seconds})
-    protocol = Protocol(precision=req.precision, children=req.children,
-                        warmup_steps=rule.warmup_steps, warmup_seconds=rule.warmup_seconds,
-                        min_timed_steps=rule.min_steps, floor_seconds=rule.floor_seconds,
-                        max_floor_seconds=rule.max_floor_seconds,
-                        target_rel_precision=rule.target_rel_precision,
-                        clock=clock_name(device.type),
-                        seed=req.seed,
-                        prewarmed_children=sorted(e["child"] for e in starts
-                                                  if e.get("prewarmed")))
+    protocol = protocol_of(req, rule, device.type,
+                           prewarmed=sorted(e["child"] for e in starts if e.get("prewarmed")))
     return Certificate(environment=env, protocol=protocol, workloads=results,
                        warnings=[f"{r.name} ({r.mode}): {n}" for r in results
                                  for n in r.warnings], **sections)

@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 import torch
 
 from afford.certify.request import CertifyRequest, default_mode, resolve
+from afford.certify.sweep import protocol_of
 from afford.certify import certify
 from afford.errors import InputError, MeasurementError
 from afford.fit.collectives import algbw, busbw, busbw_factor, fit_alpha_beta
@@ -44,10 +45,9 @@ from afford.measure.distributed import ddp
 from afford.measure.distributed import runtime as rtm
 from afford.measure.timing import rule_for
 from afford.provenance import NotExecutable
-from afford.schema.cert import Certificate, Protocol
+from afford.schema.cert import Certificate
 from afford.schema.distributed import (STAGES, CollectivePoint, CollectivesSection,
                                        DistributedSection, DPRun, DPStrategy, RankInfo)
-from afford.workloads.clock import clock_name
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
 
@@ -178,14 +178,8 @@ def _bare_certificate(req, device, started, section, notes: list[str]) -> Certif
     env = env.model_copy(update={"ended_at": ended,
                                  "elapsed_seconds": (ended - started).total_seconds()})
     rule = rule_for(req.precision)
-    protocol = Protocol(precision=req.precision, children=req.children,
-                        warmup_steps=rule.warmup_steps, warmup_seconds=rule.warmup_seconds,
-                        min_timed_steps=rule.min_steps, floor_seconds=rule.floor_seconds,
-                        max_floor_seconds=rule.max_floor_seconds,
-                        target_rel_precision=rule.target_rel_precision,
-                        clock=clock_name(device.type),
-                        seed=req.seed)
-    return Certificate(environment=env, protocol=protocol, workloads=[], distributed=section,
+    return Certificate(environment=env, protocol=protocol_of(req, rule, device.type),
+                       workloads=[], distributed=section,
                        warnings=notes + _dist_warnings(section))
 
 

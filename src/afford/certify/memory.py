@@ -16,7 +16,8 @@ fitted. The law is fitted over
 the sweep (:func:`afford.fit.memory.fit_memory`; with or without the s^2 term as the
 workload's ``attention`` declares), the held-out shapes are predicted and their errors
 recorded, and the default constants are judged at the base shape against the device
-memory x 0.90. The parent never touches the device.
+memory x the budget fraction (:data:`afford.constants.MEMORY_FRACTION`). The parent never
+touches the device.
 
 Raw readings are the source of truth: :func:`refit_section` rebuilds every law of a stored
 section from its shapes with this afford's fit (e.g. a certificate made by an older one).
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from afford.constants import MEMORY_FRACTION
 from afford.fit import sizing
 from afford.fit.memory import MemoryObservation, batch_linearity, fit_memory, fit_params_affine
 from afford.measure.memory_sweep import run_memory_child
@@ -190,7 +192,7 @@ def memory_stage(ctx: "StageContext") -> dict:
         except (ValueError, ArithmeticError) as exc:
             skipped.append(NotExecutable(what=f"memory law of {job.spec} ({job.mode})",
                                          reason=_why(exc, shapes)))
-    section = MemorySection(steps_per_shape=steps, budget_fraction=sizing.BUDGET_FRACTION,
+    section = MemorySection(steps_per_shape=steps, budget_fraction=MEMORY_FRACTION,
                             tolerance=sizing.VERDICT_TOLERANCE, targets=TARGETS[env.device_type],
                             device_memory_bytes=env.device_memory_bytes, laws=laws,
                             not_executable=skipped, wall_seconds=time.perf_counter() - t0,
@@ -256,7 +258,7 @@ def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
                                  default=None) if qr else None,
         loop=loop_effect(sweep, qa, qr), shapes=shapes)
     law = law.model_copy(update=_linearity(law, sweep, qa))
-    budget = env.device_memory_bytes * sizing.BUDGET_FRACTION if env.device_memory_bytes \
+    budget = env.device_memory_bytes * MEMORY_FRACTION if env.device_memory_bytes \
         else None
     law = law.model_copy(update={
         "heldout": [heldout(law, s) for s in shapes

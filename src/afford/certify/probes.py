@@ -84,8 +84,7 @@ def workload_items(results: list[WorkloadResult]) -> list[dict]:
     largest (FLOPs); ``value`` None when no point was resident."""
     items = []
     for i, r in enumerate(results):
-        ok = sorted(p.value for p in r.points
-                    if p.resident and p.excluded_reason is None and p.median_seconds)
+        ok = sorted(p.value for p in r.points if p.usable)
         items.append({"index": i, "spec": r.name, "mode": r.mode,
                       "value": ok[0] if ok else None,
                       "flop_values": sorted({ok[0], ok[-1]}) if ok else []})
@@ -161,9 +160,7 @@ def _gemm_notes(gemm: dict) -> list[str]:
 
 def _sweep_median(r: WorkloadResult, value: int) -> float | None:
     p = next((p for p in r.points if p.value == value), None)
-    if p is None or not p.resident or p.excluded_reason:
-        return None
-    return p.median_seconds
+    return p.median_seconds if p is not None and p.usable else None
 
 
 def _workload(it: dict, r: WorkloadResult, env: Environment, gemm: dict, events: dict,

@@ -100,8 +100,7 @@ def _params(p: Point, c: TinyLMConfig) -> int:
 
 def fit_sizes(sizes: list[SizePoint]):
     """The law over resident sizes (step seconds vs params); exclusions kept with reasons."""
-    used = [s for s in sizes if s.point.resident and s.point.excluded_reason is None
-            and s.point.median_seconds is not None and s.params]
+    used = [s for s in sizes if s.point.usable and s.params]
     excluded = [Excluded(value=float(s.params or 0), reason=s.point.excluded_reason
                          or "not measured") for s in sizes if s not in used]
     if len(used) < 2:

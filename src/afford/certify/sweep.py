@@ -4,7 +4,8 @@ points (docs/DESIGN.md section 3, rules 2 and 3).
 :func:`assemble_point` derives a point's medians of medians, spread and residency from the
 events its children sent; :func:`fit_workload` fits the law over the resident points only,
 keeping every exclusion with its reason. Every certify stage that times points through the
-child protocol (the sweep, the model sizes, the levers) assembles them here.
+child protocol (the sweep, the model sizes, the levers) assembles them here;
+:func:`protocol_of` writes how they were timed into the certificate.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 from afford.fit.stats import median, relative_spread
 from afford.fit.throughput import fit_throughput
 from afford.measure.children import Event
-from afford.schema.cert import WorkloadResult
+from afford.measure.timing import TimingRule
+from afford.schema.cert import Protocol, WorkloadResult
 from afford.schema.laws import Excluded
 from afford.schema.point import ChildPoint, Point
 from afford.workloads.base import Workload
+from afford.workloads.clock import clock_name
 
 SPREAD_WARN = 0.05
 
@@ -82,8 +85,7 @@ def _exclusion(p: Point, kids: list[ChildPoint], device_memory: int | None) -> s
 def fit_workload(spec: str, w: Workload, mode: str, points: list[Point]) -> WorkloadResult:
     """The law over resident, fully measured points; exclusions kept with reasons."""
     notes: list[str] = []
-    used = [p for p in points if p.resident and p.excluded_reason is None
-            and p.median_seconds is not None]
+    used = [p for p in points if p.usable]
     excluded = [Excluded(value=p.value, reason=p.excluded_reason or "not measured")
                 for p in points if p not in used]
     refused = next((p.excluded_reason for p in points
@@ -108,3 +110,14 @@ def fit_workload(spec: str, w: Workload, mode: str, points: list[Point]) -> Work
                           warnings=notes)
 
 
+def protocol_of(req, rule: TimingRule, device_type: str, prewarmed: list[int] = ()) -> Protocol:
+    """The certificate's protocol block: how every point was timed (``req``: the
+    :class:`~afford.certify.request.CertifyRequest`; ``prewarmed``: the children spawned
+    ahead that created their CUDA context before their first point)."""
+    return Protocol(precision=req.precision, children=req.children,
+                    warmup_steps=rule.warmup_steps, warmup_seconds=rule.warmup_seconds,
+                    min_timed_steps=rule.min_steps, floor_seconds=rule.floor_seconds,
+                    max_floor_seconds=rule.max_floor_seconds,
+                    target_rel_precision=rule.target_rel_precision,
+                    clock=clock_name(device_type), seed=req.seed,
+                    prewarmed_children=list(prewarmed))

@@ -17,6 +17,7 @@ from afford.report.distributed import collectives_table, scaling_table, status_l
 from afford.report.terminal import certificate_table
 from afford.schema.cert import Certificate, save_certificate
 from afford.figures.summary import summarize
+from afford.provenance import run_label
 
 
 def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_json: bool,
@@ -46,7 +47,7 @@ def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_
 def _render(cert: Certificate) -> None:
     d = cert.distributed
     env = cert.environment
-    run = f"{env.device_name}, {env.started_at:%Y-%m-%d %H:%M} UTC"
+    run = run_label(env)
     if cert.workloads:
         out.print(certificate_table(summarize(cert), f"{env.device_name} ({env.device_type}), "
                                     f"{cert.protocol.precision} protocol, rank 0 sweep"))

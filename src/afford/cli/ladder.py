@@ -8,13 +8,12 @@ from typing import Annotated, Optional
 import typer
 
 from afford.cli.common import err, guard, out, print_json
-from afford.constants import load_scaling
+from afford.constants import MEMORY_FRACTION, MODES, load_scaling
 from afford.errors import InputError
-from afford.plan.ladder import DEFAULT_PARAMS, MEMORY_FRACTION, build_ladder, parse_entries
+from afford.plan.ladder import DEFAULT_PARAMS, build_ladder, parse_entries
 from afford.report.ladder import ladder_notes, ladder_table, lever_figures_table
 from afford.schema.cert import load_certificate
 from afford.units import UnitError, parse_duration
-from afford.constants import MODES
 
 
 def command(

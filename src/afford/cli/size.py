@@ -8,12 +8,13 @@ from typing import Annotated, Optional
 import typer
 
 from afford.cli.common import err, guard, out, print_json
+from afford.constants import MEMORY_FRACTION, MODES, check_fraction
 from afford.errors import InputError
-from afford.figures.memory import SizeReport, run_label, size
+from afford.figures.memory import SizeReport, size
+from afford.provenance import run_label
 from afford.report.memory import size_tables, tagged_json
 from afford.schema.cert import load_certificate
 from afford.units import UnitError, parse_count, parse_fraction
-from afford.constants import MODES
 
 
 def command(
@@ -28,8 +29,11 @@ def command(
         "the certificate measured.")] = None,
     workload: Annotated[str, typer.Option(
         "--workload", "-w", help="Workload as named in the certificate.")] = "tinylm",
-    budget: Annotated[str, typer.Option(
-        "--budget", help="Share of the device memory a run may use (0.90 or 90%).")] = "0.90",
+    memory_fraction: Annotated[str, typer.Option(
+        "--memory-fraction", help="Share of the device memory a run may use (0.90 or "
+        "90%).")] = f"{MEMORY_FRACTION:.2f}",
+    budget: Annotated[Optional[str], typer.Option(
+        "--budget", hidden=True, help="Deprecated name of --memory-fraction.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Predicted peak allocated and reserved memory at (batch, seq) from the certificate's
@@ -37,16 +41,22 @@ def command(
 
     Exit codes: 0 it fits (the --batch given, or the largest batch); 1 it does not (or not
     even one sequence fits); 2 bad input (no such certificate, workload or mode; a bad
-    --seq, --batch or --budget).
+    --seq, --batch or --memory-fraction).
     """
     with guard():
         s = _positive_int(seq, "--seq")
         b = _positive_int(batch, "--batch") if batch is not None else None
-        fraction = _fraction(budget)
+        flag, text = "--memory-fraction", memory_fraction
+        if budget is not None:  # the old name, kept working for scripts
+            err.print("note: --budget is deprecated; use --memory-fraction (a share of the "
+                      "device memory; afford ladder's --budget is wall-clock time)",
+                      soft_wrap=True)
+            flag, text = "--budget", budget
+        fraction = _fraction(text, flag)
         if mode is not None and mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         cert = load_certificate(cert_path)
-        report = size(cert, workload, s, b, mode, fraction, run_label(cert))
+        report = size(cert, workload, s, b, mode, fraction, run_label(cert.environment))
         if as_json:
             print_json(report_json(report, cert_path))
         else:
@@ -68,15 +78,11 @@ def _positive_int(text: str, flag: str) -> int:
     return int(v)
 
 
-def _fraction(text: str) -> float:
+def _fraction(text: str, flag: str) -> float:
     try:
-        f = parse_fraction(text)
+        return check_fraction(parse_fraction(text), f"{flag} {text!r}")
     except UnitError as exc:
-        raise InputError(f"--budget {text!r}: {exc}") from None
-    if not 0 < f <= 1:
-        raise InputError(f"--budget {text!r}: give a share of the device memory in (0, 1], "
-                         "e.g. 0.90 or 90%")
-    return f
+        raise InputError(f"{flag} {text!r}: {exc}") from None
 
 
 def report_json(r: SizeReport, cert_path: Path) -> dict:

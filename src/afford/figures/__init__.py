@@ -23,16 +23,12 @@ from afford.errors import InputError
 from afford.figures.memory import law_or_none
 from afford.fit import sizing
 from afford.fit.stats import median
-from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module
+from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.point import Point
 from afford.schema.probes import CheckpointProbe, CopyProbe, GemmProbe, counted_runs
 
-
-def _run(cert: Certificate) -> str:
-    e = cert.environment
-    return f"{e.device_name}, certify {e.started_at:%Y-%m-%d %H:%M} UTC"
 
 
 def workload(cert: Certificate, name: str, mode: str | None = None) -> WorkloadResult:
@@ -49,19 +45,15 @@ def point(r: WorkloadResult, value: int) -> Point | None:
     return next((p for p in r.points if p.value == value), None)
 
 
-def _resident(p: Point | None) -> bool:
-    return p is not None and p.resident is True and p.excluded_reason is None
-
-
 def step_seconds(cert: Certificate, name: str, value: int, mode: str | None = None
                  ) -> Tagged | None:
     """Warm step seconds at sweep value ``value``: MEASURED where the sweep measured a
     resident point, else FITTED from the throughput law (extrapolated outside its range)."""
     r = workload(cert, name, mode)
     p = point(r, value)
-    if _resident(p) and p.median_seconds is not None:
+    if p is not None and p.usable:
         return measured(p.median_seconds, "s", f"{r.name} {r.mode} {r.sweep_param}={value}: "
-                        f"median of {len(p.child_medians)} child medians, {_run(cert)}")
+                        f"median of {len(p.child_medians)} child medians, {run_label(cert.environment)}")
     if r.law is None:
         return None
     secs, extra = r.law.predict(value)
@@ -78,7 +70,7 @@ def peak_bytes(cert: Certificate, name: str, value: int, mode: str | None = None
     p = point(r, value)
     if p is None:
         return None, None
-    where = f"{r.name} {r.mode} {r.sweep_param}={value}, {_run(cert)}"
+    where = f"{r.name} {r.mode} {r.sweep_param}={value}, {run_label(cert.environment)}"
     if p.peak_allocated_bytes is not None:
         res = measured(p.peak_reserved_bytes, "B", f"max_memory_reserved, {where}") \
             if p.peak_reserved_bytes is not None else None
@@ -93,12 +85,12 @@ def worst_reserved_ratio(cert: Certificate) -> Tagged | None:
     rule 4: plans budget against allocated times this ratio where reserved is not known)."""
     ratios = [(p.peak_reserved_bytes / p.peak_allocated_bytes, r.name, p.value)
               for r in cert.workloads for p in r.points
-              if _resident(p) and p.peak_reserved_bytes and p.peak_allocated_bytes]
+              if p.usable and p.peak_reserved_bytes and p.peak_allocated_bytes]
     if not ratios:
         return None
     worst = max(ratios)
     return module(worst[0], "x", f"max reserved/allocated over {len(ratios)} resident "
-                  f"points (worst: {worst[1]} at {worst[2]}), {_run(cert)}")
+                  f"points (worst: {worst[1]} at {worst[2]}), {run_label(cert.environment)}")
 
 
 def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
@@ -111,7 +103,7 @@ def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    p = sizing.predict(law, shape, _run(cert))
+    p = sizing.predict(law, shape, run_label(cert.environment))
     return p.allocated, p.reserved
 
 
@@ -123,7 +115,7 @@ def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes:
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    return sizing.max_batch(law, shape, budget_bytes, _run(cert))
+    return sizing.max_batch(law, shape, budget_bytes, run_label(cert.environment))
 
 
 def _probes(cert: Certificate):
@@ -140,7 +132,7 @@ def gemm_rate(cert: Certificate, dtype: str) -> Tagged | None:
         return None
     return measured(g.flops_per_second, "FLOP/s",
                     f"GEMM {dtype} {g.n}^3, median of {len(g.seconds)} calls after "
-                    f"{g.warmup_calls} warm-up, max rel. error {g.max_rel_error:.1e}, {_run(cert)}")
+                    f"{g.warmup_calls} warm-up, max rel. error {g.max_rel_error:.1e}, {run_label(cert.environment)}")
 
 
 def datasheet_peak(cert: Certificate, dtype: str) -> Tagged | None:
@@ -180,7 +172,7 @@ def copy_bandwidth(cert: Certificate) -> Tagged | None:
         return None
     return measured(c.bytes_per_second, "B/s",
                     f"copy of {c.buffer_bytes} B, read + written, median of {len(c.seconds)} "
-                    f"calls, {_run(cert)}")
+                    f"calls, {run_label(cert.environment)}")
 
 
 def workload_probes(cert: Certificate, name: str, mode: str | None = None):
@@ -202,7 +194,7 @@ def checkpoint_write_seconds(cert: Certificate, name: str, mode: str | None = No
         return None
     return measured(c.median_write_seconds, "s",
                     f"{w.name} {w.mode} {w.sweep_param}={c.value}: median of "
-                    f"{len(c.write_seconds)} atomic writes to {c.directory}, {_run(cert)}")
+                    f"{len(c.write_seconds)} atomic writes to {c.directory}, {run_label(cert.environment)}")
 
 
 def checkpoint_bytes(cert: Certificate, name: str, mode: str | None = None) -> Tagged | None:
@@ -212,7 +204,7 @@ def checkpoint_bytes(cert: Certificate, name: str, mode: str | None = None) -> T
     if not isinstance(c, CheckpointProbe):
         return None
     return measured(c.bytes, "B", f"{w.name} {w.mode} {w.sweep_param}={c.value}: file size, "
-                    f"{_run(cert)}")
+                    f"{run_label(cert.environment)}")
 
 
 def step_flops(cert: Certificate, name: str, value: int, mode: str | None = None
@@ -248,7 +240,7 @@ def startup_seconds(cert: Certificate) -> dict[str, Tagged]:
     n = len(counted_runs(s.runs))
     where = f"median of {n} fresh children" + \
         (f" ({len(s.runs) - n} of {len(s.runs)} left out: imports beside the parent's)"
-         if n < len(s.runs) else "") + f", {_run(cert)}"
+         if n < len(s.runs) else "") + f", {run_label(cert.environment)}"
     out = {"process": measured(s.process_seconds, "s", f"spawn to imports done, {where}"),
            "import_torch": measured(s.import_torch_seconds, "s", f"import torch, {where}")}
     if not isinstance(s.import_transformers_seconds, NotExecutable):
@@ -266,7 +258,7 @@ def startup_seconds(cert: Certificate) -> dict[str, Tagged]:
 def _first_step(cert: Certificate) -> Tagged | None:
     cands = []
     for r in cert.workloads:
-        res = [p for p in r.points if _resident(p) and p.step0_seconds is not None]
+        res = [p for p in r.points if p.usable and p.step0_seconds is not None]
         if res:
             top = max(res, key=lambda p: p.value)
             cands.append((top.step0_seconds, r, top))
@@ -274,7 +266,7 @@ def _first_step(cert: Certificate) -> Tagged | None:
         return None
     secs, r, p = max(cands, key=lambda c: c[0])
     return measured(secs, "s", f"step 0 of {r.name} {r.mode} {r.sweep_param}={p.value} "
-                    f"(median over children; the slowest workload's), {_run(cert)}")
+                    f"(median over children; the slowest workload's), {run_label(cert.environment)}")
 
 
 
@@ -317,7 +309,7 @@ def step0_seconds(cert: Certificate, name: str, value: int, mode: str | None = N
     if p is None or p.step0_seconds is None:
         return None
     return measured(p.step0_seconds, "s", f"{r.name} {r.mode} {r.sweep_param}={value}: step 0, "
-                    f"median over children, {_run(cert)}")
+                    f"median over children, {run_label(cert.environment)}")
 
 
 def step0_over_warm(cert: Certificate, name: str, mode: str | None = None) -> Tagged | None:
@@ -328,7 +320,7 @@ def step0_over_warm(cert: Certificate, name: str, mode: str | None = None) -> Ta
     if not ratios:
         return None
     return module(median(ratios), "x", f"{r.name} {r.mode}: median over {len(ratios)} points of step 0 / "
-                  f"warm, {_run(cert)}")
+                  f"warm, {run_label(cert.environment)}")
 
 
 def tokens_per_step(cert: Certificate, name: str, value: int, mode: str | None = None
@@ -339,7 +331,7 @@ def tokens_per_step(cert: Certificate, name: str, value: int, mode: str | None =
     if p is None or p.tokens_per_step is None:
         return None
     return module(p.tokens_per_step, "tokens", f"{r.name} {r.mode} {r.sweep_param}={value}: "
-                  f"the workload's tokens per step, {_run(cert)}")
+                  f"the workload's tokens per step, {run_label(cert.environment)}")
 
 
 def params(cert: Certificate, name: str, value: int, mode: str | None = None) -> Tagged | None:
@@ -349,7 +341,7 @@ def params(cert: Certificate, name: str, value: int, mode: str | None = None) ->
     if p is None or p.params is None:
         return None
     return module(p.params, "params", f"{r.name} {r.mode} {r.sweep_param}={value}: trainable "
-                  f"parameters counted, {_run(cert)}")
+                  f"parameters counted, {run_label(cert.environment)}")
 
 
 def device_name(cert: Certificate) -> str:
@@ -366,7 +358,7 @@ def device_memory(cert: Certificate) -> Tagged | None:
     if e.device_memory_bytes is None:
         return None
     what = "total memory of the card" if e.device_type == "cuda" else "MemTotal of the host"
-    return measured(e.device_memory_bytes, "B", f"{what}, {_run(cert)}")
+    return measured(e.device_memory_bytes, "B", f"{what}, {run_label(cert.environment)}")
 
 
 def torch_version(cert: Certificate) -> str:
@@ -383,6 +375,6 @@ def point_status(cert: Certificate, name: str, value: int, mode: str | None = No
     """Why a measured point is not used (not resident, refused, failed); ``None`` when it is
     resident or was not measured."""
     p = point(workload(cert, name, mode), value)
-    if p is None or _resident(p):
+    if p is None or p.usable:
         return None
     return p.excluded_reason or "residency unknown"

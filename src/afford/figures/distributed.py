@@ -16,14 +16,10 @@ from typing import Literal
 
 from afford.errors import InputError
 from afford.fit.dp_scaling import efficiency
-from afford.provenance import Tag, Tagged, fitted, measured, module
+from afford.provenance import Tag, Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.distributed import DistributedSection, DPRun, DPStrategy
 
-
-def _run(cert: Certificate) -> str:
-    e = cert.environment
-    return f"{e.device_name}, certify {e.started_at:%Y-%m-%d %H:%M} UTC"
 
 
 @dataclass(frozen=True)
@@ -123,7 +119,7 @@ def node_devices(cert: Certificate) -> Tagged | None:
     d = _dist(cert)
     if d is None:
         return None
-    return measured(d.world_size, "devices", f"torchrun world size ({d.backend}), {_run(cert)}")
+    return measured(d.world_size, "devices", f"torchrun world size ({d.backend}), {run_label(cert.environment)}")
 
 
 def dp_scaling(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | None:
@@ -163,7 +159,7 @@ def dp_exposed_comm_share(cert: Certificate, n: int) -> Tagged | None:
     if run is None or run.exposed_comm_share is None:
         return None
     return module(run.exposed_comm_share, "ratio", f"(step - no_sync step) / step, DDP at "
-                  f"world size {n}, {_run(cert)}")
+                  f"world size {n}, {run_label(cert.environment)}")
 
 
 def dp_peak_bytes(cert: Certificate, n: int, strategy: str = "ddp") -> list[Tagged | None]:
@@ -179,7 +175,7 @@ def dp_peak_bytes(cert: Certificate, n: int, strategy: str = "ddp") -> list[Tagg
                     v is not None for v in r.rank_peak_reserved_bytes) else r.rank_peak_rss_bytes
                 what = "max_memory_reserved" if vals is r.rank_peak_reserved_bytes else "peak RSS"
                 return [measured(v, "B", f"{what}, rank {i}, {strategy} at world size {n}, "
-                                 f"{_run(cert)}") if v is not None else None
+                                 f"{run_label(cert.environment)}") if v is not None else None
                         for i, v in enumerate(vals)]
     return []
 
@@ -194,4 +190,4 @@ def busbw_peak(cert: Certificate, op: str = "all_reduce") -> Tagged | None:
         return None
     best = max(pts, key=lambda p: p.busbw_bytes_per_second)
     return measured(best.busbw_bytes_per_second, "B/s", f"{op} busbw at {best.bytes} B on "
-                    f"{c.world_size} ranks ({c.backend}), {_run(cert)}")
+                    f"{c.world_size} ranks ({c.backend}), {run_label(cert.environment)}")

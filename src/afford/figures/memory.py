@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from afford.constants import MEMORY_FRACTION, check_fraction
 from afford.errors import InputError
 from afford.fit.memory import BATCH_CAP, largest_batch
-from afford.fit.sizing import (BUDGET_FRACTION, Prediction, budgeted_bytes, defaults_for,
+from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for,
                                formula_tag, max_batch, predict, verdicts)
 from afford.provenance import Tagged, measured, module
 from afford.schema.memory import DefaultVerdict, MemoryLaw
@@ -103,10 +104,9 @@ class SizeReport:
 
 
 def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
-         budget_fraction: float = BUDGET_FRACTION, run: str = "") -> SizeReport:
+         budget_fraction: float = MEMORY_FRACTION, run: str = "") -> SizeReport:
     """Predicted peaks at (batch, seq), residency against the budget, the largest batch."""
-    if not 0 < budget_fraction <= 1:
-        raise InputError(f"--budget {budget_fraction:g}: give a fraction in (0, 1], e.g. 0.90")
+    check_fraction(budget_fraction, "the budget fraction")
     law = find_law(cert, name, mode)
     budget = budget_of(cert, budget_fraction)
     mb = max_batch(law, {"s": seq}, budget.value, run) if budget else None
@@ -153,7 +153,3 @@ def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None) -> list
         out.append(Comparison(dflt.key, dflt.name, tag, mb))
     return out
 
-
-def run_label(cert) -> str:
-    e = cert.environment
-    return f"{e.device_name}, certify {e.started_at:%Y-%m-%d %H:%M} UTC"

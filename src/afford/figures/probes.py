@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from afford import figures
 from afford.fit.verdicts import mfu
 from afford.fit.warmup import WarmupProfile, combine_profiles, warmup_profile
-from afford.provenance import NotExecutable, Tagged, measured, module
+from afford.provenance import NotExecutable, Tagged, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.probes import (GEMM_DTYPES, CheckpointProbe, FlopCount, GemmProbe, Ladder,
                                   UtilisationTrace, WorkloadProbes)
@@ -68,10 +68,6 @@ class ProbesSummary:
     warnings: tuple[str, ...]
     wall_seconds: Tagged | None
 
-
-def _run(cert: Certificate) -> str:
-    e = cert.environment
-    return f"{e.device_name}, {e.started_at:%Y-%m-%d %H:%M} UTC"
 
 
 def _ratio(num: Tagged | None, den: Tagged | None, what: str) -> Tagged | None:
@@ -166,7 +162,7 @@ def _utilisation_cells(u) -> tuple[Cell, Cell]:
 
 def warmup_row(cert: Certificate, r: WorkloadResult) -> WarmupRow | None:
     """Step 0 against warm at the workload's largest resident point."""
-    res = [p for p in r.points if p.resident and p.excluded_reason is None and p.median_seconds]
+    res = [p for p in r.points if p.usable]
     if not res:
         return None
     p = max(res, key=lambda p: p.value)
@@ -177,7 +173,7 @@ def warmup_row(cert: Certificate, r: WorkloadResult) -> WarmupRow | None:
         return None
     prof: WarmupProfile = combine_profiles(profs, p.median_seconds)
     at = f"{r.sweep_param}={p.value}"
-    src = f"{r.name} {r.mode} {at}, {prof.children} children, {_run(cert)}"
+    src = f"{r.name} {r.mode} {at}, {prof.children} children, {run_label(cert.environment)}"
     first = tuple(measured(t, "s", f"step {i} (median over children), {src}")
                   for i, t in enumerate(prof.first_seconds[:4]))
     never = prof.steps_until_warm is None
@@ -208,7 +204,7 @@ def summarize_probes(cert: Certificate) -> ProbesSummary:
     return ProbesSummary(device=tuple(rows), workloads=tuple(wrows), warmup=warm,
                          not_executable=ne, warnings=tuple(pr.warnings),
                          wall_seconds=measured(pr.wall_seconds, "s",
-                                               f"wall time of the probes stage, {_run(cert)}"))
+                                               f"wall time of the probes stage, {run_label(cert.environment)}"))
 
 
 def _jsonable(x):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from afford.fit.stats import median
-from afford.provenance import Tagged, fitted, measured, module
+from afford.provenance import Tagged, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 
 
@@ -27,15 +27,11 @@ class WorkloadSummary:
     warnings: tuple[str, ...]
 
 
-def _run(cert: Certificate) -> str:
-    e = cert.environment
-    return f"{e.device_name}, {e.started_at:%Y-%m-%d %H:%M} UTC"
-
 
 def summarize_workload(cert: Certificate, r: WorkloadResult) -> WorkloadSummary:
-    run = _run(cert)
+    run = run_label(cert.environment)
     timed = [p for p in r.points if p.median_seconds is not None]
-    resident = [p for p in timed if p.resident and p.excluded_reason is None]
+    resident = [p for p in timed if p.usable]
     law = r.law
     ratios = [p.step0_over_warm for p in timed if p.step0_over_warm is not None]
     top = max(resident, key=lambda p: p.value) if resident else None
@@ -60,12 +56,3 @@ def summarize_workload(cert: Certificate, r: WorkloadResult) -> WorkloadSummary:
 
 def summarize(cert: Certificate) -> list[WorkloadSummary]:
     return [summarize_workload(cert, r) for r in cert.workloads]
-
-
-def predicted_seconds(r: WorkloadResult, value: float) -> Tagged | None:
-    """Step seconds at a sweep value from the workload's law, tagged FITTED (extrapolated
-    when outside the fitted range)."""
-    if r.law is None:
-        return None
-    secs, extra = r.law.predict(value)
-    return fitted(secs, "s", f"{r.name} {r.mode}: {r.law.describe()}", extrapolated=extra)

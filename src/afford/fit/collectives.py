@@ -29,6 +29,7 @@ from typing import Literal
 
 import numpy as np
 
+from afford.fit.stats import r2_score
 from afford.schema.distributed import AlphaBetaFit
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"]
@@ -60,14 +61,6 @@ def busbw(op: str, n: int, size_bytes: float, seconds: float) -> float:
     return algbw(size_bytes, seconds) * busbw_factor(op, n)
 
 
-def _r2(y: np.ndarray, pred: np.ndarray) -> float:
-    ss_res = float(np.sum((y - pred) ** 2))
-    ss_tot = float(np.sum((y - y.mean()) ** 2))
-    if ss_tot == 0.0:
-        return 1.0 if ss_res == 0.0 else 0.0
-    return 1.0 - ss_res / ss_tot
-
-
 def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float],
                    seconds: Sequence[float]) -> AlphaBetaFit:
     """Least squares of ``t = alpha + S * (1/beta)`` (numpy.linalg.lstsq), R^2 on seconds.
@@ -82,7 +75,7 @@ def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float],
     (alpha, slope), *_ = np.linalg.lstsq(design, t, rcond=None)
     pred = alpha + slope * s
     notes = []
-    r2 = _r2(t, pred)
+    r2 = r2_score(t, pred)
     if r2 < R2_WARN:
         notes.append(f"{op}: R^2 {r2:.4f} < {R2_WARN}: t = alpha + S/beta describes these "
                      "sizes poorly")

@@ -52,6 +52,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import optimize
 
+from afford.fit.stats import r2_score
 from afford.schema.memory import DefaultVerdict, Form, MemoryFit, activation_features
 
 FORMS: tuple[Form, ...] = ("states_measured", "states_plus_fixed")
@@ -117,14 +118,6 @@ def _predict_rows(feats: np.ndarray, states: np.ndarray, p: dict[str, float]) ->
     return states + p["fixed_bytes"] + feats[:, 0] * p["c_res"] + feats[:, 1] * p["c_op"]
 
 
-def _r2(y: np.ndarray, pred: np.ndarray) -> float:
-    ss_res = float(np.sum((y - pred) ** 2))
-    ss_tot = float(np.sum((y - y.mean()) ** 2))
-    if ss_tot == 0.0:
-        return 1.0 if ss_res == 0.0 else 0.0
-    return 1.0 - ss_res / ss_tot
-
-
 def _check(obs: Sequence[MemoryObservation], need: int) -> None:
     if len(obs) < need:
         raise ValueError(f"the memory law needs at least {need} measured shapes, got {len(obs)}")
@@ -152,7 +145,7 @@ def fit_form(obs: Sequence[MemoryObservation], quantity: str, form: Form,
             p_i = _solve(feats[keep], y[keep], states[keep], cols)
             loo.append(float(_predict_rows(feats[i:i + 1], states[i:i + 1], p_i)[0] / y[i] - 1))
     return MemoryFit(quantity=quantity, form=form, c_res=p["c_res"], c_op=p["c_op"],
-                     fixed_bytes=p["fixed_bytes"], s2_term=s2_term, r2=_r2(y, pred),
+                     fixed_bytes=p["fixed_bytes"], s2_term=s2_term, r2=r2_score(y, pred),
                      residuals=[float(v) for v in pred / y - 1.0], loo_rel_errors=loo,
                      n_points=len(obs))
 
@@ -198,7 +191,7 @@ def batch_linearity(batches: Sequence[float], peaks: Sequence[float]) -> tuple[f
         raise ValueError("a linearity check needs at least 3 batch sizes")
     slope, intercept = np.polyfit(b, y, 1)
     pred = intercept + slope * b
-    return _r2(y, pred), float(np.max(np.abs(pred / y - 1.0)))
+    return r2_score(y, pred), float(np.max(np.abs(pred / y - 1.0)))
 
 
 def largest_batch(predict: Callable[[int], float], budget: float, cap: int = BATCH_CAP) -> int:

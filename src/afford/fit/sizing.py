@@ -35,7 +35,6 @@ from afford.provenance import Tag, Tagged, fitted, module
 from afford.schema.memory import DefaultVerdict, MemoryLaw
 
 DIMS = ("B", "s", "d", "L", "H")
-BUDGET_FRACTION = 0.90
 VERDICT_TOLERANCE = 0.05
 KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in Large "
                "Transformer Models, eq. 1")

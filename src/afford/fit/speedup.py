@@ -39,9 +39,3 @@ def summarize(ratios: list[float]) -> tuple[float | None, float | None, float | 
     if not ratios:
         return None, None, None
     return median(ratios), min(ratios), max(ratios)
-
-
-def mfu(flops_per_step: float, step_seconds: float, peak_flops: float) -> float:
-    """Model FLOPs utilisation: FLOPs per step / step seconds / peak FLOP/s (PaLM,
-    Chowdhery et al. 2022, appendix B)."""
-    return flops_per_step / step_seconds / peak_flops

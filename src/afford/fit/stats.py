@@ -73,7 +73,11 @@ def relative_spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / m
 
 
-def iqr_over_median(samples: Sequence[float]) -> float:
-    q1, q3 = np.percentile(np.asarray(samples, dtype=float), [25, 75])
-    m = median(samples)
-    return float((q3 - q1) / m) if m > 0 else math.inf
+def r2_score(y: np.ndarray, pred: np.ndarray) -> float:
+    """Coefficient of determination 1 - SS_res / SS_tot; for constant ``y``, 1 when the
+    prediction is exact and 0 otherwise."""
+    ss_res = float(np.sum((y - pred) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    if ss_tot == 0.0:
+        return 1.0 if ss_res == 0.0 else 0.0
+    return 1.0 - ss_res / ss_tot

@@ -25,18 +25,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import optimize
 
+from afford.fit.stats import r2_score
 from afford.schema.laws import Excluded, LawFit, ThroughputLaw, evaluate
 
 R2_WARN = 0.99
-
-
-def _r2_log(y: np.ndarray, pred: np.ndarray) -> float:
-    ly, lp = np.log(y), np.log(np.maximum(pred, 1e-300))
-    ss_res = float(np.sum((ly - lp) ** 2))
-    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
-    if ss_tot == 0.0:
-        return 1.0 if ss_res == 0.0 else 0.0
-    return 1.0 - ss_res / ss_tot
 
 
 def _check(x: Sequence[float], y: Sequence[float], need: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +82,8 @@ def _fit(form: str, x: Sequence[float], y: Sequence[float]) -> LawFit:
             keep = np.arange(len(xa)) != i
             p_i = _PARAMS[form](xa[keep], ya[keep])
             loo.append(float(evaluate(form, p_i, xa[i]) / ya[i] - 1.0))
-    return LawFit(form=form, params=params, r2=_r2_log(ya, pred),
+    r2_log = r2_score(np.log(ya), np.log(np.maximum(pred, 1e-300)))  # R^2 in log space
+    return LawFit(form=form, params=params, r2=r2_log,
                   residuals=[float(v) for v in pred / ya - 1.0], loo_rel_errors=loo)
 
 

@@ -6,7 +6,6 @@ import os
 import platform
 import socket
 import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -133,7 +132,3 @@ def capture(device: torch.device, command: str, started_at: datetime | None = No
         command=command,
         started_at=started_at or datetime.now(timezone.utc),
     )
-
-
-def python_executable() -> str:
-    return sys.executable

@@ -28,16 +28,15 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford import figures
-from afford.constants import ScalingConstants
+from afford.constants import MEMORY_FRACTION, ScalingConstants, check_fraction
 from afford.errors import InputError
-from afford.provenance import Tag, Tagged, assumed, fitted, measured, module
+from afford.provenance import Tag, Tagged, assumed, fitted, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.sizes import SizesSection
 from afford.units import UnitError, format_count, format_duration, parse_count
 
 LADDER_SCHEMA = "afford.ladder/1"
 DEFAULT_PARAMS = "7.5M,20M,124M,1B"
-MEMORY_FRACTION = 0.90  # DESIGN section 4, cost model: budget = device memory x 0.90
 HEAD_DIM = 64  # heads assumed for a shape given without H (used by the memory law only)
 
 
@@ -167,8 +166,7 @@ def build_ladder(cert: Certificate, entries: list[Entry], *, budget_seconds: flo
     """The ladder for ``entries`` from ``cert``: two wall-clock columns, never pooled."""
     if budget_seconds <= 0:
         raise InputError("--budget must be a positive duration, e.g. 7d")
-    if not 0 < memory_fraction <= 1:
-        raise InputError("--memory-fraction must be in (0, 1]")
+    check_fraction(memory_fraction, "--memory-fraction")
     r = constants.tokens_per_param if ratio is None else ratio
     if r <= 0:
         raise InputError("--ratio must be a positive number of tokens per parameter")
@@ -362,7 +360,7 @@ def lever_figures(cert: Certificate) -> list[LeverFigure]:
             if lv.speedup is None:
                 continue
             src = (f"{run.workload} {lv.description}: median over {len(lv.per_child)} children "
-                   f"of paired ratios, {sec.device_name}, {sec.started_at:%Y-%m-%d %H:%M} UTC")
+                   f"of paired ratios, {run_label(sec, 'levers')}")
             out.append(LeverFigure(workload=run.workload, lever=lv.name,
                                    description=lv.description,
                                    speedup=measured(lv.speedup, "×", src),

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from afford import figures
-from afford.fit.speedup import mfu
+from afford.fit.verdicts import mfu
 from afford.plan.ladder import gemm_dtype
-from afford.provenance import NotExecutable, Tagged, measured, module
+from afford.provenance import NotExecutable, Tagged, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.levers import Lever, LeverRun, LeversSection, LeverVariant
 
@@ -53,7 +53,7 @@ def _variant(run: LeverRun, key: str) -> LeverVariant:
 
 def _row(cert: Certificate, sec: LeversSection, run: LeverRun, lv: Lever) -> LeverRow:
     a, b = _variant(run, lv.a), _variant(run, lv.b)
-    where = f"{sec.device_name}, levers {sec.started_at:%Y-%m-%d %H:%M} UTC"
+    where = run_label(sec, "levers")
     common = dict(workload=run.workload, lever=lv.name, description=lv.description,
                   a_label=a.label, b_label=b.label, a_seconds=_seconds(a, where),
                   b_seconds=_seconds(b, where))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from afford import figures
-from afford.provenance import fitted, measured, module
+from afford.provenance import fitted, measured, module, run_label
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
 from afford.schema.cert import Certificate, WorkloadResult
@@ -25,17 +25,12 @@ NAMED_SECTIONS = ("memory", "probes", "determinism", "gates")
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
-def run_of(cert: Certificate) -> str:
-    e = cert.environment
-    return f"{e.device_name}, certify {e.started_at:%Y-%m-%d %H:%M} UTC"
-
-
 def _flag(v: bool | None) -> str:
     return "unknown" if v is None else ("on" if v else "off")
 
 
 def environment(cert: Certificate) -> Table:
-    e, run = cert.environment, run_of(cert)
+    e, run = cert.environment, run_label(cert.environment)
     rows: list[tuple[str, Cell]] = [
         ("device", f"{e.device_name} ({e.device_type}, {e.device_class})"),
         ("device memory", measured(e.device_memory_bytes, "B",
@@ -131,7 +126,7 @@ def _resident_text(p: Point) -> str:
 
 
 def points(cert: Certificate, r: WorkloadResult) -> Table:
-    run, rows = run_of(cert), []
+    run, rows = run_label(cert.environment), []
     for p in r.points:
         where = f"{r.name} {r.mode} {r.sweep_param}={p.value}, {run}"
         alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
@@ -206,7 +201,7 @@ FORMULAS = {"four_x_model_size": '"4x model size"',
 
 def memory_laws(cert: Certificate) -> Table:
     """Per workload and mode: the fitted laws and how far off they were where held out."""
-    run = run_of(cert)
+    run = run_label(cert.environment)
     mem = cert.memory
     reserved = _has_reserved(cert)
     rows = []
@@ -237,7 +232,7 @@ def _has_reserved(cert: Certificate) -> bool:
 
 def memory_heldout(cert: Certificate) -> Table:
     """Every held-out shape: measured, afford's prediction and the default formulas."""
-    run = run_of(cert)
+    run = run_label(cert.environment)
     reserved = _has_reserved(cert)
     rows = []
     for law in cert.memory.laws:

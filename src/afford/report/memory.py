@@ -7,7 +7,7 @@ from rich.text import Text
 
 from afford.fit.memory import BATCH_CAP
 from afford.schema.memory import DefaultVerdict
-from afford.provenance import Tagged, fitted, inherited, measured, module
+from afford.provenance import Tagged, fitted, inherited, measured, module, run_label
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.memory import MemoryLaw
 from afford.figures.memory import SizeReport, heldout_accuracy
@@ -90,8 +90,7 @@ def _num(tag, x: float | None, source: str) -> str:
 
 def memory_summary_table(cert) -> Table:
     """One row per law of a certificate's memory section (for ``afford certify``)."""
-    env = cert.environment
-    run = f"{env.device_name}, {env.started_at:%Y-%m-%d %H:%M} UTC"
+    run = run_label(cert.environment)
     t = Table(title=f"memory law: states + fixed + L*(C_res B*s*d + C_op B*H*s^2) "
               f"({cert.memory.wall_seconds:.1f} s)", title_justify="left")
     for col in ("workload", "mode", "C_res", "C_op", "fixed", "R^2", "states",

@@ -26,16 +26,12 @@ def slug(*parts: str) -> str:
     return "-".join(p for p in re.split(r"[^a-z0-9]+", text) if p)[:80]
 
 
-def _resident(p) -> bool:
-    return p.resident is True and p.excluded_reason is None and p.median_seconds is not None
-
-
 def throughput(cert: Certificate, r: WorkloadResult) -> Plot | None:
     law = r.law
     if law is None:
         return None
-    used = [p for p in r.points if _resident(p)]
-    out = [p for p in r.points if not _resident(p) and p.median_seconds is not None]
+    used = [p for p in r.points if p.usable]
+    out = [p for p in r.points if not p.usable and p.median_seconds is not None]
     xs = np.geomspace(law.x_min, law.x_max, CURVE_POINTS)
     series = [Series("measured: median of child medians", Tag.MEASURED,
                      tuple(float(p.value) for p in used),

@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from afford.constants import DATA
+from afford.constants import DATA, MEMORY_FRACTION, MEMORY_FRACTION_REASON, check_fraction
 from afford.errors import InputError
 from afford.provenance import Tagged, assumed, inherited
 from afford.io import loads_toml, read_toml
@@ -30,8 +30,6 @@ from afford.schema.envelope import validate
 from afford.units import parse_bytes, parse_duration, parse_fraction
 
 PLATFORM_SCHEMA = "afford.platform/1"
-DEFAULT_FRACTION_REASON = ("afford's default budget fraction: 10 % of the card left for "
-                           "allocator fragmentation, the CUDA context and other processes")
 DEFAULT_MARGIN_REASON = ("afford's default margin: one hour before the session cap for "
                          "startup and the final save")
 
@@ -92,8 +90,8 @@ _PARSE = {"duration": parse_duration, "bytes": parse_bytes, "fraction": parse_fr
 
 
 def _check_range(kind: str, value: float) -> None:
-    if kind == "fraction" and not 0.0 < value <= 1.0:
-        raise ValueError(f"{value:g} is not a fraction in (0, 1]")
+    if kind == "fraction":
+        check_fraction(value)
     if kind != "fraction" and value < 0:
         raise ValueError(f"{value:g} is negative")
 
@@ -160,7 +158,7 @@ class Platform(_Model):
     name: str = Field(min_length=1)
     description: str = ""
     device: Device | None = Field(None, description="absent: the certificate's own device")
-    budget_fraction: Fraction = Fraction(value=0.90, assumed=DEFAULT_FRACTION_REASON)
+    budget_fraction: Fraction = Fraction(value=MEMORY_FRACTION, assumed=MEMORY_FRACTION_REASON)
     session_cap: Cap
     margin: Duration = Duration(value="1h", assumed=DEFAULT_MARGIN_REASON)
     weekly_quota: Quota

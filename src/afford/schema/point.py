@@ -64,3 +64,11 @@ class Point(_Model):
     memory_source: str | None = None
     resident: bool | None = Field(description="None when the point failed and residency is unknown")
     excluded_reason: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Resident, not excluded and timed: a point laws are fitted over and figures are
+        read from (docs/DESIGN.md section 3, rule 3). The one residency check; every reader
+        asks the point."""
+        return self.resident is True and self.excluded_reason is None \
+            and self.median_seconds is not None
