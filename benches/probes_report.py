@@ -17,7 +17,7 @@ from afford.provenance import NotExecutable
 from afford.report.terminal import probes_device_table, probes_workload_table, warmup_table
 from afford.schema.cert import load_certificate
 
-# REFERENCES.md, one NVIDIA H200, torch 2.11, plain torch.matmul 8192^3, 2026-12-02
+# docs/REFERENCES.md, one NVIDIA H200, torch 2.11, plain torch.matmul 8192^3, 2026-12-02
 H200 = {"fp32": 50.7e12, "tf32": 401e12, "bf16": 762e12, "fp16": 743e12}
 H200_COPY = 4.24e12
 

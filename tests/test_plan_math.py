@@ -1,4 +1,4 @@
-"""The cost model's pure functions on round numbers worked by hand (DESIGN section 4)."""
+"""The cost model's pure functions on round numbers worked by hand (docs/DESIGN.md section 4)."""
 
 import math
 

@@ -55,7 +55,7 @@ def test_mfu_and_arithmetic_share():
 
 
 def test_tiny_model_trace_is_launch_bound():
-    # REFERENCES: the d=64, L=2 GPT-2 shape at 4 x 256 ran 6.7 ms/step at 15 % utilisation
+    # docs/REFERENCES.md: the d=64, L=2 GPT-2 shape at 4 x 256 ran 6.7 ms/step at 15 % utilisation
     v = bound_verdict(fixed_share=0.93, utilisation_mean=0.15, utilisation_low_share=0.4,
                       arithmetic=0.004)
     assert v.label == "launch-bound"

@@ -1,5 +1,5 @@
 """The probes section assembled from synthetic child events (an H200-like run with the
-reference figures of REFERENCES.md), the readings and the rendered tables; and the real,
+reference figures of docs/REFERENCES.md), the readings and the rendered tables; and the real,
 reduced CPU probes stage end to end (slow)."""
 
 import math

@@ -32,7 +32,7 @@ DEVICE = 150_000_000_000
 @pytest.mark.parametrize("mode,B,gib", [("fp32", 8, 17.89), ("fp32", 4, 9.87),
                                         ("bf16", 8, 9.87), ("bf16", 4, 5.86)])
 def test_korthikanti_plus_zero_reproduces_the_gpt2_table(mode, B, gib):
-    """REFERENCES.md: GPT-2 small (124.4M params, L12, h768, a12) at B x 1024, eq. 1 as
+    """docs/REFERENCES.md: GPT-2 small (124.4M params, L12, h768, a12) at B x 1024, eq. 1 as
     published (scores materialised) + 16 B/param."""
     k = sizing.korthikanti_zero(mode, "fused", 768, 12, published=True)
     dims = {"B": B, "s": 1024, "d": 768, "L": 12, "H": 12}

@@ -1,5 +1,5 @@
 """Cross-device reproduction: does box A's law describe box B, within a tolerance stated
-before B's numbers were read? (DESIGN section 3, rule 7.)
+before B's numbers were read? (docs/DESIGN.md section 3, rule 7.)
 
 The order is the point, and :func:`compare_files` reads top to bottom in it:
 

@@ -1,4 +1,4 @@
-"""The two kinds of failure a user must tell apart (DESIGN section 5, exit codes).
+"""The two kinds of failure a user must tell apart (docs/DESIGN.md section 5, exit codes).
 
 ``InputError``: bad input or usage (exit 2). ``MeasurementError``: the measurement itself
 failed (exit 3). Library code raises them with a message a person can act on; only ``cli/``

@@ -2,7 +2,7 @@
 
 A gate is a list of rows (one checked case each: a workload at a shape and seed, a
 quantity, ...); a row passes when ``delta <= tolerance`` (a NaN delta fails); a gate fails
-when any row fails; any failed gate means HALT (DESIGN section 3 rule 9: what could not
+when any row fails; any failed gate means HALT (docs/DESIGN.md section 3 rule 9: what could not
 run is NOT EXECUTABLE, which is neither a pass nor a fail).
 
 Everything here is pure: readings in (:mod:`afford.schema.determinism`), gates out. The

@@ -1,6 +1,6 @@
 """Reading and writing afford's files.
 
-Writes are atomic (DESIGN section 5): a killed process leaves the old file whole or the new
+Writes are atomic (docs/DESIGN.md section 5): a killed process leaves the old file whole or the new
 one whole, never a torn one. Temp file in the same folder, fsync, rename, fsync folder.
 
 Reads give one clear :class:`~afford.errors.InputError` naming the file (exit code 2), never

@@ -1,4 +1,4 @@
-"""The history ledger: an append-only TSV of readings, one a line (DESIGN section 3, rules 1,
+"""The history ledger: an append-only TSV of readings, one a line (docs/DESIGN.md section 3, rules 1,
 5 and 6; section 5 "File formats").
 
 Why a TSV: it is git-friendly (a new reading is a new line; a strike changes one line) and any

@@ -1,4 +1,4 @@
-"""``afford.manifest/1``: the data sources a run reads, pinned by hash (DESIGN section 3,
+"""``afford.manifest/1``: the data sources a run reads, pinned by hash (docs/DESIGN.md section 3,
 rule 8: a count derived from a source whose hash is not pinned is provisional).
 
 A source is one of:

@@ -1,6 +1,6 @@
 """Where every number came from.
 
-DESIGN section 3, rule 5: every number afford prints carries a provenance tag, and the
+docs/DESIGN.md section 3, rule 5: every number afford prints carries a provenance tag, and the
 renderers refuse a bare number. Rule 6: a correction strikes a value, it never deletes it.
 Rule 9: a probe that could not run says so (:class:`NotExecutable`), never a blank or a zero.
 

@@ -1,4 +1,4 @@
-"""Parse and format human quantities; SI base units inside (DESIGN section 2).
+"""Parse and format human quantities; SI base units inside (docs/DESIGN.md section 2).
 
 Counts: ``"7.5M"`` -> 7_500_000 (k, M, B/G, T are powers of 1000).
 Durations: ``"11h"``, ``"90s"``, ``"7d"``, ``"1h30m"``, ``"2w"`` -> seconds.

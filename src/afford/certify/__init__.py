@@ -1,4 +1,4 @@
-"""measure -> fit -> Certificate: the only place that sequences them (DESIGN section 2).
+"""measure -> fit -> Certificate: the only place that sequences them (docs/DESIGN.md section 2).
 
 :func:`certify` resolves the request (bad input fails there, before anything is timed:
 :mod:`afford.certify.request`), runs the sweep's children, derives each point from its raw

@@ -14,7 +14,7 @@ The distributed counterpart of :mod:`afford.certify` (which it calls for the swe
    ``distributed`` section.
 
 Why the sweep comes last, on rank 0 only: its children need the device to themselves
-(DESIGN section 3, rule 2), and ranks parked in a collective for the minutes a sweep takes
+(docs/DESIGN.md section 3, rule 2), and ranks parked in a collective for the minutes a sweep takes
 would need a timeout longer than the sweep, which would blunt the dead-rank detection that
 every collective's timeout gives. After step 3 no rank waits on anyone.
 

@@ -1,7 +1,7 @@
 """Levers, measured: A/B pairs on one workload, in one run, by the ordinary child protocol.
 
 Each lever is a pair of variants of the same workload at the same sweep value; B is A with
-the lever applied (DESIGN section 4, "Levers"):
+the lever applied (docs/DESIGN.md section 4, "Levers"):
 
 - ``bf16``: fp32 vs bf16 autocast;
 - ``fused``: AdamW foreach vs fused (``+foreach`` / ``+fused``);
@@ -219,7 +219,7 @@ def _run(spec: str, value: int, plan: list[Pair], blocked: dict[str, str],
 
 def batch_ladder(spec: str, mode: str, value: int, variants: dict[str, LeverVariant]):
     """``t = F + c * tokens`` over batch x1, x2, x4 where all three were measured, and the
-    fixed share F / t at x1 (DESIGN section 4: a large share means launch-bound)."""
+    fixed share F / t at x1 (docs/DESIGN.md section 4: a large share means launch-bound)."""
     pts = [variants.get(point_key(s, mode, value)) for s in
            (f"{spec}+flops", f"{spec}+x2", f"{spec}+x4")]
     ok = [v.point for v in pts if v is not None and v.point is not None

@@ -285,7 +285,7 @@ def refit_section(section: MemorySection) -> MemorySection:
 
 
 def exclusion(s: MemoryShape, quantity: str, device_memory: int | None) -> str | None:
-    """Why a shape is left out of the fit and the validation (DESIGN section 3, rule 3:
+    """Why a shape is left out of the fit and the validation (docs/DESIGN.md section 3, rule 3:
     only resident shapes), or ``None``."""
     if not s.ok:
         return ("out of memory: " if s.oom else "") + (s.error or "not measured")

@@ -81,7 +81,7 @@ def peak_bytes(cert: Certificate, name: str, value: int, mode: str | None = None
 
 
 def worst_reserved_ratio(cert: Certificate) -> Tagged | None:
-    """The largest reserved / allocated over resident measured points (DESIGN section 3,
+    """The largest reserved / allocated over resident measured points (docs/DESIGN.md section 3,
     rule 4: plans budget against allocated times this ratio where reserved is not known)."""
     ratios = [(p.peak_reserved_bytes / p.peak_allocated_bytes, r.name, p.value)
               for r in cert.workloads for p in r.points

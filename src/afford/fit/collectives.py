@@ -14,7 +14,7 @@ rank's input), the reduce-scatter *input* (n times each rank's output).
 The alpha-beta (latency-bandwidth, Hockney 1994) model of one collective is
 ``t(S) = alpha + S / beta``, fitted by ordinary least squares over the measured sizes, with
 R^2 on the seconds. For a ring all-reduce of ``n`` ranks over links of bandwidth ``B`` and
-per-hop latency ``a`` (REFERENCES.md, "Collectives"; Patarasuk & Yuan 2009)::
+per-hop latency ``a`` (docs/REFERENCES.md, "Collectives"; Patarasuk & Yuan 2009)::
 
     t = 2 (n - 1) a + 2 ((n - 1) / n) S / B
 
@@ -92,7 +92,7 @@ def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float],
 
 def ring_allreduce_seconds(n: int, size_bytes: float, alpha_seconds: float,
                            bandwidth_bytes_per_second: float) -> float:
-    """Ring all-reduce time ``2(n-1) alpha + 2((n-1)/n) S / B`` (REFERENCES.md; Patarasuk &
+    """Ring all-reduce time ``2(n-1) alpha + 2((n-1)/n) S / B`` (docs/REFERENCES.md; Patarasuk &
     Yuan 2009, "Bandwidth optimal all-reduce algorithms"). Zero at n = 1."""
     if n < 1 or bandwidth_bytes_per_second <= 0:
         raise ValueError("need n >= 1 and a positive bandwidth")

@@ -5,7 +5,7 @@ used. Throughput is ``w * tokens_per_rank / t(w)`` and the scaling efficiency is
 ``E(w) = t(1) / t(w)`` (1.0 = perfect; Amdahl/Gustafson bookkeeping).
 
 The law: each step adds a gradient all-reduce to the single-rank step. With a ring
-all-reduce of ``G`` gradient bytes (REFERENCES.md, "Collectives") the non-overlapped part
+all-reduce of ``G`` gradient bytes (docs/REFERENCES.md, "Collectives") the non-overlapped part
 grows as ``2 (w - 1) / w``, so::
 
     t(w) = A + B * 2 (w - 1) / w

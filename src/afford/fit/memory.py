@@ -1,4 +1,4 @@
-"""The memory law of one training step, fitted by least squares (DESIGN section 4).
+"""The memory law of one training step, fitted by least squares (docs/DESIGN.md section 4).
 
     peak_bytes = states + fixed + L * (C_res * B*s*d + C_op * B*H*s^2)
 

@@ -10,7 +10,7 @@ assumed: it *holds* when the optimizer's seconds grow no faster than ``N^FLAT_EX
 between the smallest and the largest size, and *fails* otherwise.
 
 Each phase's value at a size is the median over children of each child's median over its
-timed warm steps (the same rule as a sweep point, DESIGN section 3 rule 2).
+timed warm steps (the same rule as a sweep point, docs/DESIGN.md section 3 rule 2).
 """
 
 from __future__ import annotations

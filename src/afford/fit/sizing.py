@@ -11,11 +11,11 @@ the default constants a user would otherwise reach for, each with its source:
   ``s*b*h*(34 + 5*a*s/h)`` activation bytes per layer in 16-bit (C_res = 34, C_op = 5);
   with fused attention the s^2 term vanishes and ``4*a*s*b`` bytes of softmax statistics
   remain, folded here into C_res as 34 + 4*H/d. Eq. 1 counts 16-bit activations: fp32
-  doubles them (the convention of REFERENCES.md's GPT-2 table);
+  doubles them (the convention of docs/REFERENCES.md's GPT-2 table);
 - INHERITED constants measured by afford on an H200 (``data/memory_defaults.toml``), when
   the data file has them.
 
-Residency is decided on reserved bytes (DESIGN section 3, rule 4): CUDA budgets against the
+Residency is decided on reserved bytes (docs/DESIGN.md section 3, rule 4): CUDA budgets against the
 reserved law; a CPU against the predicted peak RSS (the measured baseline plus the law).
 
 The certify stage validates a law with these predictions (:mod:`afford.certify.memory`);
@@ -77,7 +77,7 @@ def four_x_model_size() -> Defaults:
 def korthikanti_zero(mode: str, attention: str | None, d: int, H: int,
                      published: bool = False) -> Defaults | None:
     """ZeRO 16 B/param + eq. 1. ``published``: eq. 1 as printed (scores materialised) even
-    for fused attention, as REFERENCES.md's GPT-2 comparison uses it."""
+    for fused attention, as docs/REFERENCES.md's GPT-2 comparison uses it."""
     if attention is None:
         return None
     f = activation_scale(mode)

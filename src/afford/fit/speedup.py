@@ -1,11 +1,11 @@
 """Speedup of a measured A/B pair, paired within each child process (pure).
 
 A and B are timed by the same child, in one process, in that child's shuffled order
-(DESIGN section 3, rule 2), so the ratio inside a child cancels what the child shares
+(docs/DESIGN.md section 3, rule 2), so the ratio inside a child cancels what the child shares
 (process placement, clocks, thermal state at that moment). The lever's figure is the median
 of the per-child ratios; its spread is their range (min, max), as the sweep reports the
 children's disagreement. Nothing here is predicted: a lever is measured or absent
-(DESIGN section 4, "Levers").
+(docs/DESIGN.md section 4, "Levers").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Is a step launch-bound, compute-bound or memory-bound? Pure functions over probe figures.
 
-The evidence (DESIGN section 4, "Batch ladders"; issue 4):
+The evidence (docs/DESIGN.md section 4, "Batch ladders"; issue 4):
 
 - the batch ladder: step seconds at batch x1, x2, x4 of one shape, fitted as
   ``t = F + c * tokens`` (:func:`afford.fit.throughput.fit_linear_floor`); the fixed share
@@ -8,7 +8,7 @@ The evidence (DESIGN section 4, "Batch ladders"; issue 4):
   synchronisation. A large fixed share means launch-bound.
 - NVML utilisation over warm steps: the fraction of each sample period during which a
   kernel was executing (NVML API reference, ``nvmlDeviceGetUtilizationRates``). A device
-  idle much of the time is waiting for the host: launch-bound. (REFERENCES: a GPT-2-shaped
+  idle much of the time is waiting for the host: launch-bound. (docs/REFERENCES.md: a GPT-2-shaped
   d=64, L=2 model at batch 4 x 256 ran at 15 % mean utilisation on an H200.)
 - the arithmetic share: the step's counted FLOPs at the measured GEMM ceiling of its dtype,
   over the measured step time. It equals MFU against the measured ceiling. When the

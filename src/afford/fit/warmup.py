@@ -1,4 +1,4 @@
-"""Step 0 against warm steps: how long a run takes to get warm (DESIGN section 3, rule 1).
+"""Step 0 against warm steps: how long a run takes to get warm (docs/DESIGN.md section 3, rule 1).
 
 Pure functions over the raw samples the certificate already keeps for every child of every
 sweep point (step 0, each warm-up step in order, the timed warm steps with their indices):

@@ -2,7 +2,7 @@
 
 Children run one at a time (they would contend for the device otherwise). Each gets every
 sweep point in its own shuffled order, so drift over a run does not masquerade as a law
-(DESIGN section 3, rule 2). A child that dies leaves its finished points intact and an
+(docs/DESIGN.md section 3, rule 2). A child that dies leaves its finished points intact and an
 error on the rest.
 
 On CUDA child k+1 is spawned while child k measures, and pre-warmed (``--prewarm``: CUDA

@@ -1,4 +1,4 @@
-"""The timing protocol of one sweep point inside one child (DESIGN section 3, rules 1-2).
+"""The timing protocol of one sweep point inside one child (docs/DESIGN.md section 3, rules 1-2).
 
 Step 0 is timed alone and kept apart; then warm-up steps, each timed and kept, until both a
 count and a time budget are spent (budgets, as in ``triton.testing.do_bench``); then timed

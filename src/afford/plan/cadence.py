@@ -1,4 +1,4 @@
-"""Checkpoint cadence under an overhead budget (DESIGN section 4).
+"""Checkpoint cadence under an overhead budget (docs/DESIGN.md section 4).
 
 save_every = the smallest number of steps k whose checkpoint write stays within the overhead
 budget b of wall clock: write / (k x step + write) <= b, i.e.

@@ -1,11 +1,11 @@
-"""The chunk: what one session-capped stretch of training holds (DESIGN section 4).
+"""The chunk: what one session-capped stretch of training holds (docs/DESIGN.md section 4).
 
 - chunk = session cap - margin;
 - startup = the sum of its components (measured where this box can measure them, assumed
   where it cannot); the margin must cover it: margin / startup is reported as "covers Nx";
 - steps per chunk = floor(chunk seconds / step seconds);
 - projected reserved = allocated x the worst reserved / allocated ratio over resident
-  measured shapes (DESIGN section 3, rule 4: residency is decided by reserved memory);
+  measured shapes (docs/DESIGN.md section 3, rule 4: residency is decided by reserved memory);
 - budget = device memory x budget fraction; a shape fits when projected <= budget.
 """
 

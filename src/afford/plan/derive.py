@@ -1,7 +1,7 @@
 """Figures computed from figures: a MODULE tag that keeps its inputs' caveats.
 
 A figure derived from an extrapolated prediction is itself extrapolated; one derived from a
-count whose data are not pinned is provisional (DESIGN section 3, rules 3 and 8); one that
+count whose data are not pinned is provisional (docs/DESIGN.md section 3, rules 3 and 8); one that
 rests on an ASSUMED input says so in its source.
 
 Floors and ceilings of a ratio use a relative tolerance of 1e-9 so that a budget landing

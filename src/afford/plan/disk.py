@@ -1,4 +1,4 @@
-"""Checkpoints on the platform's disk (DESIGN section 4).
+"""Checkpoints on the platform's disk (docs/DESIGN.md section 4).
 
 copies that fit = floor(disk / checkpoint bytes); steady-state share = live copies x bytes
 / disk. An atomic write (temp file in the same folder, fsync, rename: afford.io) holds one

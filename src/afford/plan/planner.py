@@ -147,7 +147,7 @@ def _ratio(cert, g: _Gather) -> Tagged:
                           "process holds; there is no caching allocator's reserve")
     return g.fallback(CUDA_RESERVED_RATIO, "x", "reserved/allocated ratio not measured (no "
                       "resident point with both figures); 1.12 is the worst measured on an "
-                      "H200 for GPT-2 small (REFERENCES.md)")
+                      "H200 for GPT-2 small (docs/REFERENCES.md)")
 
 
 def _checkpoint(cert, run, shape, g: _Gather) -> tuple[Tagged | None, Tagged]:

@@ -4,7 +4,7 @@ NO-GO when the run's shape is not resident within the budget (or its memory is u
 the margin does not cover the startup, the live checkpoints do not fit on disk, a chunk
 cannot reach one checkpoint, the target is out of reach within the weeks the run allows, no
 step time is known at the run's shape, or the certificate was measured on another device
-than the platform's (DESIGN section 3, rule 7: devices are never pooled). Warnings (GO
+than the platform's (docs/DESIGN.md section 3, rule 7: devices are never pooled). Warnings (GO
 stays GO): an old certificate, another torch version, data not pinned (counts provisional),
 figures that fell back to ASSUMED values, an extrapolated step time.
 """

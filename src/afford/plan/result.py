@@ -2,7 +2,7 @@
 
 ``afford.plan/1`` (a plan) and ``afford.preflight/1`` (a verdict with its plan) are the
 documents ``afford plan --json`` and ``afford preflight --json`` print. Renderers read these
-and compute nothing (DESIGN section 2). A section that could not be computed is ``None``
+and compute nothing (docs/DESIGN.md section 2). A section that could not be computed is ``None``
 and the plan's ``notes`` say why.
 """
 
@@ -51,7 +51,7 @@ class Chunk(_Frozen):
 
 
 class MemoryBudget(_Frozen):
-    """budget = device memory x budget fraction (DESIGN section 3, rule 4: against reserved)."""
+    """budget = device memory x budget fraction (docs/DESIGN.md section 3, rule 4: against reserved)."""
 
     device_memory_bytes: Tagged
     fraction: Tagged
@@ -84,7 +84,7 @@ class ChunkRow(_Frozen):
 
 
 class Quota(_Frozen):
-    """The weekly quota with startup charged (DESIGN section 4), beside the naive figure."""
+    """The weekly quota with startup charged (docs/DESIGN.md section 4), beside the naive figure."""
 
     quota_seconds: Tagged
     naive_chunks: Tagged = Field(description="quota / chunk: WRONG, charges nothing for startup")

@@ -10,7 +10,7 @@ data-parallel scaling of the tinylm step (weak scaling: each device keeps its ba
 MEASURED where that world size was run, FITTED from the world-size law
 ``t(w) = A + B * 2(w-1)/w`` (:mod:`afford.fit.dp_scaling`) where it was not.
 
-Beyond the node there is nothing measured. The projection is the ring model (REFERENCES.md,
+Beyond the node there is nothing measured. The projection is the ring model (docs/REFERENCES.md,
 "Collectives"; Patarasuk & Yuan 2009)::
 
     t(N) = t_compute + 2 (N-1) a + 2 ((N-1)/N) G / B

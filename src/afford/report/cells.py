@@ -1,7 +1,7 @@
 """One table cell as text, for the Markdown and HTML renderers. Text passes; a tagged
 value is formatted with its tag (:func:`afford.report.terminal.fmt`); a struck one is struck
 with its reason; NOT EXECUTABLE says so with the error; any bare number raises TypeError
-(DESIGN section 3, rule 5: the renderer refuses an untagged number)."""
+(docs/DESIGN.md section 3, rule 5: the renderer refuses an untagged number)."""
 
 from __future__ import annotations
 

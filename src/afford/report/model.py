@@ -1,5 +1,5 @@
 """The typed report: what ``afford report`` shows, built from certificates, plans, a manifest
-and a ledger, before any format is chosen (DESIGN: measure, fit, plan, *render*; renderers
+and a ledger, before any format is chosen (docs/DESIGN.md section 2: measure, fit, plan, *render*; renderers
 format what they are given and compute nothing).
 
 Every cell of every table is text (a label), a :class:`~afford.provenance.Tagged` value, a

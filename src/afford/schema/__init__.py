@@ -1,4 +1,4 @@
-"""Versioned file formats (DESIGN section 5): one schema per file kind, each with an id.
+"""Versioned file formats (docs/DESIGN.md section 5): one schema per file kind, each with an id.
 
 Loading reads the ``schema`` field first: a known older id is upgraded through an explicit
 migration function; an unknown id or a malformed file is an :class:`~afford.errors.InputError`.

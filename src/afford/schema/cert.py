@@ -1,6 +1,6 @@
 """``afford.cert/1``: the device certificate.
 
-Raw samples are the source of truth (DESIGN section 2): every timed step of every child,
+Raw samples are the source of truth (docs/DESIGN.md section 2): every timed step of every child,
 with its step index; step 0 and the warm-up kept apart. Medians, spreads and laws are
 derived from them and stored beside them for convenience; they are re-derivable.
 """

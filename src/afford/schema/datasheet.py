@@ -1,5 +1,5 @@
 """Datasheet peaks of known devices, read from ``afford/data/devices.toml`` (data with a
-citation, never literals in code; DESIGN section 2).
+citation, never literals in code; docs/DESIGN.md section 2).
 
 :func:`lookup` matches the device name torch reports against each row's patterns; the
 longest matching pattern over all rows wins (most specific first), so "A100-SXM4-80GB"

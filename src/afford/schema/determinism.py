@@ -1,4 +1,4 @@
-"""Certificate sections of the determinism audit and the gates (DESIGN section 3, rule 9).
+"""Certificate sections of the determinism audit and the gates (docs/DESIGN.md section 3, rule 9).
 
 ``DeterminismSection``: what this box and this torch version do when one training step is
 repeated K times from the same seed and the same inputs, with

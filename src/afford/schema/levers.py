@@ -63,7 +63,7 @@ class LeverRun(_Model):
     variants: list[LeverVariant]
     levers: list[Lever]
     batch_law: LawFit | None = Field(None, description="t = F + c * tokens over batch x1, "
-                                     "x2, x4 (DESIGN section 4: the batch ladder)")
+                                     "x2, x4 (docs/DESIGN.md section 4: the batch ladder)")
     fixed_share: float | None = Field(None, description="F / t at batch x1: large means "
                                       "launch-bound")
     warnings: list[str] = []

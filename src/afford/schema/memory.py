@@ -1,5 +1,5 @@
 """The certificate's ``memory`` section: raw peaks per shape, the memory law, its held-out
-validation and the verdicts on default constants (DESIGN section 4, "Memory law").
+validation and the verdicts on default constants (docs/DESIGN.md section 4, "Memory law").
 
 Raw records are the source of truth: every shape keeps its cumulative peak after each
 training step (step 0 alone, then the loop), the states counted tensor by tensor, and any

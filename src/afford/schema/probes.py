@@ -1,5 +1,5 @@
 """The ``probes`` section of a certificate: device ceilings, launch-boundness, FLOPs,
-checkpoint I/O and startup costs (issue 4; DESIGN sections 3 and 4).
+checkpoint I/O and startup costs (issue 4; docs/DESIGN.md sections 3 and 4).
 
 As everywhere in a certificate, raw samples are kept (every timed call or step, in order,
 with step indices where there are steps) and the derived figures (medians, the ladder's

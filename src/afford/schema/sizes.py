@@ -71,7 +71,7 @@ class PhaseGrowth(_Model):
 
 
 class SizesSection(_Model):
-    """Throughput across model sizes at a fixed batch x seq (DESIGN section 4)."""
+    """Throughput across model sizes at a fixed batch x seq (docs/DESIGN.md section 4)."""
 
     workload: str = "tinylm"
     mode: Literal["fp32", "bf16", "fp16"]

@@ -1,6 +1,6 @@
 """Checkpoint I/O: atomic writes of a workload's model and optimizer state, and a reload.
 
-A checkpoint is written as a training run should write one (DESIGN section 5): to a temp
+A checkpoint is written as a training run should write one (docs/DESIGN.md section 5): to a temp
 file in the target's folder, flushed and fsynced, then renamed over the target, then the
 folder fsynced; a writer killed at any moment leaves the old file whole or the new one
 whole. The time of a write is the whole of it: the device-to-host copy that ``torch.save``

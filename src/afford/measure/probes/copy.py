@@ -1,7 +1,7 @@
 """Device memory bandwidth: ``dst.copy_(src)`` of a buffer far larger than the caches.
 
 Bandwidth counts bytes read plus bytes written (2 x the buffer per call), as the copy
-ceiling in REFERENCES.md does (4.24 TB/s on an H200 for a 2 GiB device copy counting read
+ceiling in docs/REFERENCES.md does (4.24 TB/s on an H200 for a 2 GiB device copy counting read
 and write). The source is fresh random data, never zeros.
 """
 

@@ -1,7 +1,7 @@
 """How hard each probe works, per precision setting and device (written into the result).
 
 Sizes fill the device: an 8192^3 GEMM and a 1 GiB copy buffer on a large GPU (the sizes of
-the plain-matmul ceilings in REFERENCES.md), smaller on a small GPU and on the CPU. Counts
+the plain-matmul ceilings in docs/REFERENCES.md), smaller on a small GPU and on the CPU. Counts
 of timed calls follow the sweep's precision setting (``quick``, ``adaptive``, ``full``).
 """
 

@@ -1,4 +1,4 @@
-"""Startup costs, measured in fresh child processes (DESIGN section 4, cost model: startup
+"""Startup costs, measured in fresh child processes (docs/DESIGN.md section 4, cost model: startup
 is interpreter + framework import, measured where this box can measure it).
 
 Each child times, on its own clock and before anything else imports them: ``import torch``;

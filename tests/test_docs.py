@@ -1,0 +1,46 @@
+"""Every citation of the design and the references resolves to the copies in docs/."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+CITING = [p for folder in ("src", "tests", "benches") for p in (ROOT / folder).rglob("*")
+          if p.suffix in (".py", ".toml", ".sh") and p.name != "test_docs.py"] + [ROOT / "README.md"]
+SECTION = re.compile(r"docs/DESIGN\.md sections? (\d+)(?:(?:,| and) (\d+))?(?:,? rules? (\d+))?")
+
+
+def _design() -> dict[int, str]:
+    """Section number -> its text."""
+    text = (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    parts = re.split(r"^## (\d+)\. ", text, flags=re.M)
+    return {int(n): body for n, body in zip(parts[1::2], parts[2::2])}
+
+
+def test_no_citation_of_a_file_outside_the_repository():
+    bare = re.compile(r"(?<![/\w.])(DESIGN|REFERENCES)(\.md| section| s\.)")
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in CITING
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if bare.search(line)]
+    assert found == []
+    assert (ROOT / "docs" / "REFERENCES.md").is_file()
+
+
+def test_every_cited_design_section_and_rule_exists():
+    sections = _design()
+    cited = [(p, m) for p in CITING for m in SECTION.finditer(p.read_text(encoding="utf-8"))]
+    assert len(cited) > 40
+    for p, m in cited:
+        for n in filter(None, (m.group(1), m.group(2))):
+            assert int(n) in sections, f"{p.relative_to(ROOT)} cites section {n}"
+        if m.group(3):
+            rules = re.findall(r"^(\d+)\. ", sections[int(m.group(1))], flags=re.M)
+            assert m.group(3) in rules, f"{p.relative_to(ROOT)} cites {m.group(0)}"
+
+
+def test_every_quoted_references_heading_exists():
+    headings = re.findall(r"^## (.+)$", (ROOT / "docs" / "REFERENCES.md").read_text(
+        encoding="utf-8"), flags=re.M)
+    quoted = re.compile(r'docs/REFERENCES\.md, "([^"]+)"')
+    for p in CITING:
+        for m in quoted.finditer(p.read_text(encoding="utf-8")):
+            assert m.group(1) in headings, f"{p.relative_to(ROOT)} cites {m.group(0)}"
