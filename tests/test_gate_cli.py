@@ -130,7 +130,7 @@ def test_default_certificate_carries_the_init_loss_gate(cpu_cert: Certificate):
 @pytest.mark.slow
 def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, monkeypatch,
                                                                       cpu_cert):
-    from afford.cli import certify as certify_cli
+    import afford.certify as certify_pkg  # the command imports certify() when it runs
     from afford.gates import GateSettings, init_loss_gate
     from afford.schema.determinism import InitLossReading
 
@@ -139,7 +139,7 @@ def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, 
     gate = init_loss_gate([leak], GateSettings())
     halted = cpu_cert.model_copy(update={"gates": cpu_cert.gates.model_copy(
         update={"gates": [gate], "verdict": "HALT"})})
-    monkeypatch.setattr(certify_cli, "certify", lambda req, **kw: halted)
+    monkeypatch.setattr(certify_pkg, "certify", lambda req, **kw: halted)
     out = tmp_path / "leaky.json"
     r = run("certify", "--device", "cpu", "--out", str(out), "--json")
     assert r.exit_code == 1, r.output

@@ -1,28 +1,33 @@
-"""``afford certify``: measure this box and write a device certificate."""
+"""``afford certify``: measure this box and write a device certificate.
+
+The measuring side (:mod:`afford.certify`, and torch with it) is imported when the command
+runs, not when the command line is built: ``afford --help`` and the commands that only read
+certificates stay fast. The console script spawns the first sweep child before even that
+(:mod:`afford._entry`)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from afford.certify.request import CertifyRequest, parse_sweep
-from afford.certify import certify
-from afford.schema.cert import default_filename
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
+from afford.figures.probes import probes_json, summarize_probes
+from afford.figures.summary import summarize
 from afford.io import check_writable
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
-from afford.figures.probes import probes_json, summarize_probes
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
-from afford.schema.cert import save_certificate
-from afford.figures.summary import summarize
+from afford.schema.cert import default_filename, save_certificate
+
+if TYPE_CHECKING:
+    from afford.certify.request import CertifyRequest
 
 
 def command(
@@ -84,6 +89,8 @@ def command(
     with guard():
         if quick and full:
             raise InputError("--quick and --full contradict each other; choose one")
+        from afford.certify.request import CertifyRequest, parse_sweep
+
         sweeps = dict(parse_sweep(s) for s in sweep or [])
         if out_path is not None:
             check_writable(out_path, overwrite=force)
@@ -172,6 +179,8 @@ def _row_json(r) -> dict:
 
 
 def _measure(req: CertifyRequest, show: bool):
+    from afford.certify import certify
+
     if not show:
         return certify(req)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

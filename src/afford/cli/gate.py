@@ -1,22 +1,26 @@
-"""``afford gate``: run the gates and the determinism audit; exit 1 on any FAIL."""
+"""``afford gate``: run the gates and the determinism audit; exit 1 on any FAIL.
+
+What measures (:mod:`afford.certify.gates`, and torch with it) is imported when the command
+runs, not when the command line is built: ``afford --help`` stays fast."""
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from afford.certify.request import parse_sweep
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.figures.gates import cost_summary, determinism_lines, gate_lines, noise_lines
 from afford.gates import GateSettings, headroom, parse_tolerances, ratio, worst_row
-from afford.certify.gates import GateOutcome, GateRequest, run_gates
 from afford.report.gates import determinism_table, gate_table, noise_table
 from afford.report.terminal import fmt
 from afford.schema.determinism import DeterminismSection, GatesSection
+
+if TYPE_CHECKING:
+    from afford.certify.gates import GateOutcome, GateRequest
 
 
 def command(
@@ -48,6 +52,9 @@ def command(
     afford.gates) and the determinism audit. Exit codes: 0 every gate passed or could not
     run here (GO), 1 a gate failed (HALT), 2 bad input, 3 the measurement failed."""
     with guard():
+        from afford.certify.gates import GateRequest
+        from afford.certify.request import parse_sweep
+
         settings = parse_tolerances(tol or [], GateSettings(repeats=repeats, noise_steps=steps))
         req = GateRequest(workloads=list(workload or []), device=device,
                           sweeps=dict(parse_sweep(s) for s in sweep or []),
@@ -71,6 +78,8 @@ def _parse_pair(text: str) -> tuple[str, str]:
 
 
 def _run(req: GateRequest, show: bool) -> GateOutcome:
+    from afford.certify.gates import run_gates
+
     if not show:
         return run_gates(req)
     with err.status("gates") as status:

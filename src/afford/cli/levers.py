@@ -1,25 +1,27 @@
-"""``afford levers CERT``: measured A/B levers on this box (the certificate's device)."""
+"""``afford levers CERT``: measured A/B levers on this box (the certificate's device).
+
+What measures (:mod:`afford.certify.levers`, :mod:`afford.measure`, and torch with them) is
+imported when the command runs, not when the command line is built."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from afford.cli.common import err, guard, interactive, out, print_json
+from afford.constants import MODES
 from afford.errors import InputError
 from afford.io import check_writable
-from afford.measure import env as envmod
-from afford.certify.levers import LeverJob, default_workloads, measure_levers, parse_levers
-from afford.workloads.clock import clock_name
-from afford.measure.timing import rule_for
 from afford.plan.levers import lever_rows
 from afford.report.ladder import batch_lines, levers_table
 from afford.schema.cert import Certificate, load_certificate, save_certificate
-from afford.constants import MODES
+
+if TYPE_CHECKING:
+    from afford.certify.levers import LeverJob
 
 LEVERS_SCHEMA = "afford.levers/1"
 
@@ -57,6 +59,8 @@ def command(
             raise InputError(f"--children {children}: the protocol needs at least 3")
         if mode is not None and mode not in MODES:
             raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
+        from afford.certify.levers import parse_levers
+
         chosen = parse_levers(levers)
         c = load_certificate(cert)
         if out_path is not None:
@@ -90,6 +94,11 @@ def command(
 def _job(c: Certificate, workloads: list[str], chosen: tuple[str, ...], mode: str | None,
          precision: str, children: int) -> LeverJob:
     """Resolve the run on this box; InputError when this box is not the certificate's."""
+    from afford.certify.levers import LeverJob, default_workloads
+    from afford.measure import env as envmod
+    from afford.measure.timing import rule_for
+    from afford.workloads.clock import clock_name
+
     e = c.environment
     device = envmod.choose_device("cuda" if e.device_type == "cuda" else "cpu")
     if device.type == "cuda":
@@ -113,6 +122,8 @@ def _job(c: Certificate, workloads: list[str], chosen: tuple[str, ...], mode: st
 
 
 def _measure(job: LeverJob, show: bool):
+    from afford.certify.levers import measure_levers
+
     if not show:
         return measure_levers(job)
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),

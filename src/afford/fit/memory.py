@@ -50,7 +50,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy import optimize
 
 from afford.fit.stats import r2_score
 from afford.schema.memory import DefaultVerdict, Form, MemoryFit, activation_features
@@ -102,6 +101,8 @@ _FEATURE = {"c_res": 0, "c_op": 1, "fixed_bytes": 2}
 
 def _solve(feats: np.ndarray, y: np.ndarray, states: np.ndarray, cols: tuple[str, ...]
            ) -> dict[str, float]:
+    from scipy import optimize  # here, not at the top: ~0.5 s that only a fit needs
+
     a = feats[:, [_FEATURE[c] for c in cols]]
     scale = np.linalg.norm(a, axis=0)
     scale[scale == 0.0] = 1.0

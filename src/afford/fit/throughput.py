@@ -23,7 +23,6 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize
 
 from afford.fit.stats import r2_score
 from afford.schema.laws import Excluded, LawFit, ThroughputLaw, evaluate
@@ -48,6 +47,8 @@ def _power_params(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 
 
 def _floor_power_params(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    from scipy import optimize  # here, not at the top: ~0.5 s that only a fit needs
+
     p0 = _power_params(x, y)
     start = (0.5 * float(y.min()), float(np.exp(p0["a"])) * 0.5, max(min(p0["b"], 3.9), 0.01))
     with warnings.catch_warnings():
@@ -59,6 +60,8 @@ def _floor_power_params(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 
 
 def _linear_floor_params(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    from scipy import optimize  # here, not at the top: ~0.5 s that only a fit needs
+
     # weighted by 1/y so relative errors count equally; F may not be negative
     res = optimize.lsq_linear(np.stack([1.0 / y, x / y], axis=1), np.ones_like(y),
                               bounds=([0.0, -np.inf], [np.inf, np.inf]))

@@ -1,0 +1,151 @@
+"""The import graph of the package follows its layers (docs/DESIGN.md section 2).
+
+Every module under src/afford belongs to one layer; an import may stay in its layer or go
+down, never up, and no two modules import each other through any chain. The commands that
+do not measure import no torch: neither their modules nor ``afford --help``.
+Every import counts, also one inside a function or under ``if TYPE_CHECKING``.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parents[1] / "src"
+
+# Lowest first. A module belongs to the last layer whose prefix it starts with.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("base", ("afford", "afford.errors", "afford.provenance", "afford.units", "afford.io",
+              "afford.constants")),
+    ("schema", ("afford.schema", "afford.manifest")),
+    ("fit", ("afford.fit", "afford.gates")),
+    ("workloads", ("afford.workloads",)),
+    ("measure", ("afford.measure",)),
+    ("certify", ("afford.certify",)),
+    ("figures", ("afford.figures", "afford.ledger")),
+    ("plan", ("afford.plan", "afford.compare")),
+    ("report", ("afford.report",)),
+    ("cli", ("afford.cli", "afford._entry", "afford.__main__")),
+]
+FAST = ("plan", "preflight", "size", "compare", "report", "history", "pin", "schema")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted((SRC / "afford").rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def layer(name: str) -> int:
+    found = [i for i, (_, prefixes) in enumerate(LAYERS)
+             for p in prefixes if name == p or (p != "afford" and name.startswith(p + "."))]
+    assert found, f"{name} is in no layer: add it to LAYERS in tests/test_layers.py"
+    return max(found)
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The afford modules ``name`` imports (a name imported from a package that is itself
+    a module counts as that module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "afford"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            if base.split(".")[0] != "afford":
+                continue
+            for a in node.names:
+                out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+    return out - {name}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def test_every_module_has_a_layer(graph):
+    for name in graph:
+        layer(name)
+
+
+def test_no_import_runs_up_a_layer(graph):
+    up = [f"{a} ({LAYERS[layer(a)][0]}) imports {b} ({LAYERS[layer(b)][0]})"
+          for a, targets in graph.items() for b in sorted(targets) if layer(b) > layer(a)]
+    assert up == []
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle(graph):
+    assert circles(graph) == []
+
+
+def test_the_checks_can_fail():
+    """A circle through three modules is found; an import from fit up to plan is up."""
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert layer("afford.fit.throughput") < layer("afford.plan.ladder")
+    assert layer("afford.cli.plan") == len(LAYERS) - 1 and layer("afford.errors") == 0
+
+
+def _torch_loaded(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code + "\nimport sys\n"
+                           "print('torch' in sys.modules, file=sys.stderr)"],
+                          capture_output=True, text=True, timeout=120)
+    return done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", FAST)
+def test_a_command_that_does_not_measure_imports_no_torch(command):
+    assert _torch_loaded(f"import afford.cli.{command}") == "False"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["plan", "--help"]])
+def test_help_imports_no_torch(argv):
+    code = ("import sys\nfrom afford._entry import main\n"
+            f"sys.argv = ['afford', *{argv!r}]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass")
+    assert _torch_loaded(code) == "False"
