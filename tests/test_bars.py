@@ -367,12 +367,13 @@ def test_cli_bars_missing_file_exits_2(tmp_path):
     assert r.exit_code == 2 and "no such file" in r.output
 
 
-def test_afford_bars_help_imports_no_torch():
-    code = ("import sys; sys.argv = ['afford', 'bars', '--help']\n"
+@pytest.mark.parametrize("command,flag", [("bars", "--heldout"), ("milestones", "--history")])
+def test_help_imports_no_torch(command, flag):
+    code = (f"import sys; sys.argv = ['afford', '{command}', '--help']\n"
             "from afford._entry import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stderr
-    assert "--heldout" in r.stdout and r.stdout.strip().endswith("NO-TORCH")
+    assert flag in r.stdout and r.stdout.strip().endswith("NO-TORCH")

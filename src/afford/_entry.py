@@ -7,7 +7,7 @@ its context and cuBLAS warm-up overlap the parent's own imports instead of follo
 (on the H200 host the parent takes about 3 s to import and the child about 5 s to start).
 Nothing is timed while they overlap. The certify command takes the child if it suits the
 device it resolves (:func:`afford.measure.children.take_early`); otherwise it is stopped.
-``afford bars`` needs no torch, so they run without the command
+``afford bars`` and ``afford milestones`` need no torch, so they run without the command
 line's package ``__init__`` (which registers every command, some of which import torch at
 once): :func:`light_app` loads the one command's module on its own.
 
@@ -40,7 +40,7 @@ def early_child(argv: list[str]) -> tuple[bool, str | None]:
     return True, device if device.startswith("cuda") else None
 
 
-LIGHT = ("bars",)  # commands that import no torch
+LIGHT = ("bars", "milestones")  # commands that import no torch
 
 
 def light_app(name: str):

@@ -4,9 +4,11 @@ bars table names the full SHA-256 in its title and the first 12 digits on every 
 
 from __future__ import annotations
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from afford.provenance import Tagged
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.bars import BarsFile, MilestonesResult
 from afford.units import format_bytes
@@ -46,29 +48,47 @@ def bars_table(doc: BarsFile) -> Table:
     return table
 
 
+def _bare(t: Tagged | None) -> Tagged | None:
+    """The figure without its unit, for a column whose header names the unit."""
+    return None if t is None else t.model_copy(update={"unit": ""})
+
+
 def milestones_table(res: MilestonesResult) -> Table:
-    table = Table(title=f"milestones: {res.ladder}", title_justify="left")
-    cols = ["rung", "status", "bar / curve", "reading", "margin", "step", "tokens", "window"]
-    plan = any(r.tokens_needed is not None for r in res.rungs)
-    if plan:
-        cols += ["params", "tokens needed", "tokens/week", "weeks"]
-    for col in cols:
-        table.add_column(col, overflow="fold")
-    for r in res.rungs:
-        status = r.status + ("?" if r.provisional else "")
+    """One row per rung (numbered; :func:`milestone_notes` names them): PASSED / NOT YET (?
+    on a provisional bar), the bar or the other curve, the run's BPB, the margin (> 0
+    beats), the step, the tokens, the window."""
+    table = Table(title=f"milestones: {escape(res.ladder)}", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("#", "status", "bar (bit/B)", "run", "margin", "step", "tokens", "window"):
+        table.add_column(col, no_wrap=True)
+    for i, r in enumerate(res.rungs, 1):
         style = "green" if r.status == "PASSED" else "yellow"
-        against = fmt(r.bar, r.name) + f" ({r.bar_label})" if r.kind == "bar" else \
-            (fmt(r.baseline, r.name) if r.baseline else "-")
-        row = [escape(r.name), f"[{style}]{status}[/]", against, fmt(r.reading, r.name),
-               fmt(r.margin, r.name), "-" if r.step is None else f"{r.step:,}",
-               fmt(r.tokens, r.name), r.window_sha256[:12]]
-        if plan:
-            row += [fmt(r.params), fmt(r.tokens_needed), fmt(r.tokens_per_week),
-                    fmt(r.weeks_needed)]
-        table.add_row(*row)
-    table.caption = LEGEND + "; ? provisional (bar on data not pinned)"
+        label = (r.bar_label or "").replace("kneser-ney", "kn")
+        against = f"{label} {fmt(_bare(r.bar))}" if r.kind == "bar" else \
+            f"curve {fmt(_bare(r.baseline))}"
+        table.add_row(str(i), f"[{style}]{r.status}{'?' if r.provisional else ''}[/]",
+                      against, fmt(_bare(r.reading)), fmt(_bare(r.margin)),
+                      "-" if r.step is None else f"{r.step:,}", fmt(r.tokens),
+                      r.window_sha256[:12])
+    table.caption = "? provisional (bar on data not pinned); margin > 0 beats; " + LEGEND
+    return table
+
+
+def plan_table(res: MilestonesResult) -> Table | None:
+    """Tokens each rung needs beside what the box affords a week (None: nothing to show)."""
+    if not any(r.tokens_needed is not None for r in res.rungs):
+        return None
+    title = "tokens each rung needs" + (f", beside {escape(res.plan)}" if res.plan else "")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    for col in ("#", "params", "tokens needed", "tokens a week", "weeks"):
+        table.add_column(col, no_wrap=True)
+    for i, r in enumerate(res.rungs, 1):
+        table.add_row(str(i), fmt(r.params), fmt(r.tokens_needed), fmt(r.tokens_per_week),
+                      fmt(_bare(r.weeks_needed)))
     return table
 
 
 def milestone_notes(res: MilestonesResult) -> list[str]:
-    return [f"{r.name}: {r.reason}" for r in res.rungs if r.reason] + list(res.notes)
+    """``1. name: why`` per rung, then the result's notes."""
+    return [f"{i}. {r.name}: {r.reason}" for i, r in enumerate(res.rungs, 1)] + list(res.notes)
