@@ -327,14 +327,20 @@ def test_missing_data_is_bad_input(tmp_path):
 
 def test_cli_bars_json(corpus, tmp_path):
     out = tmp_path / "b.json"
+    win = tmp_path / "window.bin"
     r = runner.invoke(app, ["bars", str(corpus), "--heldout", "batches:2x4x512", "--order",
-                            "1..3", "--json", "--out", str(out),
+                            "1..3", "--json", "--out", str(out), "--window-out", str(win),
                             "--manifest", str(tmp_path / "m.json")])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["schema"] == "afford.bars/1" and len(doc["bars"]) == 6
     assert doc["window"]["arithmetic"] == "2 x 4 x 512 = 4,096 bytes"
     assert load_bars(out).window.sha256 == doc["window"]["sha256"]
+    assert win.read_bytes() == corpus.read_bytes()[-4096:]
+    assert hashlib.sha256(win.read_bytes()).hexdigest() == doc["window"]["sha256"]
+    assert doc["window"]["bytes_path"] == str(win)
+    r = runner.invoke(app, ["bars", str(corpus), "--out", str(out)])
+    assert r.exit_code == 2 and "already exists" in r.output
 
 
 def test_cli_bars_table_shows_the_window_hash_on_every_bar(corpus, tmp_path):

@@ -26,6 +26,7 @@ from afford.bars.smoothing import Score
 from afford.bars.source import CHUNK_BYTES, chunks, open_bytes
 from afford.bars.window import Window, WindowError, cut, parse_heldout, sha256_hex
 from afford.errors import InputError, MeasurementError
+from afford.io import atomic_write_bytes
 from afford.provenance import module
 from afford.schema.bars import (BPB_UNIT, Bar, BarsFile, Counting, DataRef, OrderHashing,
                                 WindowRef)
@@ -53,6 +54,7 @@ class BarsRequest:
     memory_bytes: int = DEFAULT_MEMORY
     buckets: int | None = None
     manifest: Path | None = None
+    window_out: Path | None = None
     command: str = "afford bars"
 
 
@@ -82,6 +84,8 @@ def make_bars(req: BarsRequest, clock: Callable[[], float] = time.perf_counter) 
         raise InputError(str(exc)) from None
     held = np.array(data[window.offset:window.offset + window.length])
     wsha = sha256_hex(held)
+    if req.window_out is not None:
+        atomic_write_bytes(req.window_out, held.tobytes())
     ref = _data_ref(req, len(data))
     n = max(req.orders)
     method = _method(req, window.train_bytes)
@@ -108,7 +112,7 @@ def make_bars(req: BarsRequest, clock: Callable[[], float] = time.perf_counter) 
     return BarsFile(
         created_at=datetime.now(timezone.utc).replace(microsecond=0),
         afford_version=__version__, command=req.command, data=ref,
-        window=_window_ref(window, wsha), train_bytes=window.train_bytes,
+        window=_window_ref(window, wsha, req.window_out), train_bytes=window.train_bytes,
         train_segments=list(window.train_segments), counting=Counting(**counting),
         provisional=not ref.pinned,
         bars=[_bar(s, wsha, ref, window, method) for s in scores],
@@ -142,11 +146,11 @@ def _data_ref(req: BarsRequest, size: int) -> DataRef:
                    manifest=str(manifest) if manifest is not None else None, source=source)
 
 
-def _window_ref(w: Window, sha: str) -> WindowRef:
+def _window_ref(w: Window, sha: str, path: Path | None) -> WindowRef:
     s = w.spec
     return WindowRef(sha256=sha, offset_bytes=w.offset, length_bytes=w.length, spec=s.text,
                      cut=s.cut, eval_batches=s.eval_batches, batch=s.batch, seq_len=s.seq_len,
-                     arithmetic=s.arithmetic)
+                     arithmetic=s.arithmetic, bytes_path=str(path) if path else None)
 
 
 def _hashing(c: HashedCounter) -> dict:

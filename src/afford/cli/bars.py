@@ -62,7 +62,11 @@ def command(
             "afford.manifest.json"),
     out_path: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Write the bars (afford.bars/1 JSON) here.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out.")] = False,
+    window_out: Annotated[Optional[Path], typer.Option(
+        help="Write the window's bytes here: the exact bytes a trainer must evaluate on "
+        "for its readings to be set against these bars.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out and "
+                                        "--window-out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the bars as JSON.")] = False,
 ) -> None:
     with guard():
@@ -86,12 +90,14 @@ def command(
             raise InputError(f"--add-k {add_k}: choose k > 0")
         if discount is not None and not 0 < discount <= 1:
             raise InputError(f"--discount {discount}: choose one in (0, 1]")
-        if out_path is not None:
-            check_writable(out_path, overwrite=force)
+        for p in (out_path, window_out):
+            if p is not None:
+                check_writable(p, overwrite=force)
         req = BarsRequest(data=data, heldout=heldout, orders=orders, smoothings=smooth,
                           k=add_k, discount=discount, method=method,  # type: ignore[arg-type]
                           memory_bytes=_bytes(memory, "--memory"),
                           buckets=_buckets(buckets), manifest=manifest,
+                          window_out=window_out,
                           command="afford " + " ".join(sys.argv[1:]))
         if err.is_terminal and not as_json:
             with err.status(f"counting {data} ..."):

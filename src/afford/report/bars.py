@@ -21,7 +21,8 @@ def bars_lines(doc: BarsFile) -> list[str]:
     lines = [f"data    {escape(d.path)}  {format_bytes(d.size_bytes, binary=False)}  "
              f"sha256 {d.sha256}  {pin}",
              f"window  {escape(w.spec)}: {w.arithmetic} at offset {w.offset_bytes:,} "
-             f"({w.cut})  sha256 {w.sha256}",
+             f"({w.cut})  sha256 {w.sha256}"
+             + (f"  bytes in {escape(w.bytes_path)}" if w.bytes_path else ""),
              f"train   {doc.train_bytes:,} bytes outside the window in "
              f"{len(doc.train_segments)} segment(s); {c.method} counts in {c.seconds:.2f} s"]
     if c.method == "streaming":

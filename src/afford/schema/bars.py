@@ -59,6 +59,8 @@ class WindowRef(_Model):
     batch: int | None = None
     seq_len: int | None = None
     arithmetic: str = Field(description="e.g. '10 x 10 x 1024 = 102,400 bytes'")
+    bytes_path: str | None = Field(None, description="where the window's bytes were written "
+                                   "(afford bars --window-out): what a trainer evaluates on")
 
     @model_validator(mode="after")
     def _batches(self) -> "WindowRef":
