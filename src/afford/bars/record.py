@@ -120,6 +120,9 @@ def make_bars(req: BarsRequest, clock: Callable[[], float] = time.perf_counter) 
 
 
 def _open(path: Path) -> np.ndarray:
+    if path.is_dir():
+        raise InputError(f"{path}: a folder; DATA is one file of bytes (concatenate the "
+                         "shards, and pin that file)")
     if not path.is_file():
         raise InputError(f"{path}: no such file (DATA is one file of bytes)")
     try:
