@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import typer
 
-from afford.cli import (certify, compare, gate, history, ladder, levers, pin, plan, preflight,
-                        report, schema, size)
+from afford.cli import (bars, certify, compare, gate, history, ladder, levers, milestones, pin,
+                        plan, preflight, report, schema, size)
 
 
 app = typer.Typer(
@@ -28,6 +28,8 @@ app.command("gate")(gate.command)
 app.command("ladder")(ladder.command)
 app.command("levers")(levers.command)
 app.command("size")(size.command)
+app.command("bars")(bars.command)
+app.command("milestones")(milestones.command)
 
 
 def main() -> None:

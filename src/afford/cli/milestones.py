@@ -1,0 +1,129 @@
+"""``afford milestones LADDER``: each rung PASSED or NOT YET, from a run's eval readings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from afford.cli.bars import unwrap
+from afford.cli.common import guard, out, print_json
+from afford.errors import InputError
+
+HELP = """Judge a ladder of milestones against runs' eval readings: each rung PASSED or NOT
+YET, with the margin, the step and the token count.
+
+\b
+LADDER is TOML (afford.milestones/1):
+  schema = "afford.milestones/1"
+  bars = "bars.json"          # from afford bars --out: bars and window
+  \\[\\[rungs]]
+  name = "7.5M beats the 5-gram counter"
+  run = "7.5M"                # whose eval readings
+  bar = "kneser-ney:5"        # smoothing:order in the bars file (or kn:5)
+  params = "7.5M"             # tokens = "150M" (default 20 x params)
+  \\[\\[rungs]]
+  name = "25M beats the 7.5M curve at equal tokens"
+  run = "25M"
+  beats_run = "7.5M"          # at equal tokens, never at equal steps
+
+A rung may name its own bars file (bars = ...) or, for a curve rung, its window (window =
+SHA256). Curves are compared at the smaller of their last token counts, each interpolated
+linearly in log(tokens); never extrapolated.
+
+Eval readings come from the history ledger (--history: a reading named
+RUN/tokens=N/eval_bpb, in bit/B, with its one step index and the config fingerprint
+window=SHA256) and from trainers' logs (--log RUN=PATH: TSV with a header, a JSON list or
+JSON lines, columns step, tokens, bpb, window). An eval reading without its step index or
+its window is refused (exit 2); readings on another window than the bar's are never
+compared with it. --plan PLAN.json (afford plan --json) puts what the box affords a week
+beside the tokens each rung needs.
+
+Exit codes: 0 every rung PASSED, 1 some rung NOT YET, 2 bad input.
+"""
+
+
+def command(
+    ladder: Annotated[Path, typer.Argument(help="The ladder (TOML, afford.milestones/1).")],
+    history: Annotated[Optional[Path], typer.Option(
+        "--history", help="The history ledger (TSV) to read eval readings from.")] = None,
+    log: Annotated[Optional[list[str]], typer.Option(
+        "--log", help="RUN=PATH: a trainer's eval log (TSV/JSON); PATH alone when the log "
+        "has a run column. Repeatable.")] = None,
+    plan: Annotated[Optional[Path], typer.Option(
+        help="A plan (afford plan --json) for tokens a week.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdicts as JSON.")] = False,
+) -> None:
+    with guard():
+        from afford import ledger
+        from afford import milestones as ms
+        from afford.report.bars import milestone_notes, milestones_table, plan_table
+        from afford.schema.bars import Ladder, load_bars
+        from afford.tomlfile import read_toml, validate
+
+        lad = validate(read_toml(ladder, "ladder"), Ladder, f"ladder {ladder}")
+        if history is None and not log:
+            raise InputError("no eval readings: give --history LEDGER and/or --log RUN=PATH")
+        readings, notes = [], []
+        if history is not None:
+            found, struck = ms.from_ledger(ledger.load(history), str(history))
+            readings += found
+            if struck:
+                notes.append(f"{history}: {struck} struck eval reading(s) left out")
+        for item in log or []:
+            run, path = _log_arg(item)
+            readings += ms.parse_log(_read(path), str(path), run)
+        cache: dict[Path, object] = {}
+        bars = []
+        for rung in lad.rungs:
+            name = rung.bars or lad.bars
+            p = None if name is None else ladder.parent / name
+            if p is not None and p not in cache:
+                cache[p] = load_bars(p)
+            bars.append(cache.get(p) if p is not None else None)
+        per_week = None
+        if plan is not None:
+            per_week = ms.tokens_per_week(_json(plan), str(plan))
+        res = ms.evaluate(lad, str(ladder), bars, readings, per_week=per_week,
+                          plan_name=str(plan) if plan else None)
+        res = res.model_copy(update={"notes": res.notes + notes})
+        if as_json:
+            print_json(res.model_dump(mode="json", by_alias=True))
+        else:
+            out.print(milestones_table(res))
+            for line in milestone_notes(res):
+                out.print(escape(line), soft_wrap=True)
+            extra = plan_table(res)
+            if extra is not None:
+                out.print(extra)
+        if any(r.status != "PASSED" for r in res.rungs):
+            raise typer.Exit(1)
+
+
+command.__doc__ = unwrap(HELP)
+
+
+def _log_arg(item: str) -> tuple[str | None, Path]:
+    run, sep, path = item.partition("=")
+    if sep and (not run or not path):
+        raise InputError(f"--log {item!r}: write RUN=PATH")
+    return (run if sep else None), Path(path if sep else item)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read it: {exc}") from None
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(_read(path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
