@@ -1,7 +1,23 @@
 """Reading and writing afford's files.
 
-Writes are atomic (docs/DESIGN.md section 5): a killed process leaves the old file whole or the new
-one whole, never a torn one. Temp file in the same folder, fsync, rename, fsync folder.
+Writes are atomic (docs/DESIGN.md section 5): a killed process leaves the old file whole or the
+new one whole, never a torn one. Temp file in the same folder, fsync, rename, fsync folder.
+
+What makes the rule hold in practice (issue 14):
+
+- **Debris is recognisable and swept.** Temp files are named ``.NAME.afford-XXXXXXXX.tmp``.
+  Before a write, afford's own temps in the folder older than :data:`STALE_SECONDS` (those of
+  a writer that was killed) are removed; nothing that does not match the pattern is touched.
+  :func:`clean_stale_probes` does the same for the checkpoint probe's ``.afford-probe-*``
+  folders. A writer holding a file's lock (:mod:`afford.lock`) sweeps that file's temps at
+  any age, since no other live writer can own one.
+- **Modes.** A new file gets ``0666 & ~umask``, as ``open()`` would give it (not mkstemp's
+  0600); an overwritten file keeps its mode.
+- **Failures are one line and an exit code.** An ``OSError`` becomes an
+  :class:`~afford.errors.InputError` (exit 2) when the path is bad (missing folder, a folder
+  where a file goes, no permission, a read-only filesystem) and a
+  :class:`~afford.errors.WriteError` (exit 3) when the write failed mid-way (disk full, an
+  I/O error). Either way the old file is untouched and the temp file removed.
 
 Reads give one clear :class:`~afford.errors.InputError` naming the file (exit code 2), never
 a traceback. Python 3.11+ reads TOML with the standard library's ``tomllib``; 3.10 with
@@ -11,11 +27,110 @@ a traceback. Python 3.11+ reads TOML with the standard library's ``tomllib``; 3.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
+import shutil
+import stat
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from afford.errors import InputError
+from afford.errors import AffordError, InputError, WriteError
+
+STALE_SECONDS = 3600.0  # an afford temp file or probe folder this old is a dead writer's
+TEMP_TAG = ".afford-"  # between the target's name and mkstemp's 8 random characters
+_OWN_TEMP = re.compile(r"^\..+\.afford-[a-z0-9_]{8}\.tmp$")
+_PROBE = re.compile(r"^\.afford-probe-[a-z0-9_]{8}$")
+# errnos that say the path cannot be written at all (exit 2); any other errno while writing
+# is a write that failed mid-way (exit 3)
+_BAD_PATH = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM,
+                       errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST,
+                       errno.EINVAL})
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV,
+                            errno.EMLINK, errno.ENOSYS, errno.EACCES})
+
+
+def os_failure(target: str | os.PathLike, exc: OSError, doing: str) -> AffordError:
+    """The typed, one-line error for an ``OSError`` raised while ``doing`` a write."""
+    why = exc.strerror or str(exc)
+    if exc.errno in _BAD_PATH:
+        return InputError(f"cannot write {target}: {why} ({doing})")
+    return WriteError(f"writing {target} failed while {doing}: {why}; the old file, if any, "
+                      "is unchanged")
+
+
+def folder_of(target: Path) -> Path:
+    return target.parent if str(target.parent) else Path(".")
+
+
+def _exists_error(target: Path) -> InputError:
+    return InputError(f"{target} already exists; pass --force to overwrite it, "
+                      "or choose another path with --out")
+
+
+def _check_target(target: Path, *, overwrite: bool) -> Path:
+    folder = folder_of(target)
+    if not folder.is_dir():
+        raise InputError(f"cannot write {target}: the folder {folder} does not exist")
+    if target.is_dir():
+        raise InputError(f"cannot write {target}: it is a folder; give the path of a file")
+    if target.exists() and not overwrite:
+        raise _exists_error(target)
+    return folder
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (/proc), else set
+    and restored at once."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def _mode_for(target: Path) -> int:
+    """The mode the written file gets: an existing file's permission bits, else
+    0666 & ~umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode) & 0o777
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
+def _fill(fd: int, data: bytes, mode: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):  # filesystems without modes; Windows
+        os.fchmod(fd, mode)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
+
+
+def _publish(tmp: str, target: Path, *, overwrite: bool) -> None:
+    """Rename ``tmp`` onto ``target``; without ``overwrite`` a hard link, which fails rather
+    than replace a file that appeared meanwhile (plain check-and-rename where the filesystem
+    has no hard links)."""
+    if overwrite:
+        os.replace(tmp, target)
+        return
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise _exists_error(target) from None
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        if target.exists():
+            raise _exists_error(target) from None
+        os.replace(tmp, target)
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
 
 try:
     import tomllib
@@ -48,27 +163,31 @@ def loads_toml(text: str, label: str) -> dict:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool = True) -> Path:
     """Write ``data`` to ``path`` atomically. With ``overwrite=False`` an existing file is an
-    :class:`InputError` (nothing a user wrote is overwritten without asking)."""
+    :class:`InputError` (nothing a user wrote is overwritten without asking). Raises
+    InputError (bad path, exit 2) or WriteError (failed mid-way, exit 3); never a raw
+    OSError."""
     target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"cannot write {target}: the folder {folder} does not exist")
-    if target.exists() and not overwrite:
-        raise InputError(f"{target} already exists; pass --force to overwrite it, "
-                         "or choose another path with --out")
+    folder = _check_target(target, overwrite=overwrite)
+    clean_stale_temps(folder, legacy_of=target.name)
+    mode = _mode_for(target)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}{TEMP_TAG}", suffix=".tmp",
+                                   dir=folder)
     except OSError as exc:
-        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from exc
+        raise os_failure(target, exc, "creating a temp file beside it") from None
+    doing = "writing the temp file"
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        try:
+            _fill(fd, data, mode)
+        finally:
+            os.close(fd)
+        doing = "renaming the temp file onto it"
+        _publish(tmp, target, overwrite=overwrite)
+    except OSError as exc:
+        _unlink_quietly(tmp)
+        raise os_failure(target, exc, doing) from None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _unlink_quietly(tmp)
         raise
     fsync_dir(folder)
     return target
@@ -81,14 +200,9 @@ def atomic_write_text(path: str | os.PathLike, text: str, *, overwrite: bool = T
 def check_writable(path: str | os.PathLike, *, overwrite: bool) -> Path:
     """Fail early (before a long measurement) when ``path`` cannot be written."""
     target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"cannot write {target}: the folder {folder} does not exist")
+    folder = _check_target(target, overwrite=overwrite)
     if not os.access(folder, os.W_OK):
         raise InputError(f"cannot write {target}: the folder {folder} is not writable")
-    if target.exists() and not overwrite:
-        raise InputError(f"{target} already exists; pass --force to overwrite it, "
-                         "or choose another path with --out")
     return target
 
 
@@ -99,3 +213,75 @@ def fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _unlink_quietly(path: str | os.PathLike) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _sweep(folder: str | os.PathLike, limit_for: Callable[[str], float | None],
+           want: int) -> list[Path]:
+    """Remove the entries of ``folder`` of file type ``want`` (S_IFREG, S_IFDIR) whose name
+    gets an age limit from ``limit_for`` and whose mtime is at least that old. Never
+    follows a link; best effort (an entry another process removed first is fine)."""
+    removed: list[Path] = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        limit = limit_for(entry.name)
+        if limit is None:
+            continue
+        with contextlib.suppress(OSError):
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_IFMT(st.st_mode) == want and now - st.st_mtime >= limit:
+                if want == stat.S_IFDIR:
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed
+
+
+def clean_stale_temps(folder: str | os.PathLike, *, max_age_s: float = STALE_SECONDS,
+                      legacy_of: str | None = None) -> list[Path]:
+    """Remove afford's temp files (``.*.afford-XXXXXXXX.tmp``) in ``folder`` last modified
+    ``max_age_s`` ago or earlier; with ``legacy_of``, also that file's temps in the naming
+    used before temps carried ``.afford-`` (``.NAME.XXXXXXXX.tmp``), when
+    :data:`STALE_SECONDS` old. Regular files only."""
+    legacy = re.compile(rf"\.{re.escape(legacy_of)}\.[a-z0-9_]{{8}}\.tmp") \
+        if legacy_of is not None else None
+
+    def limit_for(name: str) -> float | None:
+        if _OWN_TEMP.match(name):
+            return max_age_s
+        if legacy is not None and legacy.fullmatch(name):
+            return STALE_SECONDS
+        return None
+
+    return _sweep(folder, limit_for, stat.S_IFREG)
+
+
+def clean_temps_of(target: str | os.PathLike, *, max_age_s: float = 0.0) -> list[Path]:
+    """Remove the afford temp files of ``target`` alone (``.NAME.afford-XXXXXXXX.tmp``
+    beside it). At age 0 only for a caller holding the file's lock (:mod:`afford.lock`):
+    every writer of the file holds it, so every such temp is a dead writer's."""
+    t = Path(target)
+    prefix = f".{t.name}{TEMP_TAG}"
+
+    def limit_for(name: str) -> float | None:
+        return max_age_s if name.startswith(prefix) and _OWN_TEMP.match(name) else None
+
+    return _sweep(folder_of(t), limit_for, stat.S_IFREG)
+
+
+def clean_stale_probes(folder: str | os.PathLike, *,
+                       max_age_s: float = STALE_SECONDS) -> list[Path]:
+    """Remove the checkpoint probe's ``.afford-probe-XXXXXXXX`` folders in ``folder`` (made
+    by ``tempfile.mkdtemp``) untouched for ``max_age_s``: a killed probe's. Real folders
+    only, never a link; nothing else in ``folder`` is looked at."""
+    return _sweep(folder, lambda name: max_age_s if _PROBE.match(name) else None,
+                  stat.S_IFDIR)

@@ -11,20 +11,27 @@ Rules this module enforces, each with a test:
   ends in ``step_seconds`` or ``step<N>_seconds`` (``warm_step_seconds``, ``step0_seconds``,
   ``tinylm/fp32/seq=64/warm_step_seconds``); such a reading without ``step_indices`` is
   refused, and its unit must be ``s``.
+- **Step 0 is never warm** (the seed rule): a warm step time (a quantity ending in
+  ``warm_step_seconds``) whose step indices include 0 is refused. Step 0 pays for
+  compilation, allocation and caches; it is recorded on its own (``step0_seconds``) and
+  the warm-up is reported apart.
 - **Readings are only appended; a correction strikes, it never deletes** (rule 6). Striking
   sets ``status`` (withdrawn: replaced or no longer claimed; retracted: it was wrong), a
   ``reason`` (required) and optionally ``superseded_by`` (the id of another reading) on the
   struck line; every other line, and every other field of that line, stays byte for byte.
   A struck reading cannot be struck again or revived.
 - Every write is atomic (:func:`afford.io.atomic_write_text`): a killed writer leaves the old
-  ledger whole or the new one whole.
+  ledger whole or the new one whole. Every read-modify-write (append, strike, create) holds
+  the ledger's lock (:func:`afford.lock.locked`), so concurrent writers all land, or wait
+  and are refused (exit 2) when the lock stays taken; none is lost.
 
 Each reading has an ``id``: ``r`` + 10 hex digits of the SHA-256 of its content fields, so ids
 do not collide when two branches append and are merged, and the same reading cannot be
 appended twice.
 
 Step indices are written compactly: ``3-14`` (steps 3 to 14), ``0,2,5-9``, and per child
-process ``c0:3-14;c1:3-17;c2:3-12``.
+process ``c0:3-14;c1:3-17;c2:3-12``. They are checked as ranges, never expanded
+(``3-99999999999`` costs nothing); an index is a non-negative int64.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from afford import figures
 from afford.errors import InputError
 from afford.io import atomic_write_text
+from afford.lock import locked
 from afford.provenance import Struck, Tag, Tagged
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
@@ -53,7 +61,10 @@ HEADER = "\t".join(COLUMNS)
 STATUSES = ("current", "withdrawn", "retracted")
 
 _STEP_TIME = re.compile(r"(^|[/._:])step\d*_seconds$")
-_RANGE = r"\d+(?:-\d+)?"
+_WARM_STEP = re.compile(r"(^|[/._:])warm_step_seconds$")
+MAX_STEP_INDEX = 2**63 - 1  # an int64 step counter
+MAX_EXPANDED_STEPS = 1_000_000  # parse_step_indices lists at most this many indices
+_RANGE = r"\d{1,19}(?:-\d{1,19})?"
 _GROUP = rf"(?:[A-Za-z][A-Za-z0-9_]*:)?{_RANGE}(?:,{_RANGE})*"
 _STEPS = re.compile(rf"{_GROUP}(?:;{_GROUP})*")
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
@@ -66,33 +77,56 @@ def is_step_time(quantity: str) -> bool:
     return bool(_STEP_TIME.search(quantity))
 
 
-def parse_step_indices(text: str) -> dict[str, list[int]]:
-    """``"c0:3-5;c1:3,4"`` -> ``{"c0": [3, 4, 5], "c1": [3, 4]}``; ungrouped -> key ``""``.
+def is_warm_step_time(quantity: str) -> bool:
+    """True for a warm step time (``.../warm_step_seconds``): step 0 is never one."""
+    return bool(_WARM_STEP.search(quantity))
 
-    InputError for anything else (ranges must ascend, indices are non-negative integers)."""
+
+def parse_step_ranges(text: str) -> dict[str, list[tuple[int, int]]]:
+    """``"c0:3-5;c1:3,4"`` -> ``{"c0": [(3, 5)], "c1": [(3, 3), (4, 4)]}``; ungrouped ->
+    key ``""``. Checked without expanding the ranges.
+
+    InputError for anything else (ranges must ascend, indices are non-negative int64)."""
     s = text.strip()
     if not _STEPS.fullmatch(s):
         raise InputError(f"step indices {text!r}: write them as 3-14, 0,2,5-9 or "
                          "c0:3-14;c1:3-17 (per child)")
-    out: dict[str, list[int]] = {}
+    out: dict[str, list[tuple[int, int]]] = {}
     for group in s.split(";"):
         label, _, ranges = group.rpartition(":")
         if label in out:
             raise InputError(f"step indices {text!r}: the group {label or '(unlabelled)'} "
                              "appears twice")
-        out[label] = _expand(ranges, text)
+        out[label] = _ranges(ranges, text)
     return out
 
 
-def _expand(ranges: str, text: str) -> list[int]:
-    values: list[int] = []
+def _ranges(ranges: str, text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
     for part in ranges.split(","):
         lo, _, hi = part.partition("-")
         a, b = int(lo), int(hi or lo)
-        if b < a or (values and a <= values[-1]):
+        if b > MAX_STEP_INDEX:
+            raise InputError(f"step indices {text!r}: {b} is beyond any step counter "
+                             f"(at most {MAX_STEP_INDEX})")
+        if b < a or (spans and a <= spans[-1][1]):
             raise InputError(f"step indices {text!r}: ranges must ascend ({part!r})")
-        values.extend(range(a, b + 1))
-    return values
+        spans.append((a, b))
+    return spans
+
+
+def parse_step_indices(text: str) -> dict[str, list[int]]:
+    """``"c0:3-5;c1:3,4"`` -> ``{"c0": [3, 4, 5], "c1": [3, 4]}``; ungrouped -> key ``""``.
+
+    InputError for anything :func:`parse_step_ranges` refuses, and for more than
+    :data:`MAX_EXPANDED_STEPS` indices in all (use :func:`parse_step_ranges` for those)."""
+    groups = parse_step_ranges(text)
+    count = sum(b - a + 1 for spans in groups.values() for a, b in spans)
+    if count > MAX_EXPANDED_STEPS:
+        raise InputError(f"step indices {text!r}: {count} indices, more than the "
+                         f"{MAX_EXPANDED_STEPS} that are listed one by one")
+    return {label: [i for a, b in spans for i in range(a, b + 1)]
+            for label, spans in groups.items()}
 
 
 def format_step_indices(indices: list[int] | tuple[int, ...]) -> str:
@@ -145,7 +179,13 @@ class Reading(BaseModel):
                 raise ValueError(f"{self.quantity} is a step time: its unit must be s, "
                                  f"not {self.unit!r}")
         if self.step_indices:
-            parse_step_indices(self.step_indices)
+            groups = parse_step_ranges(self.step_indices)
+            if is_warm_step_time(self.quantity) and any(
+                    spans[0][0] == 0 for spans in groups.values()):
+                raise ValueError(f"{self.quantity} is a warm step time at step index 0: "
+                                 "step 0 is never warm (it pays for compilation, allocation "
+                                 "and caches); record it as step0_seconds and give the warm "
+                                 "steps' indices")
         if self.status == "current" and (self.reason or self.superseded_by):
             raise ValueError("a current reading has no reason or superseded_by")
         if self.status != "current" and not self.reason.strip():
@@ -238,7 +278,8 @@ def from_line(line: str, where: str) -> Reading:
 
 def create(path: str | Path) -> Path:
     """A new ledger holding only the header; never overwrites an existing file."""
-    return atomic_write_text(path, HEADER + "\n", overwrite=False)
+    with locked(path):
+        return atomic_write_text(path, HEADER + "\n", overwrite=False)
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -256,10 +297,7 @@ def _read_lines(path: Path) -> list[str]:
     return lines
 
 
-def load(path: str | Path) -> list[Reading]:
-    """Every reading of the ledger, struck ones included, in file order."""
-    p = Path(path)
-    lines = _read_lines(p)
+def _rows(p: Path, lines: list[str]) -> list[Reading]:
     rows = [from_line(line, f"{p}:{n}") for n, line in enumerate(lines[1:], 2) if line]
     seen: set[str] = set()
     for r in rows:
@@ -269,35 +307,56 @@ def load(path: str | Path) -> list[Reading]:
     return rows
 
 
-def append(path: str | Path, new: list[Reading]) -> list[Reading]:
-    """Append readings (creating the ledger if absent); refuses a reading already there."""
+def load(path: str | Path) -> list[Reading]:
+    """Every reading of the ledger, struck ones included, in file order. Takes no lock:
+    writes are atomic renames, so this sees the ledger before or after a write."""
     p = Path(path)
-    lines = _read_lines(p) if p.exists() else [HEADER]
-    have = {r.id for r in load(p)} if p.exists() else set()
+    return _rows(p, _read_lines(p))
+
+
+def append(path: str | Path, new: list[Reading]) -> list[Reading]:
+    """Append readings (creating the ledger if absent); refuses a reading already there.
+    Load, check and write happen under the ledger's lock: concurrent appends all land."""
+    p = Path(path)
     for r in new:
         if r.status != "current":
             raise InputError(f"reading {r.id}: only current readings are appended; strike "
                              "afterwards with `afford history strike`")
-        if r.id in have:
-            raise InputError(f"{p}: reading {r.id} ({r.quantity} = {r.value}) is already in "
-                             "the ledger; a reading is appended once")
-        have.add(r.id)
-    body = [line for line in lines if line] + [to_line(r) for r in new]
-    atomic_write_text(p, "\n".join(body) + "\n")
+    with locked(p):
+        lines = _read_lines(p) if p.exists() else [HEADER]
+        have = {r.id for r in _rows(p, lines)}
+        for r in new:
+            if r.id in have:
+                raise InputError(f"{p}: reading {r.id} ({r.quantity} = {r.value}) is already "
+                                 "in the ledger; a reading is appended once")
+            have.add(r.id)
+        body = [line for line in lines if line] + [to_line(r) for r in new]
+        atomic_write_text(p, "\n".join(body) + "\n")
     return new
 
 
 def strike(path: str | Path, reading_id: str, *, reason: str,
            status: str = "withdrawn", superseded_by: str = "") -> Reading:
-    """Strike one reading: status, reason and successor change on its line, nothing else."""
+    """Strike one reading: status, reason and successor change on its line, nothing else.
+    Holds the ledger's lock from load to write."""
     if status not in ("withdrawn", "retracted"):
         raise InputError(f"strike status {status!r}: choose withdrawn or retracted")
     if not reason.strip():
         raise InputError("a strike needs a reason (--reason): a correction says why")
     p = Path(path)
-    lines = _read_lines(p)
-    rows = load(p)
-    ids = {r.id for r in rows}
+    if not p.exists():
+        _read_lines(p)  # the "no such ledger" error, before any lock file is made
+    with locked(p):
+        lines = _read_lines(p)
+        struck, idx = _struck_line(p, lines, reading_id, reason, status, superseded_by)
+        lines[idx] = to_line(struck)
+        atomic_write_text(p, "\n".join(line for line in lines if line) + "\n")
+    return struck
+
+
+def _struck_line(p: Path, lines: list[str], reading_id: str, reason: str, status: str,
+                 superseded_by: str) -> tuple[Reading, int]:
+    ids = {r.id for r in _rows(p, lines)}
     if reading_id not in ids:
         raise InputError(f"{p}: no reading with id {reading_id!r}")
     if superseded_by and (superseded_by not in ids or superseded_by == reading_id):
@@ -311,9 +370,7 @@ def strike(path: str | Path, reading_id: str, *, reason: str,
     struck = old.model_copy(update={"status": status, "reason": reason.strip(),
                                     "superseded_by": superseded_by})
     Reading.model_validate(struck.model_dump())
-    lines[idx] = to_line(struck)
-    atomic_write_text(p, "\n".join(line for line in lines if line) + "\n")
-    return struck
+    return struck, idx
 
 
 # ---------------------------------------------------------------- certificates

@@ -7,6 +7,7 @@ A source is one of:
   memory than a block), and its size;
 - a **folder**: a tree hash, SHA-256 over the sorted lines ``<relative path>\\0<sha256>\\n``
   of every file under it, the total size and the file count (renaming a shard changes it);
+  see "What a folder's hash covers" below;
 - a **generator** ``pkg.mod:func`` with parameters: pinned by the SHA-256 of the source file
   of the module that defines it and of the canonical JSON of its parameters (the code and
   the parameters together decide the data it makes).
@@ -15,10 +16,28 @@ A source named but absent (no such file, a generator that does not import) is re
 ``UNPINNED`` with the reason; :func:`status_of` answers ``UNPINNED`` as well for a name the
 manifest does not hold at all, so anything derived from it is shown as provisional.
 
+What a folder's hash covers (issue 14: a pin must never stay PINNED while what it stands
+for changes). Inside a pinned folder nothing is followed and nothing is skipped:
+
+- a regular file is hashed by its bytes;
+- a symbolic link (to a file or a folder) whose target, fully resolved, lies inside the
+  folder is hashed *as a link*: the line ``<relative path>\\0link:<target, relative to the
+  folder>\\n``. It is not followed; its target is hashed where it lies;
+- a link whose target lies outside the folder, or leads nowhere (dangling, a loop), is
+  refused (InputError, exit 2) naming it: its content could change without the pin seeing
+  it. Copy the data in, or pin the target on its own;
+- a file or folder that cannot be read, and anything that is not a file, folder or link (a
+  fifo, socket or device), is refused (exit 2) naming it.
+
+The PATH given on the command line may itself be a link: the user named it, so it is
+resolved. A folder without links hashes as it did before this policy.
+
 Writing: :func:`pin_into` merges into an existing manifest. A source of the same name whose
 hash is unchanged is kept as it was (with its first ``pinned_at``); one whose hash *changed*
 is refused unless ``force`` (catching that change is what pinning is for); a file at the
-path that is not a manifest is never overwritten. Writes are atomic.
+path that is not a manifest is never overwritten. Writes are atomic, and the load, merge
+and write hold the manifest's lock (:func:`afford.lock.locked`): concurrent ``afford pin``
+runs all land. Hashing happens before the lock is taken.
 
 Reading for a plan: :func:`pinned_sources` says which sources a manifest pins, read
 leniently (any ``afford.manifest/*``), so a plan reads manifests of other versions too.
@@ -30,6 +49,8 @@ import hashlib
 import importlib
 import inspect
 import json
+import os
+import stat
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +59,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.errors import InputError
+from afford.lock import locked
 from afford.provenance import Tagged
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
 
@@ -79,14 +101,73 @@ def sha256_file(path: str | Path) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+def _unreadable(path: str | Path, exc: OSError) -> InputError:
+    return InputError(f"{path}: cannot read it ({exc.strerror or exc}); pin never skips an "
+                      "entry: make it readable, or move it out of what is pinned")
+
+
+def _hash_file(path: str | Path) -> tuple[str, int]:
+    try:
+        return sha256_file(path)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+
+
+def _link_line(path: str, real_root: str) -> str:
+    """``link:<target relative to the folder>`` for a link that stays inside it."""
+    target = os.path.realpath(path)
+    if not os.path.exists(target):
+        raise InputError(f"{path}: a link that leads nowhere (dangling or a loop); pin "
+                         "hashes links only to what lies inside the folder: fix or remove it")
+    if os.path.commonpath([real_root, target]) != real_root:
+        raise InputError(f"{path}: a link leaving the pinned folder (to {target}); its content "
+                         "could change without the pin seeing it: copy the data in, or pin "
+                         "the target on its own")
+    return "link:" + Path(os.path.relpath(target, real_root)).as_posix()
+
+
+def _tree_entries(root: Path) -> list[tuple[tuple[str, ...], str, str | None]]:
+    """(relative parts, full path, link line or None for a regular file) of every file and
+    link under ``root``, nothing followed, nothing skipped (see the module docstring)."""
+    real_root = os.path.realpath(root)
+    found, stack = [], [()]
+    while stack:
+        rel = stack.pop()
+        here = root.joinpath(*rel)
+        try:
+            entries = list(os.scandir(here))
+        except OSError as exc:
+            raise _unreadable(here, exc) from None
+        for e in entries:
+            parts = rel + (e.name,)
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError as exc:
+                raise _unreadable(e.path, exc) from None
+            if stat.S_ISLNK(st.st_mode):
+                found.append((parts, e.path, _link_line(e.path, real_root)))
+            elif stat.S_ISDIR(st.st_mode):
+                stack.append(parts)
+            elif stat.S_ISREG(st.st_mode):
+                found.append((parts, e.path, None))
+            else:
+                raise InputError(f"{e.path}: not a file, folder or link (a fifo, socket or "
+                                 "device); pin hashes files only: move it out of the folder")
+    return sorted(found)
+
+
 def sha256_tree(folder: str | Path) -> tuple[str, int, int]:
-    """(tree hash, total bytes, file count) of every regular file under ``folder``."""
+    """(tree hash, total bytes, file count) of every regular file under ``folder``, links
+    inside it hashed as links; InputError for anything the policy refuses."""
     root = Path(folder)
     h, total, n = hashlib.sha256(), 0, 0
-    for f in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest, size = sha256_file(f)
-        h.update(f"{f.relative_to(root).as_posix()}\0{digest}\n".encode("utf-8"))
-        total, n = total + size, n + 1
+    for parts, path, link in _tree_entries(root):
+        if link is None:
+            digest, size = _hash_file(path)
+            total, n = total + size, n + 1
+        else:
+            digest = link
+        h.update(f"{'/'.join(parts)}\0{digest}\n".encode("utf-8"))
     return h.hexdigest(), total, n
 
 
@@ -95,18 +176,25 @@ def _now() -> datetime:
 
 
 def pin_path(path: str | Path, name: str | None = None) -> Source:
-    """A file or folder source; UNPINNED (with the reason) when it is not there."""
+    """A file or folder source; UNPINNED (with the reason) when it is not there; InputError
+    when it, or anything in it, cannot be read or breaks the link policy."""
     p = Path(path)
     label = name or p.name or str(p)
-    if p.is_file():
-        digest, size = sha256_file(p)
+    try:
+        mode = os.stat(p).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:
+        raise _unreadable(p, exc) from None
+    if mode is not None and stat.S_ISREG(mode):
+        digest, size = _hash_file(p)
         return Source(name=label, kind="file", status=PINNED, path=str(path), sha256=digest,
                       size_bytes=size, pinned_at=_now())
-    if p.is_dir():
+    if mode is not None and stat.S_ISDIR(mode):
         digest, size, n = sha256_tree(p)
         return Source(name=label, kind="folder", status=PINNED, path=str(path), sha256=digest,
                       size_bytes=size, files=n, pinned_at=_now())
-    why = "not present: no such file or folder" if not p.exists() else "not a file or folder"
+    why = "not present: no such file or folder" if mode is None else "not a file or folder"
     return Source(name=label, kind="file", status=UNPINNED, path=str(path), reason=why,
                   pinned_at=_now())
 
@@ -177,9 +265,12 @@ def merge(manifest: Manifest, new: list[Source], *, force: bool) -> Manifest:
 def pin_into(path: str | Path, sources: list[Source], *, force: bool = False) -> Manifest:
     """Merge ``sources`` into the manifest at ``path`` (created if absent); atomic write."""
     p = Path(path)
-    base = load(p) if p.exists() else Manifest()
-    merged = merge(base, sources, force=force)
-    save_envelope(merged, p, overwrite=True)
+    if p.is_dir():
+        raise InputError(f"cannot write {p}: it is a folder; give the path of a file (--out)")
+    with locked(p):
+        base = load(p) if p.exists() else Manifest()
+        merged = merge(base, sources, force=force)
+        save_envelope(merged, p, overwrite=True)
     return merged
 
 

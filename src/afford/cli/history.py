@@ -71,7 +71,8 @@ def add(
     tag: Annotated[Tag, typer.Option(help="Provenance tag.")] = Tag.MEASURED,
     steps: Annotated[str, typer.Option(
         help="Step indices it timed: 3-14, or c0:3-14;c1:3-17 per child. Required for a "
-        "step time (a quantity ending in step_seconds).")] = "",
+        "step time (a quantity ending in step_seconds); a warm step time never includes "
+        "step 0 (record that as step0_seconds).")] = "",
     device: Annotated[Optional[str], typer.Option(help="The device it was read on.")] = None,
     torch_version: Annotated[Optional[str], typer.Option(
         "--torch", help="torch version (default: the installed one).")] = None,
@@ -84,7 +85,9 @@ def add(
     as_json: Annotated[bool, typer.Option("--json", help="Print the ids added as JSON.")] = False,
 ) -> None:
     """Append readings to the ledger (created with its header if absent). Exit 2 on a
-    reading that breaks a rule: a step time without step indices is refused."""
+    reading that breaks a rule (a step time without step indices, a warm step time at step
+    0) or a path that cannot be written; 3 when the write failed mid-way (disk full).
+    Concurrent adds all land: each holds the ledger's lock (.NAME.lock beside it)."""
     with guard():
         if cert is not None:
             if quantity is not None or value is not None:

@@ -17,7 +17,8 @@ from afford.report.terminal import fmt
 
 def command(
     paths: Annotated[Optional[list[Path]], typer.Argument(
-        help="Files or folders to pin (a folder gets a tree hash).")] = None,
+        help="Files or folders to pin (a folder gets a tree hash; links inside it are "
+        "hashed as links and never followed out of it).")] = None,
     name: Annotated[Optional[str], typer.Option(
         help="The source's name as runs refer to it (one PATH or one --generator). "
         "Default: the file or folder name, or the generator spec.")] = None,
@@ -37,8 +38,17 @@ def command(
 
     The manifest is merged into: sources keep their first pin while unchanged; a source
     whose hash changed is refused without --force. A source that is not present is
-    recorded UNPINNED (and anything derived from it is provisional). Exit codes: 0 all
-    pinned, 1 written but some source UNPINNED, 2 bad input.
+    recorded UNPINNED (and anything derived from it is provisional). Concurrent pins into
+    one manifest all land (a lock beside it, .NAME.lock).
+
+    Links and unreadable entries: inside a folder nothing is followed or skipped. A link
+    whose target stays inside the folder is hashed as a link (its target's path, relative
+    to the folder); a link leaving the folder, a dangling link, an unreadable file or
+    folder, a fifo, socket or device is refused with exit 2, naming it. A PATH given here
+    that is itself a link is resolved.
+
+    Exit codes: 0 all pinned, 1 written but some source UNPINNED, 2 bad input or a path
+    that cannot be read or written, 3 the write failed mid-way (disk full, I/O error).
     """
     with guard():
         sources = _sources(list(paths or []), name, generator, list(param or []))
