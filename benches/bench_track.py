@@ -2,10 +2,11 @@
 against a 10 ms training step (the issue's target: at most 0.5 %, i.e. 50 us).
 
 Times N guarded iterations of an empty loop body against N unguarded ones, median of R
-repeats; the guard runs on its real clock (time.monotonic). The cost is read as this thread's
-CPU time (time.thread_time), which a loaded machine does not inflate, and as wall time beside
-it (which it does: on 2 shared cores the process waits for a core). On a CPU the guard reads the process's peak RSS
-each step (getrusage); with CUDA initialised it reads max_memory_allocated instead.
+repeats; the guard runs on its real clock (time.monotonic). The cost is read as this
+thread's CPU time (time.thread_time), which a loaded machine does not inflate, and as wall
+time beside it (which it does: on shared cores the process waits for one). On a CPU the
+guard reads the process's peak RSS each step (getrusage); with CUDA initialised it reads
+max_memory_allocated instead.
 
     PYTHONPATH=src python3 benches/bench_track.py [--steps 200000] [--repeats 5]
 """

@@ -151,3 +151,15 @@ def test_lora_trains_only_the_adapters():
     assert check_gradients(built.model) == len(names)
     opt_params = sum(p.numel() for g in built.optimizer.param_groups for p in g["params"])
     assert opt_params == count_params(built.model)
+
+
+def test_cli_without_transformers_exits_2(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from afford.cli import app
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    r = CliRunner().invoke(app, ["certify", "-w", "hf:gpt2", "--device", "cpu", "--quick",
+                                 "--out", str(tmp_path / "c.json")])
+    assert r.exit_code == 2 and "afford[hf]" in r.output
+    assert not (tmp_path / "c.json").exists()

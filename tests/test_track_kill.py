@@ -1,7 +1,8 @@
-"""SIGKILL at random times: a loop under the guard (tests/track_child.py) is killed five
-times in a row (10 ms steps, a save every 5 steps), each run resuming from the marker the killed one left. Every resume must
-load the checkpoint of step resume_step - 1 whole, never skip a step (the marker never names
-a save that did not complete) and lose at most one save interval of printed steps."""
+"""SIGKILL at random times: a loop under the guard (tests/track_child.py; 10 ms steps, a save
+every 5 steps) is killed five times in a row, each run resuming from the marker the killed
+one left. Every resume must load the checkpoint of step resume_step - 1 whole, never skip a
+step (the marker never names a save that did not complete) and lose at most one save
+interval of printed steps."""
 
 import os
 import random

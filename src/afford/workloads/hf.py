@@ -79,14 +79,14 @@ class HFSpec:
     def name(self) -> str:
         """The spec without the step options (they are Tuned's)."""
         size = "".join(f"{k}{v}" for k, v in self.sizes.items())
-        opts = [o for o in (self._shape_option(), self._lora_option(),
+        opts = [o for o in (self.shape_text(), self.lora_text(),
                             f"frozen={self.frozen}" if self.frozen else "") if o]
         return PREFIX + self.source + (f"@{size}" if size else "") + "".join("+" + o for o in opts)
 
-    def _shape_option(self) -> str:
+    def shape_text(self) -> str:
         return (f"b{self.batch}" if self.batch else "") + (f"s{self.seq}" if self.seq else "")
 
-    def _lora_option(self) -> str:
+    def lora_text(self) -> str:
         if not self.lora_rank:
             return ""
         alpha = f"a{self.lora_alpha}" if self.lora_alpha else ""
@@ -259,12 +259,12 @@ class HFCausalLM(Workload):
         self.config = config
         self.name = spec.name  # type: ignore[misc]
         self.batch = spec.batch or DEFAULT_BATCH[device_class]
-        extra = [x for x in (spec._lora_option(), f"frozen={spec.frozen}" if spec.frozen
+        extra = [x for x in (spec.lora_text(), f"frozen={spec.frozen}" if spec.frozen
                              else "") if x]
-        self.description = (f"transformers {config.model_type} d{config.hidden_size} "  # type: ignore[misc]
-                            f"L{config.num_hidden_layers} H{config.num_attention_heads} "
-                            f"(random weights{', ' + ', '.join(extra) if extra else ''}), "
-                            f"batch {self.batch} x seq")
+        self.description = (  # type: ignore[misc]
+            f"transformers {config.model_type} d{config.hidden_size} "
+            f"L{config.num_hidden_layers} H{config.num_attention_heads} "
+            f"(random weights{', ' + ', '.join(extra) if extra else ''}), batch {self.batch} x seq")
 
     def default_sweep(self, device_class: str) -> list[int]:
         s = self.spec.seq
