@@ -95,3 +95,40 @@ def test_tinylm_counts_the_same_on_cuda_in_bf16():
     w = TinyLM(TinyLMConfig(d=64, L=2, H=2, seq=256, batch=4))
     total, by_op = count(w, 256, "bf16", torch.device("cuda"))
     assert total == tinylm_flops(4, 256, 64, 2), by_op
+
+
+def test_grouped_query_attention_is_counted_with_the_query_heads(monkeypatch):
+    """A Llama of 4 query heads and 2 key/value heads (head dim 16), B 2, s 16, 2 layers,
+    whose SDPA kernel receives K and V unexpanded. Each query head attends to its group's
+    key/value head, so the work is that of 4 heads: forward 4 B H s^2 dh, backward
+    10 B H s^2 dh per layer. torch < 2.12 asserted here ("sdpa_flop_count: query/key/value
+    shapes are incompatible"); afford's own formulas must not depend on torch's."""
+    import importlib.util
+
+    import torch.utils.flop_counter as fc
+
+    from afford.measure.probes.flops import sdpa_backward_flops, sdpa_forward_flops
+    from afford.workloads import resolve
+
+    assert sdpa_forward_flops((2, 4, 16, 16), (2, 2, 16, 16), (2, 2, 16, 16)) == \
+        4 * 2 * 4 * 16**2 * 16
+    assert sdpa_backward_flops((2, 4, 16, 16), (2, 4, 16, 16), (2, 2, 16, 16),
+                               (2, 2, 16, 16)) == 10 * 2 * 4 * 16**2 * 16
+    with pytest.raises(ValueError, match="divide"):
+        sdpa_forward_flops((2, 4, 16, 16), (2, 3, 16, 16), (2, 3, 16, 16))
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed (pip install 'afford[hf]')")
+
+    def old_torch(*args, **kwargs):
+        raise AssertionError("sdpa_flop_count: query/key/value shapes are incompatible")
+
+    monkeypatch.setattr(fc, "sdpa_flop_count", old_torch)
+    monkeypatch.setattr(fc, "sdpa_backward_flop_count", old_torch)
+    w = resolve("hf:llama@d64L2H4K2V512F128", "cpu")
+    assert w.config.num_key_value_heads == 2
+    built = w.build(w.shape(16), CPU, seed=0)
+    _, by_op = count_step_flops(built, "fp32", CPU)
+    attn = {op: n for op, n in by_op.items() if "attention" in op}
+    per_layer = 2 * 4 * 16**2 * 16
+    assert sum(n for op, n in attn.items() if "backward" not in op) == 2 * 4 * per_layer
+    assert sum(n for op, n in attn.items() if "backward" in op) == 2 * 10 * per_layer

@@ -247,7 +247,10 @@ def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
         workload=job.spec, mode=job.mode, device_type=env.device_type,
         attention=job.attention, dim_keys=job.dim_keys,
         base_shape=job.base_shape, base_dims=base.dims, ranges=_ranges(sweep),
-        bytes_per_param=statistics.median(s.states_bytes / s.params for s in sweep),
+        bytes_per_param=statistics.median((s.states_bytes - (s.frozen_bytes or 0)) / s.params
+                                          for s in sweep),
+        frozen_params=statistics.median(s.frozen_params or 0 for s in sweep),
+        frozen_bytes=statistics.median(s.frozen_bytes or 0 for s in sweep),
         params_p0=p0, params_per_s=ps,
         baseline_rss_bytes=statistics.median(s.baseline_rss_bytes for s in sweep)
         if qa == "rss_increment" else None,
@@ -348,7 +351,8 @@ def heldout(law: MemoryLaw, s: MemoryShape) -> HeldOut:
                    predicted_bytes=pred, error=pred / meas - 1,
                    measured_reserved_bytes=res_meas, predicted_reserved_bytes=res_pred,
                    reserved_error=(res_pred / res_meas - 1) if res_meas else None,
-                   formulas={d.key: d.bytes(params, s.dims) for d in defaults})
+                   formulas={d.key: d.bytes(params, s.dims, float(s.frozen_params or 0))
+                             for d in defaults})
 
 
 def law_warnings(law: MemoryLaw, shapes: list[MemoryShape], device_type: str,

@@ -36,6 +36,7 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None) -
     step0 = [k.step0_seconds for k in ok if k.step0_seconds is not None]
     m = median(meds) if meds else None
     p = Point(value=value, shape=first.get("shape", {}), params=first.get("params"),
+              frozen_params=first.get("frozen_params"),
               tokens_per_step=first.get("tokens_per_step"), vocab=first.get("vocab"),
               children=kids, median_seconds=m,
               child_medians=meds, child_spread=relative_spread(meds) if len(meds) > 1 else None,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from afford.constants import MEMORY_FRACTION, check_fraction
 from afford.errors import InputError
 from afford.fit.memory import BATCH_CAP, largest_batch
-from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for,
+from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for, frozen_at,
                                formula_tag, max_batch, predict, verdicts)
 from afford.provenance import Tagged, measured, module
 from afford.schema.memory import DefaultVerdict, MemoryLaw
@@ -138,6 +138,7 @@ def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None) -> list
     """The default formulas at the same shape, and the largest batch each would admit
     (against the same budget, on the same reserved/allocated ratio as the fit)."""
     params = float(pred.params.value)
+    frozen = frozen_at(law, pred.dims)[0]
     out = []
     defaults, _ = defaults_for(law)
     for dflt in defaults:
@@ -145,7 +146,7 @@ def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None) -> list
         mb = None
         if budget is not None:
             n = largest_batch(lambda b: budgeted_bytes(
-                law, {**pred.dims, "B": b}, params, dflt.bytes(params, {**pred.dims, "B": b})),
+                law, {**pred.dims, "B": b}, params, dflt.bytes(params, {**pred.dims, "B": b}, frozen)),
                 budget.value)
             src = f"largest B with {dflt.name} x the fit's reserved/allocated ratio <= budget"
             mb = module("any (no activations counted)", "", src) if n >= BATCH_CAP \

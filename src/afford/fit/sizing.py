@@ -15,6 +15,13 @@ the default constants a user would otherwise reach for, each with its source:
 - INHERITED constants measured by afford on an H200 (``data/memory_defaults.toml``), when
   the data file has them.
 
+Frozen parameters (a LoRA base, frozen layers) hold only their weights: no gradient, no
+optimizer state. The law counts ``bytes_per_param`` over trainable parameters and adds the
+frozen weights' measured bytes; ZeRO's 16 B/param is for a trained parameter, so the ZeRO
+default charges a frozen one its fp32 weight (4 B; afford's workloads keep fp32 weights under
+autocast), while the "4x model size" rule, which knows no frozen parameters, charges 16 B to
+every parameter of the model.
+
 Residency is decided on reserved bytes (docs/DESIGN.md section 3, rule 4): CUDA budgets against the
 reserved law; a CPU against the predicted peak RSS (the measured baseline plus the law).
 
@@ -39,6 +46,7 @@ VERDICT_TOLERANCE = 0.05
 KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in Large "
                "Transformer Models, eq. 1")
 ZERO = "Rajbhandari et al. 2020, ZeRO, section 3.1 (16 bytes/param, mixed-precision Adam)"
+FROZEN_WEIGHT_BYTES = 4.0  # a frozen parameter: its fp32 weight, no gradient, no Adam moments
 FOUR_X = "the \"4x model size\" rule (accelerate's estimate: 4 x the fp32 model bytes)"
 
 
@@ -52,15 +60,18 @@ class Defaults(BaseModel):
     citation: str
     tag: Tag = Tag.INHERITED
     bytes_per_param: float | None = None
+    frozen_bytes_per_param: float | None = None  # a frozen parameter's bytes (weights only)
     c_res: float | None = None
     c_op: float | None = None
     fixed_bytes: float | None = None
     per_constant: bool = True  # judge each constant, not only the whole formula
 
-    def bytes(self, params: float, dims: dict[str, int]) -> float:
-        """The default formula's peak: states + fixed + L*(C_res*B*s*d + C_op*B*H*s^2)."""
+    def bytes(self, params: float, dims: dict[str, int], frozen: float = 0.0) -> float:
+        """The default formula's peak: states + fixed + L*(C_res*B*s*d + C_op*B*H*s^2);
+        states = bytes_per_param x trainable params + frozen_bytes_per_param x ``frozen``."""
         B, s, d, L, H = (dims[k] for k in DIMS)
         return float((self.bytes_per_param or 0.0) * params + (self.fixed_bytes or 0.0)
+                     + (self.frozen_bytes_per_param or 0.0) * frozen
                      + L * ((self.c_res or 0.0) * B * s * d + (self.c_op or 0.0) * B * H * s * s))
 
 
@@ -71,7 +82,8 @@ def activation_scale(mode: str) -> float:
 
 def four_x_model_size() -> Defaults:
     return Defaults(key="four_x_model_size", name="\"4x model size\" rule", citation=FOUR_X,
-                    bytes_per_param=16.0, c_res=0.0, c_op=0.0, per_constant=False)
+                    bytes_per_param=16.0, frozen_bytes_per_param=16.0, c_res=0.0, c_op=0.0,
+                    per_constant=False)
 
 
 def korthikanti_zero(mode: str, attention: str | None, d: int, H: int,
@@ -88,7 +100,8 @@ def korthikanti_zero(mode: str, attention: str | None, d: int, H: int,
     key = "korthikanti_eq1_zero" if published and attention == "fused" else "korthikanti_zero"
     return Defaults(key=key, name=f"Korthikanti ({variant}) + ZeRO 16 B/param",
                     citation=f"{KORTHIKANTI}; {ZERO}; {mode}: activations x{f:g}",
-                    bytes_per_param=16.0, c_res=c_res, c_op=c_op)
+                    bytes_per_param=16.0, frozen_bytes_per_param=FROZEN_WEIGHT_BYTES,
+                    c_res=c_res, c_op=c_op)
 
 
 def inherited_defaults(mode: str, data: dict | None = None) -> tuple[Defaults | None, str]:
@@ -102,7 +115,8 @@ def inherited_defaults(mode: str, data: dict | None = None) -> tuple[Defaults | 
                       f"({MEMORY_DEFAULTS.name} is filled in from a measurement on the H200)")
     return Defaults(key="inherited", name=f"afford H200 defaults ({src.get('date', '?')})",
                     citation=f"{src['citation']}, commit {src.get('commit', '?')}",
-                    bytes_per_param=float(table["bytes_per_param"]), c_res=float(table["c_res"]),
+                    bytes_per_param=float(table["bytes_per_param"]),
+                    frozen_bytes_per_param=FROZEN_WEIGHT_BYTES, c_res=float(table["c_res"]),
                     c_op=float(table["c_op"]), fixed_bytes=float(table.get("fixed_bytes", 0.0))
                     ), ""
 
@@ -159,6 +173,14 @@ def params_at(law: MemoryLaw, dims: dict[str, int], shape: dict[str, int]
                     "exact count)")
 
 
+def frozen_at(law: MemoryLaw, dims: dict[str, int]) -> tuple[float, float]:
+    """(frozen parameters, their weights' bytes) at dims: the fitted model's, scaled as
+    L*d^2 where d or L differ (as :func:`params_at` scales the trainable count)."""
+    b = law.base_dims
+    k = (dims["L"] * dims["d"] ** 2) / (b["L"] * b["d"] ** 2)
+    return law.frozen_params * k, law.frozen_bytes * k
+
+
 def extrapolated(law: MemoryLaw, dims: dict[str, int]) -> bool:
     """Outside the fitted shapes: another d, L or H, or B, s, B*s or B*s^2 beyond the
     range the law was fitted over."""
@@ -181,7 +203,7 @@ def law_bytes(law: MemoryLaw, dims: dict[str, int], params: float, quantity: str
     if f is None:
         raise ValueError(f"no {quantity} law")
     bpp = override.pop("bytes_per_param", law.bytes_per_param)
-    return f.predict(bpp * params, dims["B"], dims["s"], dims["d"], dims["L"], dims["H"],
+    return f.predict(bpp * params + frozen_at(law, dims)[1], dims["B"], dims["s"], dims["d"], dims["L"], dims["H"],
                      **override)
 
 
@@ -224,8 +246,10 @@ def predict(law: MemoryLaw, shape: dict[str, int], run: str) -> Prediction:
     else:
         p_tag = module(params, "params", note or f"params = {law.params_p0:.0f} + "
                        f"{law.params_per_s:.0f} s, counted at the fitted shapes; {run}")
-    states = module(law.bytes_per_param * params, "B", f"{law.bytes_per_param:.3f} B/param "
-                    f"(counted after the loop) x params; {run}")
+    frozen_b = frozen_at(law, dims)[1]
+    states = module(law.bytes_per_param * params + frozen_b, "B",
+                    f"{law.bytes_per_param:.3f} B/param (counted after the loop) x params"
+                    + (f" + {frozen_b:.0f} B of frozen weights" if frozen_b else "") + f"; {run}")
     if law.device_type == "cpu":
         total = (law.baseline_rss_bytes or 0.0) + alloc
         return Prediction(dims, p_tag, states, fitted(total, "B", "peak RSS = measured "
@@ -262,9 +286,12 @@ def max_batch(law: MemoryLaw, shape: dict[str, int], budget_bytes: float, run: s
 def formula_tag(defaults: Defaults, law: MemoryLaw, dims: dict[str, int], params: float
                 ) -> Tagged:
     """A default formula's peak at dims, MODULE (computed from cited constants)."""
-    v = defaults.bytes(params, dims)
+    frozen = frozen_at(law, dims)[0]
+    v = defaults.bytes(params, dims, frozen)
+    held = f" + {defaults.frozen_bytes_per_param or 0:g} B x {frozen:.0f} frozen" if frozen \
+        else ""
     return module(v, "B", f"{defaults.name}: {defaults.bytes_per_param or 0:g} B/param x "
-                  f"{params:.0f} params + L*({defaults.c_res or 0:.2f} B*s*d + "
+                  f"{params:.0f} params{held} + L*({defaults.c_res or 0:.2f} B*s*d + "
                   f"{defaults.c_op or 0:g} B*H*s^2); {defaults.citation}")
 
 
@@ -274,6 +301,7 @@ def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
     """Each default judged against the fit at ``target`` (dims): per constant (the default
     replacing the fitted value) and as a whole formula."""
     params, _ = params_at(law, target, {})
+    frozen = frozen_at(law, target)[0]
     fits = {"bytes_per_param": law.bytes_per_param, "c_res": law.allocated.c_res,
             "c_op": law.allocated.c_op, "fixed_bytes": law.allocated.fixed_bytes}
 
@@ -297,7 +325,7 @@ def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
                              tolerance=tolerance))
         out.append(judge("formula", dflt.name, dflt.citation, default_value=None,
                          fitted_value=None, fitted=fitted_at,
-                         default=lambda b, d=dflt: d.bytes(params, {**target, "B": b}),
+                         default=lambda b, d=dflt: d.bytes(params, {**target, "B": b}, frozen),
                          budgeted=budgeted, target=target, budget_bytes=budget_bytes,
                          tolerance=tolerance))
     return out

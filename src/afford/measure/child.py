@@ -51,8 +51,8 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
     from afford.measure.memory import MemoryWindow, is_oom
     from afford.measure.timing import time_point
     from afford.workloads.clock import clock_for
-    from afford.workloads.base import (WorkloadRefused, check_gradients, count_params, train_step,
-                                       validate_shape)
+    from afford.workloads.base import (WorkloadRefused, check_gradients, count_frozen,
+                                       count_params, train_step, validate_shape)
 
     clock = clock_for(device.type)
     window = MemoryWindow(device)
@@ -66,6 +66,7 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
         extra["shape"] = shape
         built = workload.build(shape, device, seed)
         extra["params"] = count_params(built.model)
+        extra["frozen_params"] = count_frozen(built.model)
         extra["tokens_per_step"] = int(built.tokens_per_step)
         extra["vocab"] = None if built.vocab is None else int(built.vocab)
         losses: dict[int, Any] = {}

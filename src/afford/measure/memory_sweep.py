@@ -60,12 +60,25 @@ def states_bytes(model, optimizer) -> int:
     return total
 
 
+def frozen_bytes(model) -> int:
+    """Bytes of the frozen parameters' weights (``requires_grad`` off), each storage once:
+    the part of the states that has no gradient and no optimizer state."""
+    seen: set[int] = set()
+    total = 0
+    for p in model.parameters():
+        st = p.untyped_storage()
+        if not p.requires_grad and st.data_ptr() not in seen:
+            seen.add(st.data_ptr())
+            total += st.nbytes()
+    return total
+
+
 def measure_shape(workload, item: dict, device, seed: int) -> dict:
     """Peaks after each of ``item['steps']`` training steps of one shape."""
     import torch
 
     from afford.measure.memory import MemoryWindow
-    from afford.workloads.base import count_params, train_step
+    from afford.workloads.base import count_frozen, count_params, train_step
 
     cuda = device.type == "cuda"
     window = MemoryWindow(device)
@@ -73,6 +86,7 @@ def measure_shape(workload, item: dict, device, seed: int) -> dict:
     rec: dict[str, Any] = {"allocated_by_step": [], "reserved_by_step": [], "rss_by_step": []}
     built = workload.build(item["shape"], device, seed)
     rec["params"] = count_params(built.model)
+    rec["frozen_params"] = count_frozen(built.model)
     for _ in range(int(item["steps"])):
         train_step(built, item["mode"], device)
         peak = window.close()  # cumulative peak so far; reading it changes nothing
@@ -84,6 +98,7 @@ def measure_shape(workload, item: dict, device, seed: int) -> dict:
             rec["swap_bytes"] = peak.get("swap_bytes")
         rec["memory_source"] = peak["memory_source"]
     rec["states_bytes"] = states_bytes(built.model, built.optimizer)
+    rec["frozen_bytes"] = frozen_bytes(built.model)
     rec["steps"] = int(item["steps"])
     rec["baseline_rss_bytes"] = window.baseline_rss_bytes
     if cuda:

@@ -124,7 +124,11 @@ class MemoryShape(_Model):
     role: Role
     shape: dict[str, int] = Field(description="the workload's own shape keys")
     dims: dict[str, int] = Field(description="B, s, d, L, H of the memory law")
-    params: int | None = None
+    params: int | None = Field(None, description="trainable parameters")
+    frozen_params: int | None = Field(None, description="parameters not trained; None: not "
+                                      "counted (older certificates)")
+    frozen_bytes: int | None = Field(None, description="the frozen parameters' weights, "
+                                     "counted storage by storage (part of states_bytes)")
     states_bytes: int | None = Field(
         None, description="weights + gradients + optimizer state after the loop, counted "
         "tensor by tensor (each storage once)")
@@ -205,7 +209,12 @@ class MemoryLaw(_Model):
     base_dims: dict[str, int]
     ranges: dict[str, list[float]] = Field(
         description="[min, max] over the fitted shapes of B, s, B*s and B*s^2")
-    bytes_per_param: float = Field(description="states / params, median over fitted shapes")
+    bytes_per_param: float = Field(description="(states - frozen weights) / trainable params, "
+                                   "median over fitted shapes")
+    frozen_params: float = Field(0.0, description="frozen parameters (median over fitted "
+                                 "shapes): they carry weights only")
+    frozen_bytes: float = Field(0.0, description="the frozen weights' bytes (median over "
+                                "fitted shapes), added to bytes_per_param x params")
     params_p0: float = Field(description="params = params_p0 + params_per_s * s")
     params_per_s: float
     baseline_rss_bytes: float | None = Field(None, description="CPU: median RSS baseline")

@@ -47,7 +47,10 @@ class ChildPoint(_Model):
 class Point(_Model):
     value: int
     shape: dict[str, int]
-    params: int | None = None
+    params: int | None = Field(None, description="trainable parameters")
+    frozen_params: int | None = Field(None, description="parameters not trained (LoRA base, "
+                                      "frozen layers): weights only, no gradient or optimizer "
+                                      "state; None: not counted (older certificates)")
     tokens_per_step: int | None = None
     vocab: int | None = Field(None, description="classes of the workload's cross-entropy "
                               "(None: its loss is not one)")

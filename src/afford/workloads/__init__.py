@@ -2,7 +2,8 @@
 
 Names: ``softmax``, ``scan``, ``tinylm``, a preset as ``tinylm@q3``, a tinylm size as
 ``tinylm@d256L4`` (see :func:`afford.workloads.tinylm.parse_size`), or a user workload as
-``pkg.module:factory`` (see :mod:`afford.workloads.base` for the protocol). Any of them
+``pkg.module:factory`` (see :mod:`afford.workloads.base` for the protocol), or a transformers
+model as ``hf:gpt2`` (see :mod:`afford.workloads.hf`). Any of them
 may carry step options after ``+`` (``tinylm@q3+compile``, ``softmax+fused+x2``; see
 :mod:`afford.workloads.tuned`).
 """
@@ -27,6 +28,10 @@ __all__ = ["BUILTINS", "DEFAULT", "Built", "Workload", "WorkloadRefused", "resol
 
 def resolve(spec: str, device_class: str) -> Workload:
     """The workload a name stands for; :class:`InputError` with the choices if none."""
+    if spec.startswith("hf:"):  # its own + options (shape, LoRA) before Tuned's
+        from afford.workloads.hf import resolve_hf
+
+        return resolve_hf(spec, device_class)
     base, plus, options = spec.partition("+")
     if plus:
         try:

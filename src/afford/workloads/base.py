@@ -137,7 +137,15 @@ def check_gradients(model: torch.nn.Module) -> int:
 
 
 def count_params(model: torch.nn.Module) -> int:
+    """Trainable parameters: those the optimizer updates (a frozen one carries no gradient
+    and no optimizer state)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def count_frozen(model: torch.nn.Module) -> int:
+    """Frozen parameters (``requires_grad`` off: a LoRA base, frozen embeddings): they hold
+    only their weights."""
+    return sum(p.numel() for p in model.parameters() if not p.requires_grad)
 
 
 def validate_shape(workload: Workload, value: int) -> dict[str, int]:

@@ -8,36 +8,66 @@ which is what the GEMM ceiling measures. Attention is counted as if not causal (
 does not discount the masked half), and its backward includes the recomputed scores.
 
 PyTorch registers the CUDA attention kernels but not the CPU one
-(``_scaled_dot_product_flash_attention_for_cpu``); the same formulas are registered here for
-it, so one workload counts the same FLOPs on every device.
+(``_scaled_dot_product_flash_attention_for_cpu``), and before torch 2.12 its formulas assert
+on grouped-query attention (key/value with fewer heads than the query: "sdpa_flop_count:
+query/key/value shapes are incompatible", seen on an H200 with a Llama of 4 key/value heads).
+So afford registers its own formulas for every SDPA kernel, CPU and CUDA: the same arithmetic
+as PyTorch's, with the key/value heads broadcast to the query's (the kernel attends each
+query head to its group's key/value head, so the work is that of h_q heads), and one workload
+counts the same FLOPs on every device and torch version.
 """
 
 from __future__ import annotations
 
 import torch
-from torch.utils.flop_counter import (FlopCounterMode, sdpa_backward_flop_count,
-                                      sdpa_flop_count)
+from torch.utils.flop_counter import FlopCounterMode
 
 from afford.workloads.base import Built, train_step
 
 COUNTER = f"torch.utils.flop_counter.FlopCounterMode (torch {torch.__version__})"
+SDPA_FORWARD = ("_scaled_dot_product_flash_attention_for_cpu",
+                "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+                "_scaled_dot_product_cudnn_attention")
+SDPA_BACKWARD = tuple(f"{name}_backward" for name in SDPA_FORWARD)
 
 
-def _sdpa_cpu(query, key, value, *args, out_shape=None, **kwargs) -> int:
-    return sdpa_flop_count(query, key, value)
+def _heads(query, key, value) -> tuple[int, int, int, int, int, int]:
+    """(b, h_q, s_q, s_k, d_qk, d_v) of (b, h, s, d) shapes; key/value may have fewer heads
+    (grouped-query attention), as long as they divide the query's."""
+    b, h_q, s_q, d_q = query
+    b_k, h_k, s_k, d_k = key
+    b_v, h_v, s_v, d_v = value
+    if not (b == b_k == b_v and h_k == h_v and s_k == s_v and d_q == d_k) or h_q % h_k:
+        raise ValueError(f"SDPA shapes q={tuple(query)} k={tuple(key)} v={tuple(value)}: "
+                         "key/value heads must match and divide the query heads")
+    return b, h_q, s_q, s_k, d_q, d_v
 
 
-def _sdpa_cpu_backward(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
-    return sdpa_backward_flop_count(grad_out, query, key, value)
+def sdpa_forward_flops(query, key, value) -> int:
+    """q k^T and p v: 2 b h_q s_q s_k (d_qk + d_v) (causality not discounted)."""
+    b, h, s_q, s_k, d_qk, d_v = _heads(query, key, value)
+    return 2 * b * h * s_q * s_k * (d_qk + d_v)
+
+
+def sdpa_backward_flops(grad_out, query, key, value) -> int:
+    """The scores recomputed (d_qk), grad-scores (d_v), grad-V (d_v), grad-Q and grad-K
+    (d_qk each): 2 b h_q s_q s_k (3 d_qk + 2 d_v)."""
+    b, h, s_q, s_k, d_qk, d_v = _heads(query, key, value)
+    return 2 * b * h * s_q * s_k * (3 * d_qk + 2 * d_v)
+
+
+def _forward(query, key, value, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_forward_flops(query, key, value)
+
+
+def _backward(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_backward_flops(grad_out, query, key, value)
 
 
 def _custom_mapping() -> dict:
     aten = torch.ops.aten
-    mapping = {}
-    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
-        mapping[aten._scaled_dot_product_flash_attention_for_cpu] = _sdpa_cpu
-    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward"):
-        mapping[aten._scaled_dot_product_flash_attention_for_cpu_backward] = _sdpa_cpu_backward
+    mapping = {getattr(aten, n): _forward for n in SDPA_FORWARD if hasattr(aten, n)}
+    mapping.update({getattr(aten, n): _backward for n in SDPA_BACKWARD if hasattr(aten, n)})
     return mapping
 
 

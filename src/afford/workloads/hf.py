@@ -1,0 +1,386 @@
+"""Transformers causal LMs as workloads: ``hf:NAME``, built from a config with random weights.
+
+Nothing is downloaded: the config comes from ``AutoConfig.for_model(NAME)`` (a model type
+transformers knows offline: ``gpt2``, ``llama``, ``mistral``, ``qwen2``, ...) or from a
+``config.json`` on disk, and ``AutoModelForCausalLM.from_config`` builds the model straight on
+the device (``with torch.device(device)``) with SDPA attention. A model type's defaults are the
+library's: ``hf:llama`` is the 7B Llama config (d 4096, 32 layers), because that is what was
+asked for; name a smaller one with a size (``hf:llama@d768L12H12``).
+
+Spec grammar (:func:`parse_spec`)::
+
+    hf:SOURCE[@SIZE][+OPTION...]
+
+    SOURCE  a model type (gpt2, llama, ...) or a path to a config.json (or its folder)
+    SIZE    letters and numbers, each overriding one config field:
+            d hidden size, L layers, H attention heads, K key/value heads (GQA configs),
+            V vocabulary, F feed-forward size (intermediate_size, n_inner, ffn_dim or d_ff,
+            whichever the family has): e.g. @d768L12H12, @d256L4H4V8192F1024
+    OPTION  b8s1024  batch 8; the sweep is seq 256, 512, 1024 at that batch (b8 or s1024 alone
+                     also work: the other keeps the device's default)
+            lora=r16 LoRA adapters of rank 16 (peft, ``afford[lora]``) on the family's attention
+                     projections (peft's table per model type); lora=r16a32 sets alpha (default
+                     2 x r); lora=r16:all-linear targets every linear layer but the output head
+            frozen=embeddings      the token and position embeddings are not trained
+            frozen=blocks4         the embeddings and the first 4 blocks are not trained
+            any step option of :mod:`afford.workloads.tuned` (fused, compile, x2, ...)
+
+The loss is ``model(input_ids=ids, labels=ids).loss`` over a small pool of random token batches
+(the values of the data do not change the cost of a step); AdamW over the trainable parameters,
+fused on CUDA. Dropout and every other field stay as the config has them: this is the user's
+model. The transformer dims of the memory and time models (d, L, H) are read from the config.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from afford.errors import InputError
+from afford.workloads.base import Built, Workload, WorkloadRefused
+
+PREFIX = "hf:"
+HF_EXTRA = "pip install 'afford[hf]'"
+LORA_EXTRA = "pip install 'afford[lora]'"
+DEFAULT_BATCH = {"cpu": 2, "small-gpu": 4, "large-gpu": 8}
+DEFAULT_SEQ = {"cpu": (32, 64, 128), "small-gpu": (128, 256, 512),
+               "large-gpu": (256, 512, 1024)}
+POOL = 4  # random token batches cycled through
+SIZE_KEYS = {"d": "hidden_size", "L": "num_hidden_layers", "H": "num_attention_heads",
+             "K": "num_key_value_heads", "V": "vocab_size"}
+FFN_KEYS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff")  # llama-style, GPT-2, OPT, T5
+_SIZE = re.compile(r"(?:[dLHKVF][1-9][0-9]*)+")
+_SHAPE = re.compile(r"(?:b([1-9][0-9]*))?(?:s([1-9][0-9]*))?")
+_LORA = re.compile(r"lora=r([1-9][0-9]*)(?:a([1-9][0-9]*))?(?::(all-linear))?")
+_FROZEN = re.compile(r"frozen=(embeddings|blocks([1-9][0-9]*))")
+
+
+@dataclass(frozen=True)
+class HFSpec:
+    """A parsed ``hf:`` spec; ``step_options`` are passed on to :class:`Tuned`."""
+
+    source: str
+    sizes: dict[str, int] = field(default_factory=dict)  # size letter -> value
+    batch: int | None = None
+    seq: int | None = None
+    lora_rank: int | None = None
+    lora_alpha: int | None = None
+    lora_targets: str | None = None  # None: peft's table for the model type
+    frozen: str | None = None  # "embeddings" or "blocks<k>"
+    step_options: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The spec without the step options (they are Tuned's)."""
+        size = "".join(f"{k}{v}" for k, v in self.sizes.items())
+        opts = [o for o in (self.shape_text(), self.lora_text(),
+                            f"frozen={self.frozen}" if self.frozen else "") if o]
+        return PREFIX + self.source + (f"@{size}" if size else "") + "".join("+" + o for o in opts)
+
+    def shape_text(self) -> str:
+        return (f"b{self.batch}" if self.batch else "") + (f"s{self.seq}" if self.seq else "")
+
+    def lora_text(self) -> str:
+        if not self.lora_rank:
+            return ""
+        alpha = f"a{self.lora_alpha}" if self.lora_alpha else ""
+        return f"lora=r{self.lora_rank}{alpha}" + (f":{self.lora_targets}"
+                                                   if self.lora_targets else "")
+
+
+def parse_spec(spec: str) -> HFSpec:
+    """``hf:llama@d768L12+b8s1024+lora=r16+fused`` -> HFSpec; ValueError naming the fault."""
+    if not spec.startswith(PREFIX):
+        raise ValueError(f"an hf workload starts with {PREFIX!r}")
+    head, *options = spec[len(PREFIX):].split("+")
+    source, sizes = _split_size(head)
+    if not source:
+        raise ValueError("name a model type (hf:gpt2) or a config.json (hf:path/config.json)")
+    fields: dict[str, Any] = {"source": source, "sizes": sizes}
+    step: list[str] = []
+    for opt in options:
+        _parse_option(opt.strip(), fields, step)
+    if step:
+        from afford.workloads.tuned import parse_options
+
+        parse_options("+".join(step))  # fails now, in the parent, not in a child
+    return HFSpec(**fields, step_options=tuple(step))
+
+
+def _split_size(head: str) -> tuple[str, dict[str, int]]:
+    source, at, size = head.rpartition("@")
+    if not at:
+        return head, {}
+    if not _SIZE.fullmatch(size):
+        raise ValueError(f"size {size!r}: write letters and numbers such as d768L12H12 "
+                         "(d hidden, L layers, H heads, K key/value heads, V vocab, F ffn)")
+    pairs = re.findall(r"([dLHKVF])([0-9]+)", size)
+    letters = [k for k, _ in pairs]
+    if len(set(letters)) != len(letters):
+        raise ValueError(f"size {size!r}: a letter appears twice")
+    return source, {k: int(v) for k, v in pairs}
+
+
+def _parse_option(opt: str, fields: dict[str, Any], step: list[str]) -> None:
+    shape, lora, frozen = _SHAPE.fullmatch(opt), _LORA.fullmatch(opt), _FROZEN.fullmatch(opt)
+    if opt and shape and (shape.group(1) or shape.group(2)):
+        _once(fields, "batch", "a shape (b<batch>s<seq>)")
+        fields["batch"] = int(shape.group(1)) if shape.group(1) else None
+        fields["seq"] = int(shape.group(2)) if shape.group(2) else None
+    elif lora:
+        _once(fields, "lora_rank", "lora=")
+        fields["lora_rank"] = int(lora.group(1))
+        fields["lora_alpha"] = int(lora.group(2)) if lora.group(2) else None
+        fields["lora_targets"] = lora.group(3)
+    elif frozen:
+        _once(fields, "frozen", "frozen=")
+        fields["frozen"] = frozen.group(1)
+    elif opt.startswith(("lora", "frozen")):
+        raise ValueError(f"option {opt!r}: write lora=r16 (lora=r16a32, lora=r16:all-linear) "
+                         "or frozen=embeddings (frozen=blocks4)")
+    else:
+        step.append(opt)
+
+
+def _once(fields: dict[str, Any], key: str, what: str) -> None:
+    if key in fields:
+        raise ValueError(f"{what} is given twice")
+
+
+# ---------------------------------------------------------------- the config
+
+
+def transformers_module():
+    """``transformers``, or InputError naming the extra that installs it."""
+    try:
+        import transformers
+    except ImportError:
+        raise InputError(f"hf: workloads need transformers, which is not installed here: "
+                         f"{HF_EXTRA}") from None
+    return transformers
+
+
+def base_config(source: str):
+    """The config a source names: a model type known offline, or a config.json (or folder)."""
+    tf = transformers_module()
+    if source.endswith(".json") or "/" in source or "\\" in source or Path(source).is_dir():
+        path = Path(source)
+        if not path.exists():
+            raise InputError(f"hf:{source}: no such config file or folder")
+        try:
+            return tf.AutoConfig.from_pretrained(str(path))
+        except (OSError, ValueError, json.JSONDecodeError) as exc:
+            raise InputError(f"hf:{source}: cannot read the config: {exc}") from None
+    try:
+        return tf.AutoConfig.for_model(source)
+    except ValueError:
+        known = ", ".join(k for k in ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi",
+                                      "opt", "gpt_neox") if k in tf.CONFIG_MAPPING)
+        raise InputError(f"hf:{source}: not a model type transformers knows (e.g. {known}), "
+                         "nor a path to a config.json") from None
+
+
+def with_sizes(config, sizes: dict[str, int]):
+    """A copy of ``config`` with the size letters applied to the family's own fields."""
+    if not sizes:
+        return config
+    d = config.to_dict()
+    amap = dict(getattr(config, "attribute_map", {}) or {})
+    old_d, old_h = config.hidden_size, config.num_attention_heads
+    old_k = d.get("num_key_value_heads")
+    for letter, value in sizes.items():
+        key = _field(letter, d, amap, config)
+        d[key] = value
+    new_d = d[amap.get("hidden_size", "hidden_size")]
+    new_h = d[amap.get("num_attention_heads", "num_attention_heads")]
+    if "K" not in sizes and old_k is not None and old_k == old_h:
+        d["num_key_value_heads"] = new_h  # multi-head stays multi-head
+    _check_heads(d, sizes, new_d, new_h, old_d, old_h)
+    if "V" in sizes:  # special tokens beyond a smaller vocabulary name no token
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            if isinstance(d.get(key), int) and d[key] >= sizes["V"]:
+                d[key] = None
+    return type(config).from_dict(d)
+
+
+def _field(letter: str, d: dict, amap: dict, config) -> str:
+    if letter == "F":
+        key = next((k for k in FFN_KEYS if k in d), None)
+        if key is None:
+            raise InputError(f"size F: the {config.model_type} config has none of "
+                             f"{', '.join(FFN_KEYS)}")
+        return key
+    key = amap.get(SIZE_KEYS[letter], SIZE_KEYS[letter])
+    if key not in d:
+        raise InputError(f"size {letter}: the {config.model_type} config has no {key}")
+    return key
+
+
+def _check_heads(d: dict, sizes: dict, new_d: int, new_h: int, old_d: int, old_h: int) -> None:
+    if d.get("head_dim") is not None and ("d" in sizes or "H" in sizes) \
+            and d["head_dim"] == old_d // old_h:
+        d["head_dim"] = new_d // new_h  # derived from d and H, so derived again
+    if (d.get("head_dim") is None or d["head_dim"] == new_d // new_h) and new_d % new_h:
+        raise InputError(f"size d{new_d}H{new_h}: the hidden size is not a multiple of the "
+                         "number of heads")
+    k = d.get("num_key_value_heads")
+    if k is not None and new_h % k:
+        raise InputError(f"size H{new_h}: not a multiple of the {k} key/value heads; give K "
+                         "too (e.g. H12K4)")
+
+
+def config_at(config, shape: dict[str, int]):
+    """The config of a shape: d, L, H and V from the shape, positions at least seq."""
+    sizes = {k: shape[k] for k in ("d", "L", "H", "V") if k in shape
+             and shape[k] != getattr(config, SIZE_KEYS[k])}
+    c = copy.deepcopy(with_sizes(config, sizes))
+    if getattr(c, "max_position_embeddings", None) is not None:
+        c.max_position_embeddings = max(int(c.max_position_embeddings), int(shape["seq"]))
+    return c
+
+
+# ---------------------------------------------------------------- the workload
+
+
+class HFCausalLM(Workload):
+    """A transformers causal LM from a config; see the module docstring."""
+
+    sweep_param = "seq"
+    attention = "fused"  # SDPA: the s x s scores are never stored
+
+    def __init__(self, spec: HFSpec, config, device_class: str) -> None:
+        self.spec = spec
+        self.config = config
+        self.name = spec.name  # type: ignore[misc]
+        self.batch = spec.batch or DEFAULT_BATCH[device_class]
+        extra = [x for x in (spec.lora_text(), f"frozen={spec.frozen}" if spec.frozen
+                             else "") if x]
+        self.description = (  # type: ignore[misc]
+            f"transformers {config.model_type} d{config.hidden_size} "
+            f"L{config.num_hidden_layers} H{config.num_attention_heads} "
+            f"(random weights{', ' + ', '.join(extra) if extra else ''}), batch {self.batch} x seq")
+
+    def default_sweep(self, device_class: str) -> list[int]:
+        s = self.spec.seq
+        if s is None:
+            return list(DEFAULT_SEQ[device_class])
+        return sorted({max(1, s // 4), max(1, s // 2), s})
+
+    def shape(self, value: int) -> dict[str, int]:
+        c = self.config
+        return {"batch": self.batch, "seq": int(value), "d": c.hidden_size,
+                "L": c.num_hidden_layers, "H": c.num_attention_heads, "V": c.vocab_size}
+
+    def dims(self, shape: dict[str, int]) -> dict[str, int]:
+        return {"B": shape["batch"], "s": shape["seq"], "d": shape["d"], "L": shape["L"],
+                "H": shape["H"]}
+
+    def build(self, shape: dict[str, int], device: torch.device, seed: int) -> Built:
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(seed)
+        config = config_at(self.config, shape)
+        try:
+            with torch.device(device):
+                model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        except (ValueError, ImportError) as exc:
+            raise WorkloadRefused(f"{self.name}: transformers cannot build a causal LM with "
+                                  f"SDPA attention from this config: {exc}") from exc
+        model = adapt(model, self.spec)
+        model.train()
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        if not trainable:
+            raise WorkloadRefused(f"{self.name}: every parameter is frozen")
+        opt = torch.optim.AdamW(trainable, lr=3e-4, fused=device.type == "cuda")
+        B, s, V = shape["batch"], shape["seq"], config.vocab_size
+        gen = torch.Generator(device=device).manual_seed(seed)
+        pool = torch.randint(0, V, (POOL, B, s), device=device, generator=gen)  # (P, B, s)
+        state = {"i": 0}
+
+        def loss() -> torch.Tensor:
+            ids = pool[state["i"] % POOL]  # (B, s)
+            state["i"] += 1
+            return model(input_ids=ids, labels=ids).loss
+
+        return Built(model=model, optimizer=opt, loss=loss, tokens_per_step=B * s, vocab=V)
+
+
+def adapt(model: torch.nn.Module, spec: HFSpec) -> torch.nn.Module:
+    """LoRA adapters (peft) and frozen parameters, as the spec asks."""
+    if spec.lora_rank:
+        model = _lora(model, spec)
+    if spec.frozen:
+        freeze(model, spec.frozen)
+    return model
+
+
+def _lora(model: torch.nn.Module, spec: HFSpec) -> torch.nn.Module:
+    try:
+        import peft
+    except ImportError:
+        raise InputError(f"{spec.name}: LoRA needs peft, which is not installed here: "
+                         f"{LORA_EXTRA}") from None
+    cfg = peft.LoraConfig(r=spec.lora_rank, lora_alpha=spec.lora_alpha or 2 * spec.lora_rank,
+                          lora_dropout=0.0, target_modules=spec.lora_targets,
+                          task_type="CAUSAL_LM",
+                          fan_in_fan_out=_conv1d(model))  # GPT-2 keeps (in, out) weights
+    try:
+        return peft.get_peft_model(model, cfg)
+    except ValueError as exc:
+        raise WorkloadRefused(f"{spec.name}: peft found no attention projections to adapt "
+                              f"for this model type ({exc}); try lora=r{spec.lora_rank}"
+                              ":all-linear") from exc
+
+
+def _conv1d(model: torch.nn.Module) -> bool:
+    return any(type(m).__name__ == "Conv1D" for m in model.modules())
+
+
+def freeze(model: torch.nn.Module, what: str) -> None:
+    """``embeddings``: every nn.Embedding (a tied output head shares the token embedding's
+    weight, so it is frozen too); ``blocks<k>``: those and the first k transformer blocks."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding):
+            m.requires_grad_(False)
+    if what.startswith("blocks"):
+        k = int(what[len("blocks"):])
+        blocks = _blocks(model)
+        if k > len(blocks):
+            raise WorkloadRefused(f"frozen={what}: the model has {len(blocks)} blocks")
+        for block in list(blocks)[:k]:
+            block.requires_grad_(False)
+
+
+def _blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The longest ModuleList of the model: its stack of transformer blocks."""
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    if not lists:
+        raise WorkloadRefused("frozen=blocks<k>: no stack of blocks (ModuleList) found")
+    return max(lists, key=len)
+
+
+def resolve_hf(spec: str, device_class: str) -> Workload:
+    """The workload of an ``hf:`` spec, with its step options; InputError when bad."""
+    try:
+        parsed = parse_spec(spec)
+    except ValueError as exc:
+        raise InputError(f"workload {spec!r}: {exc}") from None
+    if parsed.lora_rank:
+        import importlib.util
+
+        if importlib.util.find_spec("peft") is None:
+            raise InputError(f"workload {spec!r}: LoRA needs peft, which is not installed "
+                             f"here: {LORA_EXTRA}")
+    config = with_sizes(base_config(parsed.source), parsed.sizes)
+    workload: Workload = HFCausalLM(parsed, config, device_class)
+    if parsed.step_options:
+        from afford.workloads.tuned import Tuned
+
+        workload = Tuned(workload, parsed.step_options)
+    return workload

@@ -1,0 +1,165 @@
+"""``hf:`` workloads: the spec grammar, configs built offline with overrides, a tiny model
+stepped through afford's own train_step and gradient check, LoRA and frozen parameters, and
+the clear error (exit 2) without transformers or peft."""
+
+import importlib.util
+import json
+import math
+import sys
+
+import pytest
+import torch
+
+from afford.errors import InputError
+from afford.workloads import resolve, train_step
+from afford.workloads.base import check_gradients, count_frozen, count_params
+
+CPU = torch.device("cpu")
+HAS_TF = importlib.util.find_spec("transformers") is not None
+HAS_PEFT = importlib.util.find_spec("peft") is not None
+needs_tf = pytest.mark.skipif(not HAS_TF, reason="transformers is not installed "
+                              "(pip install 'afford[hf]')")
+needs_peft = pytest.mark.skipif(not (HAS_TF and HAS_PEFT), reason="peft or transformers is not "
+                                "installed (pip install 'afford[hf,lora]')")
+TINY_GPT2 = "hf:gpt2@d64L2H2V512"
+TINY_LLAMA = "hf:llama@d64L2H4K2V512F128"  # grouped-query: 4 heads, 2 key/value heads
+
+
+def _parse(spec):
+    from afford.workloads.hf import parse_spec
+
+    return parse_spec(spec)
+
+
+def test_spec_grammar():
+    s = _parse("hf:llama@d768L12H12+b8s1024+lora=r16+frozen=embeddings+fused+x2")
+    assert (s.source, s.sizes, s.batch, s.seq) == ("llama", {"d": 768, "L": 12, "H": 12}, 8, 1024)
+    assert (s.lora_rank, s.lora_alpha, s.lora_targets, s.frozen) == (16, None, None, "embeddings")
+    assert s.step_options == ("fused", "x2")
+    assert s.name == "hf:llama@d768L12H12+b8s1024+lora=r16+frozen=embeddings"
+    s = _parse("hf:configs/my@model/config.json@V8192+s512+lora=r8a32:all-linear")
+    assert s.source == "configs/my@model/config.json" and s.sizes == {"V": 8192}
+    assert (s.batch, s.seq, s.lora_alpha, s.lora_targets) == (None, 512, 32, "all-linear")
+    assert _parse("hf:gpt2+b4").batch == 4 and _parse("hf:gpt2+b4").seq is None
+    assert _parse("hf:gpt2+frozen=blocks3").frozen == "blocks3"
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("hf:", "model type"), ("hf:gpt2@d64d32", "twice"), ("hf:gpt2@q3", "letters"),
+    ("hf:gpt2+b4+s8", "twice"), ("hf:gpt2+lora=16", "lora=r16"), ("hf:gpt2+frozen=all",
+                                                                  "frozen=embeddings"),
+    ("hf:gpt2+bogus", "unknown step option"), ("hf:gpt2+fused+foreach", "cannot be combined")])
+def test_bad_specs_name_the_fault(bad, why):
+    with pytest.raises(ValueError, match=why):
+        _parse(bad)
+
+
+def test_without_transformers_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    with pytest.raises(InputError, match=r"pip install 'afford\[hf\]'") as err:
+        resolve("hf:gpt2", "cpu")
+    assert err.value.exit_code == 2
+
+
+@needs_tf
+def test_lora_without_peft_names_its_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "peft" else real(name, *a))
+    with pytest.raises(InputError, match=r"pip install 'afford\[lora\]'"):
+        resolve("hf:gpt2+lora=r4", "cpu")
+
+
+@needs_tf
+def test_configs_by_name_and_path_with_overrides(tmp_path):
+    w = resolve("hf:gpt2", "large-gpu")  # GPT-2 small as transformers defines it
+    assert w.shape(1024) == {"batch": 8, "seq": 1024, "d": 768, "L": 12, "H": 12, "V": 50257}
+    assert w.default_sweep("large-gpu") == [256, 512, 1024]
+    w = resolve("hf:gpt2@d128L3H4V1000+b3s256", "cpu")
+    assert w.shape(256) == {"batch": 3, "seq": 256, "d": 128, "L": 3, "H": 4, "V": 1000}
+    assert w.dims(w.shape(64)) == {"B": 3, "s": 64, "d": 128, "L": 3, "H": 4}
+    assert w.default_sweep("cpu") == [64, 128, 256]  # a seq sweep at that batch
+    w = resolve("hf:llama@d768L12H12F2048", "cpu")
+    c = w.config
+    assert (c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+            c.intermediate_size) == (768, 12, 12, 64, 2048)  # MHA stays MHA; head_dim follows
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**resolve(TINY_LLAMA, "cpu").config.to_dict()}))
+    w = resolve(f"hf:{path}@L3", "cpu")
+    assert (w.config.model_type, w.config.num_hidden_layers, w.config.num_key_value_heads) == \
+        ("llama", 3, 2)
+
+
+@needs_tf
+@pytest.mark.parametrize("bad, why", [
+    ("hf:not_a_model_type", "not a model type"), ("hf:missing/config.json", "no such"),
+    ("hf:gpt2@d100H3", "multiple of the number of heads"),
+    ("hf:llama@d96H6K4", "key/value heads"), ("hf:llama@H6", "not a multiple"),
+    ("hf:gpt2@K2", "no num_key_value_heads")])
+def test_bad_configs_are_input_errors(bad, why):
+    with pytest.raises(InputError, match=why):
+        resolve(bad, "cpu")
+
+
+@needs_tf
+@pytest.mark.parametrize("spec", [TINY_GPT2, TINY_LLAMA + "+fused"])
+def test_tiny_model_takes_whole_steps(spec):
+    w = resolve(spec, "cpu")
+    built = w.build(w.shape(16), CPU, seed=0)
+    before = [p.detach().clone() for p in built.model.parameters()]
+    loss = train_step(built, "fp32", CPU)
+    assert float(loss) == pytest.approx(math.log(512), rel=0.05)  # random init: chance
+    assert check_gradients(built.model) == len(before)
+    assert any(not torch.equal(a, b) for a, b in zip(before, built.model.parameters()))
+    assert built.tokens_per_step == 2 * 16 and built.vocab == 512
+
+
+@needs_tf
+def test_seq_beyond_the_configs_positions_is_built():
+    w = resolve("hf:gpt2@d32L1H2V64", "cpu")
+    built = w.build({**w.shape(1100)}, CPU, seed=0)  # GPT-2 holds 1024 learned positions
+    assert torch.isfinite(train_step(built, "fp32", CPU))
+
+
+@needs_tf
+def test_frozen_embeddings_are_not_trained():
+    w = resolve(TINY_GPT2 + "+frozen=embeddings", "cpu")
+    built = w.build(w.shape(16), CPU, seed=0)
+    train_step(built, "fp32", CPU)
+    # token embeddings 512 x 64 (tied with the head) + positions 1024 x 64
+    assert count_frozen(built.model) == 512 * 64 + 1024 * 64
+    full = resolve(TINY_GPT2, "cpu").build(w.shape(16), CPU, seed=0)
+    assert count_params(built.model) == count_params(full.model) - 512 * 64 - 1024 * 64
+    assert check_gradients(built.model) == 26  # the frozen ones need no gradient
+    assert all(p.grad is None for p in built.model.parameters() if not p.requires_grad)
+    blocks = resolve(TINY_LLAMA + "+frozen=blocks1", "cpu").build(w.shape(16), CPU, seed=0)
+    assert not any(p.requires_grad for p in blocks.model.model.layers[0].parameters())
+    assert all(p.requires_grad for p in blocks.model.model.layers[1].parameters())
+
+
+@needs_peft
+def test_lora_trains_only_the_adapters():
+    w = resolve(TINY_LLAMA + "+lora=r4", "cpu")
+    built = w.build(w.shape(16), CPU, seed=0)
+    train_step(built, "fp32", CPU)
+    names = [n for n, p in built.model.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    # peft's llama table: q_proj (64 -> 64) and v_proj (64 -> 32, 2 kv heads of 16), 2 layers
+    assert count_params(built.model) == 2 * (4 * (64 + 64) + 4 * (64 + 32))
+    assert count_frozen(built.model) == count_params(resolve(TINY_LLAMA, "cpu").build(
+        w.shape(16), CPU, seed=0).model)
+    assert check_gradients(built.model) == len(names)
+    opt_params = sum(p.numel() for g in built.optimizer.param_groups for p in g["params"])
+    assert opt_params == count_params(built.model)
+
+
+def test_cli_without_transformers_exits_2(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from afford.cli import app
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    r = CliRunner().invoke(app, ["certify", "-w", "hf:gpt2", "--device", "cpu", "--quick",
+                                 "--out", str(tmp_path / "c.json")])
+    assert r.exit_code == 2 and "afford[hf]" in r.output
+    assert not (tmp_path / "c.json").exists()
