@@ -4,14 +4,12 @@ training program recovered exactly at a held-out shape."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from afford.fit.allocator import replay
-from afford.fit.trace_scaling import (align, extra_slots, fit_size, from_history, learn)
+from afford.fit.trace_scaling import align, extra_slots, fit_size, from_history, learn
+from tests.alloc_programs import MIB, program
 
-MIB = 1 << 20
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
 
 
@@ -62,48 +60,6 @@ def test_canonical_form_ignores_the_order_of_a_run_of_frees():
     assert ta.ops == tb.ops == (0, 1, 2, ~0, ~2, 3)
     ext = from_history(1, 1, history([("free_completed", 9, 8), ("alloc", 1, 8)]))
     assert ext.external_frees == 1 and ext.ops == (0,)
-
-
-def program(B, s, cold=False, steps=3, layers=2, d=64):
-    """A training loop's allocator history: build (weights, an input pool), then steps of
-    forward (saved activations, temporaries, materialised scores), backward (gradients,
-    activations freed in reverse), AdamW state on the first step; ``cold`` adds what a
-    first-in-process run has: a 32 MiB workspace at the first GEMM, kept."""
-    addr = itertools.count(1 << 20, 1 << 12)
-    rows, live = [], {}
-
-    def alloc(name, size):
-        live[name] = next(addr)
-        rows.append(["alloc", live[name], size, 0])
-
-    def free(name):
-        rows.append(["free_completed", live.pop(name), 0, 0])
-
-    weights = {f"w{i}": 4 * d * d * (i + 1) for i in range(layers)} | {"pos": 4 * s * d}
-    for w, size in weights.items():
-        alloc(w, size)
-    alloc("pool", 8 * 4 * B * s)
-    for step in range(steps):
-        for w in weights:
-            if f"g{w}" in live:
-                free(f"g{w}")  # zero_grad(set_to_none=True)
-        for i in range(layers):
-            alloc(f"act{i}", 4 * B * s * d)
-            if step == 0 and i == 0 and cold:
-                alloc("workspace", 32 * MIB)
-            alloc(f"tmp{i}", 16 * B * s * d)
-            alloc(f"scores{i}", 2 * B * 4 * s * s)
-            free(f"tmp{i}")
-        for i in reversed(range(layers)):
-            alloc(f"gw{i}", weights[f"w{i}"])
-            free(f"scores{i}")
-            free(f"act{i}")
-        alloc("gpos", weights["pos"])
-        if step == 0:
-            for w, size in weights.items():
-                alloc(f"m{w}", size)
-                alloc(f"v{w}", size)
-    return from_history(B, s, rows)
 
 
 def test_alignment_finds_what_a_cold_history_adds():
