@@ -1,0 +1,53 @@
+"""A synthetic training loop's allocator history, for the tests of the allocator model,
+trace scaling and the memory breakdown."""
+
+from __future__ import annotations
+
+import itertools
+
+from afford.fit.trace_scaling import OpTrace, from_history
+
+MIB = 1 << 20
+
+
+def program(B: int, s: int, cold: bool = False, steps: int = 3, layers: int = 2,
+            d: int = 64) -> OpTrace:
+    """A training loop's allocator history: build (weights, an input pool), then steps of
+    forward (saved activations, temporaries, materialised scores), backward (gradients,
+    activations freed in reverse), AdamW state on the first step; ``cold`` adds what a
+    first-in-process run has: a 32 MiB workspace at the first GEMM, kept."""
+    addr = itertools.count(1 << 20, 1 << 12)
+    rows, live = [], {}
+
+    def alloc(name, size):
+        live[name] = next(addr)
+        rows.append(["alloc", live[name], size, 0])
+
+    def free(name):
+        rows.append(["free_completed", live.pop(name), 0, 0])
+
+    weights = {f"w{i}": 4 * d * d * (i + 1) for i in range(layers)} | {"pos": 4 * s * d}
+    for w, size in weights.items():
+        alloc(w, size)
+    alloc("pool", 8 * 4 * B * s)
+    for step in range(steps):
+        for w in weights:
+            if f"g{w}" in live:
+                free(f"g{w}")  # zero_grad(set_to_none=True)
+        for i in range(layers):
+            alloc(f"act{i}", 4 * B * s * d)
+            if step == 0 and i == 0 and cold:
+                alloc("workspace", 32 * MIB)
+            alloc(f"tmp{i}", 16 * B * s * d)
+            alloc(f"scores{i}", 2 * B * 4 * s * s)
+            free(f"tmp{i}")
+        for i in reversed(range(layers)):
+            alloc(f"gw{i}", weights[f"w{i}"])
+            free(f"scores{i}")
+            free(f"act{i}")
+        alloc("gpos", weights["pos"])
+        if step == 0:
+            for w, size in weights.items():
+                alloc(f"m{w}", size)
+                alloc(f"v{w}", size)
+    return from_history(B, s, rows)

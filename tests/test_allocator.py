@@ -1,0 +1,187 @@
+"""The caching allocator model (afford.fit.allocator): cases worked by hand from the policy
+of c10/cuda/CUDACachingAllocator.cpp, and a real H200 history replayed block for block."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from afford.fit.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
+                                  is_small, replay, round_size, segment_size)
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_round_size_is_512_byte_granular():
+    assert round_size(1) == 512
+    assert round_size(512) == 512
+    assert round_size(513) == 1024
+    assert round_size(3 * MIB + 1) == 3 * MIB + 512
+
+
+def test_pools_and_segment_sizes():
+    assert is_small(round_size(MIB)) and not is_small(round_size(MIB + 1))
+    assert segment_size(512) == 2 * MIB                   # small pool: 2 MiB segments
+    assert segment_size(round_size(MIB + 1)) == 20 * MIB  # 1..10 MiB: a 20 MiB segment
+    assert segment_size(9 * MIB) == 20 * MIB
+    assert segment_size(10 * MIB) == 10 * MIB             # >= 10 MiB: rounded up to 2 MiB
+    assert segment_size(10 * MIB + 512) == 12 * MIB
+
+
+def test_small_request_splits_a_2mib_segment():
+    a = Allocator()
+    b = a.malloc(1, 100)
+    assert (b.size, a.allocated, a.reserved) == (512, 512, 2 * MIB)
+    c = a.malloc(2, 1000)  # the remainder of the same segment, right after the first block
+    assert (c.addr - b.addr, c.size, a.reserved) == (512, 1024, 2 * MIB)
+
+
+def test_mid_size_requests_share_one_20mib_segment():
+    a = Allocator()
+    x = a.malloc(1, 2 * MIB)
+    y = a.malloc(2, 2 * MIB)
+    assert a.reserved == 20 * MIB and len(a.segments) == 1
+    assert y.addr == x.addr + 2 * MIB
+    assert a.allocated == 4 * MIB
+
+
+def test_large_remainder_up_to_1mib_is_not_split_and_counts_as_allocated():
+    a = Allocator()
+    b = a.malloc(1, 19 * MIB + 200 * 1024)  # segment 20 MiB, remainder 0.8 MiB <= 1 MiB
+    assert a.reserved == 20 * MIB
+    assert b.size == 20 * MIB and a.allocated == 20 * MIB
+    a2 = Allocator()
+    b2 = a2.malloc(1, 9 * MIB)  # 20 MiB segment, remainder 11 MiB > 1 MiB: split
+    assert b2.size == 9 * MIB and a2.allocated == 9 * MIB
+
+
+def test_best_fit_takes_the_smallest_free_block_that_fits():
+    a = Allocator()
+    a.malloc(1, 30 * MIB)
+    a.malloc(2, 24 * MIB)
+    a.free(1)
+    a.free(2)
+    assert a.reserved == 54 * MIB
+    b = a.malloc(3, 22 * MIB)
+    assert b.segment.size == 24 * MIB  # not the 30 MiB one
+    assert a.reserved == 54 * MIB      # no new segment
+
+
+def test_freed_neighbours_merge_and_serve_a_larger_request():
+    a = Allocator()
+    x = a.malloc(1, 2 * MIB)
+    a.malloc(2, 2 * MIB)
+    a.malloc(3, 2 * MIB)
+    a.free(1)
+    a.free(2)  # merges with the free block before it: 4 MiB at x's address
+    z = a.malloc(4, 4 * MIB)
+    assert z.addr == x.addr and a.reserved == 20 * MIB
+
+
+def test_blocks_are_reused_only_on_their_stream():
+    a = Allocator()
+    a.malloc(1, 2 * MIB, stream=0)
+    a.free(1)
+    a.malloc(2, 2 * MIB, stream=7)
+    assert a.reserved == 40 * MIB
+
+
+def test_reserved_never_decreases_until_empty_cache():
+    a = Allocator()
+    events = [AllocEvent("alloc", 1, 50 * MIB), AllocEvent("alloc", 2, 3 * MIB),
+              AllocEvent("free", 1), AllocEvent("alloc", 3, 60 * MIB), AllocEvent("free", 3)]
+    res, _ = replay(events, allocator=a)
+    assert res.peak_reserved_bytes == res.end_reserved_bytes == (50 + 20 + 60) * MIB
+    assert res.peak_allocated_bytes == 63 * MIB
+    assert res.segments == [(0, 50 * MIB), (1, 20 * MIB), (3, 60 * MIB)]
+    a.empty_cache()  # the 20 MiB segment holds a live block: it stays
+    assert a.reserved == 20 * MIB
+    a.teardown()
+    assert a.reserved == 0 and a.allocated == 0
+
+
+def test_expandable_segments_map_pages_where_the_free_tail_grows():
+    # native: a 2 MiB request takes a 20 MiB segment; a 30 MiB one a new 30 MiB segment
+    events = [AllocEvent("alloc", 1, 2 * MIB), AllocEvent("alloc", 2, 30 * MIB)]
+    native, _ = replay(events)
+    assert native.peak_reserved_bytes == 50 * MIB
+    # expandable: one 20 MiB page, then the 18 MiB free tail grows by one more page
+    exp, a = replay(events, expandable=True)
+    assert exp.peak_reserved_bytes == 2 * LARGE_BUFFER
+    assert a.block_of(2).addr == a.block_of(1).addr + 2 * MIB
+    assert exp.peak_allocated_bytes == 32 * MIB  # blocks always split: no whole-block slack
+
+
+def test_expandable_small_pool_pages_are_2mib_and_empty_cache_unmaps_free_pages():
+    a = Allocator(expandable=True)
+    for k in range(5):
+        a.malloc(k, MIB)
+    assert a.reserved == 6 * MIB  # 5 MiB rounded up to 2 MiB pages
+    for k in range(1, 5):
+        a.free(k)
+    a.empty_cache()  # block 0 keeps its page mapped
+    assert a.reserved == 2 * MIB
+
+
+def test_replay_starts_from_a_given_state():
+    a = Allocator()
+    a.malloc(100, 32 * MIB)
+    a.malloc(101, 8 * MIB)
+    a.teardown(keep=[100])
+    res, _ = replay([AllocEvent("alloc", 1, 5 * MIB)], allocator=a)
+    assert res.peak_reserved_bytes == 32 * MIB + 20 * MIB
+    assert res.peak_allocated_bytes == 37 * MIB
+
+
+def test_unknown_free_and_double_alloc_are_errors():
+    a = Allocator()
+    with pytest.raises(ValueError, match="not allocated"):
+        a.free(1)
+    a.malloc(1, 10)
+    with pytest.raises(ValueError, match="already allocated"):
+        a.malloc(1, 10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 40 * MIB)), min_size=1, max_size=60),
+       st.booleans())
+def test_accounting_invariants(ops, expandable):
+    """Random alloc/free sequences: reserved never drops, allocated never exceeds it, and
+    the live blocks of one segment never overlap."""
+    a = Allocator(expandable=expandable)
+    live, last_reserved = [], 0
+    for k, (free, size) in enumerate(ops):
+        if free and live:
+            a.free(live.pop(size % len(live)))
+        else:
+            a.malloc(k, size)
+            live.append(k)
+        assert a.reserved >= last_reserved and a.allocated <= a.reserved
+        last_reserved = a.reserved
+        spans = sorted((a.block_of(x).addr, a.block_of(x).size) for x in live)
+        assert all(p + s <= q for (p, s), (q, _) in zip(spans, spans[1:]))
+    assert a.allocated == sum(a.block_of(x).size for x in live)
+
+
+def test_a_recorded_h200_history_replays_block_for_block():
+    """The first 700 events of a real history (tinylm, fp32, 4 x 1024, fresh process):
+    given the driver's segment addresses, every block lands where PyTorch put it and the
+    same segments are allocated."""
+    doc = json.loads((DATA / "allocator_trace_excerpt.json").read_text())
+    rows = doc["events"]
+    seg_addrs = [addr for op, addr, _ in rows if op == "s"]
+    recorded_segments = [size for op, _, size in rows if op == "s"]
+    a = Allocator(addresses=AddressSource(seg_addrs))
+    misplaced = 0
+    for op, addr, size in rows:
+        if op == "a":
+            misplaced += a.malloc(addr, size).addr != addr
+        elif op == "f":
+            a.free(addr)
+    assert misplaced == 0
+    assert [d.size for d in a.decisions] == recorded_segments
+    assert a.reserved == doc["reserved_bytes_after"]

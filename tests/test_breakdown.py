@@ -1,0 +1,65 @@
+"""Where the peak goes (afford.fit.breakdown): the step structure found in a history, every
+allocation classed by its lifetime, and the classes summing to the peak."""
+
+from __future__ import annotations
+
+import pytest
+
+from afford.fit.allocator import Allocator, replay
+from afford.fit.breakdown import CLASSES, breakdown, classify, find_steps
+from afford.fit.trace_scaling import from_history
+from tests.alloc_programs import MIB, program
+
+
+def test_steps_are_found_from_the_repeating_sizes():
+    t = program(4, 512)  # build: w0, w1, pos, pool; a warm step allocates 2*3 + 3 = 9
+    steps = find_steps(t)
+    assert (steps.first_step, steps.period) == (4, 9)
+    assert steps.second_step == t.n_allocs - 2 * 9 and steps.last_step == t.n_allocs - 9
+
+
+def test_every_allocation_is_classed_by_its_lifetime():
+    t = program(2, 512, cold=True)
+    kinds = classify(t, find_steps(t))
+    by_size = {}
+    for k, kind in enumerate(kinds):
+        by_size.setdefault(t.sizes[k], set()).add(kind)
+    assert by_size[32 * MIB] == {"workspaces"}
+    assert kinds[:4] == ["parameters"] * 4
+    last = kinds[find_steps(t).last_step:]
+    # act0, tmp0, scores0, act1, tmp1, scores1, gw1, gw0, gpos
+    assert last == ["activations", "temporaries", "activations"] * 2 + ["gradients"] * 3
+    first = kinds[find_steps(t).first_step:find_steps(t).second_step]
+    assert first[-6:] == ["optimizer_state"] * 6  # m and v of w0, w1, pos
+
+
+def test_the_classes_sum_to_the_peak_worked_by_hand():
+    # B=4, s=512, d=64, 2 layers: the last step peaks when layer 1 allocates its scores
+    # while its temporary is live: the weights 16384 + 32768 + pos 131072 and the input
+    # pool 65536; AdamW's m and v (2 x 180224); per layer an activation 4*B*s*d = 0.5 MiB
+    # and scores 2*4*B*s^2 = 8 MiB; layer 1's temporary 16*B*s*d = 2 MiB; no gradient yet.
+    b = breakdown(program(4, 512))
+    assert b.parameters_bytes == 245760
+    assert b.optimizer_state_bytes == 360448
+    assert b.activations_bytes == 2 * (MIB // 2) + 2 * 8 * MIB
+    assert b.temporaries_bytes == 2 * MIB
+    assert b.gradients_bytes == b.workspaces_bytes == 0
+    parts = sum(getattr(b, f"{c}_bytes") for c in CLASSES)
+    assert parts == b.allocated_bytes
+    assert parts + b.slack_bytes == b.reserved_bytes
+    assert b.allocated_bytes == replay(program(4, 512).events())[0].peak_allocated_bytes
+    assert sum(b.shares().values()) == pytest.approx(1.0)
+
+
+def test_blocks_alive_before_the_history_count_as_workspaces():
+    a = Allocator()
+    a.malloc(-1, 32 * MIB)
+    b = breakdown(program(4, 512), allocator=a)
+    assert b.workspaces_bytes == 32 * MIB
+    assert sum(getattr(b, f"{c}_bytes") for c in CLASSES) == b.allocated_bytes
+
+
+def test_a_history_without_repeated_steps_is_refused():
+    t = from_history(1, 1, [["alloc", 1, 100, 0], ["alloc", 2, 200, 0]])
+    with pytest.raises(ValueError, match="do not repeat"):
+        find_steps(t)

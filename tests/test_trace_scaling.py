@@ -1,0 +1,89 @@
+"""Allocation histories learned at small shapes and synthesised at a larger one
+(afford.fit.trace_scaling): exact size laws, canonical form, alignment, and a synthetic
+training program recovered exactly at a held-out shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from afford.fit.allocator import replay
+from afford.fit.trace_scaling import align, extra_slots, fit_size, from_history, learn
+from tests.alloc_programs import MIB, program
+
+SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
+
+
+@pytest.mark.parametrize("law, terms", [
+    (lambda B, s: 4096, ("1",)),
+    (lambda B, s: 3072 * B * s, ("B*s",)),
+    (lambda B, s: 2 * 12 * B * s * s, ("B*s^2",)),
+    (lambda B, s: 768 * 4 * s, ("s",)),
+    (lambda B, s: 2040 + 4 * B * s, ("1", "B*s")),
+    (lambda B, s: 512 + 2 * B * s * s, ("1", "B*s^2")),
+])
+def test_size_laws_are_exact_on_integers(law, terms):
+    fit = fit_size(SHAPES, [law(B, s) for B, s in SHAPES])
+    assert fit.terms == terms and fit.exact and not fit.interpolated
+    assert fit.predict(8, 2048) == law(8, 2048)
+
+
+def test_three_terms_on_three_shapes_is_marked_interpolated():
+    law = lambda B, s: 100 + 3 * B * s + B * s * s  # noqa: E731
+    fit = fit_size(SHAPES, [law(B, s) for B, s in SHAPES])
+    assert fit.exact and fit.interpolated and fit.predict(4, 2048) == law(4, 2048)
+
+
+def test_shapes_that_cannot_tell_bases_apart_mark_the_fit_ambiguous():
+    shapes = [(2, 512), (4, 512), (8, 512)]  # s fixed: B*s is proportional to B
+    fit = fit_size(shapes, [1024 * B for B, _ in shapes])
+    assert fit.terms == ("B*s",) and fit.ambiguous
+
+
+def test_negative_coefficients_are_refused_and_fall_back_to_nnls():
+    sizes = [5000, 100, 7000]  # no non-negative law in the bases fits exactly
+    fit = fit_size(SHAPES, sizes)
+    assert not fit.exact
+    assert all(c >= 0 for c in fit.coefs)
+
+
+def history(rows):
+    """[action, addr, size] rows -> recorded history rows on stream 0."""
+    return [[a, addr, size, 0] for a, addr, size in rows]
+
+
+def test_canonical_form_ignores_the_order_of_a_run_of_frees():
+    a = [("alloc", 1, 10), ("alloc", 2, 20), ("alloc", 3, 30), ("free_requested", 3, 30),
+         ("free_completed", 3, 30), ("free_completed", 1, 10), ("alloc", 4, 40)]
+    b = [("alloc", 1, 10), ("alloc", 2, 20), ("alloc", 3, 30), ("free_completed", 1, 10),
+         ("free_completed", 3, 30), ("alloc", 4, 40)]
+    ta, tb = from_history(1, 1, history(a)), from_history(1, 1, history(b))
+    assert ta.ops == tb.ops == (0, 1, 2, ~0, ~2, 3)
+    ext = from_history(1, 1, history([("free_completed", 9, 8), ("alloc", 1, 8)]))
+    assert ext.external_frees == 1 and ext.ops == (0,)
+
+
+def test_alignment_finds_what_a_cold_history_adds():
+    warm, cold = program(4, 512), program(2, 512, cold=True)
+    extras = extra_slots(warm, cold)
+    assert [cold.sizes[k] for k in extras] == [32 * MIB]
+    match = align(warm, cold)
+    assert all(m is not None for m in match)
+    assert match == sorted(match)
+
+
+def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
+    traces = [program(4, 512), program(2, 512, cold=True), program(2, 1024)]
+    model = learn(traces, reference=0)
+    assert model.extras == [1, 0] and model.unmatched == [0, 0]
+    assert model.summary()["inexact"] == 0
+    truth = program(8, 2048)
+    got = model.trace(8, 2048)
+    assert got.ops == truth.ops and got.sizes == truth.sizes
+    r_truth, _ = replay(truth.events())
+    r_got, _ = replay(model.synthesise(8, 2048))
+    assert r_got == r_truth
+
+
+def test_learn_refuses_a_shape_given_twice():
+    with pytest.raises(ValueError, match="same shape"):
+        learn([program(2, 512), program(2, 512)])
