@@ -7,10 +7,6 @@ its context and cuBLAS warm-up overlap the parent's own imports instead of follo
 (on the H200 host the parent takes about 3 s to import and the child about 5 s to start).
 Nothing is timed while they overlap. The certify command takes the child if it suits the
 device it resolves (:func:`afford.measure.children.take_early`); otherwise it is stopped.
-``afford bars`` and ``afford milestones`` need no torch, so they run without the command
-line's package ``__init__`` (which registers every command, some of which import torch at
-once): :func:`light_app` loads the one command's module on its own.
-
 This module imports no torch.
 """
 
@@ -40,32 +36,7 @@ def early_child(argv: list[str]) -> tuple[bool, str | None]:
     return True, device if device.startswith("cuda") else None
 
 
-LIGHT = ("bars", "milestones")  # commands that import no torch
-
-
-def light_app(name: str):
-    """A typer app of the one command ``afford.cli.<name>``, imported without running
-    ``afford/cli/__init__.py`` (its package is stood in for by a bare module)."""
-    import importlib
-    import types
-    from pathlib import Path
-
-    import typer
-
-    if "afford.cli" not in sys.modules:
-        pkg = types.ModuleType("afford.cli")
-        pkg.__path__ = [str(Path(__file__).parent / "cli")]
-        sys.modules["afford.cli"] = pkg
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command(name)(importlib.import_module(f"afford.cli.{name}").command)
-    return app
-
-
 def main() -> None:
-    argv = sys.argv[1:]
-    if argv and argv[0] in LIGHT:
-        light_app(argv[0])(args=argv[1:], prog_name=f"afford {argv[0]}")
-        return
     spawn, prewarm = early_child(sys.argv[1:])
     if spawn:
         from afford.measure.children import spawn_early

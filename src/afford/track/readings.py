@@ -1,6 +1,6 @@
 """A guarded session's readings for the history ledger (:mod:`afford.ledger`).
 
-Every step time carries its step indices (DESIGN section 3, rule 1): the warm median with the
+Every step time carries its step indices (docs/DESIGN.md section 3, rule 1): the warm median with the
 indices of the warm steps it was taken over; the session's first step (allocation,
 compilation) with its own index, never as a warm reading. Peak memory (CUDA
 ``max_memory_allocated``, else the process's peak RSS) and the drift against the certificate's

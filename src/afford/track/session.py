@@ -9,7 +9,7 @@
         if guard.should_save(step): save(...)             # save_every from the plan
         if guard.should_stop(): save(...); break          # before the cap, with the final save
 
-What it keeps (DESIGN section 3, rule 1): every step's index and seconds (the time between
+What it keeps (docs/DESIGN.md section 3, rule 1): every step's index and seconds (the time between
 two ``step`` calls, so data loading counts; a save's time falls into the step after it, which
 is kept apart as ``after-save``), with the session's first step (allocation, compilation) and
 the warm-up apart from the warm steps. The warm median over a recent window is compared with
