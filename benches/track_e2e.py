@@ -3,7 +3,7 @@
 interval.
 
 The pipeline is afford's own: ``afford certify`` measures the workload on this CPU (unless
-``--cert`` gives a certificate), :func:`afford.planner.plan` plans it on a platform whose
+``--cert`` gives a certificate), :func:`afford.plan.planner.plan` plans it on a platform whose
 session cap is ``--cap`` seconds (margin ``--margin``), and three training sessions run as
 child processes under ``afford.track.Session(plan=...)``, each charged from its spawn (its
 imports count against the cap):
@@ -117,9 +117,9 @@ def certify(out: Path) -> Path:
 
 
 def plan(out: Path, cert: Path, cap: float, margin: float) -> dict:
-    from afford import planner
-    from afford.platforms import load_platform
-    from afford.runfile import load_run
+    from afford.plan import planner
+    from afford.schema.platform import load_platform
+    from afford.schema.run import load_run
     from afford.schema.cert import load_certificate
 
     why = "the end-to-end example's session"

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from afford import sizing
+from afford.fit import sizing
 from afford.measure.memory_sweep import frozen_bytes, states_bytes
-from afford.memory_stage import build_law, plan_job
+from afford.certify.memory import build_law, plan_job
 from afford.schema.memory import MemoryShape
 from afford.workloads import resolve, train_step
 from afford.workloads.base import count_frozen, count_params

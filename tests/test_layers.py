@@ -18,14 +18,14 @@ SRC = Path(__file__).parents[1] / "src"
 # Lowest first. A module belongs to the last layer whose prefix it starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("afford", "afford.errors", "afford.provenance", "afford.units", "afford.io",
-              "afford.constants")),
+              "afford.constants", "afford.lock")),
     ("schema", ("afford.schema", "afford.manifest")),
-    ("fit", ("afford.fit", "afford.gates")),
+    ("fit", ("afford.fit", "afford.gates", "afford.bars")),
     ("workloads", ("afford.workloads",)),
     ("measure", ("afford.measure",)),
     ("certify", ("afford.certify",)),
     ("figures", ("afford.figures", "afford.ledger")),
-    ("plan", ("afford.plan", "afford.compare")),
+    ("plan", ("afford.plan", "afford.compare", "afford.milestones", "afford.track")),
     ("report", ("afford.report",)),
     ("cli", ("afford.cli", "afford._entry", "afford.__main__")),
 ]

@@ -62,7 +62,8 @@ def command(
         from afford import milestones as ms
         from afford.report.bars import milestone_notes, milestones_table, plan_table
         from afford.schema.bars import Ladder, load_bars
-        from afford.tomlfile import read_toml, validate
+        from afford.io import read_toml
+        from afford.schema.envelope import validate
 
         lad = validate(read_toml(ladder, "ladder"), Ladder, f"ladder {ladder}")
         if history is None and not log:

@@ -4,7 +4,7 @@ the predicted warm step of the run (all seconds, SI).
 The plan is ``afford plan --json`` (``afford.plan/1``) or ``afford preflight --json``
 (``afford.preflight/1``, whose ``plan`` is used), read as plain JSON so that the guard does not
 need torch, pydantic or the planner; or it is made here from a certificate, a platform and a
-run through :func:`afford.planner.plan` (the same function ``afford plan`` calls).
+run through :func:`afford.plan.planner.plan` (the same function ``afford plan`` calls).
 
 Keys read (:mod:`afford.plan.result`): ``chunk.chunk_seconds`` (``null``: no session cap),
 ``cadence.save_every`` and ``cadence.write_seconds`` (``null`` cadence: no run, or no step
@@ -61,9 +61,9 @@ def load_plan(path: str | Path) -> Budget:
 
 def plan_from_files(cert: str | Path, platform: str | Path, run: str | Path) -> dict:
     """The plan of certificate + platform + run, as the JSON ``afford plan --json`` prints."""
-    from afford import planner
-    from afford.platforms import load_platform
-    from afford.runfile import load_run
+    from afford.plan import planner
+    from afford.schema.platform import load_platform
+    from afford.schema.run import load_run
     from afford.schema.cert import load_certificate
 
     result = planner.plan(load_certificate(cert), load_platform(str(platform)), load_run(run))

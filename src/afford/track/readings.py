@@ -19,13 +19,16 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from afford.ledger import Reading
-    from afford.track.session import Session
 
 
-def session_readings(s: "Session") -> list["Reading"]:
+# a step's kind, as afford.track.session records it (session imports these from here)
+FIRST, WARMUP, WARM, AFTER_SAVE = 0, 1, 2, 3
+SessionLike = object  # an afford.track.session.Session (not imported: session imports this)
+
+
+def session_readings(s: "SessionLike") -> list["Reading"]:
     from afford.ledger import format_step_indices, new_reading
     from afford.provenance import Tag
-    from afford.track.session import FIRST, WARM
 
     if not s.indices:
         return []
@@ -56,7 +59,7 @@ def session_readings(s: "Session") -> list["Reading"]:
     return [new_reading(**base, **row) for row in rows]
 
 
-def append_session(s: "Session", path: str | Path) -> list["Reading"]:
+def append_session(s: "SessionLike", path: str | Path) -> list["Reading"]:
     """Append the session's readings, leaving out any the ledger already holds."""
     from afford import ledger
 
@@ -67,7 +70,7 @@ def append_session(s: "Session", path: str | Path) -> list["Reading"]:
     return ledger.append(p, rows) if rows else []
 
 
-def device_name(s: "Session") -> str:
+def device_name(s: "SessionLike") -> str:
     if s._cuda is not None:
         try:
             return str(s._cuda.get_device_name())
@@ -89,11 +92,11 @@ def _torch_version() -> str:
     return str(getattr(torch, "__version__", "")) if torch is not None else ""
 
 
-def _command(s: "Session") -> str:
+def _command(s: "SessionLike") -> str:
     return s.command or ("afford.track: " + " ".join(sys.argv)).strip()
 
 
-def _fingerprint(s: "Session") -> str:
+def _fingerprint(s: "SessionLike") -> str:
     b = s.budget
     text = f"{b.run}|{b.step_seconds}|{b.chunk_seconds}|{b.save_every}|{b.write_seconds}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]

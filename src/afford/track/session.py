@@ -58,10 +58,10 @@ from typing import Any
 
 from afford.errors import InputError
 from afford.track.budget import Budget, budget_from_plan, load_plan, plan_from_files
+from afford.track.readings import AFTER_SAVE, FIRST, WARM, WARMUP
 
 log = logging.getLogger("afford.track")
 MARKER_SCHEMA = "afford.resume/1"
-FIRST, WARMUP, WARM, AFTER_SAVE = 0, 1, 2, 3
 KINDS = ("first", "warm-up", "warm", "after-save")
 WINDOW = 101  # recent warm steps the live median is taken over
 REFRESH = 8  # warm steps between two recomputations of the live median
