@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from afford.figures import memory as sizing
-from afford.certify.request import CertifyRequest
 from afford.certify import certify
+from afford.certify.request import CertifyRequest
+from afford.figures import memory as sizing
 from afford.schema.cert import save_certificate
 
 

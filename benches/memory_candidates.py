@@ -23,11 +23,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from afford.fit.memory import MemoryObservation, candidate_forms, fit_form, fit_memory
-from afford.schema.memory import form_name
 from afford.certify.memory import s2_term
+from afford.fit.memory import MemoryObservation, candidate_forms, fit_form, fit_memory
 from afford.schema.cert import load_certificate
-from afford.schema.memory import HELDOUT_ROLES, SWEEP_ROLES
+from afford.schema.memory import HELDOUT_ROLES, SWEEP_ROLES, form_name
 
 Row = dict
 Predictor = Callable[[Row], float]

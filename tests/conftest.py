@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from afford.certify.request import CertifyRequest
 from afford.certify import certify
+from afford.certify.request import CertifyRequest
 from afford.schema.cert import save_certificate
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from afford.schema.laws import Excluded
 from afford.fit.throughput import fit_throughput
-from afford.schema.platform import Platform
-from afford.schema.run import RunFile
 from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
+from afford.schema.laws import Excluded
+from afford.schema.platform import Platform
 from afford.schema.point import Point
+from afford.schema.run import RunFile
 
 GIB = 2**30
 STARTED = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)

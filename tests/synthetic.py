@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
-from afford.schema.laws import Excluded, LawFit, ThroughputLaw
 from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
+from afford.schema.laws import Excluded, LawFit, ThroughputLaw
 from afford.schema.point import ChildPoint, Point
 
 GIB = 2**30

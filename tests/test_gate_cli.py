@@ -6,8 +6,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from afford.certify.request import CertifyRequest
 from afford.certify import stages_for
+from afford.certify.request import CertifyRequest
 from afford.cli import app
 from afford.schema.cert import Certificate
 

@@ -8,8 +8,8 @@ import textwrap
 import pytest
 import torch
 
-from afford.gates import GateSettings, evaluate, init_loss_gate, noise_floor_gate
 from afford.certify.gates import GateRequest, run_gates
+from afford.gates import GateSettings, evaluate, init_loss_gate, noise_floor_gate
 from afford.measure import gate_runs
 from afford.measure.determinism import audit_workload
 from afford.measure.step_capture import (bitwise_equal, capture_step, max_abs_delta,

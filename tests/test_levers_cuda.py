@@ -4,11 +4,10 @@ import pytest
 import torch
 
 from afford.certify.levers import LEVERS, LeverJob, measure_levers
-from afford.workloads.clock import clock_name
-from afford.workloads.clock import CudaClock
 from afford.measure.timing import rule_for, time_point
 from afford.workloads import resolve, train_step
 from afford.workloads.base import check_gradients, validate_shape
+from afford.workloads.clock import CudaClock, clock_name
 
 pytestmark = pytest.mark.cuda
 CUDA = torch.device("cuda")

@@ -6,8 +6,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from afford.cli import app
 from afford.certify.sizes import measure_sizes
+from afford.cli import app
 from afford.measure.timing import rule_for
 from afford.schema.cert import load_certificate, save_certificate
 from afford.workloads.tinylm import TinyLMConfig

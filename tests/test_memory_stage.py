@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from afford import figures
-from afford.certify.request import CertifyRequest
 from afford.certify import stages_for
+from afford.certify.request import CertifyRequest
 from afford.measure.memory_sweep import run_memory_child
 from afford.provenance import Tag
 from afford.schema.memory import HELDOUT_ROLES

@@ -8,15 +8,15 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from afford.plan import planner
 from afford.cli import app
 from afford.errors import InputError
-from afford.schema.platform import load_platform, presets
+from afford.manifest import pinned_sources
+from afford.plan import planner
 from afford.provenance import Tag
 from afford.report.plan import render_plan, render_verdict
-from afford.schema.run import load_run
-from afford.manifest import pinned_sources
 from afford.schema.cert import save_certificate
+from afford.schema.platform import load_platform, presets
+from afford.schema.run import load_run
 from tests.plan_helpers import make_cert, make_platform, make_run
 
 runner = CliRunner()

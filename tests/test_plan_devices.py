@@ -5,9 +5,9 @@ from datetime import datetime, timezone
 import pytest
 import torch
 
-from afford.figures import distributed as figures
 from afford.certify.distributed import assemble_collectives, assemble_dp
 from afford.errors import InputError
+from afford.figures import distributed as figures
 from afford.fit.collectives import fit_alpha_beta, ring_allreduce_seconds
 from afford.measure import env as envmod
 from afford.plan import scaling

@@ -3,8 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.plan import planner
-from afford.plan import cadence, chunk, quota
+from afford.plan import cadence, chunk, planner, quota
 from afford.plan.derive import REL_TOL
 from afford.plan.result import StartupComponent
 from afford.provenance import inherited, measured

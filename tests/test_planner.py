@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from afford.plan import planner
 from afford.errors import InputError
+from afford.plan import planner
 from afford.provenance import Tag
 from tests.plan_helpers import GIB, STARTED, make_cert, make_platform, make_run
 

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from afford.schema.probes import LAUNCH_FIXED_SHARE
 from afford.fit.verdicts import arithmetic_share, bound_verdict, ladder_fit, mfu, utilisation_stats
 from afford.fit.warmup import combine_profiles, steps_until_warm, warmup_profile
+from afford.schema.probes import LAUNCH_FIXED_SHARE
 
 
 def test_utilisation_stats_drop_the_settle_window_and_count_idle_samples():

@@ -5,15 +5,15 @@ import math
 import numpy as np
 import pytest
 
+from afford.certify import levers as lv
+from afford.certify.sizes import SIZES, fit_sizes, size_configs
 from afford.errors import InputError
 from afford.fit.phases import growth, phase_child, phase_split, premise
 from afford.fit.speedup import per_child_speedups, summarize
 from afford.fit.verdicts import mfu
-from afford.certify import levers as lv
-from afford.certify.sizes import SIZES, fit_sizes, size_configs
 from afford.provenance import NotExecutable
-from afford.schema.point import ChildPoint
 from afford.schema.levers import LeverVariant
+from afford.schema.point import ChildPoint
 from afford.schema.sizes import PhaseChild, SizePoint
 from afford.workloads import resolve
 from afford.workloads.tinylm import tinylm_params

@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from afford import figures
+from afford.certify.memory import build_law, dim_keys, memory_modes, plan_job
+from afford.cli import app
 from afford.constants import load_memory_defaults
 from afford.figures import memory as memory_figures
 from afford.fit import sizing
-from afford.cli import app
-from afford.certify.memory import build_law, dim_keys, memory_modes, plan_job
 from afford.provenance import Tag
 from afford.schema.cert import Certificate, Environment, Protocol, save_certificate
 from afford.schema.memory import MemorySection, MemoryShape

@@ -12,8 +12,8 @@ import tempfile
 
 import pytest
 
-import afford.measure.children as children
 import afford.certify.probes as stage
+import afford.measure.children as children
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.timing import rule_for
 from tests.test_probes_stage import env, events, result

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from afford.workloads.clock import FakeClock
 from afford.measure.timing import TimingRule, rule_for, time_point
+from afford.workloads.clock import FakeClock
 
 
 def scripted(clock: FakeClock, durations: dict[int, float], default: float):

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from afford.errors import InputError
-from afford.workloads.clock import HostClock
 from afford.measure.timing import rule_for, time_point
 from afford.workloads import resolve, train_step
 from afford.workloads.base import WorkloadRefused, check_gradients, validate_shape
+from afford.workloads.clock import HostClock
 from afford.workloads.tinylm import TinyLMConfig, parse_size, q3, size_spec, tinylm_params
 from afford.workloads.tuned import Tuned, parse_options
 

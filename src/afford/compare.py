@@ -26,9 +26,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.errors import InputError
-from afford.schema.laws import ThroughputLaw
 from afford.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult, load_certificate
+from afford.schema.laws import ThroughputLaw
 from afford.units import UnitError, parse_fraction
 
 COMPARE_SCHEMA = "afford.compare/1"
@@ -147,7 +147,7 @@ def _check_law(law: LawRef, b: Certificate, tol: float) -> LawCheck:
     if fixed_shape(r) != law.fixed_shape:
         return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
                         note=f"shapes differ: A {law.fixed_shape}, B {fixed_shape(r)}")
-    run = run_label(b.environment)
+    run = run_label(b)
     checks = [_check_point(law, r, p.value, p.median_seconds, tol, run) for p in r.points
               if p.usable]
     if not checks:

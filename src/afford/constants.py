@@ -20,8 +20,8 @@ DATA = Path(__file__).parent / "data"  # the package's data files, each value wi
 MEMORY_DEFAULTS = DATA / "memory_defaults.toml"
 MODES = ("fp32", "bf16", "fp16")  # dtype modes of a training step: fp32, bf16 or fp16 autocast
 
-# The budget a run may fill: device memory x this share (docs/DESIGN.md section 4, cost model). Plans,
-# the ladder, ``afford size`` and the memory stage's verdicts all budget against it.
+# The budget a run may fill: device memory x this share (docs/DESIGN.md section 4, cost
+# model). Plans, the ladder, ``afford size`` and the memory stage's verdicts budget against it.
 MEMORY_FRACTION = 0.90
 MEMORY_FRACTION_REASON = ("afford's default budget fraction: 10 % of the card left for "
                           "allocator fragmentation, the CUDA context and other processes")

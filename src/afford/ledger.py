@@ -1,5 +1,5 @@
-"""The history ledger: an append-only TSV of readings, one a line (docs/DESIGN.md section 3, rules 1,
-5 and 6; section 5 "File formats").
+"""The history ledger: an append-only TSV of readings, one a line (docs/DESIGN.md section 3,
+rules 1, 5 and 6; section 5 "File formats").
 
 Why a TSV: it is git-friendly (a new reading is a new line; a strike changes one line) and any
 tool reads it. The first line is the header below; it is the format's version marker

@@ -72,8 +72,9 @@ def assumed(value: Scalar, unit: str, reason: str) -> Tagged:
 
 def run_label(run, what: str = "certify") -> str:
     """The run a figure was read off, for its source: ``"<device>, certify <date> UTC"``.
-    ``run``: anything with ``device_name`` and ``started_at`` (a certificate's environment,
-    a levers section)."""
+    ``run``: a certificate, or anything with ``device_name`` and ``started_at`` (its
+    environment, a levers section)."""
+    run = getattr(run, "environment", run)
     return f"{run.device_name}, {what} {run.started_at:%Y-%m-%d %H:%M} UTC"
 
 

@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 
 import torch
 
+from afford.certify import certify
 from afford.certify.request import CertifyRequest, default_mode, resolve
 from afford.certify.sweep import protocol_of
-from afford.certify import certify
 from afford.errors import InputError, MeasurementError
 from afford.fit.collectives import algbw, busbw, busbw_factor, fit_alpha_beta
 from afford.fit.dp_scaling import efficiency, exposed_comm_share, fit_world_size_law

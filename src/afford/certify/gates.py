@@ -27,11 +27,11 @@ import torch
 
 from afford.certify.request import default_mode, workload_values
 from afford.errors import InputError
+from afford.fit.stats import median
 from afford.gates import GateContext, GateSettings, evaluate, verdict
 from afford.measure import determinism as audit
 from afford.measure import gate_runs
 from afford.measure.env import choose_device, cpu_model, device_class as class_of
-from afford.fit.stats import median
 from afford.schema.determinism import (DeterminismSection, GateReadings, GatesSection,
                                        InitLossReading)
 from afford.workloads import resolve

@@ -22,9 +22,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from afford.schema.datasheet import lookup
 from afford.fit.stats import median
-from afford.schema.probes import BoundVerdict
 from afford.fit.verdicts import arithmetic_share, bound_verdict, ladder_fit, utilisation_stats
 from afford.measure.children import Event, startup_run
 from afford.measure.probes.protocol import probe_protocol
@@ -32,10 +30,11 @@ from afford.measure.probes.runner import run_probe_child
 from afford.measure.probes.startup import run_startup
 from afford.provenance import NotExecutable
 from afford.schema.cert import Environment, WorkloadResult
-from afford.schema.probes import (GEMM_DTYPES, CheckpointProbe, CopyProbe, DatasheetPeaks,
-                                  FlopCount, GemmProbe, Ladder, ProbeProtocol, ProbesSection,
-                                  Rung, Startup, StartupRun, UtilisationTrace, WorkloadProbes,
-                                  counted_runs)
+from afford.schema.datasheet import lookup
+from afford.schema.probes import (GEMM_DTYPES, BoundVerdict, CheckpointProbe, CopyProbe,
+                                  DatasheetPeaks, FlopCount, GemmProbe, Ladder, ProbeProtocol,
+                                  ProbesSection, Rung, Startup, StartupRun, UtilisationTrace,
+                                  WorkloadProbes, counted_runs)
 
 
 def probes_stage(ctx) -> dict:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from afford.certify.sweep import point_key
-from afford.measure.children import Event
-from afford.schema.cert import WorkloadResult
 from afford.constants import MODES
 from afford.errors import InputError
+from afford.measure.children import Event
+from afford.schema.cert import WorkloadResult
 from afford.workloads import DEFAULT, resolve as resolve_workload
 from afford.workloads.base import Workload, validate_shape
 

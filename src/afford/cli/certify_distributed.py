@@ -7,17 +7,16 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from afford.certify.request import CertifyRequest
-from afford.schema.cert import default_filename
 from afford.certify.distributed import DistOptions, certify_distributed
+from afford.certify.request import CertifyRequest
 from afford.cli.common import err, interactive, out, print_json
 from afford.errors import MeasurementError
 from afford.figures.distributed import busbw_peak, dp_scaling
-from afford.report.distributed import collectives_table, scaling_table, status_line
-from afford.report.terminal import certificate_table
-from afford.schema.cert import Certificate, save_certificate
 from afford.figures.summary import summarize
 from afford.provenance import run_label
+from afford.report.distributed import collectives_table, scaling_table, status_line
+from afford.report.terminal import certificate_table
+from afford.schema.cert import Certificate, default_filename, save_certificate
 
 
 def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_json: bool,

@@ -7,13 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.plan import planner
 from afford.cli.common import guard, out, print_json
-from afford.schema.platform import Platform, load_platform
-from afford.report.plan import render_plan
-from afford.schema.run import RunFile, load_run
 from afford.manifest import pinned_sources
+from afford.plan import planner
+from afford.report.plan import render_plan
 from afford.schema.cert import Certificate, load_certificate
+from afford.schema.platform import Platform, load_platform
+from afford.schema.run import RunFile, load_run
 
 PLATFORM_HELP = ("A preset (kaggle-p100, kaggle-t4x2, colab-free, local, spot) or the path "
                  "to a platform TOML file.")

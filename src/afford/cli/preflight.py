@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.plan import planner
 from afford.cli.common import guard, out, print_json
 from afford.cli.plan import MANIFEST_HELP, PLATFORM_HELP, load_inputs
+from afford.plan import planner
 from afford.report.plan import render_verdict
 
 

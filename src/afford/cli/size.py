@@ -56,7 +56,7 @@ def command(
         if mode is not None and mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         cert = load_certificate(cert_path)
-        report = size(cert, workload, s, b, mode, fraction, run_label(cert.environment))
+        report = size(cert, workload, s, b, mode, fraction, run_label(cert))
         if as_json:
             print_json(report_json(report, cert_path))
         else:

@@ -53,7 +53,7 @@ def step_seconds(cert: Certificate, name: str, value: int, mode: str | None = No
     p = point(r, value)
     if p is not None and p.usable:
         return measured(p.median_seconds, "s", f"{r.name} {r.mode} {r.sweep_param}={value}: "
-                        f"median of {len(p.child_medians)} child medians, {run_label(cert.environment)}")
+                        f"median of {len(p.child_medians)} child medians, {run_label(cert)}")
     if r.law is None:
         return None
     secs, extra = r.law.predict(value)
@@ -70,7 +70,7 @@ def peak_bytes(cert: Certificate, name: str, value: int, mode: str | None = None
     p = point(r, value)
     if p is None:
         return None, None
-    where = f"{r.name} {r.mode} {r.sweep_param}={value}, {run_label(cert.environment)}"
+    where = f"{r.name} {r.mode} {r.sweep_param}={value}, {run_label(cert)}"
     if p.peak_allocated_bytes is not None:
         res = measured(p.peak_reserved_bytes, "B", f"max_memory_reserved, {where}") \
             if p.peak_reserved_bytes is not None else None
@@ -90,7 +90,7 @@ def worst_reserved_ratio(cert: Certificate) -> Tagged | None:
         return None
     worst = max(ratios)
     return module(worst[0], "x", f"max reserved/allocated over {len(ratios)} resident "
-                  f"points (worst: {worst[1]} at {worst[2]}), {run_label(cert.environment)}")
+                  f"points (worst: {worst[1]} at {worst[2]}), {run_label(cert)}")
 
 
 def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
@@ -103,7 +103,7 @@ def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    p = sizing.predict(law, shape, run_label(cert.environment))
+    p = sizing.predict(law, shape, run_label(cert))
     return p.allocated, p.reserved
 
 
@@ -115,7 +115,7 @@ def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes:
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    return sizing.max_batch(law, shape, budget_bytes, run_label(cert.environment))
+    return sizing.max_batch(law, shape, budget_bytes, run_label(cert))
 
 
 def _probes(cert: Certificate):
@@ -132,7 +132,8 @@ def gemm_rate(cert: Certificate, dtype: str) -> Tagged | None:
         return None
     return measured(g.flops_per_second, "FLOP/s",
                     f"GEMM {dtype} {g.n}^3, median of {len(g.seconds)} calls after "
-                    f"{g.warmup_calls} warm-up, max rel. error {g.max_rel_error:.1e}, {run_label(cert.environment)}")
+                    f"{g.warmup_calls} warm-up, max rel. error {g.max_rel_error:.1e}, "
+                    f"{run_label(cert)}")
 
 
 def datasheet_peak(cert: Certificate, dtype: str) -> Tagged | None:
@@ -172,7 +173,7 @@ def copy_bandwidth(cert: Certificate) -> Tagged | None:
         return None
     return measured(c.bytes_per_second, "B/s",
                     f"copy of {c.buffer_bytes} B, read + written, median of {len(c.seconds)} "
-                    f"calls, {run_label(cert.environment)}")
+                    f"calls, {run_label(cert)}")
 
 
 def workload_probes(cert: Certificate, name: str, mode: str | None = None):
@@ -194,7 +195,7 @@ def checkpoint_write_seconds(cert: Certificate, name: str, mode: str | None = No
         return None
     return measured(c.median_write_seconds, "s",
                     f"{w.name} {w.mode} {w.sweep_param}={c.value}: median of "
-                    f"{len(c.write_seconds)} atomic writes to {c.directory}, {run_label(cert.environment)}")
+                    f"{len(c.write_seconds)} atomic writes to {c.directory}, {run_label(cert)}")
 
 
 def checkpoint_bytes(cert: Certificate, name: str, mode: str | None = None) -> Tagged | None:
@@ -204,7 +205,7 @@ def checkpoint_bytes(cert: Certificate, name: str, mode: str | None = None) -> T
     if not isinstance(c, CheckpointProbe):
         return None
     return measured(c.bytes, "B", f"{w.name} {w.mode} {w.sweep_param}={c.value}: file size, "
-                    f"{run_label(cert.environment)}")
+                    f"{run_label(cert)}")
 
 
 def step_flops(cert: Certificate, name: str, value: int, mode: str | None = None
@@ -240,7 +241,7 @@ def startup_seconds(cert: Certificate) -> dict[str, Tagged]:
     n = len(counted_runs(s.runs))
     where = f"median of {n} fresh children" + \
         (f" ({len(s.runs) - n} of {len(s.runs)} left out: imports beside the parent's)"
-         if n < len(s.runs) else "") + f", {run_label(cert.environment)}"
+         if n < len(s.runs) else "") + f", {run_label(cert)}"
     out = {"process": measured(s.process_seconds, "s", f"spawn to imports done, {where}"),
            "import_torch": measured(s.import_torch_seconds, "s", f"import torch, {where}")}
     if not isinstance(s.import_transformers_seconds, NotExecutable):
@@ -266,7 +267,7 @@ def _first_step(cert: Certificate) -> Tagged | None:
         return None
     secs, r, p = max(cands, key=lambda c: c[0])
     return measured(secs, "s", f"step 0 of {r.name} {r.mode} {r.sweep_param}={p.value} "
-                    f"(median over children; the slowest workload's), {run_label(cert.environment)}")
+                    f"(median over children; the slowest workload's), {run_label(cert)}")
 
 
 
@@ -309,7 +310,7 @@ def step0_seconds(cert: Certificate, name: str, value: int, mode: str | None = N
     if p is None or p.step0_seconds is None:
         return None
     return measured(p.step0_seconds, "s", f"{r.name} {r.mode} {r.sweep_param}={value}: step 0, "
-                    f"median over children, {run_label(cert.environment)}")
+                    f"median over children, {run_label(cert)}")
 
 
 def step0_over_warm(cert: Certificate, name: str, mode: str | None = None) -> Tagged | None:
@@ -320,7 +321,7 @@ def step0_over_warm(cert: Certificate, name: str, mode: str | None = None) -> Ta
     if not ratios:
         return None
     return module(median(ratios), "x", f"{r.name} {r.mode}: median over {len(ratios)} points of step 0 / "
-                  f"warm, {run_label(cert.environment)}")
+                  f"warm, {run_label(cert)}")
 
 
 def tokens_per_step(cert: Certificate, name: str, value: int, mode: str | None = None
@@ -331,7 +332,7 @@ def tokens_per_step(cert: Certificate, name: str, value: int, mode: str | None =
     if p is None or p.tokens_per_step is None:
         return None
     return module(p.tokens_per_step, "tokens", f"{r.name} {r.mode} {r.sweep_param}={value}: "
-                  f"the workload's tokens per step, {run_label(cert.environment)}")
+                  f"the workload's tokens per step, {run_label(cert)}")
 
 
 def params(cert: Certificate, name: str, value: int, mode: str | None = None) -> Tagged | None:
@@ -341,7 +342,7 @@ def params(cert: Certificate, name: str, value: int, mode: str | None = None) ->
     if p is None or p.params is None:
         return None
     return module(p.params, "params", f"{r.name} {r.mode} {r.sweep_param}={value}: trainable "
-                  f"parameters counted, {run_label(cert.environment)}")
+                  f"parameters counted, {run_label(cert)}")
 
 
 def device_name(cert: Certificate) -> str:
@@ -358,7 +359,7 @@ def device_memory(cert: Certificate) -> Tagged | None:
     if e.device_memory_bytes is None:
         return None
     what = "total memory of the card" if e.device_type == "cuda" else "MemTotal of the host"
-    return measured(e.device_memory_bytes, "B", f"{what}, {run_label(cert.environment)}")
+    return measured(e.device_memory_bytes, "B", f"{what}, {run_label(cert)}")
 
 
 def torch_version(cert: Certificate) -> str:

@@ -119,7 +119,8 @@ def node_devices(cert: Certificate) -> Tagged | None:
     d = _dist(cert)
     if d is None:
         return None
-    return measured(d.world_size, "devices", f"torchrun world size ({d.backend}), {run_label(cert.environment)}")
+    return measured(d.world_size, "devices",
+                    f"torchrun world size ({d.backend}), {run_label(cert)}")
 
 
 def dp_scaling(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | None:
@@ -159,7 +160,7 @@ def dp_exposed_comm_share(cert: Certificate, n: int) -> Tagged | None:
     if run is None or run.exposed_comm_share is None:
         return None
     return module(run.exposed_comm_share, "ratio", f"(step - no_sync step) / step, DDP at "
-                  f"world size {n}, {run_label(cert.environment)}")
+                  f"world size {n}, {run_label(cert)}")
 
 
 def dp_peak_bytes(cert: Certificate, n: int, strategy: str = "ddp") -> list[Tagged | None]:
@@ -175,7 +176,7 @@ def dp_peak_bytes(cert: Certificate, n: int, strategy: str = "ddp") -> list[Tagg
                     v is not None for v in r.rank_peak_reserved_bytes) else r.rank_peak_rss_bytes
                 what = "max_memory_reserved" if vals is r.rank_peak_reserved_bytes else "peak RSS"
                 return [measured(v, "B", f"{what}, rank {i}, {strategy} at world size {n}, "
-                                 f"{run_label(cert.environment)}") if v is not None else None
+                                 f"{run_label(cert)}") if v is not None else None
                         for i, v in enumerate(vals)]
     return []
 
@@ -190,4 +191,4 @@ def busbw_peak(cert: Certificate, op: str = "all_reduce") -> Tagged | None:
         return None
     best = max(pts, key=lambda p: p.busbw_bytes_per_second)
     return measured(best.busbw_bytes_per_second, "B/s", f"{op} busbw at {best.bytes} B on "
-                    f"{c.world_size} ranks ({c.backend}), {run_label(cert.environment)}")
+                    f"{c.world_size} ranks ({c.backend}), {run_label(cert)}")

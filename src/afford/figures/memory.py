@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from afford.constants import MEMORY_FRACTION, check_fraction
 from afford.errors import InputError
 from afford.fit.memory import BATCH_CAP, largest_batch
-from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for, frozen_at,
-                               formula_tag, max_batch, predict, verdicts)
+from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for, formula_tag,
+                               frozen_at, max_batch, predict, verdicts)
 from afford.provenance import Tagged, measured, module
 from afford.schema.memory import DefaultVerdict, MemoryLaw
 

@@ -147,7 +147,8 @@ def checkpoint_cells(cert: Certificate, name: str, mode: str) -> tuple[Cell, Cel
         return None, None
     if not isinstance(w.checkpoint, CheckpointProbe):
         return w.checkpoint, w.checkpoint
-    return figures.checkpoint_write_seconds(cert, name, mode), figures.checkpoint_bytes(cert, name, mode)
+    return (figures.checkpoint_write_seconds(cert, name, mode),
+            figures.checkpoint_bytes(cert, name, mode))
 
 
 def _utilisation_cells(u) -> tuple[Cell, Cell]:
@@ -173,7 +174,7 @@ def warmup_row(cert: Certificate, r: WorkloadResult) -> WarmupRow | None:
         return None
     prof: WarmupProfile = combine_profiles(profs, p.median_seconds)
     at = f"{r.sweep_param}={p.value}"
-    src = f"{r.name} {r.mode} {at}, {prof.children} children, {run_label(cert.environment)}"
+    src = f"{r.name} {r.mode} {at}, {prof.children} children, {run_label(cert)}"
     first = tuple(measured(t, "s", f"step {i} (median over children), {src}")
                   for i, t in enumerate(prof.first_seconds[:4]))
     never = prof.steps_until_warm is None
@@ -203,8 +204,8 @@ def summarize_probes(cert: Certificate) -> ProbesSummary:
     ne = tuple({(c.what, c.reason): c for c in cells if isinstance(c, NotExecutable)}.values())
     return ProbesSummary(device=tuple(rows), workloads=tuple(wrows), warmup=warm,
                          not_executable=ne, warnings=tuple(pr.warnings),
-                         wall_seconds=measured(pr.wall_seconds, "s",
-                                               f"wall time of the probes stage, {run_label(cert.environment)}"))
+                         wall_seconds=measured(pr.wall_seconds, "s", "wall time of the probes "
+                                               f"stage, {run_label(cert)}"))
 
 
 def _jsonable(x):

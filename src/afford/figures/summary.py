@@ -29,7 +29,7 @@ class WorkloadSummary:
 
 
 def summarize_workload(cert: Certificate, r: WorkloadResult) -> WorkloadSummary:
-    run = run_label(cert.environment)
+    run = run_label(cert)
     timed = [p for p in r.points if p.median_seconds is not None]
     resident = [p for p in timed if p.usable]
     law = r.law

@@ -1,1 +1,2 @@
-"""Laws fitted to readings: pure functions, arrays in, frozen results out (docs/DESIGN.md section 2)."""
+"""Laws fitted to readings: pure functions, arrays in, frozen results out (docs/DESIGN.md
+section 2)."""

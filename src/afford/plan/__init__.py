@@ -1,4 +1,5 @@
-"""The cost model (docs/DESIGN.md section 4): pure functions, Tagged figures in, frozen results out.
+"""The cost model (docs/DESIGN.md section 4): pure functions, Tagged figures in, frozen
+results out.
 
 chunk (session cap, startup, steps per chunk, memory fit), quota (weekly quota with startup
 charged, time to target), cadence (checkpoint interval under an overhead budget), failures

@@ -1,4 +1,5 @@
-"""What a kill costs, and the checkpoint interval a failure rate asks for (docs/DESIGN.md section 4).
+"""What a kill costs, and the checkpoint interval a failure rate asks for (docs/DESIGN.md
+section 4).
 
 The failure ledger: GPU seconds a kill costs = training since the last durable checkpoint
 (redone) + whatever was being written + the restart (the startup paid again before step 1).

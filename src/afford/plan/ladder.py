@@ -1,4 +1,5 @@
-"""The scale ladder: which model sizes this box can train in a budget (pure; docs/DESIGN.md section 4).
+"""The scale ladder: which model sizes this box can train in a budget (pure; docs/DESIGN.md
+section 4).
 
 For each parameter count N:
 

@@ -22,10 +22,10 @@ from afford.plan import quota as quotamod
 from afford.plan.derive import derive, num
 from afford.plan.preflight import Facts, verdict
 from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
-from afford.schema.platform import Platform
 from afford.provenance import Tagged, assumed
-from afford.schema.run import RunFile
 from afford.schema.cert import Certificate
+from afford.schema.platform import Platform
+from afford.schema.run import RunFile
 
 NO_PROBES = "certificate has no probes section; run afford certify with probes"
 ASSUMED_IMPORT_SECONDS = 20.0

@@ -1,4 +1,5 @@
-"""The weekly quota with startup charged, and the time to a run's target (docs/DESIGN.md section 4).
+"""The weekly quota with startup charged, and the time to a run's target (docs/DESIGN.md
+section 4).
 
 A platform that bills GPU hours per week bills every session's startup too:
 

@@ -51,7 +51,8 @@ class Chunk(_Frozen):
 
 
 class MemoryBudget(_Frozen):
-    """budget = device memory x budget fraction (docs/DESIGN.md section 3, rule 4: against reserved)."""
+    """budget = device memory x budget fraction (docs/DESIGN.md section 3, rule 4: against
+    reserved)."""
 
     device_memory_bytes: Tagged
     fraction: Tagged
@@ -84,7 +85,8 @@ class ChunkRow(_Frozen):
 
 
 class Quota(_Frozen):
-    """The weekly quota with startup charged (docs/DESIGN.md section 4), beside the naive figure."""
+    """The weekly quota with startup charged (docs/DESIGN.md section 4), beside the naive
+    figure."""
 
     quota_seconds: Tagged
     naive_chunks: Tagged = Field(description="quota / chunk: WRONG, charges nothing for startup")

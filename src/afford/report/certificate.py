@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 
 from afford import figures
+from afford.figures.memory import heldout_accuracy
 from afford.provenance import fitted, measured, module, run_label
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
-from afford.figures.memory import heldout_accuracy
 
 # Fields of the foundation's certificate; any other field is a later stage's section.
 FOUNDATION_FIELDS = {"schema_id", "environment", "protocol", "workloads", "warnings"}
@@ -30,7 +30,7 @@ def _flag(v: bool | None) -> str:
 
 
 def environment(cert: Certificate) -> Table:
-    e, run = cert.environment, run_label(cert.environment)
+    e, run = cert.environment, run_label(cert)
     rows: list[tuple[str, Cell]] = [
         ("device", f"{e.device_name} ({e.device_type}, {e.device_class})"),
         ("device memory", measured(e.device_memory_bytes, "B",
@@ -126,7 +126,7 @@ def _resident_text(p: Point) -> str:
 
 
 def points(cert: Certificate, r: WorkloadResult) -> Table:
-    run, rows = run_label(cert.environment), []
+    run, rows = run_label(cert), []
     for p in r.points:
         where = f"{r.name} {r.mode} {r.sweep_param}={p.value}, {run}"
         alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
@@ -186,7 +186,8 @@ def probes(cert: Certificate) -> Table | None:
     if (bw := figures.copy_bandwidth(cert)) is not None:
         rows.append(("copy bandwidth", bw))
     for r in cert.workloads:
-        for label, t in (("checkpoint write", figures.checkpoint_write_seconds(cert, r.name, r.mode)),
+        for label, t in (("checkpoint write",
+                          figures.checkpoint_write_seconds(cert, r.name, r.mode)),
                          ("checkpoint size", figures.checkpoint_bytes(cert, r.name, r.mode))):
             if t is not None:
                 rows.append((f"{label}, {r.name} ({r.mode})", t))
@@ -201,7 +202,7 @@ FORMULAS = {"four_x_model_size": '"4x model size"',
 
 def memory_laws(cert: Certificate) -> Table:
     """Per workload and mode: the fitted laws and how far off they were where held out."""
-    run = run_label(cert.environment)
+    run = run_label(cert)
     mem = cert.memory
     reserved = _has_reserved(cert)
     rows = []
@@ -232,7 +233,7 @@ def _has_reserved(cert: Certificate) -> bool:
 
 def memory_heldout(cert: Certificate) -> Table:
     """Every held-out shape: measured, afford's prediction and the default formulas."""
-    run = run_label(cert.environment)
+    run = run_label(cert)
     reserved = _has_reserved(cert)
     rows = []
     for law in cert.memory.laws:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from afford.figures.memory import SizeReport, heldout_accuracy
 from afford.fit.memory import BATCH_CAP
-from afford.schema.memory import DefaultVerdict
 from afford.provenance import Tagged, fitted, inherited, measured, module, run_label
 from afford.report.terminal import LEGEND, fmt
-from afford.schema.memory import MemoryLaw
-from afford.figures.memory import SizeReport, heldout_accuracy
+from afford.schema.memory import DefaultVerdict, MemoryLaw
 
 
 def _yes_no(x: bool | None) -> str:
@@ -90,7 +89,7 @@ def _num(tag, x: float | None, source: str) -> str:
 
 def memory_summary_table(cert) -> Table:
     """One row per law of a certificate's memory section (for ``afford certify``)."""
-    run = run_label(cert.environment)
+    run = run_label(cert)
     t = Table(title=f"memory law: states + fixed + L*(C_res B*s*d + C_op B*H*s^2) "
               f"({cert.memory.wall_seconds:.1f} s)", title_justify="left")
     for col in ("workload", "mode", "C_res", "C_op", "fixed", "R^2", "states",

@@ -1,6 +1,6 @@
 """The typed report: what ``afford report`` shows, built from certificates, plans, a manifest
-and a ledger, before any format is chosen (docs/DESIGN.md section 2: measure, fit, plan, *render*; renderers
-format what they are given and compute nothing).
+and a ledger, before any format is chosen (docs/DESIGN.md section 2: measure, fit, plan,
+*render*; renderers format what they are given and compute nothing).
 
 Every cell of every table is text (a label), a :class:`~afford.provenance.Tagged` value, a
 :class:`~afford.provenance.Struck` one or :class:`~afford.provenance.NotExecutable`; the

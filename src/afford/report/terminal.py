@@ -8,8 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from afford.figures.probes import ProbesSummary
-from afford.provenance import NotExecutable, Tag, Tagged, require_tagged
 from afford.figures.summary import WorkloadSummary
+from afford.provenance import NotExecutable, Tag, Tagged, require_tagged
 from afford.units import format_bytes, format_count, format_duration
 
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",

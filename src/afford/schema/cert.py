@@ -13,14 +13,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.schema.laws import ThroughputLaw
 from afford.schema.determinism import DeterminismSection, GatesSection
 from afford.schema.distributed import DistributedSection
-from afford.schema.memory import MemorySection
-from afford.schema.probes import ProbesSection
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
+from afford.schema.laws import ThroughputLaw
 from afford.schema.levers import LeversSection
+from afford.schema.memory import MemorySection
 from afford.schema.point import Point
+from afford.schema.probes import ProbesSection
 from afford.schema.sizes import SizesSection
 
 CERT_SCHEMA = "afford.cert/1"

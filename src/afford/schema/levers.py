@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.schema.laws import LawFit
 from afford.provenance import NotExecutable
+from afford.schema.laws import LawFit
 from afford.schema.point import Point
 
 

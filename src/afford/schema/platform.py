@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from afford.constants import DATA, MEMORY_FRACTION, MEMORY_FRACTION_REASON, check_fraction
 from afford.errors import InputError
-from afford.provenance import Tagged, assumed, inherited
 from afford.io import loads_toml, read_toml
+from afford.provenance import Tagged, assumed, inherited
 from afford.schema.envelope import validate
 from afford.units import parse_bytes, parse_duration, parse_fraction
 

@@ -30,8 +30,8 @@ from afford.measure.distributed.runtime import Runtime, agree_max, wait_device
 from afford.measure.memory import MemoryWindow
 from afford.measure.timing import timed_block
 from afford.workloads.base import autocast_for
-from afford.workloads.tinylm import VOCAB, TinyLMConfig, TinyLMModel, default
 from afford.workloads.clock import CudaClock, HostClock
+from afford.workloads.tinylm import VOCAB, TinyLMConfig, TinyLMModel, default
 
 
 @dataclass(frozen=True)
