@@ -50,7 +50,8 @@ def test_schema_cert():
     assert run("schema", "nope").exit_code == 2
 
 
-@pytest.mark.slow
+# Not marked slow: the default run's one real certify end to end (--quick, CPU, two points,
+# ~40 s), so `-m "not slow"` cannot pass with certify broken.
 def test_certify_user_workload_end_to_end(tmp_path):
     out = tmp_path / "u.json"
     r = run("certify", "--quick", "--device", "cpu", "--workload",

@@ -102,3 +102,40 @@ def test_four_points_give_the_floor_law_a_leave_one_out_check():
     law = fit_throughput("s", n, t)
     assert law.floor_power is not None and len(law.floor_power.loo_rel_errors) == 4
     assert law.chosen == "floor_power"
+
+
+def test_power_law_residuals_and_r2_worked_by_hand():
+    # ln x = 0, L, 2L and ln y = 0, ln 1.1, 0: the slope is 0 (cov = 0), the intercept the
+    # mean ln 1.1 / 3, so the fit explains nothing: R^2 = 0 in log space, and the relative
+    # residuals predicted / measured - 1 are 1.1^(1/3) - 1, 1.1^(-2/3) - 1, 1.1^(1/3) - 1
+    law = fit_throughput("n", [1, 2, 4], [1.0, 1.1, 1.0])
+    p = law.power
+    assert p.params["b"] == pytest.approx(0.0, abs=1e-12)
+    assert p.params["a"] == pytest.approx(math.log(1.1) / 3)
+    assert p.r2 == pytest.approx(0.0, abs=1e-12)
+    assert p.residuals == pytest.approx([1.1 ** (1 / 3) - 1, 1.1 ** (-2 / 3) - 1,
+                                         1.1 ** (1 / 3) - 1])
+    # leave-one-out: dropping x = 2 leaves a flat law at 1.0, 1 / 1.1 - 1 off there
+    assert p.loo_rel_errors[1] == pytest.approx(1 / 1.1 - 1)
+    assert law.chosen == "power" and law.floor_power is None  # 3 points: no floor form
+    assert any("R^2 0.0000 < 0.99" in w for w in law.warnings)
+
+
+def test_power_law_r2_between_zero_and_one_by_hand():
+    # ln y = 2 ln x + e, e = 0, +d, -d, 0 at x = 1, 2, 4, 8 (u = 0, L, 2L, 3L):
+    # slope 2 - d / (5 L), R^2 = 1 - ss_res / ss_tot worked from the residual e - fit
+    L, d = math.log(2.0), 0.05
+    e = [0.0, d, -d, 0.0]
+    x = [1, 2, 4, 8]
+    y = [v * v * math.exp(ei) for v, ei in zip(x, e)]
+    law = fit_power(x, y)
+    b = 2 - d / (5 * L)
+    assert law.params["b"] == pytest.approx(b)
+    u = [i * L for i in range(4)]
+    v = [2 * ui + ei for ui, ei in zip(u, e)]
+    a = sum(v) / 4 - b * sum(u) / 4
+    res = [vi - (a + b * ui) for ui, vi in zip(u, v)]
+    vbar = sum(v) / 4
+    r2 = 1 - sum(r * r for r in res) / sum((vi - vbar) ** 2 for vi in v)
+    assert 0.99 < law.r2 < 1.0 and law.r2 == pytest.approx(r2, rel=1e-12)
+    assert law.residuals == pytest.approx([math.exp(-r) - 1 for r in res], rel=1e-9)

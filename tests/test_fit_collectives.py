@@ -134,3 +134,21 @@ def test_scaling_figures_by_hand():
     assert exposed_comm_share(0.125, 0.100) == pytest.approx(0.2)
     assert exposed_comm_share(0.100, 0.110) == pytest.approx(-0.1)  # noise kept, not clipped
     assert math.isclose(ring_term(2), 1.0)
+
+
+def test_world_size_law_residuals_and_r2_worked_by_hand():
+    # w = 1, 2, 4: x = 2(w-1)/w = 0, 1, 1.5; t = 1.0, 1.5, 1.6 s. Sxx = 7/6, Sxt = 29/60,
+    # Stt = 31/150: B = 29/70, A = 41/30 - B x 5/6 = 429/420, R^2 = Sxt^2 / (Sxx Stt) = 841/868;
+    # predictions 429/420, 603/420, 690/420 s
+    law = fit_world_size_law([1, 2, 4], [1.0, 1.5, 1.6])
+    assert law.B_seconds == pytest.approx(29 / 70) and law.A_seconds == pytest.approx(429 / 420)
+    assert law.r2 == pytest.approx(841 / 868, rel=1e-12)
+    assert law.residuals == pytest.approx([429 / 420 - 1, 603 / 630 - 1, 690 / 672 - 1])
+    assert not law.exact and law.warnings == []
+
+
+def test_world_size_law_that_gets_faster_is_flagged():
+    law = fit_world_size_law([1, 2, 4], [1.0, 0.9, 0.8])
+    assert law.B_seconds < 0 and any("B < 0" in w for w in law.warnings)
+    flat = fit_world_size_law([1, 2], [1.0, 1.0])
+    assert flat.r2 == 1.0 and flat.B_seconds == pytest.approx(0.0, abs=1e-12)

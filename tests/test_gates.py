@@ -8,8 +8,8 @@ from pydantic import ValidationError
 
 from afford.errors import InputError
 from afford.figures.gates import determinism_lines, gate_lines, noise_lines
-from afford.gates import (GateNotExecutable, GateResult, GateSettings, determinism_gate,
-                          evaluate, headroom, init_loss_gate, matched_params_gate,
+from afford.gates import (TOLERANCE_REASONS, GateNotExecutable, GateResult, GateSettings,
+                          determinism_gate, evaluate, headroom, init_loss_gate, matched_params_gate,
                           noise_floor_gate, parity_gate, parse_tolerances, ratio, row,
                           user_gate, verdict, worst_row)
 from afford.measure.determinism import missing_kernel_op
@@ -246,3 +246,14 @@ def test_gate_table_renders_worst_row_and_verdict():
     text = con.export_text()
     assert "lm 32 seed 1" in text and "0.01 C" in text and "0.02 A" in text
     assert "0.5 C" in text and "2 C" in text and "PASS" in text and "verdict: GO" in text
+
+
+def test_default_init_loss_tolerance_against_the_costs_files_1e3():
+    """The 0.997 of ln V measured at CPU widths passes the 0.02 default and would fail the
+    COSTS file's GATE_TOL = 1e-3 (a healthy model, 3e-3 below chance); 1.017-1.020 (the H200
+    at d512) passes either, since only the low side fails."""
+    healthy = [_init(LN256 * 0.997), _init(LN256 * 1.020, seed=1)]
+    assert init_loss_gate(healthy, S).status == "PASS"
+    tight = parse_tolerances(["init-loss=1e-3"])
+    assert [r.status for r in init_loss_gate(healthy, tight).rows] == ["FAIL", "PASS"]
+    assert "1e-3" in TOLERANCE_REASONS["init_loss"]

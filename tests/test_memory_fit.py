@@ -172,6 +172,11 @@ def test_verdict_confirmed_within_tolerance():
     assert v.max_batch_default == 77
 
 
+def test_verdict_exactly_at_the_tolerance_is_confirmed():
+    v = _judge(1.25, tol=0.25)  # 1.25 x / x - 1 = 0.25 exactly in binary
+    assert v.effect == 0.25 and v.status == "CONFIRMED" and v.direction is None
+
+
 def test_verdict_without_device_memory():
     v = judge("formula", "d", "c", default_value=None, fitted_value=None, fitted=lambda b: 2.0,
               default=lambda b: 1.0, budgeted=lambda b, x: x, target={"B": 1, "s": 1},
@@ -234,3 +239,12 @@ def test_a_stored_fit_without_the_field_has_the_s2_term():
                                     "c_res": 34.0, "c_op": 5.0, "r2": 1.0, "residuals": [],
                                     "n_points": 7})
     assert fit.s2_term is True and fit.candidates == {} and "B*H*s^2" in fit.describe()
+
+
+def test_as_many_shapes_as_coefficients_fit_without_a_check():
+    # one shape, one coefficient (c_res, no s^2 term): an exact fit, no leave-one-out
+    fit = fit_memory(observations(34, 0)[:1], "allocated", s2_term=False)
+    assert fit.n_points == 1 and fit.loo_rel_errors is None
+    assert fit.c_res == pytest.approx(34) and fit.residuals == pytest.approx([0.0], abs=1e-12)
+    two = fit_memory(observations(34, 5)[:2], "allocated", s2_term=True)
+    assert two.n_points == 2 and two.loo_rel_errors is None

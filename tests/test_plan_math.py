@@ -265,36 +265,103 @@ def test_loss_per_failure_is_about_half_the_interval_plus_restart():
 
 
 def test_kill_ledger_worked_example():
-    # R = 300, write 10, step 1, 39600 steps, save_every 990: interval 1000 s
+    # R = 300, write 10, step 1, 39600 steps, save_every 990: interval 1000 s; restart apart
     rows = failures.kill_ledger(s(300.0), s(10.0), s(1.0), measured(39600, "steps", "c"),
-                                measured(990, "steps", "k"), Q30)
+                                measured(990, "steps", "k"))
     by = {r.point: r for r in rows}
-    assert by["warm-up"].without.value == by["warm-up"].with_.value == 300.0
-    assert by["mid-chunk"].without.value == 300 + 39600 / 2
-    assert by["mid-chunk"].with_.value == 300 + 1000 / 2
-    assert by["mid-chunk"].ratio.value == pytest.approx(20100 / 800)
-    assert by["mid-chunk"].share_of_quota_without.value == pytest.approx(20100 / 108000)
-    assert by["checkpoint write"].without is None
-    assert by["checkpoint write"].with_.value == 300 + 1000
-    # the last periodic save is at step 38610: 990 steps before the final save
-    assert by["final save"].without.value == 300 + 39600 + 10
-    assert by["final save"].with_.value == 300 + 990 + 10
+    assert by["warm-up"].worst_without.value == by["warm-up"].worst_with.value == 300.0
+    assert by["warm-up"].expected_with.value == 150.0 and by["warm-up"].restart is None
+    assert by["mid-chunk"].worst_without.value == 39600
+    assert by["mid-chunk"].worst_with.value == 990
+    assert by["mid-chunk"].worst_ratio.value == pytest.approx(39600 / 990)
+    assert by["mid-chunk"].expected_without.value == 39600 / 2
+    assert by["mid-chunk"].expected_with.value == 1000 / 2
+    assert by["mid-chunk"].expected_ratio.value == pytest.approx(19800 / 500)
+    assert by["mid-chunk"].restart.value == 300.0
+    assert by["checkpoint write"].worst_without.value == 39600  # no periodic write: mid-chunk
+    assert by["checkpoint write"].worst_with.value == 1000
+    assert by["checkpoint write"].expected_with.value == 995
+    # worst: a whole interval; expected: the projected 990 steps since step 38610, half a write
+    assert by["final save"].worst_without.value == 39600 + 10
+    assert by["final save"].worst_with.value == 1000
+    assert by["final save"].expected_with.value == 990 + 5
+    w = failures.worth(rows, Q30)
+    assert w.saved_seconds.value == 39600 - 990
+    assert w.saved_share_of_quota.value == pytest.approx(38610 / 108000)
 
 
 def test_kill_ledger_final_save_soon_after_a_periodic_one():
     rows = failures.kill_ledger(s(300.0), s(10.0), s(1.0), measured(1000, "steps", "c"),
                                 measured(990, "steps", "k"))
     final = next(r for r in rows if r.point == "final save")
-    assert final.with_.value == 300 + 10 + 10 and final.share_of_quota_with is None
+    assert final.expected_with.value == 10 + 5 and final.worst_with.value == 1000
+    assert failures.worth(rows).saved_share_of_quota is None
 
 
 def test_kill_ledger_when_no_periodic_checkpoint_fits_in_the_chunk():
     rows = failures.kill_ledger(s(300.0), s(10.0), s(1.0), measured(500, "steps", "c"),
                                 measured(990, "steps", "k"))
     by = {r.point: r for r in rows}
-    assert by["mid-chunk"].with_.value == by["mid-chunk"].without.value == 550.0
-    assert by["checkpoint write"].with_ is None
-    assert by["final save"].with_.value == by["final save"].without.value == 810.0
+    assert by["mid-chunk"].worst_with.value == by["mid-chunk"].worst_without.value == 500.0
+    assert by["mid-chunk"].expected_with.value == 250.0
+    assert by["checkpoint write"].worst_with is None
+    assert by["final save"].worst_with.value == by["final save"].worst_without.value == 510.0
+    assert failures.worth(rows).ratio.value == 1.0
+
+
+def test_kill_ledger_reproduces_the_costs_file():
+    """COSTS 3.4 (the lab's cost file), fed its own inputs: step 0.299025 s (3.2), 132,430
+    steps in the 11 h chunk (3.2), write 0.609 s (3.1), save_every 204 (3.4, COSTS's
+    definition: write / (k x step) <= 1 %), startup 2.74 + 0 + 0.609 + 0.299 + 180 + 300 s
+    (3.1), 30 GPU-h a week. COSTS prints 8.06 / 1.02 / 1.03 / 1.03 GPU-min with, 8.06 / 660 /
+    660 / 660 without, 647x, 659 GPU-min, 36.6 %; each within 0.5 %."""
+    startup = s(2.74 + 0.0 + 0.609 + 0.299 + 180.0 + 300.0)
+    rows = failures.kill_ledger(startup, s(0.609), s(0.299025),
+                                measured(132430, "steps", "COSTS 3.2"),
+                                measured(204, "steps", "COSTS 3.4"))
+    by = {r.point: r for r in rows}
+    costs = {"warm-up": (8.06, 8.06), "mid-chunk": (1.02, 660.0),
+             "checkpoint write": (1.03, 660.0), "final save": (1.03, 660.0)}
+    for point, (with_min, without_min) in costs.items():
+        r = by[point]
+        assert r.worst_with.value / 60 == pytest.approx(with_min, rel=5e-3), point
+        assert r.worst_without.value / 60 == pytest.approx(without_min, rel=5e-3), point
+    assert by["mid-chunk"].worst_with.value == pytest.approx(204 * 0.299025)  # 61.0 s
+    w = failures.worth(rows, inherited(30 * 3600.0, "s", "COSTS 3: 30 GPU-h/week"))
+    assert w.ratio.value == pytest.approx(647, rel=5e-3)  # 649.2: COSTS divides rounded 1.02
+    assert w.saved_seconds.value / 60 == pytest.approx(659, rel=5e-3)
+    assert w.saved_share_of_quota.value == pytest.approx(0.366, rel=5e-3)
+
+
+def test_kill_ledger_at_a_step_other_than_one_second():
+    # R = 300, write 10, step 0.299 s (the COSTS file's LM row), 1000 steps, save_every 300:
+    # interval 300 x 0.299 + 10 = 99.7 s; periodic saves at 300, 600, 900: 100 steps of tail
+    # expected losses exclude the restart (300 s), which each row shows apart
+    rows = failures.kill_ledger(s(300.0), s(10.0), s(0.299), measured(1000, "steps", "c"),
+                                measured(300, "steps", "k"))
+    by = {r.point: r for r in rows}
+    assert by["mid-chunk"].restart.value == pytest.approx(300)
+    assert by["mid-chunk"].expected_without.value == pytest.approx(299 / 2)     # 149.5
+    assert by["mid-chunk"].expected_with.value == pytest.approx(99.7 / 2)       # 49.85
+    assert by["mid-chunk"].expected_ratio.value == pytest.approx(149.5 / 49.85)
+    assert by["mid-chunk"].worst_with.value == pytest.approx(300 * 0.299)       # 89.7
+    assert by["checkpoint write"].expected_with.value == pytest.approx(300 * 0.299 + 10 / 2)  # the interval + half the write
+    assert by["final save"].expected_without.value == pytest.approx(299 + 10 / 2)   # 304: the chunk + half the write
+    assert by["final save"].expected_with.value == pytest.approx(100 * 0.299 + 10 / 2)  # 34.9: the tail + half the write
+
+
+def test_daly_budget_interval_at_a_step_other_than_one_second():
+    # tau_b = 497 x 0.299 = 148.603 s; M 6 h, d 1.5 s, R 328.5 s
+    d = failures.daly(inherited(21600.0, "s", "6 h"), s(1.5), s(328.5), s(0.299),
+                      measured(497, "steps", "k"))
+    tau = 497 * 0.299
+    assert d.budget_interval_seconds.value == pytest.approx(tau)
+    assert d.budget_waste.value == pytest.approx(
+        math.exp(328.5 / 21600) * 21600 * math.expm1((tau + 1.5) / 21600) / tau - 1)
+    assert d.budget_loss_per_failure_seconds.value == pytest.approx(
+        21600 - (tau + 1.5) / math.expm1((tau + 1.5) / 21600) + 328.5)
+    assert d.young_interval_seconds.value == pytest.approx(math.sqrt(2 * 1.5 * 21600))
+    assert d.daly_waste.value <= d.budget_waste.value  # Daly minimizes the waste
 
 
 def test_daly_section_beside_the_budget_interval():
@@ -334,3 +401,11 @@ def test_disk_unknown():
     d = disk.disk_plan(assumed(None, "B", "not published"), measured(1, "B", "c"),
                        inherited(2, "copies", "r"))
     assert d.fits is None and d.copies_fit is None
+
+
+def test_save_every_at_the_costs_inputs_differs_by_definition():
+    """afford charges the write inside the interval: write / (k x step + write) <= 1 % gives
+    ceil(0.609 x 0.99 / (0.01 x 0.299025)) = ceil(201.6) = 202; COSTS 3.4's write / (k x step)
+    <= 1 % gives ceil(203.7) = 204."""
+    assert cadence.save_every(0.609, 0.299025, 0.01) == 202
+    assert math.ceil(0.609 / (0.01 * 0.299025)) == 204

@@ -74,13 +74,44 @@ def test_cadence_failures_disk(p):
     assert c.save_every.value == 149  # ceil(1.5 x 0.99 / 0.01)
     assert c.writes_per_chunk.value == 265 and c.write_seconds_per_chunk.value == 397.5
     by = {r.point: r for r in p.failures.rows}
-    assert by["mid-chunk"].without.value == 328.5 + 19800
-    assert by["mid-chunk"].with_.value == pytest.approx(328.5 + 150.5 / 2)
-    assert by["final save"].with_.value == pytest.approx(328.5 + 115 + 1.5)  # 39600 - 149 x 265
+    assert by["mid-chunk"].expected_without.value == 19800
+    assert by["mid-chunk"].restart.value == 328.5
+    assert by["mid-chunk"].expected_with.value == pytest.approx(150.5 / 2)
+    assert by["mid-chunk"].worst_with.value == 149
+    assert by["final save"].expected_with.value == pytest.approx(115 + 0.75)  # 39600 - 149 x 265
+    assert p.failures.worth.saved_share_of_quota.value == pytest.approx((39600 - 149) / 108000)
     assert p.failures.daly is None
     d = p.disk
     assert d.copies_fit.value == 66 and d.fits is True
     assert d.peak_share.value == pytest.approx(9e8 / 2e10)
+
+
+def test_plan_at_a_step_of_0_299_seconds():
+    """The same plan with seq 512 at 0.299 s a step (the COSTS file's LM row), worked by
+    hand: startup 330 s (step 0 stays 10 s), chunk 39600 s."""
+    p = planner.plan(make_cert(step_512=0.299), make_platform(), make_run())
+    run = p.rows[0]
+    assert run.steps_per_chunk.value == 132441                 # floor(39600 / 0.299)
+    assert run.steps_per_hour.value == pytest.approx(3600 / 0.299, abs=1)
+    c = p.cadence
+    assert c.save_every.value == 497                           # ceil(1.5 x 0.99 / 0.00299)
+    assert c.interval_seconds.value == pytest.approx(497 * 0.299 + 1.5)
+    assert c.writes_per_chunk.value == 266                     # floor(132441 / 497)
+    by = {r.point: r for r in p.failures.rows}
+    assert by["mid-chunk"].expected_without.value == pytest.approx(132441 * 0.299 / 2)
+    assert by["mid-chunk"].expected_with.value == pytest.approx((497 * 0.299 + 1.5) / 2)
+    assert by["mid-chunk"].restart.value == pytest.approx(328.5)
+    # last periodic save at 266 x 497 = 132202: 239 steps before the final save
+    assert by["final save"].expected_with.value == pytest.approx(239 * 0.299 + 1.5 / 2)  # tail + half the write
+    assert by["final save"].expected_without.value == pytest.approx(132441 * 0.299 + 1.5 / 2)
+    q = p.quota
+    assert q.steps_per_week.value == 2 * 132441 + 93010       # floor(27810 / 0.299)
+    t = p.target
+    assert t.sessions.value == 2                                # ceil(244141 / 132441)
+    # each session bills its startup and the steps it trains (not the whole cap: the first
+    # session ends 0.141 s short of it)
+    assert t.gpu_seconds.value == pytest.approx(2 * 330 + 244141 * 0.299)
+    assert t.weeks.value == pytest.approx(244141 / (2 * 132441 + 93010))
 
 
 def test_assumptions_are_listed(p):
@@ -172,7 +203,7 @@ def test_no_cap_treats_the_run_as_one_session():
     assert p.chunk.chunk_seconds is None and p.rows[0].steps_per_chunk is None
     assert p.target.limited_by == "wall clock" and p.target.gpu_seconds.value == 330 + 10_000
     assert p.cadence.writes_per_chunk.value == 10_000 // 149
-    assert p.failures.rows[1].without.value == 328.5 + 5000  # half the run
+    assert p.failures.rows[1].expected_without.value == 5000  # half the run
     assert p.disk.fits is None
     v = planner.preflight(make_cert(), plat, make_run(target_steps=10_000, target_tokens=None))
     assert v.go is True and any("names no device" in w for w in v.warnings)

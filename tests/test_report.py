@@ -1,7 +1,6 @@
 """Reports: the Markdown golden, the untagged-number refusal, generic sections, empty slots,
 the self-contained HTML with its plots, exports, and the CLI."""
 
-import os
 import re
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from afford.report.build import Inputs, build_report
 from afford.report.generic import generic_section
 from afford.report.model import Report, Section, Table
 from afford.schema.cert import Certificate
+from tests.goldens import check_text
 from tests.synthetic import make_cert, report_inputs
 
 GOLDEN = Path(__file__).parent / "golden" / "report.md"
@@ -27,9 +27,7 @@ needs_matplotlib = pytest.mark.skipif(not plots.available(),
 def test_markdown_golden():
     """Regenerate after an intended change with AFFORD_UPDATE_GOLDEN=1."""
     text = markdown.render(build_report(report_inputs()))
-    if os.environ.get("AFFORD_UPDATE_GOLDEN"):
-        GOLDEN.write_text(text)
-    assert text == GOLDEN.read_text()
+    check_text(GOLDEN.name, text)
 
 
 def test_markdown_order_is_the_lab_notebook():
@@ -185,6 +183,7 @@ def test_plot_export_is_reproducible(tmp_path):
         plots.export(report.plots, tmp_path / "p")
 
 
+@pytest.mark.slow  # reads the session's real CPU certificate (~150 s once)
 def test_report_of_a_real_cpu_certificate(cpu_cert):
     text = markdown.render(build_report(Inputs(certs=(("cpu.json", cpu_cert),))))
     assert f"## Device: {cpu_cert.environment.device_name}" in text
@@ -270,3 +269,54 @@ def test_cli_bad_input_exits_2(args, match, cert_file, monkeypatch):
     r = run(*args)
     assert r.exit_code == 2, r.output
     assert match in r.output and "Traceback" not in r.output
+
+
+def test_a_real_plan_is_shown_as_the_terminals_tables():
+    """issue 16: a plan document is rendered as the blocks ``afford plan`` prints (chunk,
+    quota with its WRONG naive rows, cadence, failure ledger, ...), not as a key dump, and
+    no figure is dropped for want of a tag."""
+    import json
+
+    from afford.plan import planner
+    from afford.report import markdown
+    from afford.report.plan import plan_blocks
+    from tests.plan_helpers import make_cert, make_platform, make_run
+
+    plan = planner.plan(make_cert(), make_platform(), make_run())
+    doc = json.loads(plan.to_json())
+    report = build_report(Inputs(plans=(("plan.json", doc),)))
+    sec = next(s for s in report.sections if s.title.startswith("Cost model"))
+    titles = [s.title for s in sec.subsections]
+    assert titles == [b.title for b in plan_blocks(plan)]
+    assert "weekly quota (startup charged per chunk)" in titles
+    assert not any("provenance tag" in n for n in sec.notes)
+    quota = next(s for s in sec.subsections if s.title.startswith("weekly quota"))
+    naive = quota.tables[0].rows[1]
+    assert "WRONG" in naive[0] and naive[1].value == pytest.approx(108000 / 39600)
+    text = markdown.render(report)
+    assert "naive: quota / chunk (WRONG: charges nothing for startup)" in text
+    assert "### failure ledger" in text and "quota.naive_chunks" not in text
+
+
+def test_plan_quota_rows_show_gpu_hours():
+    from afford.plan import planner
+    from afford.report.cells import cell_text
+    from afford.report.plan import quota_block
+    from tests.plan_helpers import make_cert, make_platform, make_run
+
+    rows = quota_block(planner.plan(make_cert(), make_platform(), make_run())).table.rows
+    assert cell_text(rows[0][1], "quota") == "30 GPU-h I"
+
+
+def test_empty_slot_lists_every_field_of_the_certificate_schema():
+    """issue 16: the slot shows the schema's fields (two levels), empty, beside its command."""
+    from afford.schema.cert import Certificate
+
+    slot = build_report(Inputs(expect=("Tesla T4",))).sections[1]
+    fields = {row[0] for t in slot.tables[1:] for row in t.rows}
+    assert {"environment.device_name", "environment.torch_version", "protocol.children",
+            "memory.budget_fraction", "probes.gemm", "workloads.name"} <= fields
+    sections = [n for n, f in Certificate.model_fields.items() if n != "schema_id"]
+    assert {t.caption for t in slot.tables[1:]} >= set(sections) - {"warnings"}
+    assert all(row[1] == "" for t in slot.tables[1:] for row in t.rows)
+    assert slot.command.startswith("afford certify --out")

@@ -352,3 +352,111 @@ def test_shapes_that_were_not_resident_are_left_out():
     assert "not above the baseline" in exclusion(flat, "rss_increment", None)
     oom = MemoryShape(**{**base, "steps": 0}, oom=True, error="OutOfMemoryError: x")
     assert exclusion(oom, "allocated", None).startswith("out of memory: OutOfMemoryError")
+
+
+# ---- the user's own constants (afford size --constants) -----------------------------------
+
+MY_CONSTANTS = """schema = "afford.constants/1"
+name = "my sizing"
+citation = "mysizing.py at abc123"
+
+[[constant]]
+name = "C_RESIDUAL"
+value = {c_res}
+unit = "B/elem"
+multiplies = "c_res"
+mode = "bf16"
+
+[[constant]]
+name = "BYTES_PER_PARAM"
+value = 16
+unit = "B/param"
+multiplies = "bytes_per_param"
+mode = "bf16"
+
+[[constant]]
+name = "C_RESIDUAL_FP32"
+value = 18
+unit = "B/elem"
+multiplies = "c_res"
+mode = "fp32"
+"""
+
+
+def _constants(tmp_path, c_res):
+    path = tmp_path / "my_sizing.toml"
+    path.write_text(MY_CONSTANTS.format(c_res=c_res))
+    return path
+
+
+def test_user_constants_judged_like_the_defaults(gpu_cert, tmp_path):
+    """The synthetic box's law is exactly C_res = 72 B/elem, 16 B/param (bf16). A user's
+    C_res of 72 is CONFIRMED; 60 is WRONG and optimistic, and replacing it changes the peak
+    by exactly L x (60 - 72) x B*s*d bytes at the target."""
+    from afford.schema.constants import load_constants
+
+    law = gpu_cert.memory.laws[0]
+    ok = sizing.user_defaults(load_constants(_constants(tmp_path, 72)), "bf16")[0]
+    mine = [v for v in sizing.verdicts(law, law.base_dims, 1e11, extra=(ok,))
+            if v.default_name == "my sizing"]
+    assert {v.constant: v.status for v in mine} == {"bytes_per_param": "CONFIRMED",
+                                                    "c_res": "CONFIRMED"}
+    # bytes_per_param and c_res only: c_op missing, so the whole formula is not judged
+    assert not ok.formula and "C_RESIDUAL = 72 B/elem (c_res)" in ok.citation
+    bad = sizing.user_defaults(load_constants(_constants(tmp_path, 60)), "bf16")[0]
+    v = next(v for v in sizing.verdicts(law, law.base_dims, 1e11, extra=(bad,))
+             if v.default_name == "my sizing" and v.constant == "c_res")
+    d = law.base_dims
+    act = d["L"] * d["B"] * d["s"] * d["d"]
+    assert v.default_bytes - v.fitted_bytes == pytest.approx((60 - law.allocated.c_res) * act)
+    assert v.status == "WRONG" and v.direction == "optimistic"
+    assert v.effect == pytest.approx(v.default_bytes / v.fitted_bytes - 1)
+    none, why = sizing.user_defaults(load_constants(_constants(tmp_path, 60)), "fp16")
+    assert none is None and "no constants for mode fp16" in why
+
+
+@pytest.mark.parametrize("edit,match", [
+    (('unit = "B/elem"', 'unit = "GiB"', 1), "is in B/elem, not 'GiB'"),
+    (('mode = "fp32"', 'mode = "int8"', 1), "not one of"),
+    (('citation = "mysizing.py at abc123"', 'citation = ""', 1), "citation"),
+    (('mode = "fp32"', 'mode = "bf16"', 1), "two constants multiply c_res in mode bf16"),
+])
+def test_user_constants_schema_refuses_bad_files(tmp_path, edit, match):
+    from afford.errors import InputError
+    from afford.schema.constants import load_constants
+
+    path = tmp_path / "c.toml"
+    path.write_text(MY_CONSTANTS.format(c_res=72).replace(*edit))
+    with pytest.raises(InputError, match=match):
+        load_constants(path)
+
+
+def test_size_with_constants_through_the_cli(gpu_cert_path, tmp_path):
+    path = _constants(tmp_path, 60)
+    r = size(gpu_cert_path, "--seq", "512", "--constants", path, "--json")
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(r.stdout)
+    mine = {v["constant"]: v["status"] for v in doc["verdicts"]
+            if v["default_name"] == "my sizing"}
+    assert mine == {"bytes_per_param": "CONFIRMED", "c_res": "WRONG"}
+    assert any("whole formula is not judged" in w for w in doc["warnings"])
+    text = size(gpu_cert_path, "--seq", "512", "--constants", path)
+    assert "my sizing" in text.output and "WRONG" in text.output
+    assert runner.invoke(app, ["schema", "constants"]).exit_code == 0
+
+
+def test_user_constants_with_every_term_judge_the_whole_formula(gpu_cert):
+    from afford.schema.constants import UserConstants
+
+    consts = UserConstants.model_validate({
+        "schema": "afford.constants/1", "name": "mine", "citation": "here",
+        "constant": [{"name": n, "value": v, "unit": u, "multiplies": t, "mode": "bf16"}
+                     for n, v, u, t in (("P", 16, "B/param", "bytes_per_param"),
+                                        ("R", 72, "B/elem", "c_res"),
+                                        ("O", 0, "B/elem", "c_op"))]})
+    law = gpu_cert.memory.laws[0]
+    mine, why = sizing.user_defaults(consts, "bf16")
+    assert mine.formula and why == ""
+    got = {v.constant for v in sizing.verdicts(law, law.base_dims, 1e11, extra=(mine,))
+           if v.default_name == "mine"}
+    assert got == {"bytes_per_param", "c_res", "c_op", "formula"}

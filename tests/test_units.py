@@ -62,3 +62,19 @@ def test_formatting():
 @given(st.floats(min_value=1, max_value=1e12, allow_nan=False))
 def test_count_round_trip_within_rounding(x):
     assert math.isclose(parse_count(format_count(x, digits=6)), x, rel_tol=1e-5)
+
+
+def test_decimal_k_and_binary_ki_counts():
+    """issue 16: ``4k`` is 4000 (decimal), ``4Ki`` is 4096 (binary)."""
+    from afford.units import parse_count
+    assert parse_count("4k") == 4000 and parse_count("4Ki") == 4096
+    assert parse_count("1Mi") == 2**20 and parse_count("32Ki") == 32768
+
+
+def test_quota_time_formats_as_gpu_hours():
+    from afford.provenance import inherited
+    from afford.report.terminal import value_text
+    from afford.units import format_gpu_hours
+    assert format_gpu_hours(108000) == "30 GPU-h"
+    assert format_gpu_hours(11.134 * 3600) == "11.13 GPU-h"
+    assert value_text(inherited(108000.0, "GPU-s", "quota")) == "30 GPU-h"

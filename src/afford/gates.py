@@ -50,7 +50,8 @@ class GateSettings:
     stated here with its reason (:data:`TOLERANCE_REASONS`), and can be set with
     ``afford gate --tol NAME=VALUE``."""
 
-    init_loss: float = 0.02          # fraction of ln V the step-0 loss may fall below chance
+    init_loss: float = 0.02          # fraction of ln V the step-0 loss may fall below chance;
+    # COSTS 1.5 uses 1e-3, too tight for the 0.997 of ln V measured at CPU widths (reason below)
     parity_fp32: float = 1e-4        # max |cpu - cuda| / max |cpu|, fp32
     parity_bf16: float = 5e-2        # same, bf16 autocast
     parity_fp16: float = 1e-2        # same, fp16 autocast
@@ -71,7 +72,10 @@ TOLERANCE_REASONS = {
                  "sits at or a little above ln V (about ln V + var(logit)/2; measured on "
                  "tinylm: 0.997-1.003 of ln V at the CPU widths, 1.017-1.020 at d512 on an "
                  "H200); a leaked target pulls it down by ~10 % and more, and only the low "
-                 "side fails",
+                 "side fails. Looser than the lab's COSTS file (GATE_TOL = 1e-3, 1.5): the "
+                 "0.997 of ln V measured at the CPU widths is 3e-3 below chance, so 1e-3 would "
+                 "fail a healthy model; 0.02 stays 5x inside the ~10 % a leak costs. Judge as "
+                 "COSTS does with --tol init-loss=1e-3",
     "parity": "assumed: a few layers of forward and backward accumulate rounding to about "
               "1e3 unit roundoffs of fp32 (2^-23), a few of bf16 (2^-7) or fp16 (2^-10); "
               "torch.testing's per-op defaults (fp32 rtol 1.3e-6, bf16 1.6e-2) are for one "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import shutil
@@ -48,6 +49,9 @@ _PROBE = re.compile(r"^\.afford-probe-[a-z0-9_]{8}$")
 _BAD_PATH = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM,
                        errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST,
                        errno.EINVAL})
+MAX_INPUT_CHARS = 64 * 2**20  # characters of one JSON or TOML input file
+MAX_DEPTH = 64  # nesting of one input file (afford's own files nest under 10)
+_BRACKETS = re.compile(r"[\[\]{}]")
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV,
                             errno.EMLINK, errno.ENOSYS, errno.EACCES})
 
@@ -154,11 +158,48 @@ def read_toml(path: str | os.PathLike, what: str) -> dict:
     return loads_toml(read_text(path, label), label)
 
 
+def _bounded(text: str, label: str, kind: str) -> None:
+    """Refuse an input larger than :data:`MAX_INPUT_CHARS` or nested deeper than
+    :data:`MAX_DEPTH` (counted as brackets opened and not closed, strings included: a
+    generous upper bound that a real afford file never nears)."""
+    if len(text) > MAX_INPUT_CHARS:
+        raise InputError(f"{label}: {len(text)} characters; afford reads {kind} files of "
+                         f"at most {MAX_INPUT_CHARS}")
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise InputError(f"{label}: nested deeper than {MAX_DEPTH} levels; not an afford "
+                             f"{kind} file")
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number afford accepts (only finite numbers)")
+
+
+def loads_json(text: str, label: str) -> object:
+    """JSON text as Python data, bounded: size and nesting (:func:`_bounded`), numbers
+    finite (``NaN``/``Infinity`` refused), integers of at most 4300 digits (Python's own
+    limit). InputError naming ``label`` otherwise, never a traceback."""
+    _bounded(text, label, "JSON")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{label}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{label}: not an input afford reads: {exc}") from None
+
+
 def loads_toml(text: str, label: str) -> dict:
+    """TOML text as a dict, bounded as :func:`loads_json` (TOML's ``nan``/``inf`` are left
+    to the schemas, which refuse them where a number is read)."""
+    _bounded(text, label, "TOML")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{label}: not valid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{label}: not an input afford reads: {exc}") from None
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool = True) -> Path:

@@ -59,6 +59,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.errors import InputError
+from afford.io import loads_json, read_text
 from afford.lock import locked
 from afford.provenance import Tagged
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
@@ -299,12 +300,7 @@ def pinned_sources(path: str | Path | None) -> dict[str, bool]:
     if path is None:
         return {}
     p = Path(path)
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"manifest {p}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"manifest {p}: cannot read it as JSON: {exc}") from None
+    raw = loads_json(read_text(p, f"manifest {p}"), f"manifest {p}")
     if not isinstance(raw, dict) or not str(raw.get("schema", "")).startswith("afford.manifest/"):
         raise InputError(f"manifest {p}: not an afford data manifest (schema "
                          "'afford.manifest/1'; write one with afford pin)")

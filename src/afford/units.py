@@ -1,6 +1,8 @@
 """Parse and format human quantities; SI base units inside (docs/DESIGN.md section 2).
 
-Counts: ``"7.5M"`` -> 7_500_000 (k, M, B/G, T are powers of 1000).
+Counts: ``"7.5M"`` -> 7_500_000 (k, M, B/G, T are powers of 1000: decimal, so ``"4k"`` is
+4000, not 4096); ``"4Ki"`` -> 4096 (Ki, Mi, Gi are powers of 1024: binary, for sequence lengths
+and other powers of two). Commands echo the parsed count (``seq 4000``), so a slip shows.
 Durations: ``"11h"``, ``"90s"``, ``"7d"``, ``"1h30m"``, ``"2w"`` -> seconds.
 Bytes: ``"20GB"`` -> 20e9 (decimal), ``"16GiB"`` -> 16 * 2**30 (binary).
 Fractions: ``"5%"`` -> 0.05, ``"0.05"`` -> 0.05.
@@ -15,7 +17,8 @@ import re
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
-_COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
+                 "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}
 _DURATION_SUFFIX = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
                     "d": 86400.0, "w": 604800.0, "ms": 1e-3}
 _BYTE_SUFFIX = {
@@ -30,12 +33,14 @@ class UnitError(ValueError):
 
 
 def parse_count(text: str | int | float) -> float:
-    """``"7.5M"`` -> 7.5e6; plain numbers pass through."""
+    """``"7.5M"`` -> 7.5e6, ``"4k"`` -> 4000 (decimal), ``"4Ki"`` -> 4096 (binary); plain
+    numbers pass through."""
     if isinstance(text, (int, float)):
         return _finite(float(text), text)
-    m = re.fullmatch(_NUMBER + r"\s*([kKMBGT]?)", str(text).strip())
+    m = re.fullmatch(_NUMBER + r"\s*(Ki|Mi|Gi|[kKMBGT]?)", str(text).strip())
     if not m:
-        raise UnitError(f"cannot read {text!r} as a count (examples: 124M, 7.5M, 1B, 2048)")
+        raise UnitError(f"cannot read {text!r} as a count (examples: 124M, 7.5M, 1B, 2048, "
+                        "4k = 4000, 4Ki = 4096)")
     return _finite(float(m.group(1)) * _COUNT_SUFFIX[m.group(2)], text)
 
 
@@ -59,7 +64,7 @@ def parse_bytes(text: str | int | float) -> int:
     m = re.fullmatch(_NUMBER + r"\s*([kKMGT]i?B|B)?", str(text).strip())
     if not m or (m.group(2) or "") not in _BYTE_SUFFIX:
         raise UnitError(f"cannot read {text!r} as a size (examples: 20GB, 16GiB, 512MiB)")
-    return int(round(float(m.group(1)) * _BYTE_SUFFIX[m.group(2) or ""]))
+    return int(round(_finite(float(m.group(1)) * _BYTE_SUFFIX[m.group(2) or ""], text)))
 
 
 def parse_fraction(text: str | int | float) -> float:
@@ -72,6 +77,29 @@ def parse_fraction(text: str | int | float) -> float:
         raise UnitError(f"cannot read {text!r} as a fraction (examples: 5%, 0.05)")
     value = float(m.group(1))
     return _finite(value / 100.0 if m.group(2) else value, text)
+
+
+# The largest quantities afford accepts from a file or a flag: far beyond any real run, small
+# enough that the plan's arithmetic (products, exponentials) stays finite.
+MAX_SECONDS = 100 * 365.25 * 86400.0  # a century
+MAX_BYTES = 2**70  # a zebibyte
+MAX_COUNT = 1e18  # tokens, steps, parameters
+
+
+def bounded(value: float, what: str, *, low: float = 0.0, high: float = MAX_COUNT,
+            low_open: bool = True) -> float:
+    """``value`` if it is finite and in ``(low, high]`` (``[low, high]`` with
+    ``low_open=False``); UnitError naming ``what`` otherwise. The one range check every
+    number read from a file or a flag goes through."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UnitError(f"{what}: {value!r} is not a number")
+    v = float(value) if not isinstance(value, int) or abs(value) < 10**30 else math.inf
+    if not math.isfinite(v):
+        raise UnitError(f"{what}: {value!r} is not a finite quantity")
+    if v < low or (low_open and v == low) or v > high:
+        side = "(" if low_open else "["
+        raise UnitError(f"{what}: {value!r} is out of range {side}{low:g}, {high:g}]")
+    return v
 
 
 def _finite(value: float, text: object) -> float:
@@ -98,6 +126,12 @@ def format_bytes(n: float, binary: bool = True) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {suffix}"
     return f"{n:.0f} B"
+
+
+def format_gpu_hours(seconds: float) -> str:
+    """GPU time as a quota is written: ``108000`` -> ``"30 GPU-h"``, ``40080`` ->
+    ``"11.13 GPU-h"`` (platforms state quotas in GPU-hours, not days)."""
+    return f"{float(seconds) / 3600.0:.4g} GPU-h"
 
 
 def format_duration(seconds: float) -> str:

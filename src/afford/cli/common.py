@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from afford.errors import AffordError
+from afford.errors import AffordError, InputError
+from afford.units import UnitError, bounded
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)
@@ -28,6 +29,17 @@ def guard() -> Iterator[None]:
     except KeyboardInterrupt:
         err.print("interrupted")
         raise typer.Exit(130) from None
+
+
+def flag_number(flag: str, value: float | None, **limits) -> float | None:
+    """A number flag checked by :func:`afford.units.bounded` (finite, in range); InputError
+    naming the flag otherwise (exit 2). ``None`` (not given) passes."""
+    if value is None:
+        return None
+    try:
+        return bounded(value, flag, **limits)
+    except UnitError as exc:
+        raise InputError(str(exc)) from None
 
 
 def print_json(doc: object) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import err, guard, out, print_json
+from afford.cli.common import err, flag_number, guard, out, print_json
 from afford.constants import MEMORY_FRACTION, MODES, load_scaling
 from afford.errors import InputError
 from afford.plan.ladder import DEFAULT_PARAMS, build_ladder, parse_entries
@@ -43,6 +43,8 @@ def command(
             seconds = parse_duration(budget)
         except UnitError as exc:
             raise InputError(f"--budget: {exc}") from None
+        flag_number("--ratio", ratio, high=1e6)
+        flag_number("--memory-fraction", memory_fraction, high=1.0)
         entries = parse_entries(params)
         c = load_certificate(cert)
         lad = build_ladder(c, entries, budget_seconds=seconds, constants=load_scaling(),

@@ -3,7 +3,6 @@ data hashes and history."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Optional
@@ -14,19 +13,24 @@ from afford import ledger
 from afford import manifest as mf
 from afford.cli.common import err, guard, out
 from afford.errors import InputError
-from afford.io import atomic_write_text, check_writable
+from afford.io import atomic_write_text, check_writable, loads_json, read_text
+from afford.plan.result import PLAN_SCHEMA, PlanResult
 from afford.report import html, markdown, plots
 from afford.report.build import Inputs, build_report
 from afford.schema.cert import load_certificate
+from afford.schema.envelope import validate
 
 
 def _plan(path: Path) -> tuple[str, object]:
-    try:
-        return str(path), json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"--plan {path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"--plan {path}: not a JSON plan ({exc})") from None
+    """The plan's JSON, refused unless it is an ``afford.plan/1`` document (a certificate,
+    ``null`` or a list is not a plan)."""
+    label = f"--plan {path}"
+    doc = loads_json(read_text(path, label), label)
+    if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
+        raise InputError(f"{label}: not a plan (expected schema {PLAN_SCHEMA!r}; write one "
+                         "with afford plan --json)")
+    validate(doc, PlanResult, label)
+    return str(path), doc
 
 
 def command(

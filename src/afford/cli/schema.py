@@ -10,6 +10,7 @@ from afford.cli.common import guard, print_json
 from afford.errors import InputError
 
 KINDS = {"cert": ("afford.schema.cert", "Certificate"),
+         "constants": ("afford.schema.constants", "UserConstants"),
          "manifest": ("afford.manifest", "Manifest")}
 
 

@@ -14,6 +14,7 @@ from afford.figures.memory import SizeReport, size
 from afford.provenance import run_label
 from afford.report.memory import size_tables, tagged_json
 from afford.schema.cert import load_certificate
+from afford.schema.constants import load_constants
 from afford.units import UnitError, parse_count, parse_fraction
 
 
@@ -21,7 +22,9 @@ def command(
     cert_path: Annotated[Path, typer.Argument(
         metavar="CERT", help="A certificate written by `afford certify` (with its memory "
         "section).")],
-    seq: Annotated[str, typer.Option("--seq", help="Sequence length, e.g. 2048 or 4k.")],
+    seq: Annotated[str, typer.Option(
+        "--seq", help="Sequence length: 2048, 4Ki (= 4096, binary) or 4k (= 4000, decimal); "
+        "the parsed value is echoed in the title.")],
     batch: Annotated[Optional[str], typer.Option(
         "--batch", help="Batch size. Default: the largest that fits.")] = None,
     mode: Annotated[Optional[str], typer.Option(
@@ -34,6 +37,11 @@ def command(
         "90%).")] = f"{MEMORY_FRACTION:.2f}",
     budget: Annotated[Optional[str], typer.Option(
         "--budget", hidden=True, help="Deprecated name of --memory-fraction.")] = None,
+    constants: Annotated[Optional[Path], typer.Option(
+        "--constants", help="Your own sizing constants (TOML, schema afford.constants/1: "
+        "name, value, unit, what it multiplies, mode; `afford schema constants`), judged "
+        "CONFIRMED or WRONG against the certificate's law like the built-in defaults.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Predicted peak allocated and reserved memory at (batch, seq) from the certificate's
@@ -55,8 +63,9 @@ def command(
         fraction = _fraction(text, flag)
         if mode is not None and mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        mine = load_constants(constants) if constants is not None else None
         cert = load_certificate(cert_path)
-        report = size(cert, workload, s, b, mode, fraction, run_label(cert))
+        report = size(cert, workload, s, b, mode, fraction, run_label(cert), mine)
         if as_json:
             print_json(report_json(report, cert_path))
         else:

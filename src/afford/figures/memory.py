@@ -14,8 +14,9 @@ from afford.constants import MEMORY_FRACTION, check_fraction
 from afford.errors import InputError
 from afford.fit.memory import BATCH_CAP, largest_batch
 from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for, formula_tag,
-                               frozen_at, max_batch, predict, verdicts)
+                               frozen_at, max_batch, predict, user_defaults, verdicts)
 from afford.provenance import Tagged, measured, module
+from afford.schema.constants import UserConstants
 from afford.schema.memory import DefaultVerdict, MemoryLaw
 
 OOM_NOTE = "out of memory on Linux; pages through system memory and slows down on Windows/WDDM"
@@ -104,10 +105,17 @@ class SizeReport:
 
 
 def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
-         budget_fraction: float = MEMORY_FRACTION, run: str = "") -> SizeReport:
-    """Predicted peaks at (batch, seq), residency against the budget, the largest batch."""
+         budget_fraction: float = MEMORY_FRACTION, run: str = "",
+         constants: UserConstants | None = None) -> SizeReport:
+    """Predicted peaks at (batch, seq), residency against the budget, the largest batch;
+    ``constants``: the user's own sizing constants, judged beside the built-in defaults."""
     check_fraction(budget_fraction, "the budget fraction")
     law = find_law(cert, name, mode)
+    extra, user_notes = (), []
+    if constants is not None:
+        mine, why = user_defaults(constants, law.mode)
+        extra = (mine,) if mine is not None else ()
+        user_notes = [why] if why else []
     budget = budget_of(cert, budget_fraction)
     mb = max_batch(law, {"s": seq}, budget.value, run) if budget else None
     b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
@@ -127,21 +135,22 @@ def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
         prediction=pred, batch_given=batch is not None, budget=budget,
         device_memory=measured(dev_mem, "B", f"{cert.environment.device_name}, {run}")
         if dev_mem else None, budget_share=share, fits=fits, over_device=over, note=note,
-        max_batch=mb, comparisons=comparisons(law, pred, budget), verdicts=verdicts(
-            law, pred.dims, budget.value if budget else None),
+        max_batch=mb, comparisons=comparisons(law, pred, budget, extra), verdicts=verdicts(
+            law, pred.dims, budget.value if budget else None, extra=extra),
         heldout_allocated=held_alloc, heldout_reserved=held_res,
-        warnings=list(pred.notes) + ([] if budget else
+        warnings=list(pred.notes) + user_notes + ([] if budget else
                                       ["device memory unknown: residency not judged"]))
 
 
-def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None) -> list[Comparison]:
+def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,
+                extra: tuple = ()) -> list[Comparison]:
     """The default formulas at the same shape, and the largest batch each would admit
     (against the same budget, on the same reserved/allocated ratio as the fit)."""
     params = float(pred.params.value)
     frozen = frozen_at(law, pred.dims)[0]
     out = []
     defaults, _ = defaults_for(law)
-    for dflt in defaults:
+    for dflt in [*defaults, *(d for d in extra if d.formula)]:
         tag = formula_tag(dflt, law, pred.dims, params)
         mb = None
         if budget is not None:

@@ -39,6 +39,7 @@ from afford.constants import MEMORY_DEFAULTS, load_memory_defaults
 from afford.errors import InputError
 from afford.fit.memory import judge, largest_batch
 from afford.provenance import Tag, Tagged, fitted, module
+from afford.schema.constants import FORMULA_TERMS, UserConstants
 from afford.schema.memory import DefaultVerdict, MemoryLaw
 
 DIMS = ("B", "s", "d", "L", "H")
@@ -65,6 +66,7 @@ class Defaults(BaseModel):
     c_op: float | None = None
     fixed_bytes: float | None = None
     per_constant: bool = True  # judge each constant, not only the whole formula
+    formula: bool = True       # judge the whole formula (False: some of its terms are unknown)
 
     def bytes(self, params: float, dims: dict[str, int], frozen: float = 0.0) -> float:
         """The default formula's peak: states + fixed + L*(C_res*B*s*d + C_op*B*H*s^2);
@@ -136,6 +138,23 @@ def defaults_for(law: MemoryLaw, data: dict | None = None) -> tuple[list[Default
     else:
         notes.append(why)
     return out, notes
+
+
+def user_defaults(consts: UserConstants, mode: str) -> tuple[Defaults | None, str]:
+    """The user's constants of ``mode`` (``afford size --constants``) as one more default,
+    INHERITED from the user's cited code and judged like the built-in ones; ``None`` and why
+    when the file has none for the mode.
+    The whole formula is judged only when bytes_per_param, c_res and c_op are all given."""
+    mine = consts.of_mode(mode)
+    if not mine:
+        return None, f"{consts.name}: no constants for mode {mode}"
+    names = ", ".join(f"{c.name} = {c.value:g} {c.unit} ({t})" for t, c in mine.items())
+    whole = all(t in mine for t in FORMULA_TERMS)
+    return Defaults(key="user", name=consts.name, citation=f"{consts.citation}: {names}",
+                    frozen_bytes_per_param=FROZEN_WEIGHT_BYTES,
+                    formula=whole, **{t: c.value for t, c in mine.items()}), \
+        "" if whole else (f"{consts.name}: the whole formula is not judged in {mode} (it "
+                          f"gives {', '.join(mine)}; it needs {', '.join(FORMULA_TERMS)})")
 
 
 # ---- predictions from a fitted law ----------------------------------------------------
@@ -296,10 +315,11 @@ def formula_tag(defaults: Defaults, law: MemoryLaw, dims: dict[str, int], params
 
 
 def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
-             tolerance: float = VERDICT_TOLERANCE, data: dict | None = None
-             ) -> list[DefaultVerdict]:
-    """Each default judged against the fit at ``target`` (dims): per constant (the default
-    replacing the fitted value) and as a whole formula."""
+             tolerance: float = VERDICT_TOLERANCE, data: dict | None = None,
+             extra: tuple[Defaults, ...] = ()) -> list[DefaultVerdict]:
+    """Each default (the built-in ones, then ``extra``: a user's own constants) judged
+    against the fit at ``target`` (dims): per constant (the default replacing the fitted
+    value) and as a whole formula."""
     params, _ = params_at(law, target, {})
     frozen = frozen_at(law, target)[0]
     fits = {"bytes_per_param": law.bytes_per_param, "c_res": law.allocated.c_res,
@@ -313,7 +333,7 @@ def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
 
     out = []
     defaults, _ = defaults_for(law, data)
-    for dflt in defaults:
+    for dflt in [*defaults, *extra]:
         consts = [c for c in fits if dflt.per_constant and getattr(dflt, c) is not None]
         for c in consts:
             value = getattr(dflt, c)
@@ -323,6 +343,8 @@ def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
                                  law, {**target, "B": b}, params, **{c: v}),
                              budgeted=budgeted, target=target, budget_bytes=budget_bytes,
                              tolerance=tolerance))
+        if not dflt.formula:
+            continue
         out.append(judge("formula", dflt.name, dflt.citation, default_value=None,
                          fitted_value=None, fitted=fitted_at,
                          default=lambda b, d=dflt: d.bytes(params, {**target, "B": b}, frozen),

@@ -1,7 +1,9 @@
 """Checkpoint cadence under an overhead budget (docs/DESIGN.md section 4).
 
 save_every = the smallest number of steps k whose checkpoint write stays within the overhead
-budget b of wall clock: write / (k x step + write) <= b, i.e.
+budget b of wall clock: write / (k x step + write) <= b (the write charged inside the interval;
+the lab's COSTS file, section 3.4, charges it outside, write / (k x step) <= b, which gives 204
+where afford gives 202 at its inputs), i.e.
 ``k = ceil(write x (1 - b) / (b x step))`` and at least 1. A larger budget never gives a
 larger k. Periodic writes land at steps k, 2k, ...: floor(steps per chunk / k) of them per
 chunk; the final save at the end of a chunk is counted in the startup, not here.
@@ -34,7 +36,9 @@ def cadence(write: Tagged, step: Tagged, budget: Tagged,
     """save_every, its interval and overhead; writes per chunk and their share of the chunk."""
     w, t, b = num(write), num(step), num(budget)
     k = save_every(w, t, b)
-    k_t = derive(k, "steps", "ceil(write x (1 - budget) / (budget x step))", write, step, budget)
+    k_t = derive(k, "steps", "ceil(write x (1 - budget) / (budget x step)): the write counted "
+                 "inside the interval (COSTS 3.4 counts it outside, write / (k x step) <= "
+                 "budget, one or two steps more)", write, step, budget)
     interval = k * t + w
     interval_t = derive(interval, "s", "save_every x step + write", k_t, step, write)
     share = derive(w / interval, "ratio", "write / (save_every x step + write)", write,

@@ -1,12 +1,29 @@
 """What a kill costs, and the checkpoint interval a failure rate asks for (docs/DESIGN.md
 section 4).
 
-The failure ledger: GPU seconds a kill costs = training since the last durable checkpoint
-(redone) + whatever was being written + the restart (the startup paid again before step 1).
-Without periodic checkpoints the last durable state is the previous session's final save.
-Four kill points: during warm-up (the restart only), mid-chunk (a kill at a random moment of
-training: half an interval on average), during a periodic checkpoint write (just before it
-completes: a whole interval), and during the final save (just before it completes).
+The failure ledger follows the lab's COSTS file, section 3.4 (the spec): a kill loses the
+work done since the last durable save, and the restart (the startup before step 1, paid again)
+is shown apart; a kill costs loss + restart in all. Each kill point has a worst case (COSTS's
+figures) and an expected loss (a kill at a uniform moment), with periodic checkpoints every
+``save_every`` steps and without (the last durable state is then the previous session's final
+save):
+
+- warm-up: the startup paid before the kill, at worst all of it (R), on average R / 2;
+- mid-chunk: at worst save_every x step (without: the whole chunk's training), on average
+  half an interval (without: half the chunk);
+- during a periodic write: at worst save_every x step + write, on average half the write less
+  (without periodic checkpoints there is none: a kill then costs what a mid-chunk one does);
+- during the final save: at worst a whole interval, since a session ends on the clock and the
+  final save can land just before the next periodic one (without: the chunk + the write); on
+  average the projected steps since the last periodic save + half the write.
+
+What the periodic interface is worth (COSTS 3.4): worst mid-chunk loss without / with, the
+difference, and its share of the weekly quota. Fed COSTS's inputs (step 0.299025 s, 132,430
+steps, write 0.609 s, save_every 204, startup 483.6 s, 30 GPU-h) this gives its rows: 8.06 /
+1.02 / 1.03 / 1.03 GPU-min with, 660 without, 649x (COSTS: 647x, from its rounded 1.02),
+659 GPU-min, 36.6 % (tests/test_plan_math.py). afford's save_every counts the write inside the
+interval (write / (k step + write) <= budget, 202 at COSTS's inputs) where COSTS counts it
+outside (write / (k step) <= budget, 204): the two definitions differ by design.
 
 With a mean time between failures M (spot, preemptible):
 
@@ -24,7 +41,7 @@ from __future__ import annotations
 import math
 
 from afford.plan.derive import derive, num
-from afford.plan.result import Daly, Failures, KillRow
+from afford.plan.result import Daly, Failures, KillRow, Worth
 from afford.provenance import Tagged
 
 
@@ -56,47 +73,76 @@ def loss_per_failure(tau: float, d: float, r: float, m: float) -> float:
     return m - (tau + d) / math.expm1((tau + d) / m) + r
 
 
-def _row(point, how, without, with_, quota: Tagged | None) -> KillRow:
-    ratio = derive(num(without) / num(with_), "x", "without / with", without, with_) \
-        if without is not None and with_ is not None and num(with_) > 0 else None
+def _ratio(without: Tagged | None, with_: Tagged | None, what: str) -> Tagged | None:
+    if without is None or with_ is None or num(with_) <= 0:
+        return None
+    return derive(num(without) / num(with_), "x", f"{what}: without / with", without, with_)
 
-    def share(t):
-        if t is None or quota is None or quota.value is None:
-            return None
-        return derive(num(t) / num(quota), "ratio", "lost / weekly quota", t, quota)
 
-    return KillRow(point=point, how=how, without=without, with_=with_, ratio=ratio,
-                   share_of_quota_without=share(without), share_of_quota_with=share(with_))
+def _row(point, how, worst, expected, restart: Tagged | None) -> KillRow:
+    """``worst`` and ``expected`` are (without, with) pairs of seconds lost, restart apart."""
+    return KillRow(point=point, how=how, worst_without=worst[0], worst_with=worst[1],
+                   worst_ratio=_ratio(*worst, "worst case"), expected_without=expected[0],
+                   expected_with=expected[1], expected_ratio=_ratio(*expected, "expected"),
+                   restart=restart)
 
 
 def kill_ledger(restart: Tagged, write: Tagged, step: Tagged, steps: Tagged,
-                save_every: Tagged, quota: Tagged | None = None) -> tuple[KillRow, ...]:
-    """GPU seconds lost per kill point in a chunk of ``steps`` steps (the whole run when the
-    platform has no cap), with periodic checkpoints every ``save_every`` steps and without."""
+                save_every: Tagged) -> tuple[KillRow, ...]:
+    """Seconds of work one kill loses at each kill point of a chunk of ``steps`` steps (the
+    whole run when the platform has no cap), with periodic checkpoints every ``save_every``
+    steps and without: the worst case and the expected loss, the restart apart."""
     r, w, t, n, k = num(restart), num(write), num(step), int(num(steps)), int(num(save_every))
-    ins = (restart, write, step, steps, save_every)
+    ins = (write, step, steps, save_every)
     periodic = 0 < k <= n
-    interval = k * t + w
-    tail = n - k * ((n - 1) // k) if n >= 1 else 0  # steps since the last periodic save
-    warm = derive(r, "s", "restart (startup before step 1)", restart)
-    mid_without = derive(r + n * t / 2, "s", "restart + half the chunk's training", *ins)
-    mid_with = derive(r + interval / 2, "s", "restart + half an interval (save_every x step + "
-                      "write)", *ins) if periodic else mid_without
-    write_with = derive(r + interval, "s", "restart + save_every x step + write", *ins) \
-        if periodic else None
-    final_without = derive(r + n * t + w, "s", "restart + the chunk's training + write", *ins)
-    final_with = derive(r + tail * t + w, "s", "restart + steps since the last periodic save "
-                        "x step + write", *ins) if periodic else final_without
+    tail = n - k * ((n - 1) // k) if n >= 1 else 0  # projected steps since the last periodic save
+    lost = derive(r, "s", "the startup before step 1, all of it paid again", restart)
+    half = derive(r / 2, "s", "half the startup before step 1", restart)
+    chunk = derive(n * t, "s", "the chunk's training: steps x step", step, steps)
+    chunk_w = derive(n * t + w, "s", "the chunk's training + the write", *ins)
+    chunk_half = derive(n * t / 2, "s", "half the chunk's training", step, steps)
+    chunk_wh = derive(n * t + w / 2, "s", "the chunk's training + half the write", *ins)
+    if periodic:
+        gap = derive(k * t, "s", "save_every x step", step, save_every)
+        gap_w = derive(k * t + w, "s", "save_every x step + write", *ins)
+        mid_e = derive((k * t + w) / 2, "s", "half an interval: (save_every x step + write) / 2",
+                       *ins)
+        write_e = derive(k * t + w / 2, "s", "save_every x step + half the write", *ins)
+        final_e = derive(tail * t + w / 2, "s", "projected steps since the last periodic save x "
+                         "step + half the write", *ins)
+    else:
+        gap, gap_w, mid_e, write_e, final_e = chunk, None, chunk_half, None, chunk_wh
+    again = derive(r, "s", "restart: the startup before step 1, paid again", restart)
     return (
-        _row("warm-up", "a kill before step 1 completes: the startup is paid again",
-             warm, warm, quota),
-        _row("mid-chunk", "a kill at a random moment of training: expected loss", mid_without,
-             mid_with, quota),
-        _row("checkpoint write", "a kill just before a periodic write completes "
-             "(none without periodic checkpoints)", None, write_with, quota),
-        _row("final save", "a kill just before the final save completes", final_without,
-             final_with, quota),
+        _row("warm-up", "a kill before step 1: the startup paid so far is the loss (the restart "
+             "is that startup, counted once)", (lost, lost), (half, half), None),
+        _row("mid-chunk", "worst: just before a save starts; expected: a random moment of "
+             "training", (chunk, gap), (chunk_half, mid_e), again),
+        _row("checkpoint write", "worst: just before a periodic write completes; expected: "
+             "during it (without periodic checkpoints there is no such write: a kill at that "
+             "moment loses what a mid-chunk kill does, as COSTS counts it)", (chunk, gap_w),
+             (chunk_half, write_e), again),
+        _row("final save", "worst: just before it completes, a whole interval after the last "
+             "periodic save (the session ends on the clock, not on a step count); expected: the "
+             "projected steps since that save", (chunk_w, gap_w if periodic else chunk_w),
+             (chunk_wh, final_e), again),
     )
+
+
+def worth(rows: tuple[KillRow, ...], quota: Tagged | None = None) -> Worth | None:
+    """What the periodic interface is worth on a worst-case mid-chunk kill (COSTS 3.4): the
+    ratio without / with, the GPU time saved per kill, and that time's share of the weekly
+    quota."""
+    mid = next(r for r in rows if r.point == "mid-chunk")
+    if mid.worst_without is None or mid.worst_with is None or mid.worst_ratio is None:
+        return None
+    saved = derive(num(mid.worst_without) - num(mid.worst_with), "s",
+                   "worst mid-chunk kill: without - with", mid.worst_without, mid.worst_with)
+    share = None
+    if quota is not None and quota.value is not None:
+        share = derive(num(saved) / num(quota), "ratio", "saved per kill / weekly quota", saved,
+                       quota)
+    return Worth(ratio=mid.worst_ratio, saved_seconds=saved, saved_share_of_quota=share)
 
 
 def daly(mtbf: Tagged, write: Tagged, restart: Tagged, step: Tagged,
@@ -128,7 +174,7 @@ def daly(mtbf: Tagged, write: Tagged, restart: Tagged, step: Tagged,
 
 def failures(restart: Tagged, write: Tagged, step: Tagged, steps: Tagged, save_every: Tagged,
              quota: Tagged | None = None, mtbf: Tagged | None = None) -> Failures:
-    rows = kill_ledger(restart, write, step, steps, save_every, quota)
+    rows = kill_ledger(restart, write, step, steps, save_every)
     d = daly(mtbf, write, restart, step, save_every) \
         if mtbf is not None and mtbf.value is not None else None
-    return Failures(rows=rows, daly=d)
+    return Failures(rows=rows, worth=worth(rows, quota), daly=d)

@@ -128,15 +128,31 @@ class Cadence(_Frozen):
 
 
 class KillRow(_Frozen):
-    """GPU time a kill at one point costs, with and without periodic checkpoints."""
+    """Seconds of work one kill at one point loses, with and without periodic checkpoints.
+
+    ``worst_*``: the training work lost since the last durable save, worst case (COSTS 3.4's
+    definition); ``expected_*``: the mean over a kill at a uniform moment. Both exclude the
+    restart, which is ``restart`` (None for a warm-up kill, whose loss is the startup itself).
+    A kill costs loss + restart in all."""
 
     point: Literal["warm-up", "mid-chunk", "checkpoint write", "final save"]
     how: str
-    without: Tagged | None
-    with_: Tagged | None = Field(alias="with")
-    ratio: Tagged | None = Field(description="without / with")
-    share_of_quota_without: Tagged | None = None
-    share_of_quota_with: Tagged | None = None
+    worst_without: Tagged | None
+    worst_with: Tagged | None
+    worst_ratio: Tagged | None = Field(description="worst case: without / with")
+    expected_without: Tagged | None
+    expected_with: Tagged | None
+    expected_ratio: Tagged | None = Field(description="expected: without / with")
+    restart: Tagged | None = Field(description="the startup paid again before training "
+                                   "resumes; None at warm-up, where it is the loss")
+
+
+class Worth(_Frozen):
+    """What periodic checkpoints are worth on a worst-case mid-chunk kill (COSTS 3.4)."""
+
+    ratio: Tagged = Field(description="worst mid-chunk loss: without / with")
+    saved_seconds: Tagged = Field(description="worst mid-chunk loss: without - with")
+    saved_share_of_quota: Tagged | None = Field(description="saved / weekly quota")
 
 
 class Daly(_Frozen):
@@ -157,6 +173,7 @@ class Daly(_Frozen):
 
 class Failures(_Frozen):
     rows: tuple[KillRow, ...]
+    worth: Worth | None = None
     daly: Daly | None = None
 
 

@@ -8,13 +8,18 @@ the history of readings.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from afford import manifest as mf
 from afford.ledger import Reading
-from afford.provenance import measured
+from afford.plan.result import PlanResult, Verdict
+from afford.provenance import Tagged, measured
 from afford.report import certificate as cs
+from afford.report import plan as render_plan
 from afford.report import plotdata
 from afford.report.generic import find_key, generic_section
 from afford.report.model import Plot, Report, Section, Table
@@ -22,8 +27,6 @@ from afford.report.terminal import LEGEND
 from afford.schema.cert import Certificate
 
 FULL_LEGEND = LEGEND + "; ? provisional (derived from a data source whose hash is not pinned)"
-ENV_FIELDS = ("device", "device memory", "compute capability", "driver", "torch",
-              "CUDA / cuDNN", "started")
 
 
 @dataclass(frozen=True)
@@ -57,19 +60,47 @@ def matches(device_name: str, expected: str) -> bool:
     return a in b or b in a
 
 
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside ``X``, ``X | None``, ``list[X]``; None for a leaf."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def schema_tables(model: type[BaseModel] = Certificate) -> tuple[Table, ...]:
+    """Every field of the certificate schema, two levels deep, with an empty value: one
+    table per section, built from the schema itself so a new field shows up here."""
+    top = Table(columns=("field", "value"), rows=tuple(
+        (name, "") for name, f in model.model_fields.items()
+        if _model_of(f.annotation) is None and name != "schema_id"), caption="certificate")
+    out = [top] if top.rows else []
+    for name, f in model.model_fields.items():
+        sub = _model_of(f.annotation)
+        if sub is not None:
+            out.append(Table(columns=("field", "value"), rows=tuple(
+                (f"{name}.{k}", "") for k in sub.model_fields), caption=name))
+    return tuple(out)
+
+
 def empty_slot(device: str, others: tuple[Certificate, ...]) -> Section:
-    """The fields of a certificate, left empty, and the command that fills them."""
-    env = Table(columns=("field", "value"), rows=tuple((f, "") for f in ENV_FIELDS))
+    """Every field of a certificate, left empty, and the command that fills them."""
     names = list(dict.fromkeys(f"{r.name} ({r.mode})" for c in others for r in c.workloads))
     law = Table(columns=("workload", "law", "R^2", "fitted over", "warm step"),
-                rows=tuple((n, "", "", "", "") for n in names or ["(default workloads)"]))
+                rows=tuple((n, "", "", "", "") for n in names or ["(default workloads)"]),
+                caption="the throughput laws to read first")
     out = f"afford-cert-{plotdata.slug(device) or 'device'}.json"
     return Section(
         title=f"Device: {device} (no certificate yet)",
         notes=("No certificate of this device was given, so its fields are left empty: "
-               "another device's numbers are never shown in its place. Run this on that "
+               "another device's numbers are never shown in its place. Every field of the "
+               "certificate schema (afford.cert/1, `afford schema cert`) follows, empty; "
+               "optional sections stay empty where their stage is not run. Run this on that "
                "device, then add the certificate to the report:",),
-        command=f"afford certify --out {out}", tables=(env, law))
+        command=f"afford certify --out {out}", tables=(law, *schema_tables()))
 
 
 def plan_section(label: str, doc: Any, manifest: mf.Manifest | None) -> Section:
@@ -85,7 +116,35 @@ def plan_section(label: str, doc: Any, manifest: mf.Manifest | None) -> Section:
         notes += (f"Provisional: derived from data source(s) not pinned: "
                   f"{', '.join(unpinned)} (pin them with `afford pin`).",)
     title = f"Cost model: {label}"
-    return generic_section(title, doc, provisional=bool(unpinned), notes=notes)
+    plan = typed_plan(doc)
+    if plan is None:
+        return generic_section(title, doc, provisional=bool(unpinned), notes=notes)
+    subs = render_plan.plan_sections(plan)
+    if unpinned:
+        subs = tuple(_provisional(s) for s in subs)
+    notes += tuple(plan.notes) + tuple(f"Assumed (not measured here): {a}"
+                                       for a in plan.assumptions)
+    return Section(title, notes=notes, subsections=subs)
+
+
+def typed_plan(doc: Any) -> PlanResult | None:
+    """The plan in ``doc`` (an ``afford plan --json`` or ``afford preflight --json``
+    document), or None for a document of another shape (shown field by field)."""
+    for model in (PlanResult, Verdict):
+        try:
+            got = model.model_validate(doc)
+        except ValidationError:
+            continue
+        return got.plan if isinstance(got, Verdict) else got
+    return None
+
+
+def _provisional(s: Section) -> Section:
+    def mark(c):
+        return c.model_copy(update={"provisional": True}) if isinstance(c, Tagged) else c
+    tables = tuple(Table(t.columns, tuple(tuple(mark(c) for c in row) for row in t.rows),
+                         t.caption) for t in s.tables)
+    return Section(s.title, s.notes, tables, s.plots, s.command, s.subsections)
 
 
 def history_section(history: tuple[str, tuple[Reading, ...]], devices: list[str]) -> Section:

@@ -1,39 +1,70 @@
-"""Rich rendering of a plan and a preflight verdict. Renders, never computes: every number
-comes from :mod:`afford.plan.result` and passes :func:`afford.report.terminal.fmt`."""
+"""Rendering of a plan and a preflight verdict. Renders, never computes: every number comes
+from :mod:`afford.plan.result` and passes :func:`afford.report.terminal.fmt`.
+
+Each part of a plan is first a :class:`Block` (a title and a :class:`~afford.report.model.Table`
+of labels and tagged figures), then drawn: :func:`render_plan` draws the blocks with Rich for
+the terminal, :func:`plan_sections` hands the same blocks to the Markdown / HTML report, so the
+two show the same tables.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.console import Group, RenderableType
-from rich.table import Table
+from rich.markup import escape
+from rich.table import Table as RichTable
 from rich.text import Text
 
 from afford.plan.result import ChunkRow, PlanResult, Verdict
 from afford.provenance import Tagged
+from afford.report.cells import cell_text
+from afford.report.model import Cell, Section, Table
 from afford.report.terminal import LEGEND, fmt
 
+WRONG = "WRONG"
 
-def _f(t: Tagged | None, none: str = "-") -> str:
+
+@dataclass(frozen=True)
+class Block:
+    """One table of a plan before a format is chosen. ``wrong``: rows shown as wrong (red in
+    the terminal; their label says WRONG in every format); ``alarm``: a line shown after it."""
+
+    title: str
+    table: Table
+    wrong: frozenset[int] = frozenset()
+    alarm: str = ""
+    right: tuple[str, ...] = ()   # columns right-justified in the terminal
+
+
+def _v(t: Tagged | None, none: str = "-") -> Cell:
+    """The figure, or ``none`` (text) where it holds no value."""
     if t is not None and t.value is None:
         return none
-    return fmt(t)
+    return t
 
 
-def _kv(title: str, rows: list[tuple[str, Tagged | None, str]]) -> Table:
-    """A figure / value / where-it-comes-from table."""
-    table = Table(title=title, title_justify="left", show_header=True)
-    table.add_column("figure")
-    table.add_column("value", justify="right", no_wrap=True)
-    table.add_column("from", overflow="fold", style="dim")
-    for label, t, none in rows:
-        table.add_row(label, _f(t, none), t.source if t is not None else "")
-    return table
+def _kv(title: str, rows: list[tuple[str, Tagged | None, str]]) -> Block:
+    """A figure / value / where-it-comes-from block."""
+    body = tuple((label, _v(t, none), t.source if t is not None else "") for label, t, none in rows)
+    wrong = frozenset(n for n, (label, _, _) in enumerate(rows) if WRONG in label)
+    return Block(title, Table(("figure", "value", "from"), body), wrong, right=("value",))
+
+
+def _gpu(t: Tagged | None) -> Tagged | None:
+    """Seconds billed against a quota, shown as the quota is written: GPU-hours."""
+    return t.model_copy(update={"unit": "GPU-s"}) if t is not None and t.unit == "s" else t
 
 
 def _yes(b: bool | None) -> str:
     return {True: "yes", False: "NO", None: "?"}[b]
 
 
-def chunk_section(p: PlanResult) -> list[RenderableType]:
+def _na(t: Tagged | None) -> Cell:
+    return t if t is not None else "n/a"
+
+
+def chunk_blocks(p: PlanResult) -> list[Block]:
     c = p.chunk
     no_cap = c.cap_seconds.value is None
     rows = [("session cap", c.cap_seconds, "none"),
@@ -42,18 +73,13 @@ def chunk_section(p: PlanResult) -> list[RenderableType]:
             ("startup total", c.startup.total_seconds, "-"),
             ("restart (startup before step 1)", c.startup.restart_seconds, "-"),
             ("margin covers startup", c.margin_covers, "-")]
-    comps = Table(title="startup components", title_justify="left")
-    for col in ("component", "what", "seconds", "from"):
-        comps.add_column(col, overflow="fold", style="dim" if col == "from" else None)
-    for s in c.startup.components:
-        comps.add_row(s.name, s.what, fmt(s.seconds), s.seconds.source)
-    out: list[RenderableType] = [_kv("chunk and margin", rows), comps]
-    if c.covered is False:
-        out.append(Text("the margin does NOT cover the startup", style="bold red"))
-    return out
+    comps = Table(("component", "what", "seconds", "from"), tuple(
+        (s.name, s.what, s.seconds, s.seconds.source) for s in c.startup.components))
+    alarm = "the margin does NOT cover the startup" if c.covered is False else ""
+    return [_kv("chunk and margin", rows), Block("startup components", comps, alarm=alarm)]
 
 
-def memory_section(p: PlanResult) -> Table:
+def memory_block(p: PlanResult) -> Block:
     m = p.memory
     return _kv("memory budget (against reserved memory)", [
         ("device memory", m.device_memory_bytes, "-"), ("budget fraction", m.fraction, "-"),
@@ -61,31 +87,29 @@ def memory_section(p: PlanResult) -> Table:
         ("worst reserved / allocated", m.reserved_ratio, "-")])
 
 
-def chunk_table(rows: tuple[ChunkRow, ...]) -> Table:
-    table = Table(title="chunk table", title_justify="left", caption_justify="left")
-    for col in ("workload", "mode", "value", "step", "steps/chunk", "steps/h", "allocated",
-                "proj. reserved", "of budget", "fits", "note"):
-        text = col in ("workload", "mode", "note")
-        table.add_column(col, overflow="fold", no_wrap=not text,
-                         justify="left" if text else "right")
+CHUNK_COLUMNS = ("workload", "mode", "value", "step", "steps/chunk", "steps/h", "allocated",
+                 "proj. reserved", "of budget", "fits", "note")
+
+
+def chunk_table(rows: tuple[ChunkRow, ...]) -> Block:
+    body: list[tuple[Cell, ...]] = []
     excluded: list[str] = []
     for r in rows:
-        name = f"[bold]{r.workload} (run)[/]" if r.is_run else r.workload
         notes = [r.note] if r.note else []
         if r.excluded:
             excluded.append(f"({len(excluded) + 1}) {r.workload} {r.sweep_param}={r.value}: "
                             f"{r.excluded}")
             notes.append(f"excluded ({len(excluded)})")
-        table.add_row(name, r.mode, f"{r.sweep_param}={r.value}", fmt(r.step_seconds),
-                      _f(r.steps_per_chunk), fmt(r.steps_per_hour), fmt(r.allocated_bytes),
-                      fmt(r.projected_reserved_bytes), fmt(r.budget_share), _yes(r.fits),
-                      "; ".join(notes))
-    if excluded:
-        table.caption = "\n".join(excluded)
-    return table
+        body.append((f"{r.workload} (run)" if r.is_run else r.workload, r.mode,
+                     f"{r.sweep_param}={r.value}", r.step_seconds, _v(r.steps_per_chunk),
+                     r.steps_per_hour, r.allocated_bytes, r.projected_reserved_bytes,
+                     r.budget_share, _yes(r.fits), "; ".join(notes)))
+    right = tuple(c for c in CHUNK_COLUMNS if c not in ("workload", "mode", "note"))
+    return Block("chunk table", Table(CHUNK_COLUMNS, tuple(body), "\n".join(excluded)),
+                 right=right)
 
 
-def run_section(p: PlanResult) -> Table | None:
+def run_block(p: PlanResult) -> Block | None:
     if p.run is None:
         return None
     row = next(r for r in p.rows if r.is_run)
@@ -95,32 +119,32 @@ def run_section(p: PlanResult) -> Table | None:
         ("tokens per chunk", row.tokens_per_chunk, "-"), ("parameters", row.params, "-")])
 
 
-def quota_section(p: PlanResult) -> Table | None:
+def quota_block(p: PlanResult) -> Block | None:
     q = p.quota
     if q is None:
         return None
     return _kv("weekly quota (startup charged per chunk)", [
-        ("weekly quota", q.quota_seconds, "-"),
-        ("[red]naive: quota / chunk (WRONG: charges nothing for startup)[/]", q.naive_chunks, "-"),
-        ("[red]naive steps a week (WRONG)[/]", q.naive_steps, "-"),
-        ("billed per chunk = chunk + startup", q.billed_seconds_per_chunk, "-"),
+        ("weekly quota", _gpu(q.quota_seconds), "-"),
+        (f"naive: quota / chunk ({WRONG}: charges nothing for startup)", q.naive_chunks, "-"),
+        (f"naive steps a week ({WRONG})", q.naive_steps, "-"),
+        ("billed per chunk = chunk + startup", _gpu(q.billed_seconds_per_chunk), "-"),
         ("whole chunks a week", q.whole_chunks, "-"),
-        ("remainder", q.remainder_seconds, "-"),
-        ("trainable remainder (less one startup)", q.trainable_remainder_seconds, "-"),
+        ("remainder", _gpu(q.remainder_seconds), "-"),
+        ("trainable remainder (less one startup)", _gpu(q.trainable_remainder_seconds), "-"),
         ("steps a week", q.steps_per_week, "-"), ("tokens a week", q.tokens_per_week, "-")])
 
 
-def target_section(p: PlanResult) -> Table | None:
+def target_block(p: PlanResult) -> Block | None:
     t = p.target
     if t is None:
         return None
     return _kv(f"to the target ({t.limited_by})", [
         ("target steps", t.target_steps, "-"), ("target tokens", t.target_tokens, "-"),
-        ("sessions", t.sessions, "-"), ("GPU time billed", t.gpu_seconds, "-"),
+        ("sessions", t.sessions, "-"), ("GPU time billed", _gpu(t.gpu_seconds), "-"),
         ("weeks", t.weeks, "out of reach")])
 
 
-def cadence_section(p: PlanResult) -> Table | None:
+def cadence_block(p: PlanResult) -> Block | None:
     c = p.cadence
     if c is None:
         return None
@@ -136,18 +160,25 @@ def cadence_section(p: PlanResult) -> Table | None:
         ("budget needed to reach one checkpoint", c.min_budget_to_reach, "-")])
 
 
-def failures_section(p: PlanResult) -> list[RenderableType]:
+def failures_blocks(p: PlanResult) -> list[Block]:
     f = p.failures
     if f is None:
         return []
-    table = Table(title="failure ledger: GPU time one kill costs", title_justify="left")
-    for col in ("kill point", "how", "without ckpts", "with ckpts", "ratio",
-                "of quota (without)", "of quota (with)"):
-        table.add_column(col, overflow="fold")
-    for r in f.rows:
-        table.add_row(r.point, r.how, fmt(r.without) if r.without else "n/a", fmt(r.with_),
-                      fmt(r.ratio), fmt(r.share_of_quota_without), fmt(r.share_of_quota_with))
-    out: list[RenderableType] = [table]
+    body = tuple((r.point, r.how, _na(r.worst_without), _na(r.worst_with), r.worst_ratio,
+                  _na(r.expected_without), _na(r.expected_with),
+                  r.restart if r.restart else "in the loss") for r in f.rows)
+    caption = ("worst: the COSTS file's figure (a kill at the worst moment); expected: a "
+               "kill at a uniform moment; a kill costs loss + restart")
+    if f.worth is not None:
+        w = f.worth
+        caption += (f"\nperiodic checkpoints are worth {fmt(w.ratio)} on a worst mid-chunk "
+                    f"kill, {fmt(w.saved_seconds)} per kill"
+                    + (f", {fmt(w.saved_share_of_quota)} of the weekly quota"
+                       if w.saved_share_of_quota else ""))
+    out = [Block("failure ledger: work one kill loses since the last durable save (restart "
+                 "apart)", Table(("kill point", "how", "worst without", "worst with",
+                                  "worst ratio", "expected without", "expected with",
+                                  "restart"), body, caption))]
     d = f.daly
     if d is not None:
         out.append(_kv("with a mean time between failures (Young 1974, Daly 2006)", [
@@ -163,17 +194,59 @@ def failures_section(p: PlanResult) -> list[RenderableType]:
     return out
 
 
-def disk_section(p: PlanResult) -> Table | None:
+def disk_block(p: PlanResult) -> Block | None:
     d = p.disk
     if d is None:
         return None
-    table = _kv("disk", [
+    b = _kv("disk", [
         ("disk", d.disk_bytes, "unknown"), ("checkpoint", d.checkpoint_bytes, "-"),
         ("copies that fit", d.copies_fit, "-"), ("live copies kept", d.live_copies, "-"),
         ("steady share (live copies)", d.steady_share, "-"),
         ("peak share (live + the one being written)", d.peak_share, "-")])
-    table.caption = f"fits: {_yes(d.fits)}"
+    t = b.table
+    return Block(b.title, Table(t.columns, t.rows, f"fits: {_yes(d.fits)}"), b.wrong,
+                 right=b.right)
+
+
+def plan_blocks(p: PlanResult) -> list[Block]:
+    """Every table of a plan, in the order the terminal shows them."""
+    out = chunk_blocks(p) + [memory_block(p), chunk_table(p.rows)]
+    out += [b for b in (run_block(p), quota_block(p), target_block(p), cadence_block(p))
+            if b is not None]
+    out += failures_blocks(p)
+    disk = disk_block(p)
+    return out + ([disk] if disk is not None else [])
+
+
+def rich_table(b: Block) -> RichTable:
+    """A block drawn for the terminal: ``from`` dim, WRONG rows red."""
+    table = RichTable(title=escape(b.title), title_justify="left", caption_justify="left")
+    for col in b.table.columns:
+        right = col in b.right
+        table.add_column(col, justify="right" if right else "left", no_wrap=right,
+                         overflow="fold", style="dim" if col == "from" else None)
+    for n, row in enumerate(b.table.rows):
+        table.add_row(*(escape(cell_text(c, f"{b.title}: {col}"))
+                        for c, col in zip(row, b.table.columns)),
+                      style="red" if n in b.wrong else None)
+    if b.table.caption:
+        table.caption = escape(b.table.caption)
     return table
+
+
+def _draw(blocks: list[Block]) -> list[RenderableType]:
+    out: list[RenderableType] = []
+    for b in blocks:
+        out.append(rich_table(b))
+        if b.alarm:
+            out.append(Text(b.alarm, style="bold red"))
+    return out
+
+
+def plan_sections(p: PlanResult) -> tuple[Section, ...]:
+    """The plan's blocks as report sections (Markdown, HTML): the terminal's tables."""
+    return tuple(Section(b.title, notes=(b.alarm,) if b.alarm else (), tables=(b.table,))
+                 for b in plan_blocks(p))
 
 
 def _lines(title: str, items, style: str) -> list[RenderableType]:
@@ -188,13 +261,7 @@ def render_plan(p: PlanResult) -> Group:
         head += f" ({p.platform_device})"
     parts: list[RenderableType] = [Text(head, style="bold")]
     parts += _lines("notes", p.notes, "yellow")
-    parts += chunk_section(p) + [memory_section(p), chunk_table(p.rows)]
-    for section in (run_section(p), quota_section(p), target_section(p), cadence_section(p)):
-        if section is not None:
-            parts.append(section)
-    parts += failures_section(p)
-    if disk_section(p) is not None:
-        parts.append(disk_section(p))
+    parts += _draw(plan_blocks(p))
     parts += _lines("assumed (not measured here)", p.assumptions, "yellow")
     parts.append(Text(LEGEND + "; ? provisional (data not pinned)", style="dim"))
     return Group(*parts)
@@ -222,6 +289,6 @@ def render_verdict(v: Verdict) -> Group:
             rows.append(("weeks to target", p.target.weeks, "out of reach"))
         if p.disk:
             rows.append(("disk at peak", p.disk.peak_share, "unknown"))
-        parts.append(_kv("the run's figures (afford plan shows all of them)", rows))
+        parts += _draw([_kv("the run's figures (afford plan shows all of them)", rows)])
     parts.append(Text(LEGEND + "; ? provisional (data not pinned)", style="dim"))
     return Group(*parts)

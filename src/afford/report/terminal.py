@@ -10,7 +10,7 @@ from rich.table import Table
 from afford.figures.probes import ProbesSummary
 from afford.figures.summary import WorkloadSummary
 from afford.provenance import NotExecutable, Tag, Tagged, require_tagged
-from afford.units import format_bytes, format_count, format_duration
+from afford.units import format_bytes, format_count, format_duration, format_gpu_hours
 
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",
           Tag.ASSUMED: "A"}
@@ -29,6 +29,8 @@ def value_text(t: Tagged) -> str:
         return str(v)
     if unit == "s":
         return format_duration(v)
+    if unit == "GPU-s":
+        return format_gpu_hours(v)
     if unit == "B":
         return format_bytes(v)
     if unit in ("FLOP/s", "B/s"):

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from afford.schema.determinism import DeterminismSection, GatesSection
 from afford.schema.distributed import DistributedSection
-from afford.schema.envelope import Envelope, load_envelope, save_envelope
+from afford.schema.envelope import Envelope, load_envelope, register_migration, save_envelope
 from afford.schema.laws import ThroughputLaw
 from afford.schema.levers import LeversSection
 from afford.schema.memory import MemorySection
@@ -126,6 +126,22 @@ def default_filename(cert: Certificate) -> str:
     slug = "".join(ch if ch.isalnum() else "-" for ch in env.device_name.lower())
     slug = "-".join(part for part in slug.split("-") if part)[:40] or env.device_type
     return f"afford-cert-{slug}-{env.started_at.strftime('%Y%m%d-%H%M%S')}.json"
+
+
+@register_migration(CERT_SCHEMA, "afford.cert/0")
+def _from_cert_0(raw: dict) -> dict:
+    """afford.cert/0: the foundation form (commit 4678abe), before the environment's
+    ``stage_seconds``, the protocol's ``prewarmed_children``, a child's ``stopped``, a point's
+    ``vocab`` and ``frozen_params`` and the stage sections. Files of that form were labelled
+    afford.cert/1 when written (every later field is optional); /0 is the label that names
+    the form so an old file is upgraded explicitly and says so. The fields it lacks were not
+    recorded: stage seconds stay empty, no child counts as pre-warmed."""
+    out = dict(raw, schema=CERT_SCHEMA)
+    out["environment"] = {"stage_seconds": {}, **raw["environment"]}
+    out["protocol"] = {"prewarmed_children": [], **raw["protocol"]}
+    out["warnings"] = [*raw.get("warnings", []), "upgraded from afford.cert/0 (the foundation "
+                       "form): stage seconds and pre-warmed children were not recorded"]
+    return out
 
 
 def load_certificate(path: str | Path) -> Certificate:

@@ -6,7 +6,6 @@ clear InputError naming the file, the field (dotted path) and the reason.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -14,10 +13,23 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from afford.errors import InputError
-from afford.io import atomic_write_text, read_text
+from afford.io import atomic_write_text, loads_json, read_text
 
 M = TypeVar("M", bound="Envelope")
 B = TypeVar("B", bound=BaseModel)
+
+
+MIGRATIONS: dict[str, dict[str, Callable[[dict], dict]]] = {}  # current id -> old id -> step
+
+
+def register_migration(current: str, old: str) -> Callable:
+    """Decorator: ``fn(raw) -> raw`` upgrades a parsed file of schema ``old`` one step toward
+    ``current``; :func:`load_envelope` applies the registered steps (pytest-benchmark's
+    ``normalize_stats`` idea: old files are upgraded on load, never rejected)."""
+    def wrap(fn: Callable[[dict], dict]) -> Callable[[dict], dict]:
+        MIGRATIONS.setdefault(current, {})[old] = fn
+        return fn
+    return wrap
 
 
 class Envelope(BaseModel):
@@ -31,16 +43,14 @@ class Envelope(BaseModel):
 
 def load_envelope(path: str | Path, model: type[M], current: str,
                   migrations: dict[str, Callable[[dict], dict]] | None = None) -> M:
-    """Read ``path`` as ``model``; upgrade known older ids; clear errors otherwise."""
+    """Read ``path`` as ``model``; upgrade known older ids (``migrations``, else those
+    registered for ``current``); clear errors otherwise."""
     p = Path(path)
     text = read_text(p, str(p))
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(raw, dict) or "schema" not in raw:
+    raw = loads_json(text, str(p))
+    if not isinstance(raw, dict) or not isinstance(raw.get("schema"), str):
         raise InputError(f"{p}: not an afford file (no 'schema' field; expected {current!r})")
-    migrations = migrations or {}
+    migrations = migrations if migrations is not None else MIGRATIONS.get(current, {})
     seen = set()
     while raw["schema"] != current:
         sid = raw["schema"]

@@ -27,7 +27,8 @@ from afford.errors import InputError
 from afford.io import loads_toml, read_toml
 from afford.provenance import Tagged, assumed, inherited
 from afford.schema.envelope import validate
-from afford.units import parse_bytes, parse_duration, parse_fraction
+from afford.units import (MAX_BYTES, MAX_SECONDS, bounded, parse_bytes, parse_duration,
+                          parse_fraction)
 
 PLATFORM_SCHEMA = "afford.platform/1"
 DEFAULT_MARGIN_REASON = ("afford's default margin: one hour before the session cap for "
@@ -89,28 +90,42 @@ class Figure(_Model):
 _PARSE = {"duration": parse_duration, "bytes": parse_bytes, "fraction": parse_fraction}
 
 
+_HIGH = {"duration": MAX_SECONDS, "bytes": MAX_BYTES}
+
+
 def _check_range(kind: str, value: float) -> None:
     if kind == "fraction":
         check_fraction(value)
-    if kind != "fraction" and value < 0:
-        raise ValueError(f"{value:g} is negative")
+        return
+    bounded(value, "value", high=_HIGH[kind], low_open=False)
 
 
 class Duration(Figure):
     kind: ClassVar[str] = "duration"
 
 
-class Cap(Figure):
+class _Positive(Figure):
+    """A figure something is divided by: zero is refused (give 'none' for no limit)."""
+
+    def si(self) -> float | None:
+        v = super().si()
+        if v is not None and v <= 0:
+            raise ValueError(f"{self.value!r} must be positive (give 'none' or 'unknown' for "
+                             "no limit or an unknown one, where allowed)")
+        return v
+
+
+class Cap(_Positive):
     kind: ClassVar[str] = "duration"
     sentinels: ClassVar[tuple[str, ...]] = ("none",)
 
 
-class Quota(Figure):
+class Quota(_Positive):
     kind: ClassVar[str] = "duration"
     sentinels: ClassVar[tuple[str, ...]] = ("none", "unknown")
 
 
-class Size(Figure):
+class Size(_Positive):
     kind: ClassVar[str] = "bytes"
     sentinels: ClassVar[tuple[str, ...]] = ("unknown",)
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from afford.io import read_toml
 from afford.provenance import Tagged, inherited
 from afford.schema.envelope import validate
-from afford.units import parse_count, parse_fraction
+from afford.units import bounded, parse_count, parse_fraction
 
 RUN_SCHEMA = "afford.run/1"
 DEFAULT_OVERHEAD = 0.01
@@ -39,24 +39,26 @@ class RunFile(BaseModel):
     name: str | None = Field(None, min_length=1, description="default: the file's stem")
     workload: str = Field(min_length=1, description="as named in the certificate")
     mode: Literal["fp32", "bf16", "fp16"]
-    value: int | None = Field(None, gt=0, description="the sweep value of the run's shape")
+    value: int | None = Field(None, gt=0, le=2**31, description="the sweep value of the run's "
+                              "shape")
     shape: dict[str, int] | None = Field(None, description="the full shape instead of value")
     tokens_per_step: int | float | str | None = None
     target_tokens: int | float | str | None = None
     target_steps: int | float | str | None = None
-    checkpoints_kept: int = Field(ge=1, description="live checkpoint copies kept on disk")
+    checkpoints_kept: int = Field(ge=1, le=10**6, description="live checkpoint copies kept on disk")
     checkpoint_overhead: float | str = Field(DEFAULT_OVERHEAD, description="share of wall "
                                              "clock checkpoint writes may take")
     data_sources: list[str] = []
-    max_weeks: float | None = Field(None, gt=0, description="the longest the run may take")
+    max_weeks: float | None = Field(None, gt=0, le=5200, allow_inf_nan=False,
+                                    description="the longest the run may take")
 
     @field_validator("tokens_per_step", "target_tokens", "target_steps")
     @classmethod
     def _count(cls, v):
         if v is None:
             return v
-        n = parse_count(v)
-        if n <= 0 or n != int(n):
+        n = bounded(parse_count(v), "count")
+        if n != int(n):
             raise ValueError(f"{v!r} is not a positive whole count")
         return int(n)
 
@@ -71,7 +73,7 @@ class RunFile(BaseModel):
     @field_validator("shape")
     @classmethod
     def _shape(cls, v):
-        if v is not None and any(n <= 0 for n in v.values()):
+        if v is not None and any(not 0 < n <= 2**31 for n in v.values()):
             raise ValueError("every dimension of a shape must be a positive integer")
         return v
 

@@ -1,0 +1,172 @@
+"""Valid afford input files, and hypothesis strategies that break them (issue 14, the fuzz
+campaign): numbers made zero, negative, NaN, infinite, huge or 5000 digits long; strings made
+rich markup, unit nonsense or empty; values replaced by deep nesting or the wrong type.
+
+The documents are held as Python data and written out by small emitters (JSON, TOML, TSV) that
+can also write what Python cannot hold as a value (a 5000-digit integer, 100,000 nested
+brackets): such a value is a :class:`Raw` text, spliced in verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from tests.plan_helpers import make_cert
+from tests.synthetic_cert import linear_sizes
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Text written verbatim into a JSON or TOML file (``json_text``/``toml_text``)."""
+
+    json_text: str
+    toml_text: str
+
+
+DEEP = 100_000
+HUGE_INT = "9" * 5000
+NASTY_NUMBERS = [0, -1, -0.0, 1e-320, 1e308, -1e308, math.nan, math.inf, -math.inf, 2**63,
+                 2**64, -(2**63), True, 0.5, 3, Raw(HUGE_INT, HUGE_INT),
+                 Raw("-" + HUGE_INT, "-" + HUGE_INT), Raw("1e999", "1e999")]
+NASTY_STRINGS = ["0", "-1", "nan", "NaN", "inf", "-inf", "Infinity", "1e999GiB", "1e999",
+                 "1e308h", "-5h", "0h", "0%", "-5%", "1e400%", "none", "unknown", "[/]",
+                 "[bold red]x", "[link=x]y[/link]", "", " ", "\x00", "é", "a" * 5000,
+                 "0GiB", HUGE_INT, "1" + "0" * 400 + "GiB", "999999999999999999999d"]
+NASTY_SHAPES = [None, [], {}, [1, 2], {"value": 1}, Raw("[" * DEEP + "]" * DEEP,
+                                                        "[" * DEEP + "]" * DEEP)]
+
+nasty = st.one_of(st.sampled_from(NASTY_NUMBERS), st.sampled_from(NASTY_STRINGS),
+                  st.sampled_from(NASTY_SHAPES),
+                  st.floats(allow_nan=True, allow_infinity=True),
+                  st.integers(min_value=-(2**70), max_value=2**70),
+                  st.text(max_size=12))
+
+
+# --- the valid documents ------------------------------------------------------------------
+
+def cert_doc() -> dict:
+    """A certificate with a workload and a sizes section (every reader has something)."""
+    c = make_cert().model_copy(update={"sizes": linear_sizes(mode="fp32")})
+    return json.loads(c.to_json())
+
+
+def platform_doc() -> dict:
+    return {
+        "name": "fuzz-p100",
+        "device": {"name": "P100", "memory": {"value": "16GiB", "cite": "datasheet"}},
+        "session_cap": {"value": "12h", "cite": "docs"},
+        "weekly_quota": {"value": "30h", "cite": "docs"},
+        "disk": {"value": "20GB", "cite": "docs"},
+        "margin": {"value": "1h", "assumed": "guess"},
+        "mtbf": {"value": "24h", "assumed": "guess"},
+        "startup": {"package_install": {"value": 170, "assumed": "guess"}},
+    }
+
+
+def run_doc() -> dict:
+    return {"name": "r", "workload": "tinylm", "mode": "fp32", "value": 512,
+            "target_tokens": "1B", "checkpoints_kept": 2, "checkpoint_overhead": "1%",
+            "max_weeks": 4, "data_sources": ["corpus"]}
+
+
+def manifest_doc(created: str = "2026-12-01T12:00:00Z") -> dict:
+    return {"schema": "afford.manifest/1", "sources": [
+        {"name": "corpus", "kind": "file", "status": "PINNED", "path": "corpus.txt",
+         "sha256": "0" * 64, "size_bytes": 12, "files": 1, "pinned_at": created}]}
+
+
+# --- mutation -------------------------------------------------------------------------------
+
+def leaves(doc, path=()):
+    """Every path into ``doc`` (dict keys, list indices), containers included."""
+    yield path
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from leaves(v, (*path, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from leaves(v, (*path, i))
+
+
+def replaced(doc, path, value):
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(doc, dict):
+        return {k: (replaced(v, rest, value) if k == head else v) for k, v in doc.items()}
+    return [replaced(v, rest, value) if i == head else v for i, v in enumerate(doc)]
+
+
+@st.composite
+def mutated(draw, doc: dict, max_edits: int = 3):
+    """``doc`` with one to ``max_edits`` values replaced by nasty ones."""
+    paths = list(leaves(doc))[1:]
+    for _ in range(draw(st.integers(1, max_edits))):
+        doc = replaced(doc, draw(st.sampled_from(paths)), draw(nasty))
+        paths = [p for p in leaves(doc)][1:] or [()]
+    return doc
+
+
+# --- emitters -------------------------------------------------------------------------------
+
+def to_json(doc) -> str:
+    raws: list[str] = []
+
+    def enc(v):
+        if isinstance(v, Raw):
+            raws.append(v.json_text)
+            return f"@@RAW{len(raws) - 1}@@"
+        if isinstance(v, dict):
+            return {str(k): enc(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**4000:
+            raws.append(str(v))
+            return f"@@RAW{len(raws) - 1}@@"
+        return v
+
+    text = json.dumps(enc(doc), ensure_ascii=False)
+    for i, r in enumerate(raws):
+        text = text.replace(f'"@@RAW{i}@@"', r)
+    return text
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, Raw):
+        return v.toml_text
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v if x is not None) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml_value(x)}"
+                                for k, x in v.items() if x is not None) + " }"
+    return '""'  # None at the top of a value: TOML has no null
+
+
+def to_toml(doc) -> str:
+    if not isinstance(doc, dict):
+        return f"x = {_toml_value(doc)}\n"
+    return "".join(f"{json.dumps(str(k))} = {_toml_value(v)}\n"
+                   for k, v in doc.items() if v is not None)
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    p = folder / name
+    p.write_text(text, encoding="utf-8", errors="surrogatepass")
+    return p
