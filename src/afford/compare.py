@@ -37,7 +37,7 @@ Verdict = Literal["REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid", populate_by_name=True)
 
 
 class CertRef(_Frozen):

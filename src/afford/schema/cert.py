@@ -27,7 +27,7 @@ CERT_SCHEMA = "afford.cert/1"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
 
 class Environment(_Model):

@@ -33,7 +33,7 @@ def register_migration(current: str, old: str) -> Callable:
 
 
 class Envelope(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", populate_by_name=True)
 
     schema_id: str = Field(alias="schema")
 

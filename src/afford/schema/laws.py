@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class LawFit(BaseModel):
     """One fitted form. ``params``: a, b (power); F, c, b (floor_power); F, c (linear)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
 
     form: Literal["power", "floor_power", "linear_floor"]
     params: dict[str, float]
@@ -37,7 +37,7 @@ class LawFit(BaseModel):
 
 
 class Excluded(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
 
     value: float
     reason: str
@@ -46,7 +46,7 @@ class Excluded(BaseModel):
 class ThroughputLaw(BaseModel):
     """Both forms over the same resident points, the chosen one, and what was left out."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
 
     x_name: str
     x: list[float]

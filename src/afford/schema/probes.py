@@ -20,7 +20,7 @@ GEMM_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
 
 LAUNCH_FIXED_SHARE = 0.5   # half the step or more does not grow with the batch

@@ -17,7 +17,7 @@ from afford.schema.point import Point
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
 
 PhaseName = Literal["forward", "backward", "optimizer"]
