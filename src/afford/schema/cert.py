@@ -22,6 +22,7 @@ from afford.schema.memory import MemorySection
 from afford.schema.point import Point
 from afford.schema.probes import ProbesSection
 from afford.schema.sizes import SizesSection
+from afford.schema.time import CertTimeVerdict, HostLoad, WorkloadTime
 
 CERT_SCHEMA = "afford.cert/1"
 
@@ -91,6 +92,13 @@ class Protocol(_Model):
         [], description="children spawned ahead on CUDA that created their CUDA context and "
         "cuBLAS handle before their first point: their step 0 excludes CUDA context creation "
         "(the probes' startup figures measure it); child 0 is never pre-warmed")
+    step_semantics: str | None = Field(
+        None, description="what a timed step includes: whether a host sync is in it, and "
+        "which figure is which")
+    synced_child: int | None = Field(None, description="the child that also timed steps "
+                                     "with a host sync after each (None: not recorded)")
+    flops_child: int | None = Field(None, description="the child that counted each shape's "
+                                    "FLOPs after timing it")
 
 
 class WorkloadResult(_Model):
@@ -103,6 +111,11 @@ class WorkloadResult(_Model):
     law: ThroughputLaw | None = None
     refused: str | None = None
     warnings: list[str] = []
+    design_points: list[Point] = Field(
+        [], description="the step-time design's shapes beyond the sweep: across, held out, "
+        "extension (each with its role)")
+    time: WorkloadTime | None = Field(None, description="the step-time model, its design "
+                                      "and its noise verdict (absent in older certificates)")
 
 
 class Certificate(Envelope):
@@ -119,6 +132,8 @@ class Certificate(Envelope):
     levers: LeversSection | None = None
     memory: MemorySection | None = None
     probes: ProbesSection | None = None
+    time_verdict: CertTimeVerdict | None = None
+    host_load: list[HostLoad] | None = Field(None, description="before and after measuring")
 
 
 def default_filename(cert: Certificate) -> str:

@@ -15,6 +15,23 @@ class _Model(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
 
+class StepFlops(_Model):
+    """FLOPs of one whole training step, counted once per shape by one child with
+    ``torch.utils.flop_counter.FlopCounterMode`` after it timed the shape (the counter runs
+    the step under Python dispatch: slow, and never timed). ``gemm``: mm/addmm/matmul/conv;
+    ``attn``: bmm and the attention kernels (:func:`afford.fit.step_features.split_flops`).
+    When counting failed, every count is ``None`` and ``error`` says why: the time model then
+    uses the shape only (tokens = B*s and B*s^2), never a guess."""
+
+    total: float | None = None
+    gemm: float | None = None
+    attn: float | None = None
+    other: float | None = None
+    by_op: dict[str, float] = {}
+    counter: str | None = None
+    error: str | None = Field(None, description="why the FLOPs could not be counted")
+
+
 class ChildPoint(_Model):
     """One child's timing of one sweep point: raw samples with their step indices."""
 
@@ -39,6 +56,20 @@ class ChildPoint(_Model):
     swap_bytes: int | None = None
     memory_source: str | None = None
     wall_seconds: float | None = None
+    synced_seconds: list[float] = Field(
+        [], description="host seconds of each step run with a host sync after it (float of "
+        "the loss, as a loop that logs loss.item() every step): perf_counter around the step "
+        "and the sync; after the timed steps, in the child that records them")
+    synced_step_indices: list[int] = []
+    flops: StepFlops | None = Field(None, description="counted by this child after timing")
+    cpu_seconds: float | None = Field(None, description="CPU seconds (user + system, all "
+                                      "threads) of this process over the point's steps")
+    involuntary_switches: int | None = Field(
+        None, description="times the OS took the CPU from this process over the point's "
+        "steps (getrusage ru_nivcsw): CPU contention shows here")
+    round: str = Field("sweep", description="sweep, extension (fresh children measuring "
+                       "the shapes that continue the ladder) or remeasure (a fresh child "
+                       "measuring a point once more)")
     oom: bool = False
     refused: str | None = None
     error: str | None = None
@@ -47,6 +78,17 @@ class ChildPoint(_Model):
 class Point(_Model):
     value: int
     shape: dict[str, int]
+    batch: int | None = Field(None, description="the shape's batch (transformer-shaped "
+                              "workloads: the dims' B), where known")
+    seq: int | None = Field(None, description="the shape's sequence length (dims' s)")
+    role: str = Field("sweep", description="sweep (the workload's sweep at its base batch), "
+                      "across (the time design's batch variation), held_out_interpolated / "
+                      "held_out_seq / held_out_batch / held_out_largest (measured, never "
+                      "fitted), extension (continues the ladder past the floor)")
+    held_out: bool = Field(False, description="measured and predicted, never fitted")
+    flops: StepFlops | None = None
+    synced_median_seconds: float | None = Field(
+        None, description="median of the synced steps (host sync after each step)")
     params: int | None = Field(None, description="trainable parameters")
     frozen_params: int | None = Field(None, description="parameters not trained (LoRA base, "
                                       "frozen layers): weights only, no gradient or optimizer "
@@ -67,6 +109,7 @@ class Point(_Model):
     memory_source: str | None = None
     resident: bool | None = Field(description="None when the point failed and residency is unknown")
     excluded_reason: str | None = None
+    remeasured: bool = Field(False, description="measured once more by a fresh child")
 
     @property
     def usable(self) -> bool:

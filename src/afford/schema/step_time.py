@@ -1,0 +1,245 @@
+"""The step-time model as a certificate stores it (issue 19): how a workload's features grow
+with the shape, the candidate forms and the chosen one, the points and held-out shapes with
+their errors, and a workload's noise verdict.
+
+Fitted by :mod:`afford.fit.step_time` (the forms, the choice and the reasons are documented
+there, the features in :mod:`afford.fit.step_features`, the fitting in
+:mod:`afford.fit.step_forms`, the verdict in :mod:`afford.fit.time_noise`); kept here, below
+the fit layer, with what reading a stored model needs: evaluating a form at a shape
+(:func:`evaluate_form`) and each feature's law (:meth:`FeatureScaling.features`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+Axes = Literal["batch_seq", "n"]
+FEATURES = ("tokens", "gemm_flops", "attn_flops")
+FormName = Literal["max", "sum", "smooth_max", "power", "floor_power"]
+ALL_FORMS: tuple[FormName, ...] = ("max", "sum", "smooth_max", "power", "floor_power")
+PARAM_OF = {"const": "w0", "gemm_flops": "w_gemm", "attn_flops": "w_attn",
+            "tokens": "w_tokens", "seq_tokens": "w_seq_tokens"}
+WORK_FEATURES = ("tokens", "gemm_flops", "attn_flops", "seq_tokens")
+
+
+def seq_tokens(batch: float | None, seq: float | None) -> float | None:
+    """B*s^2: the shape-only stand-in for attention work where attention FLOPs were not
+    counted (the step-time model's ``seq_tokens`` column); None without batch and seq."""
+    return None if batch is None or seq is None else float(batch) * float(seq) ** 2
+
+
+def monomial(term: str, batch: float | None, seq: float | None, n: float | None) -> float:
+    """The value of one menu term at a shape."""
+    values = {"B*s": lambda: batch * seq, "B*s^2": lambda: batch * seq * seq,
+              "B": lambda: batch, "1": lambda: 1.0, "n": lambda: n, "n^2": lambda: n * n,
+              "n^3": lambda: n ** 3}
+    return float(values[term]())
+
+
+class FeatureLaw(BaseModel):
+    """One feature as ``sum(coef * term)`` over monomials of the shape (empty: always 0)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    feature: str
+    terms: list[str]
+    coefs: list[float]
+    n_counted: int = Field(description="shapes the law was fitted on")
+    max_rel_error: float = Field(description="worst |law / counted - 1| over them")
+    varied: list[str] = Field(description="axes that varied among the counted shapes")
+    warnings: list[str] = []
+
+    def at(self, batch: float | None = None, seq: float | None = None,
+           n: float | None = None) -> float:
+        return float(sum(c * monomial(t, batch, seq, n) for t, c in zip(self.terms, self.coefs)))
+
+    def describe(self) -> str:
+        if not self.terms:
+            return f"{self.feature} = 0"
+        return f"{self.feature} = " + " + ".join(f"{c:.6g}*{t}" for t, c in
+                                               zip(self.terms, self.coefs))
+
+
+class FeatureScaling(BaseModel):
+    """How each feature of one workload grows with the shape: exact laws fitted by
+    :func:`afford.fit.step_features.fit_scaling` (see that module).
+
+    ``laws`` holds one :class:`FeatureLaw` per feature that was counted; a feature absent
+    from it is unknown (never counted) and :meth:`features` gives ``None`` for it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    axes: Axes
+    laws: dict[str, FeatureLaw]
+
+    def features(self, *, batch: float | None = None, seq: float | None = None,
+                 n: float | None = None) -> dict[str, float | None]:
+        """``{"tokens": ..., "gemm_flops": ..., "attn_flops": ...}`` at a shape, and for
+        transformer-shaped workloads ``seq_tokens`` (B*s^2, by definition)."""
+        if self.axes == "batch_seq" and (batch is None or seq is None):
+            raise ValueError("this workload's features need batch and seq")
+        if self.axes == "n" and n is None:
+            raise ValueError("this workload's features need n")
+        out = {f: (self.laws[f].at(batch, seq, n) if f in self.laws else None)
+               for f in FEATURES}
+        if self.axes == "batch_seq":
+            out["seq_tokens"] = seq_tokens(batch, seq)
+        return out
+
+    def describe(self) -> str:
+        return "; ".join(law.describe() for law in self.laws.values())
+
+
+
+def evaluate_form(form: str, params: dict[str, float], feats: dict[str, float | None],
+             x: float | None) -> float:
+    """Seconds of ``form`` with ``params`` at a shape's features (``x``: the one axis of
+    the old forms, tokens or n)."""
+    if form == "power":
+        return float(math.exp(params["a"]) * x ** params["b"])
+    if form == "floor_power":
+        return float(params["F"] + params["c"] * x ** params["b"])
+    W = params.get("w0", 0.0) + sum(params.get(PARAM_OF[f], 0.0) * (feats.get(f) or 0.0)
+                                    for f in WORK_FEATURES)
+    F = params["F"]
+    if form == "sum":
+        return float(F + W)
+    if form == "max":
+        return float(max(F, W))
+    k = params["k"]
+    with np.errstate(divide="ignore"):
+        return float(np.exp(np.logaddexp(k * np.log(F), k * np.log(W)) / k))
+
+
+class CandidateFit(BaseModel):
+    """One form fitted over the points, with its errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    form: FormName
+    params: dict[str, float] = Field(description="SI: seconds, seconds per token / FLOP")
+    n_params: int
+    r2_log: float = Field(description="R^2 in log space (reported, never used to choose)")
+    residuals: list[float] = Field(description="predicted / measured - 1, in-sample")
+    loo_rel_errors: list[float] | None = Field(None, description="leave-one-out errors")
+    note: str | None = None
+
+    @property
+    def loo_max(self) -> float | None:
+        return max(abs(e) for e in self.loo_rel_errors) if self.loo_rel_errors else None
+
+    @property
+    def loo_median(self) -> float | None:
+        if not self.loo_rel_errors:
+            return None
+        return float(np.median(np.abs(self.loo_rel_errors)))
+
+
+class ModelPoint(BaseModel):
+    """A point as the model sees it: shape, features, measured and predicted seconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch: float | None = None
+    seq: float | None = None
+    n: float | None = None
+    tokens: float
+    gemm_flops: float | None = None
+    attn_flops: float | None = None
+    measured_seconds: float
+    predicted_seconds: float
+    rel_error: float = Field(description="predicted / measured - 1")
+    loo_rel_error: float | None = Field(None, description="fitted points: without it")
+    extrapolated: bool = False
+    label: str | None = None
+
+
+class StepTimeModel(BaseModel):
+    """The chosen step-time model of one workload (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    axes: Literal["batch_seq", "n"]
+    form: FormName
+    params: dict[str, float]
+    reason: str = Field(description="why this form: its leave-one-out error vs the others")
+    scaling: FeatureScaling
+    candidates: list[CandidateFit]
+    points: list[ModelPoint]
+    ranges: dict[str, tuple[float, float]] = Field(description="fitted range per axis")
+    held_out: list[ModelPoint] = Field([], description="never fitted: predicted vs measured")
+    floor_left: bool = Field(description="the fitted points reach the work regime")
+    floor_note: str
+    gemm_rate: float | None = Field(None, description="FLOP/s ceiling used as a bound")
+    warnings: list[str] = []
+
+    @property
+    def loo_rel_errors(self) -> list[float] | None:
+        return self.chosen.loo_rel_errors
+
+    @property
+    def chosen(self) -> CandidateFit:
+        return next(c for c in self.candidates if c.form == self.form)
+
+    def predict(self, *, batch: float | None = None, seq: float | None = None,
+                n: float | None = None) -> tuple[float, bool]:
+        """Seconds of a warm step at a shape, and whether it lies outside the fitted range
+        on any axis (batch, seq, n or tokens)."""
+        feats = self.scaling.features(batch=batch, seq=seq, n=n)
+        x = feats["tokens"] if self.axes == "batch_seq" else n
+        seconds = evaluate_form(self.form, self.params, feats, x)
+        return seconds, self.is_extrapolated(batch=batch, seq=seq, n=n,
+                                             tokens=feats["tokens"])
+
+    def is_extrapolated(self, **axes: float | None) -> bool:
+        for name, value in axes.items():
+            if value is None or name not in self.ranges:
+                continue
+            lo, hi = self.ranges[name]
+            if value < lo * (1 - 1e-9) or value > hi * (1 + 1e-9):
+                return True
+        return False
+
+    def held_out_errors(self) -> list[float]:
+        return [p.rel_error for p in self.held_out]
+
+    def describe(self) -> str:
+        p = self.params
+        x = "tokens" if self.axes == "batch_seq" else "n"
+        if self.form == "power":
+            return f"t = {math.exp(p['a']):.3g} {x}^{p['b']:.3f} (power, one axis)"
+        if self.form == "floor_power":
+            return (f"t = {p['F']:.4g} s + {p['c']:.3g} {x}^{p['b']:.3f} "
+                    "(floor_power, one axis)")
+        work = " + ".join(f"{v:.3g}*{k[2:] if k != 'w0' else '1'}" for k, v in p.items()
+                          if k.startswith("w") and v > 0) or "0"
+        if self.form == "max":
+            return f"t = max({p['F']:.4g} s, {work})"
+        if self.form == "sum":
+            return f"t = {p['F']:.4g} s + {work}"
+        return f"t = ({p['F']:.4g}^k + ({work})^k)^(1/k), k = {p['k']:.3g}"
+
+
+class TimeVerdict(BaseModel):
+    """OK, REMEASURE (measure the listed points once more) or NOISY (still after that)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: Literal["OK", "REMEASURE", "NOISY"]
+    reasons: list[str]
+    noisy_points: list[int] = Field(description="indices of points beyond child_tolerance")
+    failed_held_out: list[int] = Field(description="indices of held-out points beyond "
+                                       "held_out_tolerance")
+    child_tolerance: float = Field(description="work-regime points' children may disagree "
+                                   "by this much (relative spread)")
+    held_out_tolerance: float = Field(description="work-regime held-out |error| allowed")
+    floor_tolerance: float = Field(description="floor points' children may "
+                                   "disagree by this much (the floor differs by process)")
+    remeasured: bool = Field(description="the verdict is on a second measurement")
+    held_out_median: float | None = Field(None, description="median |error| of the judged "
+                                          "(work-regime) held-out points")
+    held_out_worst: float | None = None
