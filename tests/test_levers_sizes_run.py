@@ -80,6 +80,52 @@ def test_levers_on_cpu_with_cuda_graphs_not_executable(tmp_path, cpu_cert_path):
     assert figures[0]["speedup"]["tag"] == "MEASURED"
 
 
+@pytest.mark.slow
+def test_user_arms_run_as_ab_pairs_and_a_missing_backward_is_caught(cpu_cert_path):
+    # the ladder note's ablation: an arm is timed in the same children as A; the arm whose
+    # backward never reaches half the model is NOT EXECUTABLE, never a speedup
+    r = runner.invoke(app, ["levers", str(cpu_cert_path), "--quick",
+                            "-w", "tests.user_workload:factory",
+                            "--arm", "narrow=tests.user_workload:narrow",
+                            "--arm", "broken=tests.user_workload:no_backward", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    rows = {row["lever"]: row for row in doc["rows"]}
+    assert set(rows) == {"narrow", "broken"}  # --arm without --levers: only the arms
+    assert rows["narrow"]["not_executable"] is None and rows["narrow"]["speedup"]["value"] > 0
+    assert rows["broken"]["speedup"] is None
+    assert "received no gradient" in rows["broken"]["not_executable"]["reason"]
+    levers = {x["name"]: x for x in doc["levers"]["runs"][0]["levers"]}
+    assert levers["narrow"]["arm"] == "tests.user_workload:narrow"
+    assert len(levers["narrow"]["per_child"]) == 3  # A and the arm timed in each child
+
+
+@pytest.mark.parametrize("arm,match", [
+    ("narrow", "NAME=SPEC"), ("=x:y", "a name is a letter"), ("bf16=tinylm", "already taken"),
+    ("9x=tinylm", "a name is a letter"), ("a=nosuchworkload", "unknown workload"),
+])
+def test_levers_cli_bad_arm(tmp_path, arm, match):
+    path = tmp_path / "c.json"
+    save_certificate(certificate(None).model_copy(update={"environment": environment(
+        device_type="cpu", device_name="Some CPU", device_class="cpu")}), path)
+    from afford.certify.levers import check_arms, parse_arms
+
+    with pytest.raises(Exception, match=match):
+        check_arms(parse_arms([arm]), "cpu")
+    r = runner.invoke(app, ["levers", str(path), "--arm", arm])
+    assert r.exit_code == 2 and match in r.output and "Traceback" not in r.output
+
+
+def test_arms_pair_with_the_base_variant():
+    from afford.certify.levers import Arm, pairs
+
+    ps = pairs("tinylm", "bf16", ("fused",), (Arm("no-kda", "mypkg.m:without"),))
+    arm = ps[-1]
+    assert arm.a == ("tinylm+flops", "bf16") and arm.b == ("mypkg.m:without", "bf16")
+    assert arm.metric == "step_seconds" and arm.description == "A -> arm mypkg.m:without"
+    assert ps[0].arm is None and ps[0].description.startswith("AdamW")
+
+
 def test_levers_cli_refuses_another_device(tmp_path):
     path = tmp_path / "h200.json"
     save_certificate(certificate(None), path)

@@ -42,8 +42,21 @@ class NoBackward(MLP):
         return built
 
 
+class Narrow(MLP):
+    """The MLP with its hidden layer halved: an arm for ``afford levers --arm``."""
+
+    name = "narrow"
+
+    def shape(self, value):
+        return {"batch": 8, "width": max(1, int(value) // 2)}
+
+
 def factory():
     return MLP()
+
+
+def narrow():
+    return Narrow()
 
 
 def no_backward():

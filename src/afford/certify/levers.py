@@ -7,7 +7,13 @@ the lever applied (docs/DESIGN.md section 4, "Levers"):
 - ``fused``: AdamW foreach vs fused (``+foreach`` / ``+fused``);
 - ``compile``: eager vs ``torch.compile`` (``+compile``; compile time lands in step 0);
 - ``cudagraphs``: eager vs the whole step captured in one CUDA graph (``+cudagraphs``);
-- ``batch2`` / ``batch4``: batch x1 vs x2 / x4, compared in tokens per second.
+- ``batch2`` / ``batch4``: batch x1 vs x2 / x4, compared in tokens per second;
+- a user arm (``afford levers --arm NAME=SPEC``): the workload vs another workload ``SPEC``
+  (``pkg.module:factory`` or any workload name) built at the same sweep value, e.g. the
+  model with one component removed (the ladder note's ``--no-kda`` ablation). The arm runs
+  in the same children as A, and its training step passes the same gradient check
+  (:func:`afford.workloads.base.check_gradients`): an arm whose backward silently did not
+  run (a parameter with no gradient) is NOT EXECUTABLE with that reason, never a speedup.
 
 Every variant is timed in every child, each child in its own shuffled order, step 0 and
 the warm-up apart; a lever's speedup is the median of the per-child ratios, with their
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +65,40 @@ class Pair:
     a: tuple[str, str]
     b: tuple[str, str]
     metric: str
+    arm: str | None = None
+
+    @property
+    def description(self) -> str:
+        return DESCRIPTIONS.get(self.name) or f"A -> arm {self.arm}"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A user arm: a name and the workload spec that replaces A in B."""
+
+    name: str
+    spec: str
+
+
+_ARM_NAME = re.compile(r"[A-Za-z][\w.-]{0,39}")
+
+
+def parse_arms(texts: list[str] | None) -> tuple[Arm, ...]:
+    """``["no-kda=mypkg.model:without_kda"]`` -> (Arm("no-kda", "mypkg.model:without_kda"),).
+    InputError for a malformed one, a name taken by a built-in lever, or a repeated name."""
+    arms: list[Arm] = []
+    for text in texts or []:
+        name, eq, spec = (t.strip() for t in text.partition("="))
+        if not eq or not spec:
+            raise InputError(f"--arm {text!r}: write NAME=SPEC, e.g. "
+                             "no-kda=mypkg.model:without_kda")
+        if not _ARM_NAME.fullmatch(name):
+            raise InputError(f"--arm {text!r}: a name is a letter then up to 39 letters, "
+                             "digits, '_', '.' or '-'")
+        if name in LEVERS or any(a.name == name for a in arms):
+            raise InputError(f"--arm {text!r}: the name {name!r} is already taken")
+        arms.append(Arm(name, spec))
+    return tuple(arms)
 
 
 def default_workloads(device_class: str) -> list[str]:
@@ -76,9 +117,11 @@ def parse_levers(text: str | None) -> tuple[str, ...]:
     return names
 
 
-def pairs(spec: str, mode: str, chosen: tuple[str, ...]) -> list[Pair]:
-    """The A/B pairs of ``chosen`` levers for workload ``spec`` whose base mode is ``mode``.
-    The base variant is ``spec+flops`` in ``mode`` (the count runs after timing)."""
+def pairs(spec: str, mode: str, chosen: tuple[str, ...], arms: tuple[Arm, ...] = ()
+          ) -> list[Pair]:
+    """The A/B pairs of ``chosen`` levers and of the user ``arms`` for workload ``spec``
+    whose base mode is ``mode``. The base variant is ``spec+flops`` in ``mode`` (the count
+    runs after timing); an arm's B is its own spec in ``mode``."""
     base = (f"{spec}+flops", mode)
     table = {
         "bf16": ((spec, "fp32") if mode != "fp32" else base,
@@ -89,7 +132,8 @@ def pairs(spec: str, mode: str, chosen: tuple[str, ...]) -> list[Pair]:
         "batch2": (base, (f"{spec}+x2", mode), "tokens_per_second"),
         "batch4": (base, (f"{spec}+x4", mode), "tokens_per_second"),
     }
-    return [Pair(n, table[n][0], table[n][1], table[n][2]) for n in chosen]
+    return [Pair(n, table[n][0], table[n][1], table[n][2]) for n in chosen] + \
+        [Pair(a.name, base, (a.spec, mode), "step_seconds", arm=a.spec) for a in arms]
 
 
 def not_applicable(name: str, device_type: str) -> str | None:
@@ -159,6 +203,17 @@ class LeverJob:
     clock: str
     torch_version: str
     command: str
+    arms: tuple[Arm, ...] = ()
+
+
+def check_arms(arms: tuple[Arm, ...], device_class: str) -> None:
+    """Every arm names a workload afford can build (InputError otherwise), before any
+    child starts."""
+    for a in arms:
+        try:
+            resolve(a.spec, device_class)
+        except InputError as exc:
+            raise InputError(f"--arm {a.name}={a.spec}: {exc}") from None
 
 
 def measure_levers(job: LeverJob, on_event: Callable[[Event], None] = lambda e: None
@@ -166,8 +221,9 @@ def measure_levers(job: LeverJob, on_event: Callable[[Event], None] = lambda e: 
     """Run every executable variant of every workload in one set of children."""
     started = datetime.now(timezone.utc)
     shapes = check_workloads(job.workloads, job.device_class)
+    check_arms(job.arms, job.device_class)
     blocked = {n: r for n in job.levers if (r := not_applicable(n, job.device_type))}
-    plans = {spec: pairs(spec, job.mode, job.levers) for spec, _ in shapes}
+    plans = {spec: pairs(spec, job.mode, job.levers, job.arms) for spec, _ in shapes}
     items: dict[str, dict] = {}
     for spec, value in shapes:
         for p in plans[spec]:
@@ -196,14 +252,15 @@ def _run(spec: str, value: int, plan: list[Pair], blocked: dict[str, str],
             key = point_key(s, m, value)
             if key in variants:
                 continue
+            label = f"{m} arm {p.name}" if side == "b" and p.arm else _label(s, m, spec)
             if side == "b" and p.name in blocked:
-                variants[key] = LeverVariant(key=key, spec=s, mode=m, label=_label(s, m, spec),
+                variants[key] = LeverVariant(key=key, spec=s, mode=m, label=label,
                                              not_executable=NotExecutable(
-                                                 what=DESCRIPTIONS[p.name],
+                                                 what=p.description,
                                                  reason=blocked[p.name]))
                 continue
             events = [c[key] for c in per_child]
-            variants[key] = LeverVariant(key=key, spec=s, mode=m, label=_label(s, m, spec),
+            variants[key] = LeverVariant(key=key, spec=s, mode=m, label=label,
                                          point=assemble_point(value, events, job.device_memory))
     base_events = [c[point_key(f"{spec}+flops", job.mode, value)] for c in per_child
                    if point_key(f"{spec}+flops", job.mode, value) in c]
@@ -254,7 +311,7 @@ def _medians(p: Point) -> dict[int, float]:
 def _lever(p: Pair, variants: dict[str, LeverVariant], value: int) -> Lever:
     a = variants[point_key(*p.a, value)]
     b = variants[point_key(*p.b, value)]
-    common = dict(name=p.name, description=DESCRIPTIONS[p.name], a=a.key, b=b.key,
+    common = dict(name=p.name, arm=p.arm, description=p.description, a=a.key, b=b.key,
                   metric=p.metric)
     for v in (b, a):
         if v.not_executable:
@@ -262,7 +319,7 @@ def _lever(p: Pair, variants: dict[str, LeverVariant], value: int) -> Lever:
         if v.point is None or v.point.median_seconds is None or v.point.excluded_reason:
             why = (v.point.excluded_reason if v.point else None) or "not measured"
             return Lever(**common, not_executable=NotExecutable(
-                what=f"{DESCRIPTIONS[p.name]} ({v.label})", reason=why))
+                what=f"{p.description} ({v.label})", reason=why))
     ratios = per_child_speedups(_medians(a.point), _medians(b.point), p.metric,  # type: ignore[arg-type]
                                 a.point.tokens_per_step, b.point.tokens_per_step)  # type: ignore[union-attr]
     med, lo, hi = summarize(ratios)

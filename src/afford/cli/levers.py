@@ -34,6 +34,11 @@ def command(
     levers: Annotated[Optional[str], typer.Option(
         help="Levers, comma-separated: bf16, fused, compile, cudagraphs, batch2, batch4. "
         "Default: all.")] = None,
+    arm: Annotated[Optional[list[str]], typer.Option(
+        "--arm", help="A user arm, NAME=SPEC (repeatable): B is the workload SPEC (e.g. "
+        "mypkg.model:without_kda, your model with one part removed) built at the same shape, "
+        "timed in the same children as A; an arm whose backward did not run is NOT "
+        "EXECUTABLE. With --arm and no --levers, only the arms are measured.")] = None,
     mode: Annotated[Optional[str], typer.Option(
         help="Base dtype mode. Default: the certificate's.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A small fixed floor per point.")] = False,
@@ -59,14 +64,16 @@ def command(
             raise InputError(f"--children {children}: the protocol needs at least 3")
         if mode is not None and mode not in MODES:
             raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
-        from afford.certify.levers import parse_levers
+        from afford.certify.levers import check_arms, parse_arms, parse_levers
 
-        chosen = parse_levers(levers)
+        arms = parse_arms(arm)
+        chosen = parse_levers(levers) if levers or not arms else ()
         c = load_certificate(cert)
+        check_arms(arms, c.environment.device_class)
         if out_path is not None:
             check_writable(out_path, overwrite=force)
         job = _job(c, list(workload or []), chosen, mode,
-                   "quick" if quick else "full" if full else "adaptive", children)
+                   "quick" if quick else "full" if full else "adaptive", children, arms)
         section = _measure(job, show=interactive() and not as_json)
         rows = lever_rows(c, section)
         if out_path is not None:
@@ -92,7 +99,7 @@ def command(
 
 
 def _job(c: Certificate, workloads: list[str], chosen: tuple[str, ...], mode: str | None,
-         precision: str, children: int) -> LeverJob:
+         precision: str, children: int, arms: tuple = ()) -> LeverJob:
     """Resolve the run on this box; InputError when this box is not the certificate's."""
     from afford.certify.levers import LeverJob, default_workloads
     from afford.measure import env as envmod
@@ -118,7 +125,7 @@ def _job(c: Certificate, workloads: list[str], chosen: tuple[str, ...], mode: st
                     device_memory=here.device_memory_bytes, rule=rule_for(precision),
                     precision=precision, children=children, seed=c.protocol.seed,
                     clock=clock_name(device.type), torch_version=here.torch_version,
-                    command=here.command)
+                    command=here.command, arms=arms)
 
 
 def _measure(job: LeverJob, show: bool):

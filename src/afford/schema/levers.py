@@ -38,7 +38,10 @@ LeverName = Literal["bf16", "fused", "compile", "cudagraphs", "batch2", "batch4"
 class Lever(_Model):
     """A measured A/B pair: B is A with the lever applied. Speedup > 1: B is faster."""
 
-    name: LeverName
+    name: str = Field(description="a built-in lever (LeverName) or a user arm's name")
+    arm: str | None = Field(None, description="a user arm (afford levers --arm NAME=SPEC): "
+                            "the workload spec of B, the arm (an ablation: A with a part "
+                            "removed or replaced); None for a built-in lever")
     description: str
     a: str = Field(description="variant key without the lever")
     b: str = Field(description="variant key with the lever")
