@@ -277,3 +277,54 @@ def test_ladder_flags_a_law_that_implies_more_than_the_gemm_rate():
     warns = _warnings(Ctx(), None, [row(7.5e6, 0.03), row(1e9, 1.51)])
     assert any("more than 100 %" in w and "1B" in w for w in warns)
     assert not any("100 %" in w for w in _warnings(Ctx(), None, [row(7.5e6, 0.03)]))
+
+
+@pytest.fixture
+def with_link(monkeypatch):
+    """A certificate whose probes measured the host link: 20 GB/s up, 25 GB/s down."""
+    monkeypatch.setattr(figures, "host_link", lambda cert: (
+        measured(20e9, "B/s", "host -> device test link"),
+        measured(25e9, "B/s", "device -> host test link")))
+
+
+def test_offload_variant_by_hand(with_link):
+    # 124M, ZeRO's accounting (no memory law): 4 B/param stay, 12 move; the link carries
+    # 2 B/param down at 25 GB/s and 2 B/param up at 20 GB/s every step
+    row = lad(certificate(linear_sizes()), "124M").rows[0]
+    o = row.offload
+    assert o.device_memory.value == pytest.approx(124e6 * 4) and o.device_memory.tag is Tag.ASSUMED
+    assert o.host_memory.value == pytest.approx(124e6 * 12)
+    per_step = 124e6 * 2 / 25e9 + 124e6 * 2 / 20e9                    # 0.02232 s
+    assert o.link_seconds_per_step.value == pytest.approx(per_step)
+    steps = 2.48e9 / 8192                                              # 302,734.375
+    assert o.wall.value == pytest.approx(row.wall_a.value + steps * per_step)
+    assert o.wall.extrapolated == row.wall_a.extrapolated
+    assert "not timed" in o.note and o.resident.value is True
+
+
+def test_offload_uses_the_memory_law_accounting_when_the_row_does(with_link, monkeypatch):
+    # a row whose memory came from the memory law: AdamW's fp32 moments (8 B/param) move,
+    # the link carries 4 B/param each way
+    monkeypatch.setattr(ladder_mod, "memory_bytes", lambda ctx, e: (
+        measured(10e9, "B", "law"), "reserved, from the memory law"))
+    o = lad(certificate(linear_sizes()), "124M:d768L12").rows[0].offload
+    assert o.device_memory.value == pytest.approx(10e9 - 8 * 124e6)
+    assert o.link_seconds_per_step.value == pytest.approx(124e6 * 4 / 25e9 + 124e6 * 4 / 20e9)
+
+
+def test_offload_without_a_measured_link_prices_no_wall_clock():
+    o = lad(certificate(linear_sizes()), "124M").rows[0].offload
+    assert o.link_seconds_per_step is None and o.wall is None and o.affordable is None
+    assert "host link" in o.reason and "no measured host link" in o.note
+
+
+def test_reference_points_are_inherited_and_never_pooled():
+    lad1 = lad(certificate(linear_sizes()), "1B")
+    refs = {(f.device, f.params) for f in lad1.references}
+    # within a factor 2 of 1B: the note's 1.5B and the 0.5B points; not 7B
+    assert all(0.5e9 <= p <= 2e9 for _, p in refs) and len(refs) == 3
+    for f in lad1.references:
+        assert f.tokens_per_second.tag is Tag.INHERITED and f.wall.tag is Tag.INHERITED
+        assert f.wall.value == pytest.approx(20 * f.params / f.tokens_per_second.value)
+        assert "not this box" in f.wall.source
+    assert lad(certificate(linear_sizes()), "7.5M").references == []

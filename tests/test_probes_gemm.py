@@ -4,7 +4,7 @@ paths on the CPU; the CUDA paths behind the cuda marker (run on the lent GPU).""
 import pytest
 import torch
 
-from afford.measure.probes.copy import copy_probe
+from afford.measure.probes.copy import copy_probe, host_copy_probe
 from afford.measure.probes.gemm import gemm_probe, matmul_settings, max_rel_error
 from afford.measure.probes.protocol import probe_protocol
 from afford.provenance import NotExecutable
@@ -90,3 +90,20 @@ def test_cuda_gemm_probes_run_and_tf32_engages():
 def test_cuda_copy_probe():
     c = copy_probe(CUDA, buffer_bytes=256 * 2**20, warmup=2, reps=5)
     assert c["bytes_per_second"] > 1e11
+
+
+@pytest.mark.cuda
+def test_cuda_host_copy_probe_times_each_direction():
+    from afford.schema.probes import HostCopyProbe
+
+    c = host_copy_probe(CUDA, buffer_bytes=64 * 2**20, warmup=2, reps=5)
+    h = HostCopyProbe(**c)
+    # a PCIe 4 x16 link moves ~25 GB/s, PCIe 5 ~50, NVLink-C2C far more; a pageable or
+    # unpinned copy would be well under 5 GB/s
+    assert 5e9 < h.h2d_bytes_per_second < 1e12 and 5e9 < h.d2h_bytes_per_second < 1e12
+    assert len(h.h2d_seconds) == len(h.d2h_seconds) == 5
+
+
+def test_host_copy_probe_refuses_a_cpu_device():
+    with pytest.raises(RuntimeError, match="no host link"):
+        host_copy_probe(torch.device("cpu"), buffer_bytes=2**20, warmup=1, reps=1)

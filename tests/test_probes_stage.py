@@ -253,6 +253,7 @@ def test_cpu_probes_stage_end_to_end(cpu_cert):
     assert p.gemm["bf16"].flops_per_second > 0
     assert "CPU has no TF32" in p.gemm["tf32"].reason
     assert p.device_copy.bytes_per_call == 2 * p.device_copy.buffer_bytes
+    assert isinstance(p.host_copy, NotExecutable) and "no host link" in p.host_copy.reason
     from tests.test_probes_flops import softmax_flops, tinylm_flops
 
     for w in p.workloads:

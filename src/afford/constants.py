@@ -51,12 +51,38 @@ class LossLaw:
 
 
 @dataclass(frozen=True)
+class Offload:
+    """Bytes per parameter of optimizer-state offload, in the two accountings the ladder
+    uses (data/scaling.toml, [offload])."""
+
+    citation: str
+    zero_device_bytes_per_param: float
+    zero_link_bytes_per_param: float
+    fp32_offloaded_bytes_per_param: float
+    fp32_link_bytes_per_param: float
+
+
+@dataclass(frozen=True)
+class ReferencePoint:
+    """Throughput measured elsewhere, with its citation (INHERITED, never pooled)."""
+
+    device: str
+    params: float
+    tokens_per_second: float
+    mode: str
+    citation: str
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
 class ScalingConstants:
     tokens_per_param: float
     tokens_per_param_citation: str
     loss_law: LossLaw
     state_bytes_per_param: float
     state_bytes_citation: str
+    offload: Offload | None = None
+    references: tuple[ReferencePoint, ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -69,7 +95,9 @@ def load_scaling() -> ScalingConstants:
         loss_law=LossLaw(E=b["E"], A=b["A"], B=b["B"], alpha=b["alpha"], beta=b["beta"],
                          citation=b["citation"]),
         state_bytes_per_param=float(raw["states"]["bytes_per_param"]),
-        state_bytes_citation=raw["states"]["citation"])
+        state_bytes_citation=raw["states"]["citation"],
+        offload=Offload(**raw["offload"]) if "offload" in raw else None,
+        references=tuple(ReferencePoint(**r) for r in raw.get("reference", [])))
 
 
 def load_memory_defaults(path: Path = MEMORY_DEFAULTS) -> dict:

@@ -32,9 +32,9 @@ from afford.provenance import NotExecutable
 from afford.schema.cert import Environment, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.probes import (GEMM_DTYPES, BoundVerdict, CheckpointProbe, CopyProbe,
-                                  DatasheetPeaks, FlopCount, GemmProbe, Ladder, ProbeProtocol,
-                                  ProbesSection, Rung, Startup, StartupRun, UtilisationTrace,
-                                  WorkloadProbes, counted_runs)
+                                  DatasheetPeaks, FlopCount, GemmProbe, HostCopyProbe, Ladder,
+                                  ProbeProtocol, ProbesSection, Rung, Startup, StartupRun,
+                                  UtilisationTrace, WorkloadProbes, counted_runs)
 
 
 def probes_stage(ctx) -> dict:
@@ -131,6 +131,8 @@ def assemble_section(protocol: ProbeProtocol, env: Environment, items: list[dict
             for d in GEMM_DTYPES}
     notes += _gemm_notes(gemm)
     copy = _model(CopyProbe, _get(events, "copy", "device copy bandwidth", stopped))
+    host_copy = _model(HostCopyProbe, _get(events, "host_copy", "host link bandwidth "
+                                           "(pinned host <-> device)", stopped))
     workloads = [_workload(it, r, env, gemm, events, stopped, protocol, notes)
                  for it, r in zip(items, results)]
     startup = _startup(startup_runs, _get(events, "startup", "startup (probe child)", stopped),
@@ -138,7 +140,8 @@ def assemble_section(protocol: ProbeProtocol, env: Environment, items: list[dict
     if stopped:
         notes.append(stopped)
     return ProbesSection(protocol=protocol, device=env.device_name, gemm=gemm,
-                         device_copy=copy, workloads=workloads, startup=startup,
+                         device_copy=copy, host_copy=host_copy, workloads=workloads,
+                         startup=startup,
                          datasheet=datasheet, wall_seconds=wall_seconds, warnings=notes,
                          probe_seconds={k: ev["seconds"] for k, ev in events.items()
                                         if isinstance(ev.get("seconds"), (int, float))})

@@ -11,7 +11,8 @@ from afford.cli.common import err, flag_number, guard, out, print_json
 from afford.constants import MEMORY_FRACTION, MODES, load_scaling
 from afford.errors import InputError
 from afford.plan.ladder import DEFAULT_PARAMS, build_ladder, parse_entries
-from afford.report.ladder import ladder_notes, ladder_table, lever_figures_table
+from afford.report.ladder import (ladder_notes, ladder_table, lever_figures_table,
+                                  offload_table, references_table)
 from afford.schema.cert import load_certificate
 from afford.units import UnitError, parse_duration
 
@@ -55,8 +56,8 @@ def command(
         out.print(ladder_table(lad))
         for n in ladder_notes(lad):
             out.print(n, soft_wrap=True)
-        figures = lever_figures_table(lad)
-        if figures is not None:
-            out.print(figures)
+        for table in (offload_table(lad), references_table(lad), lever_figures_table(lad)):
+            if table is not None:
+                out.print(table)
         for w in lad.warnings:
             err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)

@@ -27,7 +27,8 @@ from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.point import Point
-from afford.schema.probes import CheckpointProbe, CopyProbe, GemmProbe, counted_runs
+from afford.schema.probes import (CheckpointProbe, CopyProbe, GemmProbe, HostCopyProbe,
+                                  counted_runs)
 
 
 
@@ -174,6 +175,19 @@ def copy_bandwidth(cert: Certificate) -> Tagged | None:
     return measured(c.bytes_per_second, "B/s",
                     f"copy of {c.buffer_bytes} B, read + written, median of {len(c.seconds)} "
                     f"calls, {run_label(cert)}")
+
+
+def host_link(cert: Certificate) -> tuple[Tagged, Tagged] | None:
+    """Measured host link bandwidths (host -> device, device -> host; bytes crossing per
+    second), or ``None`` where the certificate has no host-copy probe."""
+    pr = _probes(cert)
+    h = pr.host_copy if pr else None
+    if not isinstance(h, HostCopyProbe):
+        return None
+    src = (f"copy of {h.buffer_bytes} B between pinned host memory and the device, median "
+           f"of {len(h.h2d_seconds)} calls, {run_label(cert)}")
+    return (measured(h.h2d_bytes_per_second, "B/s", "host -> device " + src),
+            measured(h.d2h_bytes_per_second, "B/s", "device -> host " + src))
 
 
 def workload_probes(cert: Certificate, name: str, mode: str | None = None):

@@ -15,7 +15,17 @@ For each parameter count N:
   certificate has one, else model states only at 16 B/param (ZeRO), tagged ASSUMED;
 - affordable: within the budget by (a) (or, without (a), ruled out when even the floor (b)
   is over it) and resident within the memory budget; the reason when not;
-- the loss the Besiroglu et al. 2024 refit predicts at (N, D) (optional context).
+- the loss the Besiroglu et al. 2024 refit predicts at (N, D) (optional context);
+- the offload variant (Ren et al. 2021, ZeRO-Offload; the note gates 1B on it): the
+  optimizer's state on the host. Device memory drops by the state moved (the memory law's
+  accounting: AdamW's two fp32 moments, 8 B/param; ZeRO's: all but fp16 weights and
+  gradients, 4 B/param left); each step the gradients cross the link down and the updated
+  weights come back up (8 / 4 B/param), priced with the host link bandwidth *measured* by the
+  probes in each direction and added to (a) as a serial upper bound (frameworks overlap
+  part of it). The host's own optimizer step is not timed here, and the row says so;
+- reference points measured elsewhere (LLMQ, quoted by the note) beside the ladder, their
+  tokens/s and the wall clock they imply at the row's D, INHERITED and never pooled with a
+  column measured here.
 
 Levers measured on this box are listed beside the ladder as measured figures; they never
 change a column (a lever is measured or absent, never promised).
@@ -31,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from afford import figures
 from afford.constants import MEMORY_FRACTION, ScalingConstants, check_fraction
 from afford.errors import InputError
-from afford.provenance import Tag, Tagged, assumed, fitted, measured, module, run_label
+from afford.provenance import (Tag, Tagged, assumed, fitted, inherited, measured, module,
+                               run_label)
 from afford.schema.cert import Certificate
 from afford.schema.sizes import SizesSection
 from afford.units import UnitError, format_count, format_duration, parse_count
@@ -101,6 +112,31 @@ class LadderRow(_Frozen):
     mfu_measured: Tagged | None = None
     mfu_datasheet: Tagged | None = None
     loss: Tagged | None = None
+    offload: OffloadRow | None = None
+
+
+class OffloadRow(_Frozen):
+    """The offload variant of one ladder row."""
+
+    device_memory: Tagged
+    host_memory: Tagged
+    link_seconds_per_step: Tagged | None = None
+    wall: Tagged | None = None
+    resident: Tagged | None = None
+    affordable: Tagged | None = None
+    reason: str = ""
+    note: str = ""
+
+
+class ReferenceFigure(_Frozen):
+    """A throughput measured elsewhere, and the wall clock it implies at D = r x N."""
+
+    device: str
+    params: float
+    mode: str
+    seq: int | None = None
+    tokens_per_second: Tagged
+    wall: Tagged
 
 
 class LeverFigure(_Frozen):
@@ -129,6 +165,7 @@ class Ladder(_Frozen):
     finding: str = ""
     rows: list[LadderRow]
     levers: list[LeverFigure] = []
+    references: list[ReferenceFigure] = []
     warnings: list[str] = []
 
 
@@ -146,6 +183,7 @@ class _Context:
     rate_note: str
     peak: Tagged | None
     memory_budget: Tagged | None
+    link: tuple[Tagged, Tagged] | None = None
 
 
 def gemm_dtype(cert: Certificate, mode: str) -> str:
@@ -182,6 +220,7 @@ def build_ladder(cert: Certificate, entries: list[Entry], *, budget_seconds: flo
                   batch=s.batch if s else None, seq=s.seq if s else None,
                   memory_budget=ctx.memory_budget, premise=s.premise if s else "untested",
                   finding=s.finding if s else "", rows=rows, levers=lever_figures(cert),
+                  references=reference_figures(constants, r, entries),
                   warnings=_warnings(ctx, law, rows))
 
 
@@ -201,7 +240,8 @@ def _context(cert: Certificate, mode: str, budget: float, ratio: float,
                       f"({mem} B, measured on {cert.environment.device_name})") if mem else None
     return _Context(cert=cert, sizes=cert.sizes, mode=mode, budget_seconds=budget, ratio=ratio,
                     constants=constants, rate=rate, rate_note=note,
-                    peak=figures.datasheet_peak(cert, dtype), memory_budget=budget_b)
+                    peak=figures.datasheet_peak(cert, dtype), memory_budget=budget_b,
+                    link=figures.host_link(cert))
 
 
 def ladder_row(ctx: _Context, e: Entry) -> LadderRow:
@@ -219,13 +259,82 @@ def ladder_row(ctx: _Context, e: Entry) -> LadderRow:
     memory, mem_note = memory_bytes(ctx, e)
     resident = _resident(ctx, memory)
     ok, reason = affordable(ctx, wall_a, wall_b, memory, resident)
+    off = offload_row(ctx, n, d_tokens, memory, wall_a, wall_b)
     return LadderRow(params=n, shape=_row_shape(e, ctx.sizes), tokens=tokens, flops_6nd=f6,
                      flops_attention=attn, flops=total, wall_a=wall_a, wall_a_note=note_a,
                      wall_b=wall_b, wall_b_note=note_b, memory=memory, memory_note=mem_note,
                      resident=resident, affordable=ok, reason=reason,
                      mfu_measured=_mfu(total, wall_a, ctx.rate, "measured GEMM rate"),
                      mfu_datasheet=_mfu(total, wall_a, ctx.peak, "datasheet peak"),
-                     loss=predicted_loss(ctx.constants, n, d_tokens))
+                     loss=predicted_loss(ctx.constants, n, d_tokens), offload=off)
+
+
+def offload_row(ctx: _Context, n: float, d_tokens: float, memory: Tagged,
+                wall_a: Tagged | None, wall_b: Tagged | None) -> OffloadRow | None:
+    """The row with the optimizer's state on the host (Ren et al. 2021); ``None`` without
+    the constants. Memory from the row's own figure, less the state moved; the link time per
+    step from the measured host link, added to (a) serially (an upper bound)."""
+    c = ctx.constants.offload
+    if c is None:
+        return None
+    if memory.tag is Tag.ASSUMED:  # ZeRO's 16 B/param accounting
+        kept, link_bytes = c.zero_device_bytes_per_param, c.zero_link_bytes_per_param
+        moved = ctx.constants.state_bytes_per_param - kept
+        dev = assumed(kept * n, "B", f"fp16 weights and gradients only, {kept:g} B/param "
+                      f"({c.citation.split(':')[0]})")
+        how = f"ZeRO's accounting: {moved:g} B/param of optimizer state on the host"
+    else:  # the memory law's: AdamW's fp32 moments move, weights and gradients stay
+        moved, link_bytes = c.fp32_offloaded_bytes_per_param, c.fp32_link_bytes_per_param
+        dev = module(memory.value - moved * n, "B",  # type: ignore[operator]
+                     f"{memory.tag.value} memory less AdamW's two fp32 moments ({moved:g} "
+                     f"B/param) moved to the host ({c.citation.split(':')[0]})")
+        how = f"AdamW's fp32 moments ({moved:g} B/param) on the host"
+    host = module(moved * n, "B", how)
+    resident = _resident(ctx, dev)
+    link = wall = None
+    note = "the host's optimizer step is not timed here (it runs on the host CPU)"
+    if ctx.link is None:
+        note = ("no measured host link in this certificate (its probes predate the host-copy "
+                "probe, or did not run): the link time is not priced; " + note)
+    else:
+        up, down = ctx.link
+        per_step = n * link_bytes / 2 / down.value + n * link_bytes / 2 / up.value  # type: ignore[operator]
+        link = module(per_step, "s", f"{link_bytes / 2:g} B/param down at {down.value:.3g} "
+                      f"B/s + {link_bytes / 2:g} B/param up at {up.value:.3g} B/s, host link "
+                      f"measured ({down.source})")
+        s = ctx.sizes
+        if wall_a is not None and s is not None:
+            steps = d_tokens / s.tokens_per_step
+            wall = module(wall_a.value + steps * per_step, "s",  # type: ignore[operator]
+                          f"(a) + {format_count(steps)} steps x the link time per step, not "
+                          "overlapped (an upper bound)").model_copy(
+                              update={"extrapolated": wall_a.extrapolated})
+    ok, reason = affordable(ctx, wall, wall_b, dev, resident)
+    if wall is None and wall_a is not None and not (resident is not None and
+                                                     resident.value is False):
+        ok, reason = None, "the offload wall clock needs the host link measured by the probes"
+    return OffloadRow(device_memory=dev, host_memory=host, link_seconds_per_step=link,
+                      wall=wall, resident=resident, affordable=ok, reason=reason, note=note)
+
+
+def reference_figures(constants: ScalingConstants, ratio: float, entries: list[Entry]
+                      ) -> list[ReferenceFigure]:
+    """The cited reference points within a factor 2 of a requested size, each with the wall
+    clock its tokens/s implies at D = r x its own N (INHERITED: measured elsewhere)."""
+    sizes = [e.params for e in entries]
+    out = []
+    for ref in constants.references:
+        if not any(0.5 <= ref.params / n <= 2.0 for n in sizes):
+            continue
+        rate = inherited(ref.tokens_per_second, "tokens/s", f"{ref.device}: {ref.citation}")
+        d = ratio * ref.params
+        out.append(ReferenceFigure(device=ref.device, params=ref.params, mode=ref.mode,
+                                   seq=ref.seq, tokens_per_second=rate,
+                                   wall=inherited(d / ref.tokens_per_second, "s",
+                                                  f"{format_count(d)} tokens ({ratio:g} x N) at "
+                                                  f"the cited rate, on {ref.device}, not this "
+                                                  "box")))
+    return out
 
 
 def attention_flops(e: Entry, sizes: SizesSection | None, d_tokens: float

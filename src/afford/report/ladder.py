@@ -60,6 +60,42 @@ def ladder_notes(lad: Ladder) -> list[str]:
     return [n for n in notes if n]
 
 
+def offload_table(lad: Ladder) -> Table | None:
+    """The offload variant beside the ladder (optimizer state on the host)."""
+    rows = [r for r in lad.rows if r.offload is not None]
+    if not rows:
+        return None
+    table = Table(title="offload variant: optimizer state on the host (Ren et al. 2021)",
+                  title_justify="left")
+    for col in ("N", "device memory", "host memory", "link per step", "(a) + link",
+                "resident", "affordable"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        o = r.offload
+        table.add_row(format_count(r.params), fmt(o.device_memory), fmt(o.host_memory),  # type: ignore[union-attr]
+                      fmt(o.link_seconds_per_step), fmt(o.wall), yes_no(o.resident),  # type: ignore[union-attr]
+                      yes_no(o.affordable))  # type: ignore[union-attr]
+    notes = dict.fromkeys(r.offload.note for r in rows if r.offload.note)  # type: ignore[union-attr]
+    table.caption = LEGEND + "; " + "; ".join(notes)
+    return table
+
+
+def references_table(lad: Ladder) -> Table | None:
+    """Cited throughput measured elsewhere: INHERITED, never pooled with this box's."""
+    if not lad.references:
+        return None
+    table = Table(title="reference points measured elsewhere (INHERITED; not this box)",
+                  title_justify="left")
+    for col in ("N", "device", "mode", "tokens/s", f"wall at {lad.ratio:g} tokens/param"):
+        table.add_column(col, overflow="fold")
+    for f in lad.references:
+        table.add_row(format_count(f.params), f.device, f.mode + (f" seq {f.seq}" if f.seq
+                                                                  else ""),
+                      fmt(f.tokens_per_second), fmt(f.wall))
+    table.caption = LEGEND
+    return table
+
+
 def lever_figures_table(lad: Ladder) -> Table | None:
     if not lad.levers:
         return None

@@ -102,6 +102,18 @@ class CopyProbe(_Model):
     bytes_per_second: float
 
 
+class HostCopyProbe(_Model):
+    """Pinned host memory -> device and device -> pinned host, one buffer per call, each
+    direction timed apart (the bytes cross the link once per call)."""
+
+    buffer_bytes: int
+    warmup_calls: int
+    h2d_seconds: list[float]
+    h2d_bytes_per_second: float = Field(description="buffer_bytes / median h2d call")
+    d2h_seconds: list[float]
+    d2h_bytes_per_second: float = Field(description="buffer_bytes / median d2h call")
+
+
 class UtilisationTrace(_Model):
     """NVML device utilisation sampled in a thread over the warm steps of the x1 rung."""
 
@@ -246,6 +258,8 @@ class ProbesSection(_Model):
     device: str
     gemm: dict[str, GemmProbe | NotExecutable] = Field(description="by dtype")
     device_copy: CopyProbe | NotExecutable
+    host_copy: HostCopyProbe | NotExecutable | None = Field(
+        None, description="the host link (None: certificates before it was probed)")
     workloads: list[WorkloadProbes]
     startup: Startup | NotExecutable
     datasheet: DatasheetPeaks | None = Field(None, description="None: the device is not in "

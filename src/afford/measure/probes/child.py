@@ -66,7 +66,7 @@ class Emitter:
 def run_device_probes(job: dict, em: Emitter) -> None:
     import torch
 
-    from afford.measure.probes.copy import copy_probe
+    from afford.measure.probes.copy import copy_probe, host_copy_probe
     from afford.measure.probes.gemm import gemm_probe
     from afford.schema.probes import GEMM_DTYPES
 
@@ -81,6 +81,10 @@ def run_device_probes(job: dict, em: Emitter) -> None:
     em.run("copy", "device copy bandwidth",
            lambda: copy_probe(device, p["copy_buffer_bytes"], p["gemm_warmup_calls"],
                               p["copy_timed_calls"], seed))
+    _free(device)
+    em.run("host_copy", "host link bandwidth (pinned host <-> device)",
+           lambda: host_copy_probe(device, p["copy_buffer_bytes"] // 4,
+                                   p["gemm_warmup_calls"], p["copy_timed_calls"], seed))
     _free(device)
     for item in job["workloads"]:
         run_workload_probes(item, device, job, em)
