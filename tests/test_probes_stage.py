@@ -254,6 +254,9 @@ def test_cpu_probes_stage_end_to_end(cpu_cert):
     assert "CPU has no TF32" in p.gemm["tf32"].reason
     assert p.device_copy.bytes_per_call == 2 * p.device_copy.buffer_bytes
     assert isinstance(p.host_copy, NotExecutable) and "no host link" in p.host_copy.reason
+    for w in p.workloads:  # the step's own matmul shapes, timed alone (the CPU has no TF32)
+        assert w.gemm_shapes.distinct_shapes >= len(w.gemm_shapes.timed) >= 1
+        assert all(r.fraction_of_square > 0 for r in w.gemm_shapes.timed)
     from tests.test_probes_flops import softmax_flops, tinylm_flops
 
     for w in p.workloads:

@@ -33,7 +33,8 @@ from afford.schema.cert import Environment, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.probes import (GEMM_DTYPES, BoundVerdict, CheckpointProbe, CopyProbe,
                                   DatasheetPeaks, FlopCount, GemmProbe, HostCopyProbe, Ladder,
-                                  ProbeProtocol, ProbesSection, Rung, Startup, StartupRun,
+                                  ProbeProtocol, ProbesSection, Rung, ShapeGemm, ShapeGemms,
+                                  Startup, StartupRun,
                                   UtilisationTrace, WorkloadProbes, counted_runs)
 
 
@@ -185,6 +186,8 @@ def _workload(it: dict, r: WorkloadResult, env: Environment, gemm: dict, events:
     flops = [_flop(_get(events, f"w{i}.flops.{v}", "FLOPs of a step", after), r)
              for v in it["flop_values"]]
     ckpt = _model(CheckpointProbe, _get(events, f"w{i}.checkpoint", "checkpoint write", after))
+    shapes = _shape_gemms(_get(events, f"w{i}.gemm_shapes", "GEMM at the workload's shapes",
+                               after), gemm, env)
     verdict = _verdict(ladder, util, flops, it["value"], gemm.get(dtype))
     for w in (ladder.warnings if isinstance(ladder, Ladder) else []):
         notes.append(f"{r.name} ({r.mode}) ladder: {w}")
@@ -192,7 +195,22 @@ def _workload(it: dict, r: WorkloadResult, env: Environment, gemm: dict, events:
         notes.append(f"{r.name} ({r.mode}): the checkpoint did not load back equal: "
                      f"{ckpt.mismatch}")
     return WorkloadProbes(**base, ladder=ladder, utilisation=util, flops=flops,
-                          checkpoint=ckpt, verdict=verdict)
+                          checkpoint=ckpt, verdict=verdict, gemm_shapes=shapes)
+
+
+def _shape_gemms(raw, gemm: dict, env: Environment) -> ShapeGemms | NotExecutable:
+    """The shapes with their fraction of the square probe of the dtype's ceiling (fp32
+    matmuls against TF32's where the sweep allowed it)."""
+    if isinstance(raw, NotExecutable):
+        return raw
+    timed = []
+    for row in raw["timed"]:
+        ceiling = gemm.get(gemm_dtype_for(row["dtype"], env))
+        frac = row["flops_per_second"] / ceiling.flops_per_second \
+            if isinstance(ceiling, GemmProbe) else None
+        timed.append(ShapeGemm(**row, fraction_of_square=frac))
+    return ShapeGemms(distinct_shapes=raw["distinct_shapes"],
+                      matmul_flops_per_step=raw["matmul_flops_per_step"], timed=timed)
 
 
 def _ladder(raw) -> Ladder | NotExecutable:

@@ -43,6 +43,7 @@ class WorkloadProbeRow:
     flops: Cell
     mfu_ceiling: Tagged | None
     mfu_datasheet: Tagged | None
+    own_gemm: Cell = None      # the step's largest matmul shape, timed alone, / the square
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,11 @@ def device_rows(cert: Certificate) -> list[DeviceRow]:
     bw, ds = figures.copy_bandwidth(cert), figures.datasheet_bandwidth(cert)
     rows.append(DeviceRow("copy (read + write)", bw if bw else (pr.device_copy if pr else None),
                           ds, _ratio(bw, ds, "copy")))
+    link = figures.host_link(cert)
+    host = pr.host_copy if pr else None
+    for k, label in ((0, "host -> device (pinned)"), (1, "device -> host (pinned)")):
+        if link is not None or isinstance(host, NotExecutable):
+            rows.append(DeviceRow(label, link[k] if link else host, None, None))
     starts = figures.startup_seconds(cert)
     for key, label in (("import_torch", "import torch"),
                        ("import_transformers", "import transformers"),
@@ -137,7 +143,24 @@ def workload_row(cert: Certificate, w: WorkloadProbes) -> WorkloadProbeRow:
         name=w.name, mode=w.mode, at=at, verdict=figures.boundness(cert, w.name, w.mode),
         fixed_share=share, utilisation=util, idle_share=idle,
         flops_at=f"{w.sweep_param}={top.value}" if top else "-", flops=flops,
-        mfu_ceiling=ceil, mfu_datasheet=data)
+        mfu_ceiling=ceil, mfu_datasheet=data, own_gemm=_own_gemm(cert, w))
+
+
+def _own_gemm(cert: Certificate, w: WorkloadProbes) -> Cell:
+    """The rate of the step's heaviest matmul shape timed alone, as a fraction of the square
+    probe of its dtype (issue 16: the workload's own shapes, not only squares)."""
+    g = w.gemm_shapes
+    if g is None or isinstance(g, NotExecutable):
+        return g
+    top = next((r for r in g.timed if r.fraction_of_square is not None), None)
+    if top is None:
+        return None
+    shape = f"{top.batch} x " if top.batch > 1 else ""
+    return measured(top.fraction_of_square, "ratio",
+                    f"{w.name} {w.mode}: {shape}{top.m} x {top.n} x {top.k} {top.dtype} "
+                    f"({top.share_of_step_matmul_flops:.0%} of the step's matmul FLOPs) at "
+                    f"{top.flops_per_second:.4g} FLOP/s alone / the square probe, "
+                    f"{run_label(cert)}")
 
 
 def checkpoint_cells(cert: Certificate, name: str, mode: str) -> tuple[Cell, Cell]:

@@ -117,12 +117,13 @@ def probes_device_table(s: ProbesSummary, title: str) -> Table:
 def probes_workload_table(s: ProbesSummary, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("workload", "mode", "probed at", "verdict", "fixed share", "GPU util",
-                "idle <=5%", "FLOP/step", "at", "MFU ceiling", "MFU datasheet"):
+                "idle <=5%", "FLOP/step", "at", "MFU ceiling", "MFU datasheet",
+                "own GEMM / square"):
         table.add_column(col, overflow="fold")
     for r in s.workloads:
         table.add_row(r.name, r.mode, r.at, cell(r.verdict), cell(r.fixed_share),
                       cell(r.utilisation), cell(r.idle_share), cell(r.flops), r.flops_at,
-                      fmt(r.mfu_ceiling), fmt(r.mfu_datasheet))
+                      fmt(r.mfu_ceiling), fmt(r.mfu_datasheet), cell(r.own_gemm))
     table.caption = LEGEND
     return table
 

@@ -186,6 +186,33 @@ class CheckpointProbe(_Model):
     method: str
 
 
+class ShapeGemm(_Model):
+    """One matmul shape of the workload's step, timed alone (batch 1: a plain mm)."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    dtype: str
+    calls: int = Field(description="calls of this shape in one training step")
+    flops_per_call: float = Field(description="2 batch m n k")
+    share_of_step_matmul_flops: float
+    seconds: list[float]
+    median_seconds: float
+    flops_per_second: float
+    fraction_of_square: float | None = Field(
+        None, description="flops_per_second / the square GEMM probe's rate of the ceiling "
+        "dtype (None: that probe did not run)")
+
+
+class ShapeGemms(_Model):
+    """GEMM probes at the workload's own shapes (issue 16): what its step's matmuls reach."""
+
+    distinct_shapes: int
+    matmul_flops_per_step: float
+    timed: list[ShapeGemm] = Field(description="the shapes carrying the most arithmetic")
+
+
 class WorkloadProbes(_Model):
     """The per-workload probes at the workload's smallest resident sweep point."""
 
@@ -200,6 +227,9 @@ class WorkloadProbes(_Model):
     flops: list[FlopCount | NotExecutable] = []
     checkpoint: CheckpointProbe | NotExecutable
     verdict: BoundVerdict
+    gemm_shapes: ShapeGemms | NotExecutable | None = Field(
+        None, description="the step's own matmul shapes timed alone (None: certificates "
+        "before this probe)")
 
 
 class StartupRun(_Model):

@@ -104,6 +104,8 @@ def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
                lambda: _flops(built, item, item["value"], workload, device))
         em.run(f"w{i}.checkpoint", "checkpoint write", lambda: _checkpoint(built, item, workload,
                                                                            job, p))
+        em.run(f"w{i}.gemm_shapes", "GEMM at the workload's shapes",
+               lambda: _gemm_shapes(built, item, device, p, int(job.get("seed", 0))))
 
     def ladder(reader):
         fields, trace = run_ladder(workload, item["value"], item["mode"], device, rule,
@@ -155,6 +157,16 @@ def _flops(built, item: dict, value: int, workload, device) -> dict:
     total, by_op = count_step_flops(built, item["mode"], device)
     return {"value": value, "shape": workload.shape(value), "flops": total, "by_op": by_op,
             "counter": COUNTER}
+
+
+def _gemm_shapes(built, item: dict, device, p: dict, seed: int) -> dict:
+    from afford.measure.probes.gemm_shapes import gemm_shape_probe
+
+    return gemm_shape_probe(built, item["mode"], device, GEMM_SHAPES_TIMED,
+                            p["gemm_warmup_calls"], p["gemm_timed_calls"], seed)
+
+
+GEMM_SHAPES_TIMED = 3  # the step's matmul shapes timed alone, by arithmetic
 
 
 def _built_flops(workload, item: dict, value: int, device, seed: int) -> dict:
