@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from afford.cli.common import err, guard, interactive, out, print_json
-from afford.errors import InputError
+from afford.errors import InputError, MeasurementError
 from afford.figures.probes import probes_json, summarize_probes
 from afford.figures.summary import summarize
 from afford.io import check_writable
@@ -24,7 +24,7 @@ from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
-from afford.schema.cert import default_filename, save_certificate
+from afford.schema.cert import default_filename, save_measured
 
 if TYPE_CHECKING:
     from afford.certify.request import CertifyRequest
@@ -116,7 +116,7 @@ def command(
             raise InputError("--dist-only goes with --distributed (under torchrun)")
         cert = _measure(req, show=interactive() and not as_json)
         path = out_path or Path(default_filename(cert))
-        save_certificate(cert, path, overwrite=force)
+        save_measured(cert, path, overwrite=force)
         rows = summarize(cert)
         if as_json:
             print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
@@ -125,6 +125,7 @@ def command(
                         "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
                         "gates": cert.gates.verdict if cert.gates else None,
                         "probes": probes_json(cert)})
+            _exit_on_partial(cert, path)
             _exit_on_halt(cert, as_json)
             return
         env = cert.environment
@@ -144,9 +145,18 @@ def command(
             out.print(line, soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
+        _exit_on_partial(cert, path)
         if refused:
             raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
         _exit_on_halt(cert, as_json)
+
+
+def _exit_on_partial(cert, path: Path) -> None:
+    """A partial certificate (a workload without a usable point, a stage that failed, a gate
+    that could not be evaluated) is written, and the command exits 3 naming why."""
+    if cert.status == "partial":
+        raise MeasurementError("the measurement is incomplete: " + "; ".join(cert.failures)
+                               + f". The partial certificate is written to {path}")
 
 
 def _exit_on_halt(cert, as_json: bool) -> None:

@@ -16,7 +16,7 @@ from afford.figures.summary import summarize
 from afford.provenance import run_label
 from afford.report.distributed import collectives_table, scaling_table, status_line
 from afford.report.terminal import certificate_table
-from afford.schema.cert import Certificate, default_filename, save_certificate
+from afford.schema.cert import Certificate, default_filename, save_measured
 
 
 def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_json: bool,
@@ -33,7 +33,7 @@ def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_
         return  # ranks other than 0 write nothing
     cert = outcome.cert
     path = out_path or Path(default_filename(cert))
-    save_certificate(cert, path, overwrite=force)
+    save_measured(cert, path, overwrite=force)
     if as_json:
         print_json(_summary_json(cert, path, outcome.error))
     else:
@@ -41,6 +41,9 @@ def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_
         out.print(f"certificate written to {path}")
     if outcome.error:
         raise MeasurementError(f"{outcome.error}. A partial certificate was written to {path}")
+    if cert.status == "partial":
+        raise MeasurementError("the measurement is incomplete: " + "; ".join(cert.failures)
+                               + f". The partial certificate is written to {path}")
 
 
 def _render(cert: Certificate) -> None:

@@ -11,8 +11,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from afford.io import write_or_rescue
 from afford.schema.determinism import DeterminismSection, GatesSection
 from afford.schema.distributed import DistributedSection
 from afford.schema.envelope import Envelope, load_envelope, register_migration, save_envelope
@@ -134,6 +135,18 @@ class Certificate(Envelope):
     probes: ProbesSection | None = None
     time_verdict: CertTimeVerdict | None = None
     host_load: list[HostLoad] | None = Field(None, description="before and after measuring")
+    status: Literal["complete", "partial"] = Field(
+        "complete", description="partial: the measurement failed somewhere (a workload with "
+        "no usable point, a stage that raised, a gate that could not be evaluated); what was "
+        "measured is kept, ``failures`` says what is missing, and certify exited 3")
+    failures: list[str] = Field([], description="why the certificate is partial")
+
+    @model_validator(mode="after")
+    def _status_follows_failures(self) -> "Certificate":
+        if (self.status == "partial") != bool(self.failures):
+            raise ValueError(f"status {self.status!r} with {len(self.failures)} failure(s): "
+                             "a partial certificate names its failures, a complete one none")
+        return self
 
 
 def default_filename(cert: Certificate) -> str:
@@ -165,3 +178,11 @@ def load_certificate(path: str | Path) -> Certificate:
 
 def save_certificate(cert: Certificate, path: str | Path, *, overwrite: bool = False) -> Path:
     return save_envelope(cert, path, overwrite=overwrite)
+
+
+def save_measured(cert: Certificate, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Save a certificate just measured: when the write fails the measurement is saved
+    beside ``path`` (or here, or in the temp folder) and the error names where
+    (:func:`afford.io.write_or_rescue`)."""
+    return write_or_rescue(path, cert.to_json(), overwrite=overwrite,
+                           name=default_filename(cert))
