@@ -8,7 +8,7 @@ are each one :class:`Point`.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 
 class _Model(BaseModel):
@@ -49,11 +49,11 @@ class ChildPoint(_Model):
                                 "(the target was out of reach within the cap)")
     first_loss: float | None = Field(None, description="loss of step 0")
     grads_checked: int | None = Field(None, description="parameters with a finite gradient")
-    peak_allocated_bytes: int | None = None
-    peak_reserved_bytes: int | None = None
-    peak_rss_bytes: int | None = None
-    baseline_rss_bytes: int | None = None
-    swap_bytes: int | None = None
+    peak_allocated_bytes: NonNegativeInt | None = None
+    peak_reserved_bytes: NonNegativeInt | None = None
+    peak_rss_bytes: NonNegativeInt | None = None
+    baseline_rss_bytes: NonNegativeInt | None = None
+    swap_bytes: NonNegativeInt | None = None
     memory_source: str | None = None
     wall_seconds: float | None = None
     synced_seconds: list[float] = Field(
@@ -103,9 +103,9 @@ class Point(_Model):
     worst_precision: float | None = None
     step0_seconds: float | None = Field(None, description="median over children")
     step0_over_warm: float | None = None
-    peak_allocated_bytes: int | None = Field(None, description="max over children")
-    peak_reserved_bytes: int | None = Field(None, description="max over children")
-    peak_rss_bytes: int | None = Field(None, description="max over children (CPU)")
+    peak_allocated_bytes: NonNegativeInt | None = Field(None, description="max over children")
+    peak_reserved_bytes: NonNegativeInt | None = Field(None, description="max over children")
+    peak_rss_bytes: NonNegativeInt | None = Field(None, description="max over children (CPU)")
     memory_source: str | None = None
     resident: bool | None = Field(description="None when the point failed and residency is unknown")
     excluded_reason: str | None = None
