@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import traceback
 
 import pytest
@@ -38,9 +39,15 @@ def _census(args, exc):
     site = f"{frames[-1].filename.split('/afford/')[-1]}:{frames[-1].lineno}" if frames else "?"
     if isinstance(exc, AssertionError):  # a bad exit code or a NaN/negative quantity shown
         site = "output"
+    kept = os.path.join(os.path.dirname(os.path.abspath(LOG)), "inputs")
+    os.makedirs(kept, exist_ok=True)
+    n = len(os.listdir(kept))
+    for a in map(str, args):  # the mutated input, for reproduction (the name is reused)
+        if os.path.basename(a).startswith("mut-") and os.path.exists(a):
+            shutil.copy(a, os.path.join(kept, f"{n:05d}-{os.path.basename(a)}"))
     with open(LOG, "a", encoding="utf-8") as fh:
-        fh.write(f"{' '.join(map(str, args))[:200]!r}\t{type(exc).__name__}\t{site}\t"
-                 f"{str(exc)[:200]!r}\n")
+        fh.write(f"{n:05d}\t{' '.join(map(str, args))[:200]!r}\t{type(exc).__name__}\t"
+                 f"{site}\t{str(exc)[:200]!r}\n")
 
 
 def _settings(n):

@@ -8,7 +8,8 @@ are each one :class:`Point`.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
+                      PositiveFloat, PositiveInt)
 
 
 class _Model(BaseModel):
@@ -37,12 +38,12 @@ class ChildPoint(_Model):
 
     child: int
     order_position: int
-    step0_seconds: float | None = None
-    warmup_seconds: list[float] = []
-    timed_seconds: list[float] = []
+    step0_seconds: NonNegativeFloat | None = None
+    warmup_seconds: list[NonNegativeFloat] = []
+    timed_seconds: list[NonNegativeFloat] = []
     timed_step_indices: list[int] = []
-    median_seconds: float | None = None
-    precision: float | None = Field(None, description="95% CI half-width of the median / median")
+    median_seconds: PositiveFloat | None = None
+    precision: NonNegativeFloat | None = Field(None, description="95% CI half-width of the median / median")
     reached_target: bool | None = None
     stopped: str | None = Field(None, description="why timing stopped: floor, target (median "
                                 "known to the target), cap (max floor spent), unreachable "
@@ -89,20 +90,20 @@ class Point(_Model):
     flops: StepFlops | None = None
     synced_median_seconds: float | None = Field(
         None, description="median of the synced steps (host sync after each step)")
-    params: int | None = Field(None, description="trainable parameters")
+    params: NonNegativeInt | None = Field(None, description="trainable parameters")
     frozen_params: int | None = Field(None, description="parameters not trained (LoRA base, "
                                       "frozen layers): weights only, no gradient or optimizer "
                                       "state; None: not counted (older certificates)")
-    tokens_per_step: int | None = None
+    tokens_per_step: PositiveInt | None = None
     vocab: int | None = Field(None, description="classes of the workload's cross-entropy "
                               "(None: its loss is not one)")
     children: list[ChildPoint]
-    median_seconds: float | None = None
-    child_medians: list[float] = []
+    median_seconds: PositiveFloat | None = None
+    child_medians: list[PositiveFloat] = []
     child_spread: float | None = Field(None, description="(max - min) / median of child medians")
     worst_precision: float | None = None
-    step0_seconds: float | None = Field(None, description="median over children")
-    step0_over_warm: float | None = None
+    step0_seconds: NonNegativeFloat | None = Field(None, description="median over children")
+    step0_over_warm: NonNegativeFloat | None = None
     peak_allocated_bytes: NonNegativeInt | None = Field(None, description="max over children")
     peak_reserved_bytes: NonNegativeInt | None = Field(None, description="max over children")
     peak_rss_bytes: NonNegativeInt | None = Field(None, description="max over children (CPU)")
