@@ -11,7 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
+                      PositiveInt, model_validator)
 
 from afford.io import write_or_rescue
 from afford.schema.determinism import DeterminismSection, GatesSection
@@ -40,19 +41,19 @@ class Environment(_Model):
     device_class: Literal["cpu", "small-gpu", "large-gpu"]
     device_index: int | None = None
     compute_capability: str | None = None
-    device_memory_bytes: int | None = Field(
+    device_memory_bytes: PositiveInt | None = Field(
         None, description="CUDA: total memory of the card; CPU: MemTotal of the host")
-    multiprocessors: int | None = None
+    multiprocessors: PositiveInt | None = None
     driver_version: str | None = None
     cpu_model: str | None = None
-    cpu_count: int | None = None
+    cpu_count: PositiveInt | None = None
     hostname: str | None = None
     os: str
     python_version: str
     torch_version: str
     cuda_version: str | None = None
     cudnn_version: str | None = None
-    torch_num_threads: int
+    torch_num_threads: PositiveInt
     tf32_matmul: bool | None = Field(None, description="torch.backends.cuda.matmul.allow_tf32")
     tf32_cudnn: bool | None = Field(None, description="torch.backends.cudnn.allow_tf32")
     float32_matmul_precision: str
@@ -64,8 +65,8 @@ class Environment(_Model):
     command: str
     started_at: datetime
     ended_at: datetime | None = None
-    elapsed_seconds: float | None = None
-    stage_seconds: dict[str, float] = Field(
+    elapsed_seconds: NonNegativeFloat | None = None
+    stage_seconds: dict[str, NonNegativeFloat] = Field(
         {}, description="wall seconds (host clock) by stage: 'setup' (environment and "
         "plan), 'sweep', then each stage after it in order")
 
@@ -77,13 +78,13 @@ class Protocol(_Model):
     handle) unless the child is listed in ``prewarmed_children``."""
 
     precision: Literal["full", "adaptive", "quick"]
-    children: int
-    warmup_steps: int
-    warmup_seconds: float
-    min_timed_steps: int
-    floor_seconds: float
-    max_floor_seconds: float
-    target_rel_precision: float
+    children: PositiveInt
+    warmup_steps: NonNegativeInt
+    warmup_seconds: NonNegativeFloat
+    min_timed_steps: NonNegativeInt
+    floor_seconds: NonNegativeFloat
+    max_floor_seconds: NonNegativeFloat
+    target_rel_precision: NonNegativeFloat
     confidence: float = 0.95
     clock: str
     order: str = "each child times every point in its own shuffled order (seed = child index)"

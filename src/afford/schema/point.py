@@ -8,8 +8,17 @@ are each one :class:`Point`.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
-                      PositiveFloat, PositiveInt)
+                      PositiveInt)
+
+from afford.units import MAX_SECONDS
+
+
+# A step time afford accepts: positive and at most a century (afford.units.MAX_SECONDS);
+# beyond it the plan's arithmetic (failure model exponentials) leaves the floats.
+Seconds = Annotated[float, Field(gt=0.0, le=MAX_SECONDS)]
 
 
 class _Model(BaseModel):
@@ -42,7 +51,7 @@ class ChildPoint(_Model):
     warmup_seconds: list[NonNegativeFloat] = []
     timed_seconds: list[NonNegativeFloat] = []
     timed_step_indices: list[int] = []
-    median_seconds: PositiveFloat | None = None
+    median_seconds: Seconds | None = None
     precision: NonNegativeFloat | None = Field(None, description="95% CI half-width of the median / median")
     reached_target: bool | None = None
     stopped: str | None = Field(None, description="why timing stopped: floor, target (median "
@@ -98,8 +107,8 @@ class Point(_Model):
     vocab: int | None = Field(None, description="classes of the workload's cross-entropy "
                               "(None: its loss is not one)")
     children: list[ChildPoint]
-    median_seconds: PositiveFloat | None = None
-    child_medians: list[PositiveFloat] = []
+    median_seconds: Seconds | None = None
+    child_medians: list[Seconds] = []
     child_spread: float | None = Field(None, description="(max - min) / median of child medians")
     worst_precision: float | None = None
     step0_seconds: NonNegativeFloat | None = Field(None, description="median over children")
