@@ -154,7 +154,7 @@ def _ledger_case(b, row, col, value, k):
     cells[col % len(cells)] = value
     lines[row] = "\t".join(cells)
     f = fz.write(b["dir"], "mut-ledger.tsv", "\n".join(lines) + "\n")
-    args = [["history", "list", "-f", f], ["report", b["cert"], "--history", f, "-o",
+    args = [["history", "show", "-f", f], ["report", b["cert"], "--history", f, "-o",
                                           b["dir"] / "h.md", "--force"]][k % 2]
     invoke(args)
 

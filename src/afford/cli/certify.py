@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from afford.cli.common import err, guard, interactive, out, print_json
@@ -22,6 +21,7 @@ from afford.figures.summary import summarize
 from afford.io import check_writable
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
+from afford.report.rich_table import labelled
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
 from afford.schema.cert import default_filename, save_measured
@@ -140,7 +140,7 @@ def command(
         if cert.memory is not None:
             out.print(memory_summary_table(cert))
         for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
-            err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
         for line in stage_lines(cert.sizes, cert.levers):
             out.print(line, soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
@@ -182,7 +182,7 @@ def _print_probes(cert) -> None:
     out.print(probes_device_table(s, f"device probes ({cert.probes.protocol.precision})"))
     out.print(probes_workload_table(s, "launch-boundness, FLOPs and MFU"))
     for w in s.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+        err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
 
 
 def _row_json(r) -> dict:

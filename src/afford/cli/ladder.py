@@ -12,6 +12,7 @@ from afford.constants import MEMORY_FRACTION, MODES, load_scaling
 from afford.errors import InputError
 from afford.plan.ladder import DEFAULT_PARAMS, build_ladder, parse_entries
 from afford.report.ladder import ladder_notes, ladder_table, lever_figures_table
+from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.units import UnitError, parse_duration
 
@@ -59,4 +60,4 @@ def command(
         if figures is not None:
             out.print(figures)
         for w in lad.warnings:
-            err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)

@@ -18,6 +18,7 @@ from afford.errors import InputError
 from afford.io import check_writable
 from afford.plan.levers import lever_rows
 from afford.report.ladder import batch_lines, levers_table
+from afford.report.rich_table import labelled
 from afford.schema.cert import Certificate, load_certificate, save_measured
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def command(
             out.print(line, soft_wrap=True)
         for run in section.runs:
             for w in run.warnings:
-                err.print(f"[yellow]warning:[/] {run.workload}: {w}", soft_wrap=True)
+                err.print(labelled("[yellow]warning:[/]", f"{run.workload}: {w}"), soft_wrap=True)
         if out_path is not None:
             out.print(f"certificate with levers written to {out_path}")
 

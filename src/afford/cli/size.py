@@ -13,6 +13,7 @@ from afford.errors import InputError
 from afford.figures.memory import SizeReport, size
 from afford.provenance import run_label
 from afford.report.memory import size_tables, tagged_json
+from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.schema.constants import load_constants
 from afford.units import UnitError, parse_count, parse_fraction
@@ -75,7 +76,7 @@ def command(
             for table in size_tables(report):
                 out.print(table)
             for w in report.warnings:
-                err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+                err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
         if report.fits is False:  # the --batch given, or not even one sequence, fits
             raise typer.Exit(1)
 
