@@ -7,6 +7,7 @@ handling are what is under test, not the timing."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -111,3 +112,22 @@ def test_the_memory_child_killed_by_its_watchdog_says_it_timed_out(monkeypatch):
 
 def test_failure_text_names_the_exit_code_otherwise():
     assert failure_text("child 2", 9, "boom", False, 5.0) == "child 2 exited with code 9: boom"
+
+
+def test_a_killed_probes_folders_are_swept_where_the_probe_child_starts(tmp_path):
+    from afford.measure.probes.runner import run_probe_child
+
+    stale = tmp_path / ".afford-probe-abcd1234"
+    fresh = tmp_path / ".afford-probe-efgh5678"
+    other = tmp_path / ".afford-probe-keep"  # not afford's pattern: never touched
+    for d in (stale, fresh, other):
+        d.mkdir()
+        (d / "afford-probe-checkpoint.pt").write_bytes(b"x")
+    old = time.time() - 2 * 3600
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    kid = Spawned("tests.fake_sweep_child")  # a job without items: it exits at once
+    _, why = run_probe_child({"device": "cpu", "checkpoint_dir": str(tmp_path)}, spawned=kid,
+                             timeout=30)
+    assert why is not None  # the stand-in is no probe child
+    assert not stale.exists() and fresh.exists() and other.exists()
