@@ -166,6 +166,7 @@ FLAG_VALUE = st.one_of(st.sampled_from(["nan", "inf", "-inf", "0", "-1", "1e308"
                                         "-0", fz.HUGE_INT, "[/]", "", "1e-320", "5%",
                                         "1e999h", "0h", "-5h", "-1M", "1e30"]),
                        st.floats().map(str), st.text(max_size=6))
+_WHO = ["--device", "P100", "--command", "afford fuzz", "--commit", "abc", "--torch", "2.11.0"]
 FLAGS = [["ladder", "{cert}", "--params", "1M", "--ratio", "{v}"],
          ["ladder", "{cert}", "--params", "{v}"],
          ["ladder", "{cert}", "--params", "1M", "--budget", "{v}"],
@@ -175,9 +176,10 @@ FLAGS = [["ladder", "{cert}", "--params", "1M", "--ratio", "{v}"],
          ["size", "{cert}", "--seq", "1024", "--memory-fraction", "{v}"],
          ["size", "{cert}", "--seq", "1024", "--budget", "{v}"],
          ["compare", "{cert}", "{cert}", "--tol", "{v}"],
-         ["history", "add", "-f", "{dir}/flags.tsv", "--quantity", "x/loss", "--value", "{v}"],
+         ["history", "add", "-f", "{dir}/flags.tsv", "--quantity", "x/loss", "--value", "{v}",
+          *_WHO],
          ["history", "add", "-f", "{dir}/flags.tsv", "--quantity", "m/step0_seconds",
-          "--value", "1", "--unit", "s", "--steps", "{v}"]]
+          "--value", "1", "--unit", "s", "--steps", "{v}", *_WHO]]
 
 
 def _flag_case(b, k, v):
