@@ -149,3 +149,13 @@ def test_a_partial_certificate_loads_and_a_status_without_failures_does_not(tmp_
     with pytest.raises(InputError):
         load_certificate(p)
 
+
+
+def test_a_bad_child_timeout_is_refused_before_measuring(monkeypatch, tmp_path):
+    def never(*a, **k):
+        raise AssertionError("measured although AFFORD_CHILD_TIMEOUT is bad")
+
+    monkeypatch.setattr(certify_mod, "run_children", never)
+    monkeypatch.setenv("AFFORD_CHILD_TIMEOUT", "-3")
+    r = runner.invoke(app, [*ARGS, "-o", str(tmp_path / "c.json")])
+    assert r.exit_code == 2 and "AFFORD_CHILD_TIMEOUT" in r.output, r.output

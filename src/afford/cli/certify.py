@@ -95,7 +95,9 @@ def command(
         if quick and full:
             raise InputError("--quick and --full contradict each other; choose one")
         from afford.certify.request import CertifyRequest, parse_sweep
+        from afford.measure.children import child_timeout
 
+        child_timeout()  # a bad AFFORD_CHILD_TIMEOUT is exit 2 before anything is measured
         sweeps = dict(parse_sweep(s) for s in sweep or [])
         if out_path is not None:
             check_writable(out_path, overwrite=force)
