@@ -49,10 +49,17 @@ nasty = st.one_of(st.sampled_from(NASTY_NUMBERS), st.sampled_from(NASTY_STRINGS)
 
 # --- the valid documents ------------------------------------------------------------------
 
+MEMORY_SECTION = Path(__file__).parent / "data" / "memory_section_synthetic.json"
+
+
 def cert_doc() -> dict:
-    """A certificate with a workload and a sizes section (every reader has something)."""
+    """A certificate with a workload, a sizes section and a memory law (every reader has
+    something: ``afford size`` reads the law). The memory section is the synthetic GPU box of
+    tests/test_sizing.py, trimmed, stored so that no test here imports torch to build it."""
     c = make_cert().model_copy(update={"sizes": linear_sizes(mode="fp32")})
-    return json.loads(c.to_json())
+    doc = json.loads(c.to_json())
+    doc["memory"] = json.loads(MEMORY_SECTION.read_text())
+    return doc
 
 
 def platform_doc() -> dict:

@@ -52,7 +52,8 @@ def test_a_bad_tolerance_fails_before_any_file_is_read(pair):
     assert calls == []
 
 
-@pytest.mark.parametrize("text", ["0", "0%", "100%", "1.5", "-5%"])
+@pytest.mark.parametrize("text", ["0", "0%", "100%", "1.5", "-5%", "nan", "inf", "1e999%",
+                                  "[/]", ""])
 def test_tolerance_range(text):
     with pytest.raises(InputError):
         compare.parse_tolerance(text)
@@ -148,3 +149,13 @@ def test_cli_nothing_comparable_exits_2(tmp_path):
     (tmp_path / "b.json").write_text(b.to_json())
     r = run(str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--tol", "5%")
     assert r.exit_code == 2 and "no law of A could be checked" in r.output
+
+
+@pytest.mark.parametrize("text", ["nan", "-inf", "1e999", "0", "-1%", "[/]", "1" * 400])
+def test_a_bad_tol_flag_is_exit_2_in_one_line(pair, text):
+    from typer.testing import CliRunner
+
+    from afford.cli import app
+
+    r = CliRunner().invoke(app, ["compare", str(pair["a"]), str(pair["same"]), "--tol", text])
+    assert r.exit_code == 2 and "--tol" in r.output and "Traceback" not in r.output, r.output

@@ -178,7 +178,8 @@ def test_ratio_changes_tokens_and_notes_say_each_reason_once():
 
 
 @pytest.mark.parametrize("text,match", [
-    ("", "at least one"), ("abc", "cannot read"), ("0", "at least 1"),
+    ("", "at least one"), ("abc", "cannot read"), ("0", r"out of range \[1"),
+    ("1e30", r"out of range \[1"),
     ("124M:d768", "N:d<width>L<layers>"), ("124M:L12d768", "N:d<width>L<layers>"),
 ])
 def test_bad_params(text, match):

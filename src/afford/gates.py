@@ -128,9 +128,12 @@ def row(label: str, delta: float, tolerance: float, detail: str = "") -> GateRow
                    detail=detail)
 
 
-def not_executable_row(label: str, tolerance: float, what: str, reason: str) -> GateRow:
+def not_executable_row(label: str, tolerance: float, what: str, reason: str,
+                       failed: bool = False) -> GateRow:
+    """A row that could not be checked; ``failed``: because its measurement failed (certify
+    then cannot evaluate the gate: exit 3), not because it cannot run here."""
     return GateRow(label=label, tolerance=tolerance, status="NOT EXECUTABLE",
-                   not_executable=NotExecutable(what=what, reason=reason))
+                   not_executable=NotExecutable(what=what, reason=reason, failed=failed))
 
 
 def error_row(label: str, tolerance: float, why: str) -> GateRow:
@@ -205,7 +208,8 @@ def init_loss_gate(readings: list[InitLossReading], settings: GateSettings) -> G
             continue
         label = f"{r.workload} {r.value} seed {r.seed}"
         if r.error is not None or r.loss is None:
-            rows.append(not_executable_row(label, tol, "init loss", r.error or "no loss"))
+            rows.append(not_executable_row(label, tol, "init loss", r.error or "no loss",
+                                            failed=True))
             continue
         q = r.loss / math.log(r.vocab)
         ratios.append((q, label))
@@ -239,7 +243,8 @@ def parity_gate(readings: list[ParityReading], settings: GateSettings,
         tol = settings.parity(r.mode)
         label = f"{r.workload} {r.value} {r.quantity} ({r.mode})"
         if r.error is not None or r.rel_delta is None:
-            rows.append(not_executable_row(label, tol, "CPU/CUDA parity", r.error or "no delta"))
+            rows.append(not_executable_row(label, tol, "CPU/CUDA parity", r.error or "no delta",
+                                            failed=True))
             continue
         worst = f" (worst: {r.worst_tensor})" if r.worst_tensor else ""
         rows.append(row(label, r.rel_delta, tol, f"max |delta| {r.max_abs_delta:.3g}{worst}"))
@@ -255,7 +260,7 @@ def noise_floor_gate(readings: list[NoiseFloorReading], settings: GateSettings) 
         label = f"{r.workload} {r.value}, {r.steps} steps"
         if r.error is not None or not (r.losses_a and r.losses_a_again and r.losses_b):
             rows.append(not_executable_row(label, 0.0, "training noise floor",
-                                           r.error or "no losses"))
+                                           r.error or "no losses", failed=True))
             continue
         same, spread = noise_floor(r)
         bitwise = r.params_bitwise_equal and r.losses_a == r.losses_a_again
@@ -320,7 +325,7 @@ def matched_params_gate(pairs: list[tuple[str, str]], counts: list[ParamCountRea
         if ca is None or cb is None or ca.params is None or cb.params is None:
             why = "; ".join(c.error for c in (ca, cb) if c is not None and c.error) \
                 or "not counted"
-            rows.append(not_executable_row(label, tol, "parameter count", why))
+            rows.append(not_executable_row(label, tol, "parameter count", why, failed=True))
             continue
         rel = abs(ca.params - cb.params) / max(ca.params, cb.params, 1)
         rows.append(row(label, rel, tol, f"{ca.params:,} vs {cb.params:,} parameters "

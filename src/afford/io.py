@@ -238,6 +238,32 @@ def atomic_write_text(path: str | os.PathLike, text: str, *, overwrite: bool = T
     return atomic_write_bytes(path, text.encode("utf-8"), overwrite=overwrite)
 
 
+def write_or_rescue(path: str | os.PathLike, text: str, *, overwrite: bool,
+                    name: str) -> Path:
+    """Write a measurement's ``text`` at ``path`` (:func:`atomic_write_text`). When that
+    fails (the path went bad meanwhile, the disk filled up), the measurement is not lost:
+    it is saved beside ``path`` as ``STEM.rescued-PID.SUFFIX``, else as ``name`` in the
+    current folder, else in the temp folder; the error is raised again, of its kind
+    (InputError exit 2, WriteError exit 3), its one line naming where the measurement is."""
+    target = Path(path)
+    try:
+        return atomic_write_text(target, text, overwrite=overwrite)
+    except (InputError, WriteError) as exc:
+        failed = exc
+    tag = f".rescued-{os.getpid()}"
+    places = [target.with_name(f"{target.stem}{tag}{target.suffix or '.json'}"),
+              Path.cwd() / name.replace(".json", f"{tag}.json"),
+              Path(tempfile.gettempdir()) / name.replace(".json", f"{tag}.json")]
+    for place in places:
+        try:
+            atomic_write_text(place, text, overwrite=False)
+        except (AffordError, OSError):
+            continue
+        raise type(failed)(f"{failed}; the measurement is saved at {place}") from None
+    raise type(failed)(f"{failed}; the measurement could not be saved anywhere (tried "
+                       f"{', '.join(map(str, places))})") from None
+
+
 def check_writable(path: str | os.PathLike, *, overwrite: bool) -> Path:
     """Fail early (before a long measurement) when ``path`` cannot be written."""
     target = Path(path)

@@ -97,6 +97,9 @@ class NotExecutable(BaseModel):
     what: str
     reason: str
     status: str = "NOT EXECUTABLE"
+    failed: bool = Field(False, description="True: its measurement was attempted and failed "
+                         "(an error, a dead child); False: it cannot run here by design (no "
+                         "CUDA, an op without a deterministic kernel)")
 
 
 def require_tagged(x: object, where: str = "") -> Tagged:

@@ -26,11 +26,11 @@ from datetime import datetime, timezone
 from afford.certify.gates import gates_stage
 from afford.certify.levers import levers_stage
 from afford.certify.memory import memory_stage
+from afford.certify.partial import gate_failures, run_stage, sweep_failures
 from afford.certify.probes import probes_stage
 from afford.certify.request import CertifyRequest, Plan, Stage, StageContext, resolve
 from afford.certify.sizes import sizes_stage
 from afford.certify.sweep import assemble_point, fit_workload, point_key, protocol_of
-from afford.errors import MeasurementError
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children
 from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
@@ -105,19 +105,16 @@ def certify(req: CertifyRequest,
             points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
                                      env.device_memory_bytes) for v in values]
             results.append(fit_workload(spec, w, mode, points))
-        if not any(p.median_seconds for r in results for p in r.points) and \
-                not any(r.refused for r in results):
-            errors = {c.error for r in results for p in r.points for c in p.children
-                      if c.error}
-            raise MeasurementError("no point could be timed: " +
-                                   "; ".join(sorted(errors))[:1500])
+        failures = sweep_failures(results)  # partial certificate, exit 3 (issue 14)
+        usable = any(p.usable for r in results for p in r.points)
         sections: dict = {}
         ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
                            sweep_starts=starts, ahead=ahead)
-        for stage in stages_for(req):
+        for stage in stages_for(req) if usable else []:
             t0 = time.perf_counter()
-            sections.update(stage(ctx))
+            sections.update(run_stage(stage, ctx, failures))
             seconds[stage.__name__.removesuffix("_stage")] = time.perf_counter() - t0
+        failures += gate_failures(sections.get("gates"))
     finally:
         for kid in ahead.values():  # those no stage took (one failed, or none ran)
             kid.kill()
@@ -129,4 +126,5 @@ def certify(req: CertifyRequest,
                            prewarmed=sorted(e["child"] for e in starts if e.get("prewarmed")))
     return Certificate(environment=env, protocol=protocol, workloads=results,
                        warnings=[f"{r.name} ({r.mode}): {n}" for r in results
-                                 for n in r.warnings], **sections)
+                                 for n in r.warnings], **sections,
+                       status="partial" if failures else "complete", failures=failures)

@@ -129,6 +129,8 @@ def sweep_init_losses(results, seed: int) -> list[InitLossReading]:
     out: list[InitLossReading] = []
     for r in results:
         for p in r.points:
+            if p.excluded_reason and p.excluded_reason.startswith("refused"):
+                continue  # not a measurement: the workload refused the shape (exit 2)
             base = {"workload": r.name, "value": p.value, "seed": seed, "mode": r.mode}
             losses = [c.first_loss for c in p.children if c.first_loss is not None]
             if not losses:

@@ -126,6 +126,9 @@ def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class
     return out
 
 
+MAX_SWEEP_VALUE = 2**40  # far beyond any device's memory; above it a size overflows torch
+
+
 def parse_sweep(text: str) -> tuple[str, list[int]]:
     """``"seq=128,256,512"`` -> ("seq", [128, 256, 512]); InputError when malformed."""
     name, sep, rest = text.partition("=")
@@ -134,10 +137,13 @@ def parse_sweep(text: str) -> tuple[str, list[int]]:
         raise InputError(f"--sweep {text!r}: write it as NAME=V1,V2,... (e.g. n=2048,4096)")
     try:
         values = [int(float(v)) for v in rest.split(",") if v.strip()]
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InputError(f"--sweep {text!r}: the values must be positive integers") from None
     if not values or any(v <= 0 for v in values):
         raise InputError(f"--sweep {text!r}: the values must be positive integers")
+    if any(v > MAX_SWEEP_VALUE for v in values):
+        raise InputError(f"--sweep {text!r}: a value beyond {MAX_SWEEP_VALUE} (2**40) is no "
+                         "shape a device can hold")
     if len(set(values)) != len(values):
         raise InputError(f"--sweep {text!r}: a value appears twice")
     return name, sorted(values)

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 from afford.cli.common import err, guard, out, print_json
 from afford.errors import InputError
+from afford.report.rich_table import labelled
 from afford.units import UnitError, parse_bytes, parse_count
 
 HELP = """Byte-level n-gram baselines (bits per byte) on a held-out window: the bars a model
@@ -113,7 +113,7 @@ def command(
             out.print(line, soft_wrap=True)
         out.print(bars_table(doc))
         for w in doc.warnings + _bar_warnings(doc):
-            err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
         if out_path is not None:
             out.print(f"bars written to {out_path}")
 

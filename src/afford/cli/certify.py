@@ -12,19 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from afford.cli.common import err, guard, interactive, out, print_json
-from afford.errors import InputError
+from afford.errors import InputError, MeasurementError
 from afford.figures.probes import probes_json, summarize_probes
 from afford.figures.summary import summarize
 from afford.io import check_writable
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
+from afford.report.rich_table import labelled
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
-from afford.schema.cert import default_filename, save_certificate
+from afford.schema.cert import default_filename, save_measured
 
 if TYPE_CHECKING:
     from afford.certify.request import CertifyRequest
@@ -95,7 +95,9 @@ def command(
         if quick and full:
             raise InputError("--quick and --full contradict each other; choose one")
         from afford.certify.request import CertifyRequest, parse_sweep
+        from afford.measure.children import child_timeout
 
+        child_timeout()  # a bad AFFORD_CHILD_TIMEOUT is exit 2 before anything is measured
         sweeps = dict(parse_sweep(s) for s in sweep or [])
         if out_path is not None:
             check_writable(out_path, overwrite=force)
@@ -116,7 +118,7 @@ def command(
             raise InputError("--dist-only goes with --distributed (under torchrun)")
         cert = _measure(req, show=interactive() and not as_json)
         path = out_path or Path(default_filename(cert))
-        save_certificate(cert, path, overwrite=force)
+        save_measured(cert, path, overwrite=force)
         rows = summarize(cert)
         if as_json:
             print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
@@ -125,6 +127,7 @@ def command(
                         "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
                         "gates": cert.gates.verdict if cert.gates else None,
                         "probes": probes_json(cert)})
+            _exit_on_partial(cert, path)
             _exit_on_halt(cert, as_json)
             return
         env = cert.environment
@@ -139,14 +142,23 @@ def command(
         if cert.memory is not None:
             out.print(memory_summary_table(cert))
         for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
-            err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
         for line in stage_lines(cert.sizes, cert.levers):
             out.print(line, soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
+        _exit_on_partial(cert, path)
         if refused:
             raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
         _exit_on_halt(cert, as_json)
+
+
+def _exit_on_partial(cert, path: Path) -> None:
+    """A partial certificate (a workload without a usable point, a stage that failed, a gate
+    that could not be evaluated) is written, and the command exits 3 naming why."""
+    if cert.status == "partial":
+        raise MeasurementError("the measurement is incomplete: " + "; ".join(cert.failures)
+                               + f". The partial certificate is written to {path}")
 
 
 def _exit_on_halt(cert, as_json: bool) -> None:
@@ -172,7 +184,7 @@ def _print_probes(cert) -> None:
     out.print(probes_device_table(s, f"device probes ({cert.probes.protocol.precision})"))
     out.print(probes_workload_table(s, "launch-boundness, FLOPs and MFU"))
     for w in s.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+        err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
 
 
 def _row_json(r) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.markup import escape
 
 from afford.certify.distributed import DistOptions, certify_distributed
 from afford.certify.request import CertifyRequest
@@ -15,8 +14,9 @@ from afford.figures.distributed import busbw_peak, dp_scaling
 from afford.figures.summary import summarize
 from afford.provenance import run_label
 from afford.report.distributed import collectives_table, scaling_table, status_line
+from afford.report.rich_table import labelled
 from afford.report.terminal import certificate_table
-from afford.schema.cert import Certificate, default_filename, save_certificate
+from afford.schema.cert import Certificate, default_filename, save_measured
 
 
 def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_json: bool,
@@ -33,7 +33,7 @@ def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_
         return  # ranks other than 0 write nothing
     cert = outcome.cert
     path = out_path or Path(default_filename(cert))
-    save_certificate(cert, path, overwrite=force)
+    save_measured(cert, path, overwrite=force)
     if as_json:
         print_json(_summary_json(cert, path, outcome.error))
     else:
@@ -41,6 +41,9 @@ def run_distributed(req: CertifyRequest, out_path: Path | None, force: bool, as_
         out.print(f"certificate written to {path}")
     if outcome.error:
         raise MeasurementError(f"{outcome.error}. A partial certificate was written to {path}")
+    if cert.status == "partial":
+        raise MeasurementError("the measurement is incomplete: " + "; ".join(cert.failures)
+                               + f". The partial certificate is written to {path}")
 
 
 def _render(cert: Certificate) -> None:
@@ -50,14 +53,14 @@ def _render(cert: Certificate) -> None:
     if cert.workloads:
         out.print(certificate_table(summarize(cert), f"{env.device_name} ({env.device_type}), "
                                     f"{cert.protocol.precision} protocol, rank 0 sweep"))
-    out.print(escape(status_line(d)), soft_wrap=True)
+    out.print(status_line(d), soft_wrap=True)
     table = collectives_table(d, run)
     if table is not None:
         out.print(table)
     if d.data_parallel:
         out.print(scaling_table(d, run))
     for w in cert.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+        err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
 
 
 def _summary_json(cert: Certificate, path: Path, error: str | None) -> dict:

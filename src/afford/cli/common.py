@@ -9,13 +9,16 @@ from collections.abc import Iterator
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from afford.errors import AffordError, InputError
+from afford.report.rich_table import labelled
 from afford.units import UnitError, bounded
 
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+# Markup off: whatever a string printed here holds (a user's workload named "[/]", a reason
+# with brackets) is shown as written (issue 14); afford's own styling is a rich Text
+# (afford.report.rich_table: styled, labelled).
+out = Console(highlight=False, soft_wrap=False, markup=False)
+err = Console(stderr=True, highlight=False, markup=False)
 
 
 @contextlib.contextmanager
@@ -24,7 +27,7 @@ def guard() -> Iterator[None]:
     try:
         yield
     except AffordError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        err.print(labelled("[bold red]error:[/]", str(exc)), soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
-from afford.cli.common import guard, out, print_json
+from afford.cli.common import flag_number, guard, out, print_json
 from afford.compare import NOT_COMPARED, REPRODUCES, compare_files
 from afford.errors import InputError
 from afford.report.compare import comparison_tables, footer, header
+from afford.units import UnitError, parse_fraction
 
 
 def command(
@@ -29,7 +30,11 @@ def command(
     1 DOES NOT REPRODUCE, 2 bad input (or nothing comparable).
     """
     with guard():
-        result = compare_files(a, b, tol)
+        try:
+            flag_number(f"--tol {tol!r}", parse_fraction(tol), high=1.0)  # finite, in (0, 1]
+        except UnitError as exc:
+            raise InputError(f"--tol {tol!r}: {exc}") from None
+        result = compare_files(a, b, tol)  # states it (and refuses 100 %) before B is read
         if as_json:
             print_json(result.model_dump(mode="json", by_alias=True))
         else:

@@ -16,6 +16,7 @@ from afford.errors import InputError
 from afford.figures.gates import cost_summary, determinism_lines, gate_lines, noise_lines
 from afford.gates import GateSettings, headroom, parse_tolerances, ratio, worst_row
 from afford.report.gates import determinism_table, gate_table, noise_table
+from afford.report.rich_table import labelled
 from afford.report.terminal import fmt
 from afford.schema.determinism import DeterminismSection, GatesSection
 
@@ -105,11 +106,11 @@ def render_sections(d: DeterminismSection | None, g: GatesSection) -> None:
         if cost is not None:
             out.print(f"deterministic mode costs {fmt(cost)} of the warm step (median)")
         for w in d.warnings:
-            err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
         for run in d.runs:  # flag on: the deterministic-mode gate says it below
             if run.not_executable is not None and not run.deterministic:
-                err.print(f"[yellow]NOT EXECUTABLE[/] {run.not_executable.what}: "
-                          f"{run.not_executable.reason}", soft_wrap=True)
+                err.print(labelled("[yellow]NOT EXECUTABLE[/]", f"{run.not_executable.what}: "
+                                   f"{run.not_executable.reason}"), soft_wrap=True)
     noise = noise_lines(g)
     if noise:
         out.print(noise_table(noise, f"training noise floor, {where}"))
@@ -121,11 +122,11 @@ def print_problems(g: GatesSection) -> None:
     """Every failing row, every NOT EXECUTABLE reason and every note, on stderr."""
     for gate, ln in zip(g.gates, gate_lines(g)):
         for row in ln.failing:
-            err.print(f"[bold red]FAIL[/] {gate.name}: {row}", soft_wrap=True)
+            err.print(labelled("[bold red]FAIL[/]", f"{gate.name}: {row}"), soft_wrap=True)
         for row in gate.rows:
             if row.not_executable is not None:
-                err.print(f"[yellow]NOT EXECUTABLE[/] {gate.name}: {row.label}: "
-                          f"{row.not_executable.reason}", soft_wrap=True)
+                err.print(labelled("[yellow]NOT EXECUTABLE[/]", f"{gate.name}: {row.label}: "
+                                   f"{row.not_executable.reason}"), soft_wrap=True)
         for note in gate.notes:
             err.print(f"note: {gate.name}: {note}", soft_wrap=True)
 

@@ -13,8 +13,9 @@ from afford.errors import InputError
 from afford.plan.ladder import DEFAULT_PARAMS, build_ladder, parse_entries
 from afford.report.ladder import (ladder_notes, ladder_table, lever_figures_table,
                                   offload_table, references_table)
+from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
-from afford.units import UnitError, parse_duration
+from afford.units import MAX_SECONDS, UnitError, parse_duration
 
 
 def command(
@@ -44,6 +45,7 @@ def command(
             seconds = parse_duration(budget)
         except UnitError as exc:
             raise InputError(f"--budget: {exc}") from None
+        flag_number(f"--budget {budget!r}", seconds, high=MAX_SECONDS)
         flag_number("--ratio", ratio, high=1e6)
         flag_number("--memory-fraction", memory_fraction, high=1.0)
         entries = parse_entries(params)
@@ -60,4 +62,4 @@ def command(
             if table is not None:
                 out.print(table)
         for w in lad.warnings:
-            err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)

@@ -18,7 +18,8 @@ from afford.errors import InputError
 from afford.io import check_writable
 from afford.plan.levers import lever_rows
 from afford.report.ladder import batch_lines, levers_table
-from afford.schema.cert import Certificate, load_certificate, save_certificate
+from afford.report.rich_table import labelled
+from afford.schema.cert import Certificate, load_certificate, save_measured
 
 if TYPE_CHECKING:
     from afford.certify.levers import LeverJob
@@ -77,8 +78,8 @@ def command(
         section = _measure(job, show=interactive() and not as_json)
         rows = lever_rows(c, section)
         if out_path is not None:
-            save_certificate(c.model_copy(update={"levers": section}), out_path,
-                             overwrite=force)
+            save_measured(c.model_copy(update={"levers": section}), out_path,
+                          overwrite=force)
         if as_json:
             print_json({"schema": LEVERS_SCHEMA, "certificate": str(cert),
                         "written": str(out_path) if out_path else None,
@@ -93,7 +94,7 @@ def command(
             out.print(line, soft_wrap=True)
         for run in section.runs:
             for w in run.warnings:
-                err.print(f"[yellow]warning:[/] {run.workload}: {w}", soft_wrap=True)
+                err.print(labelled("[yellow]warning:[/]", f"{run.workload}: {w}"), soft_wrap=True)
         if out_path is not None:
             out.print(f"certificate with levers written to {out_path}")
 

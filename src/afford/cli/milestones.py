@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 from afford.cli.bars import unwrap
 from afford.cli.common import guard, out, print_json
@@ -96,7 +95,7 @@ def command(
         else:
             out.print(milestones_table(res))
             for line in milestone_notes(res):
-                out.print(escape(line), soft_wrap=True)
+                out.print(line, soft_wrap=True)
             extra = plan_table(res)
             if extra is not None:
                 out.print(extra)

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from afford import manifest as mf
 from afford.cli.common import err, guard, out, print_json
 from afford.errors import InputError
 from afford.provenance import measured
+from afford.report.rich_table import Table
+from afford.report.rich_table import labelled
 from afford.report.terminal import fmt
 
 
@@ -59,7 +60,7 @@ def command(
             out.print(_table(manifest, str(out_path)))
         unpinned = [s for s in sources if s.status != mf.PINNED]
         for s in unpinned:
-            err.print(f"[yellow]UNPINNED:[/] {s.name}: {s.reason}", soft_wrap=True)
+            err.print(labelled("[yellow]UNPINNED:[/]", f"{s.name}: {s.reason}"), soft_wrap=True)
         if unpinned:
             raise typer.Exit(1)
 

@@ -17,6 +17,7 @@ from afford.io import atomic_write_text, check_writable, loads_json, read_text
 from afford.plan.result import PLAN_SCHEMA, PlanResult
 from afford.report import html, markdown, plots
 from afford.report.build import Inputs, build_report
+from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.schema.envelope import validate
 
@@ -76,7 +77,7 @@ def command(
             text = html.render(report, draw=plots.svg if have_plots else None,
                                plots_note="" if have_plots else plots.MISSING_NOTE)
             if not have_plots:
-                err.print(f"[yellow]note:[/] {plots.MISSING_NOTE}")
+                err.print(labelled("[yellow]note:[/]", plots.MISSING_NOTE))
         atomic_write_text(target, text, overwrite=force)
         out.print(f"report written to {target}")
 

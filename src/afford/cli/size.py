@@ -7,15 +7,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import err, guard, out, print_json
-from afford.constants import MEMORY_FRACTION, MODES, check_fraction
+from afford.cli.common import err, flag_number, guard, out, print_json
+from afford.constants import MEMORY_FRACTION, MODES
 from afford.errors import InputError
 from afford.figures.memory import SizeReport, size
 from afford.provenance import run_label
 from afford.report.memory import size_tables, tagged_json
+from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.schema.constants import load_constants
 from afford.units import UnitError, parse_count, parse_fraction
+
+
+MAX_DIM = 2**40  # a batch or sequence beyond this is no shape a device holds
 
 
 def command(
@@ -72,7 +76,7 @@ def command(
             for table in size_tables(report):
                 out.print(table)
             for w in report.warnings:
-                err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+                err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
         if report.fits is False:  # the --batch given, or not even one sequence, fits
             raise typer.Exit(1)
 
@@ -84,14 +88,15 @@ def _positive_int(text: str, flag: str) -> int:
         raise InputError(f"{flag} {text!r}: {exc}") from None
     if v < 1 or v != int(v):
         raise InputError(f"{flag} {text!r}: give a positive whole number")
-    return int(v)
+    return int(flag_number(f"{flag} {text!r}", v, low=1, low_open=False, high=MAX_DIM))
 
 
 def _fraction(text: str, flag: str) -> float:
     try:
-        return check_fraction(parse_fraction(text), f"{flag} {text!r}")
+        value = parse_fraction(text)
     except UnitError as exc:
         raise InputError(f"{flag} {text!r}: {exc}") from None
+    return flag_number(f"{flag} {text!r}", value, high=1.0)
 
 
 def report_json(r: SizeReport, cert_path: Path) -> dict:

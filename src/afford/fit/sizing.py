@@ -31,6 +31,7 @@ reading a certificate's laws for ``afford size`` is :mod:`afford.figures.memory`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
@@ -222,8 +223,13 @@ def law_bytes(law: MemoryLaw, dims: dict[str, int], params: float, quantity: str
     if f is None:
         raise ValueError(f"no {quantity} law")
     bpp = override.pop("bytes_per_param", law.bytes_per_param)
-    return f.predict(bpp * params + frozen_at(law, dims)[1], dims["B"], dims["s"], dims["d"], dims["L"], dims["H"],
-                     **override)
+    got = f.predict(bpp * params + frozen_at(law, dims)[1], dims["B"], dims["s"], dims["d"],
+                    dims["L"], dims["H"], **override)
+    if not (math.isfinite(got) and got > 0):  # a broken law (hand-edited, or constants given)
+        raise InputError(f"the memory law of {law.workload} ({law.mode}) predicts a {quantity} "
+                         f"peak of {got:.4g} B at {dims}: not a peak; its fixed term or "
+                         "constants are wrong (certify again)")
+    return got
 
 
 def budgeted_bytes(law: MemoryLaw, dims: dict[str, int], params: float,

@@ -13,6 +13,12 @@ as ``afford certify`` began (:func:`spawn_early`, :func:`take_early`), before th
 imported torch, when it suits the device. Each child's ``start`` event doubles as a startup
 run (:func:`startup_run`): the child's import times, and spawn-to-ready on the wall clock.
 :class:`Spawned` is the process handle every child of certify uses.
+
+A watchdog stops a sweep child that sends nothing for :func:`child_timeout` seconds
+(``AFFORD_CHILD_TIMEOUT``, default 900: a stopped or hung child must not hang certify); its
+points are recorded as stopped by the watchdog, and every point a child left unfinished
+(it died, or the watchdog stopped it) is measured once more in a fresh child
+(``round="remeasure"``). :func:`failure_text` is the one wording of a child's end.
 """
 
 from __future__ import annotations
@@ -29,9 +35,42 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from afford.errors import InputError
 from afford.measure.timing import TimingRule
 
 Event = dict[str, Any]
+
+CHILD_TIMEOUT_SECONDS = 900.0  # silence (no event) after which a sweep child is stopped
+CHILD_TIMEOUT_ENV = "AFFORD_CHILD_TIMEOUT"
+
+
+def child_timeout(default: float = CHILD_TIMEOUT_SECONDS) -> float:
+    """Seconds a sweep child may go without sending an event before the watchdog stops it:
+    ``AFFORD_CHILD_TIMEOUT`` when set (a positive number of seconds), else ``default``.
+    A value that is not one is an InputError (exit 2), before anything is measured."""
+    text = os.environ.get(CHILD_TIMEOUT_ENV, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0.0 < value <= 7 * 86400.0):
+        raise InputError(f"{CHILD_TIMEOUT_ENV}={text!r}: give the seconds a child may go "
+                         "silent, a number in (0, 604800]")
+    return value
+
+
+def failure_text(who: str, rc: int | None, tail: str, timed_out: bool,
+                 timeout: float | None) -> str:
+    """How a child's end is reported: stopped by the watchdog (its timeout named as such),
+    or the exit code, with the tail of its stderr."""
+    if timed_out:
+        why = (f"{who} was stopped by the watchdog after {timeout:g} s without progress "
+               f"(a hung or stopped process; {CHILD_TIMEOUT_ENV} sets the limit)")
+    else:
+        why = f"{who} exited with code {rc}"
+    return why + (f": {tail}" if tail and not timed_out else "")
 
 
 def child_order(items: list[dict], child: int) -> list[dict]:
@@ -80,36 +119,52 @@ class Spawned:
 
 
 def exchange(kid, job: dict, on_event: Callable[[Event], None],
-             timeout: float | None = None) -> tuple[int | None, str, bool]:
+             timeout: float | None = None, *, idle: bool = False) -> tuple[int | None, str, bool]:
     """The one conversation with a child of certify (a :class:`Spawned`, or anything with
     its ``proc``, ``stderr_tail`` and ``kill``): the JSON job on stdin, each JSON line of
     stdout to ``on_event`` as it comes, the exit; then the process is stopped whatever
     happened. Returns (exit code, the tail of its stderr, whether ``timeout`` ran out and
-    the child was killed: a hung child must not hang certify)."""
+    the child was killed: a hung child must not hang certify). ``idle``: ``timeout`` counts
+    from the child's last line, not from the start (a sweep child's run has no fixed
+    length, but it reports every point). A line that is not JSON ends the exchange as a
+    failed child, never a traceback."""
     proc = kid.proc
     expired: list[bool] = []
+    last = [time.monotonic()]
+    done = threading.Event()
 
-    def expire() -> None:
-        expired.append(True)
-        proc.kill()
+    def watch() -> None:
+        while not done.wait(min(1.0, timeout)):
+            if time.monotonic() - last[0] >= timeout:
+                expired.append(True)
+                proc.kill()
+                return
 
-    timer = threading.Timer(timeout, expire) if timeout else None
-    if timer is not None:
-        timer.start()
+    watchdog = threading.Thread(target=watch, daemon=True) if timeout else None
+    if watchdog is not None:
+        watchdog.start()
     rc = None
     try:
         assert proc.stdin is not None and proc.stdout is not None
         try:
             proc.stdin.write(json.dumps(job))
             proc.stdin.close()
-        except BrokenPipeError:  # the child died at once; its stderr says why
+        except (BrokenPipeError, OSError):  # the child died at once; its stderr says why
             pass
         for line in proc.stdout:
-            on_event(json.loads(line))
+            if idle:
+                last[0] = time.monotonic()
+            try:
+                event = json.loads(line)
+            except ValueError:
+                proc.kill()
+                break
+            on_event(event)
         rc = proc.wait()
     finally:
-        if timer is not None:
-            timer.cancel()
+        done.set()
+        if watchdog is not None:
+            watchdog.join()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -179,16 +234,31 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
         on_event(event)
 
     kid = spawned or _Child()
-    rc, tail, _ = exchange(kid, job, take, timeout)
+    timeout = child_timeout() if timeout is None else timeout
+    rc, tail, timed_out = exchange(kid, job, take, timeout, idle=True)
     if rc != 0 or len(results) < len(items):
-        why = f"child {child} exited with code {rc}" + (f": {tail}" if tail else "")
+        why = failure_text(f"child {child}", rc, tail, timed_out, timeout)
         for pos, it in enumerate(items):
             if it["key"] not in results:
                 results[it["key"]] = {"event": "point", "key": it["key"], "child": child,
                                       "record": {"child": child, "order_position": pos,
-                                                 "error": why}}
+                                                 "error": why}, "died": True}
                 on_event(results[it["key"]])
     return results
+
+
+def remeasure(results: dict[str, Event], items: list[dict], child: int, **kw) -> None:
+    """Time once more, in a fresh child, the points child ``child`` left unfinished (it died
+    or the watchdog stopped it; a point that failed by itself, OOM included, is a reading
+    and stays); the fresh child's records (``round="remeasure"``) replace the dead ones in
+    ``results``. Once only: a point that fails again keeps that error."""
+    dead = [it for it in child_order(items, child) if results.get(it["key"], {}).get("died")]
+    if not dead:
+        return
+    again = run_child(child, dead, **kw)
+    for key, event in again.items():
+        event["record"]["round"] = "remeasure"
+        results[key] = event
 
 
 def run_children(items: list[dict], *, children: int, device: str, device_class: str,
@@ -213,6 +283,8 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
             out.append(run_child(c, child_order(items, c), device=device,
                                  device_class=device_class, rule=rule, seed=seed,
                                  on_event=on_event, spawned=cur))
+            remeasure(out[-1], items, c, device=device, device_class=device_class,
+                      rule=rule, seed=seed, on_event=on_event)
             if nxt is None and c + 1 < children:
                 nxt = _Child()
     finally:

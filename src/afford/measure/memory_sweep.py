@@ -210,7 +210,7 @@ def run_memory_child(items: list[dict], *, device: str, device_class: str, seed:
     each item's record by key. Items the child did not finish get an error record.
     ``spawned``: the child started ahead (:func:`spawn_memory_child`); else started now."""
     job = {"device": device, "device_class": device_class, "seed": seed, "items": items}
-    from afford.measure.children import exchange
+    from afford.measure.children import exchange, failure_text
 
     records: dict[str, dict] = {}
 
@@ -219,9 +219,9 @@ def run_memory_child(items: list[dict], *, device: str, device_class: str, seed:
             records[event["key"]] = event["record"]
         on_event({**event, "child": "memory"})
 
-    rc, tail, _ = exchange(spawned or spawn_memory_child(device), job, take, timeout)
+    rc, tail, timed_out = exchange(spawned or spawn_memory_child(device), job, take, timeout)
     if rc != 0 or len(records) < len(items):
-        why = f"memory child exited with code {rc}" + (f": {tail}" if tail else "")
+        why = failure_text("the memory child", rc, tail, timed_out, timeout)
         for it in items:
             records.setdefault(it["key"], {"error": why})
     return records

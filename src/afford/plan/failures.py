@@ -145,13 +145,19 @@ def worth(rows: tuple[KillRow, ...], quota: Tagged | None = None) -> Worth | Non
     return Worth(ratio=mid.worst_ratio, saved_seconds=saved, saved_share_of_quota=share)
 
 
+EXP_LIMIT = 700.0  # e^700 ~ 1e304: beyond, Daly's T_w is no float
+
+
 def daly(mtbf: Tagged, write: Tagged, restart: Tagged, step: Tagged,
-         save_every: Tagged) -> Daly:
+         save_every: Tagged) -> Daly | None:
     """Young's and Daly's intervals beside the overhead-budget interval, each with its
-    expected waste and loss per failure."""
+    expected waste and loss per failure; None when the MTBF is so short beside the restart
+    or an interval that the expected wall time is beyond any float (no progress)."""
     m, d, r = num(mtbf), num(write), num(restart)
     tau_b = int(num(save_every)) * num(step)
     tau_d = daly_interval(d, m)
+    if max(r, tau_b + d, tau_d + d) / m > EXP_LIMIT:
+        return None  # failures far more often than a save: the model's e^x leaves the floats
     ins = (mtbf, write, restart)
     bud = (mtbf, write, restart, step, save_every)
     return Daly(

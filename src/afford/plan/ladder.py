@@ -45,7 +45,7 @@ from afford.provenance import (Tag, Tagged, assumed, fitted, inherited, measured
                                run_label)
 from afford.schema.cert import Certificate
 from afford.schema.sizes import SizesSection
-from afford.units import UnitError, format_count, format_duration, parse_count
+from afford.units import UnitError, bounded, format_count, format_duration, parse_count
 
 LADDER_SCHEMA = "afford.ladder/1"
 DEFAULT_PARAMS = "7.5M,20M,124M,1B"
@@ -73,12 +73,10 @@ def parse_entries(text: str) -> list[Entry]:
         if not item:
             continue
         count, _, shape = item.partition(":")
-        try:
-            n = parse_count(count)
+        try:  # at least 1, at most MAX_COUNT (1e18): beyond, tokens and FLOPs overflow
+            n = bounded(parse_count(count), "a parameter count", low=1, low_open=False)
         except UnitError as exc:
             raise InputError(f"--params {item!r}: {exc}") from None
-        if n < 1:
-            raise InputError(f"--params {item!r}: a parameter count must be at least 1")
         out.append(Entry(n, *_shape(item, shape)) if shape else Entry(n))
     if not out:
         raise InputError("--params: give at least one parameter count, e.g. 7.5M,124M,1B")

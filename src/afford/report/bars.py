@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from afford.provenance import Tagged
+from afford.report.rich_table import Table, styled
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.bars import BarsFile, MilestonesResult
 from afford.units import format_bytes
@@ -18,11 +18,11 @@ def bars_lines(doc: BarsFile) -> list[str]:
     """What the bars are on: data (pinned or not), window (how cut), training part."""
     d, w, c = doc.data, doc.window, doc.counting
     pin = f"pinned as {d.source!r} in {d.manifest}" if d.pinned else "NOT PINNED: provisional (?)"
-    lines = [f"data    {escape(d.path)}  {format_bytes(d.size_bytes, binary=False)}  "
+    lines = [f"data    {d.path}  {format_bytes(d.size_bytes, binary=False)}  "
              f"sha256 {d.sha256}  {pin}",
-             f"window  {escape(w.spec)}: {w.arithmetic} at offset {w.offset_bytes:,} "
+             f"window  {w.spec}: {w.arithmetic} at offset {w.offset_bytes:,} "
              f"({w.cut})  sha256 {w.sha256}"
-             + (f"  bytes in {escape(w.bytes_path)}" if w.bytes_path else ""),
+             + (f"  bytes in {w.bytes_path}" if w.bytes_path else ""),
              f"train   {doc.train_bytes:,} bytes outside the window in "
              f"{len(doc.train_segments)} segment(s); {c.method} counts in {c.seconds:.2f} s"]
     if c.method == "streaming":
@@ -58,7 +58,7 @@ def milestones_table(res: MilestonesResult) -> Table:
     """One row per rung (numbered; :func:`milestone_notes` names them): PASSED / NOT YET (?
     on a provisional bar), the bar or the other curve, the run's BPB, the margin (> 0
     beats), the step, the tokens, the window."""
-    table = Table(title=f"milestones: {escape(res.ladder)}", title_justify="left",
+    table = Table(title=f"milestones: {res.ladder}", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in ("#", "status", "bar (bit/B)", "run", "margin", "step", "tokens", "window"):
         table.add_column(col, no_wrap=True)
@@ -67,7 +67,8 @@ def milestones_table(res: MilestonesResult) -> Table:
         label = (r.bar_label or "").replace("kneser-ney", "kn")
         against = f"{label} {fmt(_bare(r.bar))}" if r.kind == "bar" else \
             f"curve {fmt(_bare(r.baseline))}"
-        table.add_row(str(i), f"[{style}]{r.status}{'?' if r.provisional else ''}[/]",
+        mark = "?" if r.provisional else ""
+        table.add_row(str(i), styled(f"[{style}]{escape(r.status)}{mark}[/]"),
                       against, fmt(_bare(r.reading)), fmt(_bare(r.margin)),
                       "-" if r.step is None else f"{r.step:,}", fmt(r.tokens),
                       r.window_sha256[:12])
@@ -79,7 +80,7 @@ def plan_table(res: MilestonesResult) -> Table | None:
     """Tokens each rung needs beside what the box affords a week (None: nothing to show)."""
     if not any(r.tokens_needed is not None for r in res.rungs):
         return None
-    title = "tokens each rung needs" + (f", beside {escape(res.plan)}" if res.plan else "")
+    title = "tokens each rung needs" + (f", beside {res.plan}" if res.plan else "")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
     for col in ("#", "params", "tokens needed", "tokens a week", "weeks"):

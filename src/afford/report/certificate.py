@@ -19,7 +19,8 @@ from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
 
 # Fields of the foundation's certificate; any other field is a later stage's section.
-FOUNDATION_FIELDS = {"schema_id", "environment", "protocol", "workloads", "warnings"}
+FOUNDATION_FIELDS = {"schema_id", "environment", "protocol", "workloads", "warnings",
+                     "status", "failures"}
 # Sections the report places by name (in this order); others follow under their own name.
 NAMED_SECTIONS = ("memory", "probes", "determinism", "gates")
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -323,6 +324,9 @@ def certificate_section(cert: Certificate, label: str, plot_ids: dict[str, list[
     subs.extend(stage_sections(cert, plot_ids)[1:])
     if cert.warnings:
         subs.append(Section("Warnings", notes=tuple(cert.warnings)))
+    partial = (("PARTIAL certificate: the measurement failed in part (certify exited 3); "
+                "what is missing: " + "; ".join(cert.failures),)
+               if cert.status == "partial" else ())
     return Section(title=f"Device: {e.device_name}", subsections=tuple(subs),
                    notes=(f"Certificate {label} ({cert.schema_id}), {e.device_type}, "
-                          f"measured {e.started_at:%Y-%m-%d %H:%M} UTC.",))
+                          f"measured {e.started_at:%Y-%m-%d %H:%M} UTC.",) + partial)

@@ -3,9 +3,8 @@ overall. Every number passes :func:`~afford.report.terminal.fmt`."""
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from afford.compare import Comparison, LawCheck
+from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 
 

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
-from rich.table import Table
-
 from afford.figures.distributed import on_node
 from afford.provenance import measured, module
+from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.distributed import DistributedSection
 from afford.units import format_bytes
@@ -38,7 +36,7 @@ def collectives_table(d: DistributedSection, run: str) -> Table | None:
         table.add_row(f"{f.op} fit", "", fmt(module(f.alpha_seconds, "s", "alpha")), beta,
                       "", f"R^2 {fmt(module(round(f.r2, 5), '', 'fit_alpha_beta'))}")
     for ne in c.not_executable:
-        table.add_row(escape(ne.what), "", ne.status, "", "", escape(ne.reason[:80]))
+        table.add_row(ne.what, "", ne.status, "", "", ne.reason[:80])
     table.caption = LEGEND
     return table
 
@@ -52,7 +50,7 @@ def scaling_table(d: DistributedSection, run: str) -> Table:
     for s in d.data_parallel:
         if s.not_executable and not s.runs:
             table.add_row(s.strategy, "-", s.not_executable.status, "", "", "",
-                          escape(s.not_executable.reason[:80]))
+                          s.not_executable.reason[:80])
             continue
         for r in s.runs:
             sc = on_node(d, r.world_size, s.strategy)
@@ -65,10 +63,10 @@ def scaling_table(d: DistributedSection, run: str) -> Table:
                           " ".join(fmt(measured(v, "B", f"rank {i}, {run}")) for i, v in
                                    enumerate(mem) if v is not None))
         if s.law is not None:
-            table.add_row(s.strategy, "law", escape(s.law.describe()), "", "", "", "")
+            table.add_row(s.strategy, "law", s.law.describe(), "", "", "", "")
         if s.not_executable and s.runs:
             table.add_row(s.strategy, "-", s.not_executable.status, "", "", "",
-                          escape(s.not_executable.reason[:80]))
+                          s.not_executable.reason[:80])
     table.caption = LEGEND
     return table
 

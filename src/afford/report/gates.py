@@ -3,9 +3,8 @@ tagged lines of :mod:`afford.figures.gates`; every number passes :func:`fmt`."""
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from afford.figures.gates import DeterminismLine, GateLine, NoiseLine
+from afford.report.rich_table import Table, escape, styled
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.determinism import QUANTITIES
 
@@ -14,8 +13,8 @@ SHORT = {"forward output": "forward", "loss": "loss", "gradients": "gradients",
          "parameters after step": "optimizer step"}
 
 
-def _status(s: str) -> str:
-    return f"[{STATUS_STYLE.get(s, '')}]{s}[/]"
+def _status(s: str):
+    return styled(f"[{STATUS_STYLE.get(s, '')}]{escape(s)}[/]")
 
 
 def gate_table(lines: list[GateLine], title: str, verdict: str) -> Table:
@@ -28,17 +27,19 @@ def gate_table(lines: list[GateLine], title: str, verdict: str) -> Table:
         table.add_row(ln.name, fmt(ln.checked), ln.worst, fmt(ln.delta), fmt(ln.tolerance),
                       fmt(ln.delta_over_tol), fmt(ln.headroom), _status(ln.status))
     style = "bold red" if verdict == "HALT" else "bold green"
-    table.caption = f"verdict: [{style}]{verdict}[/] (any FAIL halts). {LEGEND}"
+    table.caption = styled(f"verdict: [{style}]{escape(verdict)}[/] (any FAIL halts). "
+                           f"{escape(LEGEND)}")
     return table
 
 
-def _cell(ln: DeterminismLine, quantity: str) -> str:
+def _cell(ln: DeterminismLine, quantity: str):
     c = ln.cells.get(quantity)
     if c is None:
         return "-"
     if c.bitwise:
-        return "[green]bitwise[/]"
-    return f"[red]differs[/] {fmt(c.differing)}, max {fmt(c.max_delta)}"
+        return styled("[green]bitwise[/]")
+    return styled(f"[red]differs[/] {escape(fmt(c.differing))}, "
+                  f"max {escape(fmt(c.max_delta))}")
 
 
 def determinism_table(lines: list[DeterminismLine], title: str) -> Table:
@@ -48,8 +49,9 @@ def determinism_table(lines: list[DeterminismLine], title: str) -> Table:
         table.add_column(col, overflow="fold")
     for ln in lines:
         if ln.not_executable:
-            table.add_row(ln.workload, ln.flag, f"[yellow]{ln.not_executable}[/]", "", "", "",
-                          fmt(ln.median_step), fmt(ln.cost))
+            reason = styled(f"[yellow]{escape(ln.not_executable)}[/]")
+            table.add_row(ln.workload, ln.flag, reason, "", "", "", fmt(ln.median_step),
+                          fmt(ln.cost))
             continue
         table.add_row(ln.workload, ln.flag, *(_cell(ln, q) for q in QUANTITIES),
                       fmt(ln.median_step), fmt(ln.cost))
@@ -64,6 +66,6 @@ def noise_table(lines: list[NoiseLine], title: str) -> Table:
         table.add_column(col, overflow="fold")
     for ln in lines:
         table.add_row(ln.workload, fmt(ln.steps), fmt(ln.final_loss), fmt(ln.same_seed),
-                      "yes" if ln.bitwise else "[red]no[/]", fmt(ln.between_seeds))
+                      "yes" if ln.bitwise else styled("[red]no[/]"), fmt(ln.between_seeds))
     table.caption = LEGEND
     return table

@@ -6,11 +6,11 @@ file, a test) it is written ``~~value~~``, the Markdown way, so the strike survi
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 
 from afford.ledger import Reading
 from afford.provenance import Struck, Tagged
+from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from afford.plan.ladder import Ladder, LadderRow
 from afford.plan.levers import LeverRow
 from afford.provenance import Tagged, module, require_tagged
+from afford.report.rich_table import Table
 from afford.report.terminal import ABBREV, LEGEND, fmt
 from afford.units import format_count, format_duration
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 
 from afford.figures.memory import SizeReport, heldout_accuracy
 from afford.fit.memory import BATCH_CAP
 from afford.provenance import Tagged, fitted, inherited, measured, module, run_label
+from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.memory import DefaultVerdict, MemoryLaw
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -220,17 +219,17 @@ def plan_blocks(p: PlanResult) -> list[Block]:
 
 def rich_table(b: Block) -> RichTable:
     """A block drawn for the terminal: ``from`` dim, WRONG rows red."""
-    table = RichTable(title=escape(b.title), title_justify="left", caption_justify="left")
+    table = RichTable(title=Text(b.title), title_justify="left", caption_justify="left")
     for col in b.table.columns:
         right = col in b.right
         table.add_column(col, justify="right" if right else "left", no_wrap=right,
                          overflow="fold", style="dim" if col == "from" else None)
     for n, row in enumerate(b.table.rows):
-        table.add_row(*(escape(cell_text(c, f"{b.title}: {col}"))
+        table.add_row(*(Text(cell_text(c, f"{b.title}: {col}"))
                         for c, col in zip(row, b.table.columns)),
                       style="red" if n in b.wrong else None)
     if b.table.caption:
-        table.caption = escape(b.table.caption)
+        table.caption = Text(b.table.caption)
     return table
 
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import math
 
-from rich.markup import escape
-from rich.table import Table
-
 from afford.figures.probes import ProbesSummary
 from afford.figures.summary import WorkloadSummary
 from afford.provenance import NotExecutable, Tag, Tagged, require_tagged
+from afford.report.rich_table import Table
 from afford.units import format_bytes, format_count, format_duration, format_gpu_hours
 
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",
@@ -97,7 +95,7 @@ def fmt_list(xs: tuple[Tagged, ...] | list[Tagged], where: str = "") -> str:
 
 
 def _not_executable_caption(items) -> str:
-    lines = [escape(f"{NOT_EXECUTABLE}: {n.what}: {n.reason}") for n in items]
+    lines = [f"{NOT_EXECUTABLE}: {n.what}: {n.reason}" for n in items]
     return "\n".join([LEGEND, *lines])
 
 

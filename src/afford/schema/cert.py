@@ -11,8 +11,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
+                      PositiveInt, model_validator)
 
+from afford.io import write_or_rescue
 from afford.schema.determinism import DeterminismSection, GatesSection
 from afford.schema.distributed import DistributedSection
 from afford.schema.envelope import Envelope, load_envelope, register_migration, save_envelope
@@ -39,19 +41,19 @@ class Environment(_Model):
     device_class: Literal["cpu", "small-gpu", "large-gpu"]
     device_index: int | None = None
     compute_capability: str | None = None
-    device_memory_bytes: int | None = Field(
+    device_memory_bytes: PositiveInt | None = Field(
         None, description="CUDA: total memory of the card; CPU: MemTotal of the host")
-    multiprocessors: int | None = None
+    multiprocessors: PositiveInt | None = None
     driver_version: str | None = None
     cpu_model: str | None = None
-    cpu_count: int | None = None
+    cpu_count: PositiveInt | None = None
     hostname: str | None = None
     os: str
     python_version: str
     torch_version: str
     cuda_version: str | None = None
     cudnn_version: str | None = None
-    torch_num_threads: int
+    torch_num_threads: PositiveInt
     tf32_matmul: bool | None = Field(None, description="torch.backends.cuda.matmul.allow_tf32")
     tf32_cudnn: bool | None = Field(None, description="torch.backends.cudnn.allow_tf32")
     float32_matmul_precision: str
@@ -63,8 +65,8 @@ class Environment(_Model):
     command: str
     started_at: datetime
     ended_at: datetime | None = None
-    elapsed_seconds: float | None = None
-    stage_seconds: dict[str, float] = Field(
+    elapsed_seconds: NonNegativeFloat | None = None
+    stage_seconds: dict[str, NonNegativeFloat] = Field(
         {}, description="wall seconds (host clock) by stage: 'setup' (environment and "
         "plan), 'sweep', then each stage after it in order")
 
@@ -76,13 +78,13 @@ class Protocol(_Model):
     handle) unless the child is listed in ``prewarmed_children``."""
 
     precision: Literal["full", "adaptive", "quick"]
-    children: int
-    warmup_steps: int
-    warmup_seconds: float
-    min_timed_steps: int
-    floor_seconds: float
-    max_floor_seconds: float
-    target_rel_precision: float
+    children: PositiveInt
+    warmup_steps: NonNegativeInt
+    warmup_seconds: NonNegativeFloat
+    min_timed_steps: NonNegativeInt
+    floor_seconds: NonNegativeFloat
+    max_floor_seconds: NonNegativeFloat
+    target_rel_precision: NonNegativeFloat
     confidence: float = 0.95
     clock: str
     order: str = "each child times every point in its own shuffled order (seed = child index)"
@@ -134,6 +136,18 @@ class Certificate(Envelope):
     probes: ProbesSection | None = None
     time_verdict: CertTimeVerdict | None = None
     host_load: list[HostLoad] | None = Field(None, description="before and after measuring")
+    status: Literal["complete", "partial"] = Field(
+        "complete", description="partial: the measurement failed somewhere (a workload with "
+        "no usable point, a stage that raised, a gate that could not be evaluated); what was "
+        "measured is kept, ``failures`` says what is missing, and certify exited 3")
+    failures: list[str] = Field([], description="why the certificate is partial")
+
+    @model_validator(mode="after")
+    def _status_follows_failures(self) -> "Certificate":
+        if (self.status == "partial") != bool(self.failures):
+            raise ValueError(f"status {self.status!r} with {len(self.failures)} failure(s): "
+                             "a partial certificate names its failures, a complete one none")
+        return self
 
 
 def default_filename(cert: Certificate) -> str:
@@ -165,3 +179,11 @@ def load_certificate(path: str | Path) -> Certificate:
 
 def save_certificate(cert: Certificate, path: str | Path, *, overwrite: bool = False) -> Path:
     return save_envelope(cert, path, overwrite=overwrite)
+
+
+def save_measured(cert: Certificate, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Save a certificate just measured: when the write fails the measurement is saved
+    beside ``path`` (or here, or in the temp folder) and the error names where
+    (:func:`afford.io.write_or_rescue`)."""
+    return write_or_rescue(path, cert.to_json(), overwrite=overwrite,
+                           name=default_filename(cert))

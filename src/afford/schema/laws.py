@@ -11,7 +11,7 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
 
 
 class LawFit(BaseModel):
@@ -26,6 +26,30 @@ class LawFit(BaseModel):
     loo_rel_errors: list[float] | None = Field(
         None, description="leave-one-out: predicted without the point / measured - 1")
 
+    @model_validator(mode="after")
+    def _params_in_range(self) -> "LawFit":
+        """The form's parameters, each in the range its fit can give (issue 14: a hand-edited
+        ``a`` of 1e6 made exp(a) overflow in every reader): ``a`` within +-700 (exp(a)
+        finite), ``b`` within [-8, 8] (the floor form's fit keeps it in [0, 4]), ``F`` and the
+        floor form's ``c`` not negative, no parameter beyond 1e30."""
+        need = _FORM_PARAMS[self.form]
+        if set(self.params) != set(need):
+            raise ValueError(f"a {self.form} law has the parameters {', '.join(need)}, "
+                             f"not {', '.join(sorted(self.params)) or 'none'}")
+        p = self.params
+        for k, v in p.items():
+            if not math.isfinite(v) or abs(v) > 1e30:
+                raise ValueError(f"parameter {k} = {v!r} is out of range")
+        if "a" in p and abs(p["a"]) > 700:
+            raise ValueError(f"parameter a = {p['a']!r} is out of range [-700, 700]")
+        low_b = 0.0 if self.form == "floor_power" else -8.0
+        if "b" in p and not low_b <= p["b"] <= 8.0:
+            raise ValueError(f"parameter b = {p['b']!r} is out of range [{low_b:g}, 8]")
+        for k in ("F", "c") if self.form == "floor_power" else ("F",):
+            if k in p and p[k] < 0:
+                raise ValueError(f"parameter {k} = {p[k]!r} is negative")
+        return self
+
     @property
     def loo_max(self) -> float | None:
         if not self.loo_rel_errors:
@@ -34,6 +58,9 @@ class LawFit(BaseModel):
 
     def predict(self, x: float | np.ndarray) -> float | np.ndarray:
         return evaluate(self.form, self.params, x)
+
+
+_FORM_PARAMS = {"power": ("a", "b"), "floor_power": ("F", "c", "b"), "linear_floor": ("F", "c")}
 
 
 class Excluded(BaseModel):
@@ -49,10 +76,10 @@ class ThroughputLaw(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
 
     x_name: str
-    x: list[float]
-    seconds: list[float]
-    x_min: float
-    x_max: float
+    x: list[PositiveFloat]
+    seconds: list[PositiveFloat]
+    x_min: PositiveFloat
+    x_max: PositiveFloat
     power: LawFit
     floor_power: LawFit | None = None
     chosen: Literal["power", "floor_power"]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
+                      PositiveFloat, PositiveInt)
 
 from afford.provenance import NotExecutable
 
@@ -43,8 +44,9 @@ class MemoryFit(BaseModel):
 
     quantity: Literal["allocated", "reserved", "rss_increment"]
     form: Form
-    c_res: float = Field(description="bytes per (B*s*d) per layer")
-    c_op: float = Field(description="bytes per (B*H*s^2) per layer")
+    c_res: NonNegativeFloat = Field(description="bytes per (B*s*d) per layer (>= 0: the fit "
+                                    "bounds it below by 0)")
+    c_op: NonNegativeFloat = Field(description="bytes per (B*H*s^2) per layer (>= 0)")
     fixed_bytes: float = Field(0.0, description="constant bytes (0 in states_measured)")
     s2_term: bool = Field(True, description="the law has the C_op*B*H*s^2 term (False: "
                           "attention that never stores the s x s scores; c_op is 0)")
@@ -124,23 +126,26 @@ class MemoryShape(_Model):
     role: Role
     shape: dict[str, int] = Field(description="the workload's own shape keys")
     dims: dict[str, int] = Field(description="B, s, d, L, H of the memory law")
-    params: int | None = Field(None, description="trainable parameters")
-    frozen_params: int | None = Field(None, description="parameters not trained; None: not "
-                                      "counted (older certificates)")
-    frozen_bytes: int | None = Field(None, description="the frozen parameters' weights, "
-                                     "counted storage by storage (part of states_bytes)")
-    states_bytes: int | None = Field(
+    params: NonNegativeInt | None = Field(None, description="trainable parameters")
+    frozen_params: NonNegativeInt | None = Field(None, description="parameters not trained; "
+                                                 "None: not counted (older certificates)")
+    frozen_bytes: NonNegativeInt | None = Field(
+        None, description="the frozen parameters' weights, counted storage by storage (part "
+        "of states_bytes)")
+    states_bytes: NonNegativeInt | None = Field(
         None, description="weights + gradients + optimizer state after the loop, counted "
         "tensor by tensor (each storage once)")
     steps: int = 0
-    allocated_by_step: list[int] = Field(
+    allocated_by_step: list[NonNegativeInt] = Field(
         [], description="CUDA: max_memory_allocated after each step (cumulative)")
-    reserved_by_step: list[int] = Field(
+    reserved_by_step: list[NonNegativeInt] = Field(
         [], description="CUDA: max_memory_reserved after each step (cumulative)")
-    rss_by_step: list[int] = Field([], description="CPU: peak RSS after each step (cumulative)")
-    baseline_rss_bytes: int | None = Field(None, description="CPU: RSS before the build")
-    swap_bytes: int | None = None
-    resting_allocated_bytes: int | None = Field(
+    rss_by_step: list[NonNegativeInt] = Field([], description="CPU: peak RSS after each step "
+                                              "(cumulative)")
+    baseline_rss_bytes: NonNegativeInt | None = Field(None, description="CPU: RSS before the "
+                                                      "build")
+    swap_bytes: NonNegativeInt | None = None
+    resting_allocated_bytes: NonNegativeInt | None = Field(
         None, description="CUDA: memory_allocated after the loop (states, data, workspaces)")
     memory_source: str | None = None
     wall_seconds: float | None = None
@@ -209,18 +214,21 @@ class MemoryLaw(_Model):
     base_dims: dict[str, int]
     ranges: dict[str, list[float]] = Field(
         description="[min, max] over the fitted shapes of B, s, B*s and B*s^2")
-    bytes_per_param: float = Field(description="(states - frozen weights) / trainable params, "
-                                   "median over fitted shapes")
-    frozen_params: float = Field(0.0, description="frozen parameters (median over fitted "
-                                 "shapes): they carry weights only")
-    frozen_bytes: float = Field(0.0, description="the frozen weights' bytes (median over "
-                                "fitted shapes), added to bytes_per_param x params")
+    bytes_per_param: NonNegativeFloat = Field(
+        description="(states - frozen weights) / trainable params, median over fitted shapes")
+    frozen_params: NonNegativeFloat = Field(
+        0.0, description="frozen parameters (median over fitted shapes): they carry weights "
+        "only")
+    frozen_bytes: NonNegativeFloat = Field(
+        0.0, description="the frozen weights' bytes (median over fitted shapes), added to "
+        "bytes_per_param x params")
     params_p0: float = Field(description="params = params_p0 + params_per_s * s")
     params_per_s: float
-    baseline_rss_bytes: float | None = Field(None, description="CPU: median RSS baseline")
+    baseline_rss_bytes: NonNegativeFloat | None = Field(None, description="CPU: median RSS "
+                                                        "baseline")
     allocated: MemoryFit = Field(description="CUDA: peak allocated; CPU: peak RSS increment")
     reserved: MemoryFit | None = None
-    worst_reserved_ratio: float | None = Field(
+    worst_reserved_ratio: PositiveFloat | None = Field(
         None, description="largest measured reserved / allocated over the fitted shapes")
     batch_linearity_r2: float | None = None
     batch_linearity_max_residual: float | None = None
@@ -235,10 +243,11 @@ class MemorySection(_Model):
     """What the memory stage measured and fitted."""
 
     steps_per_shape: int
-    budget_fraction: float = Field(description="share of device memory plans may use")
-    tolerance: float = Field(description="verdict tolerance on the predicted peak")
+    budget_fraction: float = Field(gt=0.0, le=1.0,
+                                   description="share of device memory plans may use")
+    tolerance: NonNegativeFloat = Field(description="verdict tolerance on the predicted peak")
     targets: dict[str, float] = Field(description="held-out accuracy aimed for, by quantity")
-    device_memory_bytes: int | None = None
+    device_memory_bytes: PositiveInt | None = None
     laws: list[MemoryLaw] = []
     not_executable: list[NotExecutable] = []
     wall_seconds: float

@@ -8,7 +8,17 @@ are each one :class:`Point`.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
+                      PositiveInt)
+
+from afford.units import MAX_SECONDS
+
+
+# A step time afford accepts: positive and at most a century (afford.units.MAX_SECONDS);
+# beyond it the plan's arithmetic (failure model exponentials) leaves the floats.
+Seconds = Annotated[float, Field(gt=0.0, le=MAX_SECONDS)]
 
 
 class _Model(BaseModel):
@@ -37,23 +47,23 @@ class ChildPoint(_Model):
 
     child: int
     order_position: int
-    step0_seconds: float | None = None
-    warmup_seconds: list[float] = []
-    timed_seconds: list[float] = []
+    step0_seconds: NonNegativeFloat | None = None
+    warmup_seconds: list[NonNegativeFloat] = []
+    timed_seconds: list[NonNegativeFloat] = []
     timed_step_indices: list[int] = []
-    median_seconds: float | None = None
-    precision: float | None = Field(None, description="95% CI half-width of the median / median")
+    median_seconds: Seconds | None = None
+    precision: NonNegativeFloat | None = Field(None, description="95% CI half-width of the median / median")
     reached_target: bool | None = None
     stopped: str | None = Field(None, description="why timing stopped: floor, target (median "
                                 "known to the target), cap (max floor spent), unreachable "
                                 "(the target was out of reach within the cap)")
     first_loss: float | None = Field(None, description="loss of step 0")
     grads_checked: int | None = Field(None, description="parameters with a finite gradient")
-    peak_allocated_bytes: int | None = None
-    peak_reserved_bytes: int | None = None
-    peak_rss_bytes: int | None = None
-    baseline_rss_bytes: int | None = None
-    swap_bytes: int | None = None
+    peak_allocated_bytes: NonNegativeInt | None = None
+    peak_reserved_bytes: NonNegativeInt | None = None
+    peak_rss_bytes: NonNegativeInt | None = None
+    baseline_rss_bytes: NonNegativeInt | None = None
+    swap_bytes: NonNegativeInt | None = None
     memory_source: str | None = None
     wall_seconds: float | None = None
     synced_seconds: list[float] = Field(
@@ -89,23 +99,23 @@ class Point(_Model):
     flops: StepFlops | None = None
     synced_median_seconds: float | None = Field(
         None, description="median of the synced steps (host sync after each step)")
-    params: int | None = Field(None, description="trainable parameters")
+    params: NonNegativeInt | None = Field(None, description="trainable parameters")
     frozen_params: int | None = Field(None, description="parameters not trained (LoRA base, "
                                       "frozen layers): weights only, no gradient or optimizer "
                                       "state; None: not counted (older certificates)")
-    tokens_per_step: int | None = None
+    tokens_per_step: PositiveInt | None = None
     vocab: int | None = Field(None, description="classes of the workload's cross-entropy "
                               "(None: its loss is not one)")
     children: list[ChildPoint]
-    median_seconds: float | None = None
-    child_medians: list[float] = []
+    median_seconds: Seconds | None = None
+    child_medians: list[Seconds] = []
     child_spread: float | None = Field(None, description="(max - min) / median of child medians")
     worst_precision: float | None = None
-    step0_seconds: float | None = Field(None, description="median over children")
-    step0_over_warm: float | None = None
-    peak_allocated_bytes: int | None = Field(None, description="max over children")
-    peak_reserved_bytes: int | None = Field(None, description="max over children")
-    peak_rss_bytes: int | None = Field(None, description="max over children (CPU)")
+    step0_seconds: NonNegativeFloat | None = Field(None, description="median over children")
+    step0_over_warm: NonNegativeFloat | None = None
+    peak_allocated_bytes: NonNegativeInt | None = Field(None, description="max over children")
+    peak_reserved_bytes: NonNegativeInt | None = Field(None, description="max over children")
+    peak_rss_bytes: NonNegativeInt | None = Field(None, description="max over children (CPU)")
     memory_source: str | None = None
     resident: bool | None = Field(description="None when the point failed and residency is unknown")
     excluded_reason: str | None = None

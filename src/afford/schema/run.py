@@ -28,6 +28,8 @@ from afford.provenance import Tagged, inherited
 from afford.schema.envelope import validate
 from afford.units import bounded, parse_count, parse_fraction
 
+MIN_OVERHEAD = 1e-6  # one second of checkpoint writes in 11.6 days of training
+
 RUN_SCHEMA = "afford.run/1"
 DEFAULT_OVERHEAD = 0.01
 
@@ -66,8 +68,8 @@ class RunFile(BaseModel):
     @classmethod
     def _overhead(cls, v):
         f = parse_fraction(v)
-        if not 0.0 < f < 1.0:
-            raise ValueError(f"{v!r} is not a share of wall clock in (0, 100 %)")
+        if not MIN_OVERHEAD <= f < 1.0:  # below, the save interval leaves the floats
+            raise ValueError(f"{v!r} is not a share of wall clock in [0.0001 %, 100 %)")
         return f
 
     @field_validator("shape")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from afford.io import clean_stale_probes
 from afford.measure.children import Event, Spawned, exchange
 
 TIMEOUT_SECONDS = 900.0
@@ -33,6 +34,8 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
     """(probe events by key, why the child stopped early or None). The startup event gets
     ``process_seconds``: spawn to ready on the wall clock. ``spawned``: the child started
     ahead (:func:`spawn_probe_child`); else it is started now."""
+    if job.get("checkpoint_dir"):  # a killed probe's .afford-probe-* folders, left there
+        clean_stale_probes(job["checkpoint_dir"])
     kid = spawned or spawn_probe_child(job["device"])
     results: dict[str, dict] = {}
     done: list[bool] = []

@@ -1,0 +1,70 @@
+"""Issue 14, item 6: a certificate whose numbers are nonsense must not reach ``afford size``
+or preflight as "fits" or GO. A negative memory coefficient, negative reserved bytes or a
+fixed term that makes the predicted peak negative are refused (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from afford.cli import app
+from afford.schema.cert import save_certificate
+from tests import fuzz_inputs as fz
+from tests.test_sizing import gpu_cert, gpu_law  # noqa: F401 - fixtures
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def gpu_doc(gpu_cert, tmp_path_factory):  # noqa: F811
+    path = tmp_path_factory.mktemp("broken") / "gpu.json"
+    save_certificate(gpu_cert, path)
+    return json.loads(path.read_text())
+
+
+def _size(tmp_path, doc):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    return runner.invoke(app, ["size", str(path), "--seq", "512", "--batch", "8"])
+
+
+def test_the_valid_certificate_fits(gpu_doc, tmp_path):
+    r = _size(tmp_path, gpu_doc)
+    assert r.exit_code in (0, 1) and "Traceback" not in r.output, r.output
+
+
+@pytest.mark.parametrize("field", ["c_res", "c_op"])
+def test_a_negative_memory_coefficient_is_refused_at_load(gpu_doc, tmp_path, field):
+    doc = json.loads(json.dumps(gpu_doc))
+    doc["memory"]["laws"][0]["allocated"][field] = -1e9
+    r = _size(tmp_path, doc)
+    assert r.exit_code == 2, r.output
+    assert field in r.output and "fits" not in r.output
+
+
+def test_a_fixed_term_that_makes_the_peak_negative_is_refused(gpu_doc, tmp_path):
+    doc = json.loads(json.dumps(gpu_doc))
+    for fit in ("allocated", "reserved"):
+        if doc["memory"]["laws"][0].get(fit):
+            doc["memory"]["laws"][0][fit]["fixed_bytes"] = -1e20
+    r = _size(tmp_path, doc)
+    assert r.exit_code == 2, r.output
+    assert "not a peak" in r.output and "-1" not in r.stdout
+
+
+@pytest.mark.parametrize("field", ["peak_reserved_bytes", "peak_allocated_bytes"])
+def test_negative_reserved_bytes_never_give_go(tmp_path, field):
+    doc = fz.cert_doc()
+    for p in doc["workloads"][0]["points"]:
+        p[field] = -(2**40)
+        for c in p["children"]:
+            c[field] = -(2**40)
+    cert = tmp_path / "c.json"
+    cert.write_text(json.dumps(doc))
+    platform = fz.write(tmp_path, "p.toml", fz.to_toml(fz.platform_doc()))
+    run = fz.write(tmp_path, "r.toml", fz.to_toml(fz.run_doc()))
+    r = runner.invoke(app, ["preflight", str(cert), "-p", str(platform), "--run", str(run)])
+    assert r.exit_code == 2, r.output
+    assert field in " ".join(r.output.split()) and "GO" not in r.stdout
