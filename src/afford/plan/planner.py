@@ -225,12 +225,14 @@ def _params_at(cert, r, shape: RunShape) -> Tagged | None:
 
 def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
               pins: dict[str, bool] | None = None, now: datetime | None = None,
-              here_torch: str | None = None) -> Verdict:
-    """GO / NO-GO with every reason (:func:`afford.plan.preflight.verdict`)."""
+              here_torch: str | None = None, accept_noisy: bool = False) -> Verdict:
+    """GO / NO-GO with every reason (:func:`afford.plan.preflight.verdict`);
+    ``accept_noisy``: a NOISY certificate is a warning, not a reason."""
     p = plan(cert, platform, run, pins=pins)
     age = (now - figures.certified_at(cert)).total_seconds() / 86400 if now else None
     facts = Facts(cert_age_days=age, cert_torch=figures.torch_version(cert),
-                  here_torch=here_torch, max_weeks=run.figure("max_weeks", "weeks", run.name))
+                  here_torch=here_torch, max_weeks=run.figure("max_weeks", "weeks", run.name),
+                  accept_noisy=accept_noisy)
     return verdict(p, facts)
 
 
