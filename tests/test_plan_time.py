@@ -174,6 +174,10 @@ def test_hf_run_takes_its_shape_from_the_spec():
     p = planner.plan(hf, make_platform(), run)
     assert p.run.workload == "hf:gpt2" and p.run.shape["batch"] == 16
     assert p.rows[0].step_seconds.value == pytest.approx(2.0)
+    # the run file's own value and batch win over the spec's shape option
+    mine = run.model_copy(update={"value": 256, "batch": 8})
+    q = planner.plan(hf, make_platform(), mine)
+    assert q.run.shape["seq"] == 256 and q.rows[0].step_seconds.tag is Tag.MEASURED
 
 
 def test_without_a_time_model_another_batch_is_refused_with_the_reasons():

@@ -78,18 +78,20 @@ def run_shape(cert: Certificate, run: RunFile) -> RunShape:
     want = dict(run.shape or {})
     if run.value is not None:
         want[param] = run.value
+    if run.batch is not None:
+        if bk is None:
+            raise InputError(f"run file {run.name}: batch given, but {r.name}'s shape has no "
+                             f"batch dimension (its shape: "
+                             f"{ft.shape_label(ft.family_shape(r) or {})})")
+        if bk in want and want[bk] != run.batch:
+            raise InputError(f"run file {run.name}: batch {run.batch} contradicts "
+                             f"{bk}={want[bk]}")
+        want[bk] = run.batch
+    # an hf: spec's shape option (+b16s2048) fills what the run file leaves out
     _, spec_batch, spec_seq = ft.split_shape_option(run.workload)
-    for key, v, what in ((bk, run.batch, "batch"), (bk, spec_batch, f"{run.workload}'s b"),
-                         (sk, spec_seq, f"{run.workload}'s s")):
-        if v is None:
-            continue
-        if key is None:
-            raise InputError(f"run file {run.name}: {what} given, but {r.name}'s shape has no "
-                             f"{'batch' if 'b' in what else 'sequence'} dimension "
-                             f"(its shape: {ft.shape_label(ft.family_shape(r) or {})})")
-        if key in want and want[key] != v:
-            raise InputError(f"run file {run.name}: {what} {v} contradicts {key}={want[key]}")
-        want[key] = v
+    for key, v in ((bk, spec_batch), (sk, spec_seq)):
+        if key is not None and v is not None and key not in want:
+            want[key] = v
     if param not in want:
         raise InputError(f"run shape {want} lacks the sweep parameter {param!r} of "
                          f"{r.name}: give value (or {param} in shape)")
