@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("afford.report",)),
     ("cli", ("afford.cli", "afford._entry", "afford.__main__")),
 ]
-FAST = ("plan", "preflight", "size", "compare", "report", "history", "pin", "schema")
+FAST = ("plan", "preflight", "size", "predict", "compare", "report", "history", "pin", "schema")
 
 
 def modules() -> dict[str, Path]:

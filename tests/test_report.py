@@ -38,8 +38,9 @@ def test_markdown_order_is_the_lab_notebook():
                      "## Device: Tesla P100-PCIE-16GB (no certificate yet)",
                      "## Cost model: plan-kaggle.json", "## History"]
     subs = re.findall(r"^### (.+)$", text, re.M)
-    assert subs[:9] == ["Environment", "Protocol", "Throughput laws", "Sweep points", "Memory",
-                        "Residency", "Probes", "Determinism", "Gates"]
+    assert subs[:10] == ["Environment", "Protocol", "Throughput laws", "Step-time model",
+                         "Sweep points", "Memory", "Residency", "Probes", "Determinism",
+                         "Gates"]
 
 
 @pytest.mark.parametrize("bad", [0.5, 3, float("nan")])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import typer
 
 from afford.cli import (bars, certify, compare, gate, history, ladder, levers, milestones, pin,
-                        plan, preflight, report, schema, size)
+                        plan, predict, preflight, report, schema, size)
 
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app.command("gate")(gate.command)
 app.command("ladder")(ladder.command)
 app.command("levers")(levers.command)
 app.command("size")(size.command)
+app.command("predict")(predict.command)
 app.command("bars")(bars.command)
 app.command("milestones")(milestones.command)
 

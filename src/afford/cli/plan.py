@@ -40,6 +40,11 @@ def command(
     """Plan training on a platform from a certificate: the chunk and its margin, steps per
     chunk and memory fit for every measured shape, the weekly quota with startup charged
     (beside the naive figure, marked wrong), checkpoint cadence, the failure ledger and disk.
+
+    The run file may name any shape of a certified workload (value, batch, or the full
+    shape): the step time is then the certificate's step-time model at that (batch, seq),
+    FITTED and marked * beyond the shapes it measured, and memory its memory law. A
+    certificate whose step times are NOISY says so first; its warnings follow.
     Exit codes: 0 planned, 2 bad input."""
     with guard():
         c, p, r, pins = load_inputs(cert, platform, run, manifest)

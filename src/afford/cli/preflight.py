@@ -27,18 +27,24 @@ def command(
     platform: Annotated[str, typer.Option("--platform", "-p", help=PLATFORM_HELP)],
     run: Annotated[Path, typer.Option("--run", "-r", help="The run file (TOML).")],
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help=MANIFEST_HELP)] = None,
+    accept_noisy: Annotated[bool, typer.Option(
+        "--accept-noisy", help="Go on a certificate whose step times are NOISY (its time "
+        "verdict, or a workload's): GO stays possible, the NOISY reasons stay among the "
+        "warnings. Without it a NOISY certificate is NO-GO.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict "
                                           "(afford.preflight/1) as JSON on stdout.")] = False,
 ) -> None:
     """May this run start? GO, or NO-GO with every reason: the shape not resident within the
     budget, startup not covered by the margin, checkpoints not fitting on disk, a chunk that
     cannot reach one checkpoint, a target out of reach within max_weeks, a certificate from
-    another device. Warns for an old certificate, another torch version, unpinned data.
+    another device, a certificate whose step times are NOISY (unless --accept-noisy). Warns
+    for an old certificate, another torch version, unpinned data, a step time extrapolated
+    beyond the measured shapes, and repeats every warning the certificate carries.
     Exit codes: 0 GO, 1 NO-GO, 2 bad input."""
     with guard():
         c, p, r, pins = load_inputs(cert, platform, run, manifest)
         v = planner.preflight(c, p, r, pins=pins, now=datetime.now(timezone.utc),
-                              here_torch=_torch_here())
+                              here_torch=_torch_here(), accept_noisy=accept_noisy)
         if as_json:
             print_json(v.model_dump(mode="json", by_alias=True))
         else:

@@ -49,7 +49,8 @@ def command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Predicted peak allocated and reserved memory at (batch, seq) from the certificate's
-    memory law, whether it fits the budget, and the largest batch that does.
+    memory law, whether it fits the budget, and the largest batch that does. (The step time,
+    tokens/s and steps per chunk at a shape: `afford predict CERT --batch B --seq S`.)
 
     Exit codes: 0 it fits (the --batch given, or the largest batch); 1 it does not (or not
     even one sequence fits); 2 bad input (no such certificate, workload or mode; a bad

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from afford.errors import InputError
 from afford.figures.memory import law_or_none
+from afford.figures.time import model_step
 from afford.fit import sizing
 from afford.fit.stats import median
 from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module, run_label
@@ -49,12 +50,19 @@ def point(r: WorkloadResult, value: int) -> Point | None:
 def step_seconds(cert: Certificate, name: str, value: int, mode: str | None = None
                  ) -> Tagged | None:
     """Warm step seconds at sweep value ``value``: MEASURED where the sweep measured a
-    resident point, else FITTED from the throughput law (extrapolated outside its range)."""
+    resident point, else FITTED from the step-time model where the certificate has one
+    (:mod:`afford.figures.time`), else from the throughput law (extrapolated outside its
+    range)."""
     r = workload(cert, name, mode)
     p = point(r, value)
     if p is not None and p.usable:
         return measured(p.median_seconds, "s", f"{r.name} {r.mode} {r.sweep_param}={value}: "
                         f"median of {len(p.child_medians)} child medians, {run_label(cert)}")
+    shape = shape_at(cert, name, value, mode)
+    if r.time is not None and r.time.model is not None and shape:
+        got = model_step(cert, r, shape)
+        if got.step is not None:
+            return got.step
     if r.law is None:
         return None
     secs, extra = r.law.predict(value)
@@ -71,7 +79,12 @@ def peak_bytes(cert: Certificate, name: str, value: int, mode: str | None = None
     p = point(r, value)
     if p is None:
         return None, None
-    where = f"{r.name} {r.mode} {r.sweep_param}={value}, {run_label(cert)}"
+    return point_peaks(p, f"{r.name} {r.mode} {r.sweep_param}={value}, {run_label(cert)}")
+
+
+def point_peaks(p: Point, where: str) -> tuple[Tagged | None, Tagged | None]:
+    """(peak allocated, peak reserved) of a measured point, MEASURED (``where`` names it);
+    on CPU (peak RSS, None)."""
     if p.peak_allocated_bytes is not None:
         res = measured(p.peak_reserved_bytes, "B", f"max_memory_reserved, {where}") \
             if p.peak_reserved_bytes is not None else None
@@ -106,6 +119,17 @@ def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
         return None
     p = sizing.predict(law, shape, run_label(cert))
     return p.allocated, p.reserved
+
+
+def predicted_params(cert: Certificate, name: str, shape: dict[str, int],
+                     mode: str | None = None) -> Tagged | None:
+    """Trainable parameters at ``shape`` as the memory law counts them (the fitted count at
+    the certified d, L, H; scaled as L*d^2 otherwise, said in the source); ``None`` without
+    a law for ``name``."""
+    law = law_or_none(cert, name, mode)
+    if law is None:
+        return None
+    return sizing.predict(law, shape, run_label(cert)).params
 
 
 def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes: int,

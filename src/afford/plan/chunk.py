@@ -5,7 +5,8 @@
   where it cannot); the margin must cover it: margin / startup is reported as "covers Nx";
 - steps per chunk = floor(chunk seconds / step seconds);
 - projected reserved = allocated x the worst reserved / allocated ratio over resident
-  measured shapes (docs/DESIGN.md section 3, rule 4: residency is decided by reserved memory);
+  measured shapes (docs/DESIGN.md section 3, rule 4: residency is decided by reserved memory),
+  or the memory law's reserved where the law predicts the shape;
 - budget = device memory x budget fraction; a shape fits when projected <= budget.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 from afford.plan.derive import derive, floor_div, num
 from afford.plan.result import Chunk, ChunkRow, MemoryBudget, Startup, StartupComponent
-from afford.provenance import Tagged
+from afford.provenance import Tag, Tagged
 
 
 def startup(components: Sequence[StartupComponent]) -> Startup:
@@ -75,7 +76,14 @@ def memory_budget(device_memory: Tagged, fraction: Tagged, ratio: Tagged) -> Mem
 
 def projected_reserved(allocated: Tagged | None, ratio: Tagged,
                        reserved: Tagged | None = None) -> Tagged | None:
-    """allocated x worst ratio; a measured reserved figure above that wins (it is the fact)."""
+    """allocated x worst ratio; a measured reserved figure above that wins (it is the fact).
+
+    A reserved figure the memory law predicts (FITTED) stands as it is: the law models
+    reserved memory at that shape, whereas the worst ratio over measured points is set by
+    the smallest ones, whose reserve is the caching allocator's first segments (7.4x
+    allocated at scan 8 x 256 on an H200) and says nothing of a large shape."""
+    if reserved is not None and reserved.tag is Tag.FITTED:
+        return reserved
     if allocated is None:
         return reserved
     projected = num(allocated) * num(ratio)

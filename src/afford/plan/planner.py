@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from afford import figures
+from afford.figures import time as ft
 from afford.errors import InputError
 from afford.plan import cadence as cadmod
 from afford.plan import chunk as chunkmod
@@ -22,7 +23,7 @@ from afford.plan import quota as quotamod
 from afford.plan.derive import derive, num
 from afford.plan.preflight import Facts, verdict
 from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
-from afford.provenance import Tagged, assumed
+from afford.provenance import Tagged, assumed, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.platform import Platform
 from afford.schema.run import RunFile
@@ -51,30 +52,60 @@ class _Gather:
 
 @dataclass(frozen=True)
 class RunShape:
+    """The run's shape against the certificate: ``value`` its sweep value, ``shape`` the full
+    shape, ``workload`` the certificate's name for it; ``in_family``: it is the certified
+    family's shape at that value (only the sweep value may differ), so the figures read at a
+    sweep value apply; else the models answer at ``shape``."""
+
     value: int
     shape: dict[str, int]
     sweep_param: str
+    workload: str = ""
+    in_family: bool = True
+
+    @property
+    def label(self) -> str:
+        return ft.shape_label(self.shape)
 
 
 def run_shape(cert: Certificate, run: RunFile) -> RunShape:
-    """The run's sweep value and full shape; InputError when the shape is not one the
-    certificate's law for that workload describes (only the sweep parameter may differ)."""
-    param = figures.sweep_param(cert, run.workload, run.mode)
-    if run.value is not None:
-        shape = figures.shape_at(cert, run.workload, run.value, run.mode) or {param: run.value}
-        return RunShape(run.value, shape, param)
+    """The run's sweep value and full shape (value / shape / batch of the run file, or the
+    shape option of an ``hf:`` spec, over the certified family's shape); InputError when the
+    workload is not in the certificate, or the shape names a dimension it does not have."""
+    r = ft.find_workload(cert, run.workload, run.mode)
+    param = r.sweep_param
+    bk, sk = ft.shape_keys(r)
     want = dict(run.shape or {})
+    if run.value is not None:
+        want[param] = run.value
+    if run.batch is not None:
+        if bk is None:
+            raise InputError(f"run file {run.name}: batch given, but {r.name}'s shape has no "
+                             f"batch dimension (its shape: "
+                             f"{ft.shape_label(ft.family_shape(r) or {})})")
+        if bk in want and want[bk] != run.batch:
+            raise InputError(f"run file {run.name}: batch {run.batch} contradicts "
+                             f"{bk}={want[bk]}")
+        want[bk] = run.batch
+    # an hf: spec's shape option (+b16s2048) fills what the run file leaves out
+    _, spec_batch, spec_seq = ft.split_shape_option(run.workload)
+    for key, v in ((bk, spec_batch), (sk, spec_seq)):
+        if key is not None and v is not None and key not in want:
+            want[key] = v
     if param not in want:
         raise InputError(f"run shape {want} lacks the sweep parameter {param!r} of "
-                         f"{run.workload}")
-    family = figures.shape_at(cert, run.workload, want[param], run.mode) or {}
-    diff = [k for k in set(family) | set(want) if k != param and family.get(k) != want.get(k)]
-    if diff:
-        got = ", ".join(f"{k} {want.get(k)} vs {family.get(k)}" for k in sorted(diff))
-        raise InputError(f"the run's shape differs from the certificate's {run.workload} in "
-                         f"{got} (run vs certificate); its law sweeps {param} only. Certify a "
-                         "workload of that shape first")
-    return RunShape(want[param], family, param)
+                         f"{r.name}: give value (or {param} in shape)")
+    family = ft.family_shape(r)
+    if family is not None:
+        unknown = sorted(set(want) - set(family))
+        if unknown:
+            raise InputError(f"run file {run.name}: {r.name} has no dimension "
+                             f"{', '.join(map(repr, unknown))} (its shape: "
+                             f"{ft.shape_label(family)})")
+    value = want[param]
+    base = figures.shape_at(cert, r.name, value, r.mode) or {param: value}
+    full = {**base, **want}
+    return RunShape(value, full, param, r.name, in_family=full == base)
 
 
 def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
@@ -85,17 +116,18 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
     memory = chunkmod.memory_budget(_device_memory(cert, platform, matches),
                                     platform.budget_fraction.tagged(), _ratio(cert, g))
     shape = run_shape(cert, run) if run else None
+    rf = run_figures(cert, run, shape) if run else None
     unpinned = tuple(s for s in (run.data_sources if run else []) if not (pins or {}).get(s))
-    step = figures.step_seconds(cert, run.workload, shape.value, run.mode) if run else None
-    ckpt_bytes, write = _checkpoint(cert, run, shape, g)
-    start = chunkmod.startup(_startup(cert, platform, run, shape, step, write, g))
+    step = rf.step if rf else None
+    ckpt_bytes, write = _checkpoint(cert, run, shape, rf, g)
+    start = chunkmod.startup(_startup(cert, platform, run, shape, rf, write, g))
     ch = chunkmod.chunk(platform.session_cap.tagged(), platform.margin.tagged(), start)
     rows = [_row(cert, name, mode, value, memory, ch.chunk_seconds)
             for name, mode, _ in figures.workload_keys(cert)
             for value in figures.sweep_values(cert, name, mode)]
     info = run_row = None
     if run:
-        info, run_row = _run_row(cert, run, shape, step, memory, ch.chunk_seconds, unpinned, g)
+        info, run_row = _run_row(run, shape, rf, memory, ch.chunk_seconds, unpinned)
         rows.insert(0, run_row)
     quota = _quota(platform, ch, step, run_row, g)
     target = cad = fails = dsk = None
@@ -104,23 +136,105 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
                                            unpinned)
         dsk = diskmod.disk_plan(platform.disk.tagged(), ckpt_bytes,
                                 run.figure("checkpoints_kept", "copies", run.name))
-    _notes(platform, matches, run, step, dsk, g)
+    _notes(platform, matches, run, rf, dsk, g)
     return PlanResult(certificate_device=figures.device_name(cert), platform=platform.name,
                       platform_device=platform.device.label if platform.device else None,
                       device_matches=matches, memory=memory, chunk=ch, rows=tuple(rows),
                       run=info, quota=quota, target=target, cadence=cad, failures=fails,
                       disk=dsk, assumptions=tuple(dict.fromkeys(g.assumptions)),
-                      notes=tuple(g.notes))
+                      notes=tuple(g.notes), time_verdict=ft.verdict_label(cert),
+                      noisy=tuple(ft.noisy_reasons(cert)), noisy_rule=ft.noisy_rule(cert),
+                      certificate_warnings=tuple(ft.time_warnings(cert)))
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What the certificate says of the run's shape: each figure, or ``None`` (``step_why``
+    and ``memory_why`` say why for the two a plan cannot do without)."""
+
+    step: Tagged | None
+    allocated: Tagged | None
+    reserved: Tagged | None
+    params: Tagged | None
+    tokens_per_step: Tagged | None
+    step0: Tagged | None
+    excluded: str | None
+    step_why: str = ""
+    memory_why: str = ""
+
+
+def run_figures(cert: Certificate, run: RunFile, shape: RunShape) -> RunFigures:
+    """The run's figures: read at its sweep value where the run is the certified family's
+    shape there; else measured at that very shape (a point of the step-time design) or
+    predicted by the certificate's step-time model and memory law. InputError when the
+    certificate can give neither a step time nor a memory figure at the shape."""
+    name, mode, v = shape.workload, run.mode, shape.value
+    if shape.in_family:
+        step = figures.step_seconds(cert, name, v, mode)
+        alloc, res = _memory_at(cert, name, mode, v)
+        why = "" if step is not None else (
+            ft.step_at(cert, name, shape.shape, mode).why or "not measured and no "
+            "throughput law")
+        return RunFigures(step, alloc, res, figures.params(cert, name, v, mode),
+                          figures.tokens_per_step(cert, name, v, mode)
+                          or ft.tokens_at(ft.find_workload(cert, name, mode), shape.shape),
+                          figures.step0_seconds(cert, name, v, mode),
+                          figures.point_status(cert, name, v, mode), step_why=why,
+                          memory_why="" if alloc or res else "not measured and no memory law")
+    r = ft.find_workload(cert, name, mode)
+    at = ft.step_at(cert, name, shape.shape, mode)
+    where = f"{r.name} {r.mode} at {shape.label}, {run_label(cert)}"
+    p = at.point
+    if p is not None:  # measured there by the step-time design
+        alloc, res = figures.point_peaks(p, where)
+        mem_why = "" if alloc or res else "no peak memory recorded at that point"
+        params = module(p.params, "params", f"trainable parameters counted, {where}") \
+            if p.params is not None else None
+        tokens = module(p.tokens_per_step, "tokens", f"the workload's tokens per step, "
+                        f"{where}") if p.tokens_per_step is not None else None
+        step0 = measured(p.step0_seconds, "s", f"step 0, median over children, {where}") \
+            if p.step0_seconds is not None else None
+        return RunFigures(at.step, alloc, res, params, tokens, step0, None, memory_why=mem_why)
+    pm = figures.predicted_memory(cert, name, shape.shape, mode)
+    alloc, res = pm if pm is not None else (None, None)
+    mem_why = "" if pm is not None else ("the certificate has no memory law for "
+                                         f"{r.name} ({r.mode})")
+    if at.step is None and pm is None:
+        raise InputError(f"run file {run.name}: the certificate can say nothing of {r.name} "
+                         f"({r.mode}) at {shape.label}: no step time ({at.why}) and no memory "
+                         f"figure ({mem_why}). Certify that shape, or give one the "
+                         "certificate's models cover")
+    return RunFigures(at.step, alloc, res, _params_at(cert, r, shape), ft.tokens_at(r, shape.shape),
+                      None, None, step_why=at.why, memory_why=mem_why)
+
+
+def _params_at(cert, r, shape: RunShape) -> Tagged | None:
+    """Parameters at a shape the sweep did not measure: the memory law's count; else, where
+    only the batch differs from a measured point, that point's count (a batch holds no
+    parameters)."""
+    got = figures.predicted_params(cert, r.name, shape.shape, r.mode)
+    if got is not None:
+        return got
+    bk, _ = ft.shape_keys(r)
+    p = figures.point(r, shape.value)
+    if p is not None and p.params is not None and p.shape and \
+            {k: x for k, x in p.shape.items() if k != bk} == \
+            {k: x for k, x in shape.shape.items() if k != bk}:
+        return module(p.params, "params", f"trainable parameters counted at "
+                      f"{ft.shape_label(p.shape)} (the batch holds none), {run_label(cert)}")
+    return None
 
 
 def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
               pins: dict[str, bool] | None = None, now: datetime | None = None,
-              here_torch: str | None = None) -> Verdict:
-    """GO / NO-GO with every reason (:func:`afford.plan.preflight.verdict`)."""
+              here_torch: str | None = None, accept_noisy: bool = False) -> Verdict:
+    """GO / NO-GO with every reason (:func:`afford.plan.preflight.verdict`);
+    ``accept_noisy``: a NOISY certificate is a warning, not a reason."""
     p = plan(cert, platform, run, pins=pins)
     age = (now - figures.certified_at(cert)).total_seconds() / 86400 if now else None
     facts = Facts(cert_age_days=age, cert_torch=figures.torch_version(cert),
-                  here_torch=here_torch, max_weeks=run.figure("max_weeks", "weeks", run.name))
+                  here_torch=here_torch, max_weeks=run.figure("max_weeks", "weeks", run.name),
+                  accept_noisy=accept_noisy)
     return verdict(p, facts)
 
 
@@ -150,7 +264,7 @@ def _ratio(cert, g: _Gather) -> Tagged:
                       "H200 for GPT-2 small (docs/REFERENCES.md)")
 
 
-def _checkpoint(cert, run, shape, g: _Gather) -> tuple[Tagged | None, Tagged]:
+def _checkpoint(cert, run, shape, rf, g: _Gather) -> tuple[Tagged | None, Tagged]:
     """(bytes, write seconds) of one checkpoint of the run's workload (or the largest
     measured one without a run), measured by the probes stage or ASSUMED."""
     if run is None:
@@ -161,8 +275,7 @@ def _checkpoint(cert, run, shape, g: _Gather) -> tuple[Tagged | None, Tagged]:
         (size, write), mine = max(found, key=lambda f: num(f[0][1]))
         g.assumptions.extend(mine.assumptions)
         return size, write
-    params = figures.params(cert, run.workload, shape.value, run.mode)
-    return _checkpoint_of(cert, run.workload, run.mode, params, g)
+    return _checkpoint_of(cert, shape.workload, run.mode, rf.params, g)
 
 
 def _checkpoint_of(cert, name, mode, params: Tagged | None, g: _Gather):
@@ -188,7 +301,7 @@ def _largest_params(cert, name, mode) -> Tagged | None:
     return max(found, key=num) if found else None
 
 
-def _startup(cert, platform: Platform, run, shape, step, write, g: _Gather
+def _startup(cert, platform: Platform, run, shape, rf, write, g: _Gather
              ) -> list[StartupComponent]:
     measured = figures.startup_seconds(cert)
     comps = [StartupComponent(name=k, what=f"{k.replace('_', ' ')} in a fresh process",
@@ -203,7 +316,7 @@ def _startup(cert, platform: Platform, run, shape, step, write, g: _Gather
         "preflight, data checks) are not something certify can time; assumed 10 s")
     comps.append(StartupComponent(name="preflight", what="checks before step 0", seconds=pre))
     comps.append(StartupComponent(name="first_step", what="step 0 (allocation, autotuning)",
-                                  seconds=_first_step(cert, run, shape, step, g)))
+                                  seconds=_first_step(cert, run, shape, rf, g)))
     comps.extend(StartupComponent(name=k, what=p.what or k.replace("_", " "), seconds=p.tagged())
                  for k, p in platform.startup.items())
     comps.append(StartupComponent(name="final_save", what="final checkpoint write",
@@ -211,7 +324,7 @@ def _startup(cert, platform: Platform, run, shape, step, write, g: _Gather
     return comps
 
 
-def _first_step(cert, run, shape, step, g: _Gather) -> Tagged:
+def _first_step(cert, run, shape, rf, g: _Gather) -> Tagged:
     """Step 0 at the run's shape: measured, or the warm step x the median step-0/warm ratio;
     without a run, the slowest measured step 0 in the certificate."""
     if run is None:
@@ -221,13 +334,12 @@ def _first_step(cert, run, shape, step, g: _Gather) -> Tagged:
         if found:
             return max(found, key=num)
     else:
-        s0 = figures.step0_seconds(cert, run.workload, shape.value, run.mode)
-        if s0 is not None:
-            return s0
-        ratio = figures.step0_over_warm(cert, run.workload, run.mode)
-        if ratio is not None and step is not None:
-            return derive(num(step) * num(ratio), "s", "warm step x median step-0/warm ratio",
-                          step, ratio)
+        if rf.step0 is not None:
+            return rf.step0
+        ratio = figures.step0_over_warm(cert, shape.workload, run.mode)
+        if ratio is not None and rf.step is not None:
+            return derive(num(rf.step) * num(ratio), "s", "warm step x median step-0/warm "
+                          "ratio", rf.step, ratio)
     return g.fallback(ASSUMED_FIRST_STEP_SECONDS, "s", "step 0 not measured at this shape; "
                       "assumed 60 s")
 
@@ -252,28 +364,25 @@ def _memory_at(cert, name, mode, value) -> tuple[Tagged | None, Tagged | None]:
     return alloc, res
 
 
-def _run_row(cert, run: RunFile, shape: RunShape, step, memory, chunk_seconds, unpinned, g):
-    tps = run.figure("tokens_per_step", "tokens", run.name) or \
-        figures.tokens_per_step(cert, run.workload, shape.value, run.mode)
-    if tps is None and "batch" in shape.shape and "seq" in shape.shape:
-        tps = derive(shape.shape["batch"] * shape.shape["seq"], "tokens", "batch x seq")
+def _run_row(run: RunFile, shape: RunShape, rf: RunFigures, memory, chunk_seconds,
+             unpinned):
+    tps = run.figure("tokens_per_step", "tokens", run.name) or rf.tokens_per_step
     if tps is None:
         raise InputError(f"run file {run.name}: give tokens_per_step (the certificate has no "
-                         f"figure for {run.workload} at {shape.sweep_param}={shape.value})")
-    alloc, res = _memory_at(cert, run.workload, run.mode, shape.value)
-    status = figures.point_status(cert, run.workload, shape.value, run.mode)
-    note = "the run's shape"
-    if step is None:
-        note += "; no step time: not measured and no throughput law"
-    row = chunkmod.chunk_row(workload=run.workload, mode=run.mode, sweep_param=shape.sweep_param,
-                             value=shape.value, step=step, allocated=alloc, reserved=res,
-                             memory=memory, chunk_seconds=chunk_seconds, is_run=True,
-                             tokens_per_step=tps,
-                             params=figures.params(cert, run.workload, shape.value, run.mode),
-                             excluded=status, note=note)
-    info = RunInfo(name=run.name or "run", workload=run.workload, mode=run.mode,
+                         f"figure for {shape.workload} at {shape.label})")
+    note = "the run's shape" + ("" if shape.in_family else f": {shape.label}")
+    if rf.step is None:
+        note += f"; no step time: {rf.step_why}"
+    row = chunkmod.chunk_row(workload=shape.workload, mode=run.mode,
+                             sweep_param=shape.sweep_param, value=shape.value, step=rf.step,
+                             allocated=rf.allocated, reserved=rf.reserved, memory=memory,
+                             chunk_seconds=chunk_seconds, is_run=True, tokens_per_step=tps,
+                             params=rf.params, excluded=rf.excluded, note=note)
+    info = RunInfo(name=run.name or "run", workload=shape.workload, mode=run.mode,
                    sweep_param=shape.sweep_param, value=shape.value, shape=shape.shape,
-                   tokens_per_step=tps, data_sources=tuple(run.data_sources), unpinned=unpinned)
+                   tokens_per_step=tps, data_sources=tuple(run.data_sources), unpinned=unpinned,
+                   in_family=shape.in_family, step_why=rf.step_why,
+                   memory_why=rf.memory_why)
     return info, row
 
 
@@ -315,7 +424,7 @@ def _run_sections(run: RunFile, info: RunInfo, step, ch, run_row, quota, write, 
     return target, cad, fails
 
 
-def _notes(platform: Platform, matches: bool | None, run, step, dsk, g: _Gather) -> None:
+def _notes(platform: Platform, matches: bool | None, run, rf, dsk, g: _Gather) -> None:
     if platform.device and platform.device.count > 1:
         g.notes.append(f"{platform.name} has {platform.device.count} devices; this plan is for "
                        "one of them")
@@ -331,8 +440,11 @@ def _notes(platform: Platform, matches: bool | None, run, step, dsk, g: _Gather)
     if run is None:
         g.notes.append("no run given (--run): the target, cadence, failure ledger and disk "
                        "need one")
-    elif step is None:
-        g.notes.append("no step time at the run's shape: the target, cadence, failure ledger "
-                       "and disk are left out")
+    elif rf.step is None:
+        g.notes.append(f"no step time at the run's shape ({rf.step_why}): the target, "
+                       "cadence, failure ledger and disk are left out")
+    elif rf.step.extrapolated:
+        g.notes.append(f"the run's step time is {rf.step.tag.value} beyond the measured "
+                       f"range (*): {rf.step.source}")
     if dsk is not None and dsk.disk_bytes.value is None:
         g.notes.append(f"disk unknown on {platform.name}: {dsk.disk_bytes.source}")

@@ -6,7 +6,13 @@ cannot reach one checkpoint, the target is out of reach within the weeks the run
 step time is known at the run's shape, or the certificate was measured on another device
 than the platform's (docs/DESIGN.md section 3, rule 7: devices are never pooled). Warnings (GO
 stays GO): an old certificate, another torch version, data not pinned (counts provisional),
-figures that fell back to ASSUMED values, an extrapolated step time.
+figures that fell back to ASSUMED values, an extrapolated step time, and every warning the
+certificate carries.
+
+NOISY (issue 19, item 5): a certificate whose step-time verdict is NOISY (or one of whose
+workloads' is) measured times it could not reproduce; every plan figure rests on them, so
+preflight says NO-GO with the certificate's reasons, unless the user accepts them
+(``--accept-noisy``: GO stays possible, the NOISY reasons stay among the warnings).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class Facts(BaseModel):
     cert_torch: str | None = None
     here_torch: str | None = None
     max_weeks: Tagged | None = None
+    accept_noisy: bool = False
 
 
 def run_row(plan: PlanResult) -> ChunkRow:
@@ -41,10 +48,29 @@ def run_row(plan: PlanResult) -> ChunkRow:
 
 
 def verdict(plan: PlanResult, facts: Facts) -> Verdict:
-    reasons = _device(plan) + _memory(plan) + _startup(plan) + _checkpoints(plan) + \
-        _disk(plan) + _target(plan, facts)
+    reasons = _noisy(plan, facts) + _device(plan) + _memory(plan) + _startup(plan) + \
+        _checkpoints(plan) + _disk(plan) + _target(plan, facts)
     return Verdict(go=not reasons, reasons=tuple(reasons),
                    warnings=tuple(_warnings(plan, facts)), plan=plan)
+
+
+def noisy_text(plan: PlanResult) -> str:
+    """The NOISY verdict in one line: its reasons and the rule they broke."""
+    rule = f" (rule: {plan.noisy_rule})" if plan.noisy_rule else ""
+    return ("the certificate's step times are NOISY: " + "; ".join(plan.noisy) + rule)
+
+
+def _noisy(plan: PlanResult, facts: Facts) -> list[str]:
+    if plan.time_verdict != "NOISY" or facts.accept_noisy:
+        return []
+    return [noisy_text(plan) + ". Every figure below rests on them: re-certify on a quiet "
+            "host, or pass --accept-noisy to go on them anyway"]
+
+
+def _where(plan: PlanResult, row: ChunkRow) -> str:
+    if plan.run is not None and not plan.run.in_family:
+        return f"{row.workload} at " + ", ".join(f"{k}={v}" for k, v in plan.run.shape.items())
+    return f"{row.workload} {row.sweep_param}={row.value}"
 
 
 def _device(plan: PlanResult) -> list[str]:
@@ -60,15 +86,16 @@ def _memory(plan: PlanResult) -> list[str]:
     row = run_row(plan)
     out = []
     if row.step_seconds is None:
-        out.append(f"no step time at {row.workload} {row.sweep_param}={row.value}: not "
-                   "measured and no throughput law; certify that shape")
+        why = plan.run.step_why if plan.run is not None and plan.run.step_why else \
+            "not measured and no throughput law"
+        out.append(f"no step time at {_where(plan, row)}: {why}; certify that shape")
     budget = plan.memory.budget_bytes
     if row.excluded:
         out.append(f"the certificate's sweep did not use {row.sweep_param}={row.value}: "
                    f"{row.excluded}")
     if row.fits is None:
-        out.append(f"no memory figure at {row.workload} {row.sweep_param}={row.value}: not "
-                   "measured and no memory law; certify that shape (afford certify --sweep "
+        out.append(f"no memory figure at {_where(plan, row)}: not measured and no memory "
+                   "law; certify that shape (afford certify --sweep "
                    f"{row.sweep_param}={row.value})")
     elif not row.fits:
         out.append(f"not resident: projected reserved "
@@ -136,10 +163,12 @@ def _warnings(plan: PlanResult, facts: Facts) -> list[str]:
     if plan.run and plan.run.unpinned:
         out.append(f"data not pinned ({', '.join(plan.run.unpinned)}): token counts and the "
                    "target are provisional; pin them with afford pin")
+    if plan.time_verdict == "NOISY" and facts.accept_noisy:
+        out.append(noisy_text(plan) + " (accepted with --accept-noisy)")
     row = run_row(plan)
     if row.step_seconds is not None and row.step_seconds.extrapolated:
-        out.append(f"the step time at {row.sweep_param}={row.value} is extrapolated beyond the "
-                   "fitted range")
+        out.append(f"the step time at {_where(plan, row)} is extrapolated beyond the "
+                   f"measured range ({row.step_seconds.tag.value}: {row.step_seconds.source})")
     if plan.disk is not None and plan.disk.fits is None:
         what = "the platform's disk" if plan.disk.disk_bytes.value is None else \
             "the checkpoint's size"
@@ -147,4 +176,5 @@ def _warnings(plan: PlanResult, facts: Facts) -> list[str]:
     if facts.max_weeks is None and plan.target is not None:
         out.append("the run states no max_weeks: the time to the target was not checked")
     out.extend(f"assumed: {a}" for a in plan.assumptions)
+    out.extend(f"certificate: {w}" for w in plan.certificate_warnings)
     return out

@@ -198,6 +198,10 @@ class RunInfo(_Frozen):
     tokens_per_step: Tagged
     data_sources: tuple[str, ...] = ()
     unpinned: tuple[str, ...] = ()
+    in_family: bool = Field(True, description="the certified family's shape at the sweep "
+                            "value; False: another batch (or shape), read off the models")
+    step_why: str = Field("", description="why no step time is known, when none is")
+    memory_why: str = Field("", description="why no memory figure is known, when none is")
 
 
 class PlanResult(_Frozen):
@@ -218,6 +222,13 @@ class PlanResult(_Frozen):
     assumptions: tuple[str, ...] = Field((), description="each figure that fell back to an "
                                          "ASSUMED value, with the reason")
     notes: tuple[str, ...] = ()
+    time_verdict: Literal["OK", "NOISY"] | None = Field(
+        None, description="the certificate's step-time verdict (NOISY when any workload's "
+        "is); None: the certificate has no step-time model")
+    noisy: tuple[str, ...] = Field((), description="why the step times are NOISY")
+    noisy_rule: str = Field("", description="the certificate's noise rule, in words")
+    certificate_warnings: tuple[str, ...] = Field(
+        (), description="the warnings the certificate carries (and its step-time models')")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=1) + "\n"

@@ -122,8 +122,8 @@ def plan_section(label: str, doc: Any, manifest: mf.Manifest | None) -> Section:
     subs = render_plan.plan_sections(plan)
     if unpinned:
         subs = tuple(_provisional(s) for s in subs)
-    notes += tuple(plan.notes) + tuple(f"Assumed (not measured here): {a}"
-                                       for a in plan.assumptions)
+    notes += render_plan.warning_notes(plan) + tuple(plan.notes) + tuple(
+        f"Assumed (not measured here): {a}" for a in plan.assumptions)
     return Section(title, notes=notes, subsections=subs)
 
 

@@ -15,12 +15,14 @@ from afford.figures.memory import heldout_accuracy
 from afford.provenance import fitted, measured, module, run_label
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
+from afford.report.time_model import time_section
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
 
 # Fields of the foundation's certificate; any other field is a later stage's section.
 FOUNDATION_FIELDS = {"schema_id", "environment", "protocol", "workloads", "warnings",
-                     "status", "failures"}
+                     "status", "failures",
+                     "time_verdict"}  # the time verdict is shown in the step-time section
 # Sections the report places by name (in this order); others follow under their own name.
 NAMED_SECTIONS = ("memory", "probes", "determinism", "gates")
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -312,6 +314,7 @@ def certificate_section(cert: Certificate, label: str, plot_ids: dict[str, list[
             Section("Protocol", tables=(protocol(cert),)),
             Section("Throughput laws", tables=(laws(cert),),
                     plots=tuple(plot_ids.get("laws", ()))),
+            time_section(cert),
             Section("Sweep points", tables=tuple(points(cert, r) for r in cert.workloads),
                     notes=("Every point is the median over independent child processes of "
                            "each child's median of timed warm steps; step 0 is apart.",))]

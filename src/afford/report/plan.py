@@ -114,6 +114,7 @@ def run_block(p: PlanResult) -> Block | None:
     row = next(r for r in p.rows if r.is_run)
     shape = ", ".join(f"{k}={v}" for k, v in p.run.shape.items())
     return _kv(f"run {p.run.name}: {p.run.workload} {p.run.mode} ({shape})", [
+        ("warm step", row.step_seconds, p.run.step_why or "-"),
         ("tokens per step", p.run.tokens_per_step, "-"),
         ("tokens per chunk", row.tokens_per_chunk, "-"), ("parameters", row.params, "-")])
 
@@ -254,11 +255,31 @@ def _lines(title: str, items, style: str) -> list[RenderableType]:
     return [Text(title, style="bold")] + [Text(f"  - {x}", style=style) for x in items]
 
 
+def noisy_line(p: PlanResult) -> str:
+    """The NOISY warning a plan opens with; empty when the step times are not NOISY."""
+    if p.time_verdict != "NOISY":
+        return ""
+    rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""
+    return ("WARNING: the certificate's step times are NOISY: " + "; ".join(p.noisy) + rule
+            + ". Every time below rests on them; afford preflight says NO-GO unless "
+            "--accept-noisy")
+
+
+def warning_notes(p: PlanResult) -> tuple[str, ...]:
+    """The NOISY warning and the certificate's warnings, as report notes."""
+    line = noisy_line(p)
+    return ((line,) if line else ()) + tuple(f"Certificate warning: {w}"
+                                             for w in p.certificate_warnings)
+
+
 def render_plan(p: PlanResult) -> Group:
     head = f"afford plan: {p.certificate_device} on platform {p.platform}"
     if p.platform_device:
         head += f" ({p.platform_device})"
     parts: list[RenderableType] = [Text(head, style="bold")]
+    if noisy_line(p):
+        parts.append(Text(noisy_line(p), style="bold red"))
+    parts += _lines("certificate warnings", p.certificate_warnings, "yellow")
     parts += _lines("notes", p.notes, "yellow")
     parts += _draw(plan_blocks(p))
     parts += _lines("assumed (not measured here)", p.assumptions, "yellow")

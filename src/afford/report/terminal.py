@@ -37,6 +37,8 @@ def value_text(t: Tagged) -> str:
         return f"{v:.1f}x"
     if unit == "ratio":
         return f"{v:.2%}"
+    if unit == "tokens/s":
+        return f"{format_count(v)} tokens/s"
     if unit in ("params", "tokens", "steps", "FLOP"):
         return format_count(v)
     if isinstance(v, int):

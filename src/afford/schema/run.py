@@ -4,9 +4,10 @@
 
     schema = "afford.run/1"
     name = "tinylm-1024"
-    workload = "tinylm"          # named as in the certificate
+    workload = "tinylm"          # as in the certificate: built-in, hf:..., pkg.module:factory
     mode = "bf16"                # the dtype mode measured: fp32, bf16 or fp16
     value = 1024                 # the sweep value; or shape = { batch = 8, seq = 1024, ... }
+    batch = 16                   # optional: the batch, where it differs from the certified one
     tokens_per_step = 8192       # optional: default the certificate's figure at that shape
     target_tokens = "2B"         # or target_steps = 250000
     checkpoints_kept = 2         # live copies on disk
@@ -14,6 +15,11 @@
     data_sources = ["fineweb-edu-sample"]   # names in a data manifest (afford pin)
     max_weeks = 4                # optional: preflight says NO-GO if the target takes longer
 
+
+The shape may be any shape of the certified model: the plan reads the certificate's step-time
+model (FITTED, ``*`` beyond the measured range) and memory law there; where the certificate
+measured that very shape, its measurements. An ``hf:`` workload may carry its shape in the
+spec (``workload = "hf:gpt2+b16s2048"``) instead of ``value`` / ``batch``.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ class RunFile(BaseModel):
     value: int | None = Field(None, gt=0, le=2**31, description="the sweep value of the run's "
                               "shape")
     shape: dict[str, int] | None = Field(None, description="the full shape instead of value")
+    batch: int | None = Field(None, gt=0, le=2**31, description="the run's batch (with value, "
+                              "or with a shape that leaves the batch out)")
     tokens_per_step: int | float | str | None = None
     target_tokens: int | float | str | None = None
     target_steps: int | float | str | None = None
@@ -81,9 +89,11 @@ class RunFile(BaseModel):
 
     @model_validator(mode="after")
     def _one_of(self) -> "RunFile":
-        if (self.value is None) == (self.shape is None):
-            raise ValueError("give exactly one of value (the sweep value) or shape (the full "
-                             "shape)")
+        if self.value is not None and self.shape is not None:
+            raise ValueError("give one of value (the sweep value) or shape (the full shape), "
+                             "not both")
+        if self.value is None and self.shape is None and not self.workload.startswith("hf:"):
+            raise ValueError("give value (the sweep value) or shape (the full shape)")
         if (self.target_tokens is None) == (self.target_steps is None):
             raise ValueError("give exactly one of target_tokens or target_steps")
         return self

@@ -243,3 +243,88 @@ class TimeVerdict(BaseModel):
     held_out_median: float | None = Field(None, description="median |error| of the judged "
                                           "(work-regime) held-out points")
     held_out_worst: float | None = None
+
+
+# --- Reading a stored model at a shape (plans, `afford size`, reports) ----------------------
+# Pure functions of a stored model, appended so the model classes above stay as fitted.
+
+MEASURED_AXES = ("batch", "seq", "n", "tokens")
+
+
+class TimePrediction(BaseModel):
+    """A stored model's warm-step seconds at one shape, and whether the shape lies beyond
+    every shape the certificate measured for this model (fitted and held-out alike)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seconds: float
+    tokens: float | None = Field(None, description="B*s at the shape (batch_seq models)")
+    extrapolated: bool = Field(description="beyond the measured range on some axis")
+    beyond: list[str] = Field([], description="each axis beyond it, e.g. 'batch 128 > 64'")
+
+
+def measured_ranges(model: StepTimeModel) -> dict[str, tuple[float, float]]:
+    """[min, max] per axis (batch, seq, n, tokens) over every shape measured for the model:
+    its fitted points and its held-out shapes (measured, never fitted). A shape inside on
+    every axis is covered by measurements; tokens (B*s) bounds the corner the cross of a
+    2-D design leaves unmeasured (large batch at long sequence)."""
+    pts = [*model.points, *model.held_out]
+    out: dict[str, tuple[float, float]] = {}
+    for axis in MEASURED_AXES:
+        vals = [v for v in (getattr(p, axis) for p in pts) if v is not None]
+        if vals:
+            out[axis] = (float(min(vals)), float(max(vals)))
+    return out
+
+
+def beyond_measured(model: StepTimeModel, **axes: float | None) -> list[str]:
+    """Each axis of ``axes`` (batch, seq, n, tokens) outside :func:`measured_ranges`, in
+    words: ``["batch 128 > 64", "tokens 262144 > 131072"]``; empty inside."""
+    ranges = measured_ranges(model)
+    out = []
+    for name, value in axes.items():
+        if value is None or name not in ranges:
+            continue
+        lo, hi = ranges[name]
+        if value > hi * (1 + 1e-9):
+            out.append(f"{name} {value:g} > {hi:g}")
+        elif value < lo * (1 - 1e-9):
+            out.append(f"{name} {value:g} < {lo:g}")
+    return out
+
+
+def predict_at(model: StepTimeModel, *, batch: float | None = None,
+               seq: float | None = None, n: float | None = None) -> TimePrediction:
+    """The model's seconds at (batch, seq) (or at n for a one-axis model), marked
+    extrapolated beyond the measured range. ValueError when the shape lacks the model's axes
+    or the model gives no positive finite time there."""
+    feats = model.scaling.features(batch=batch, seq=seq, n=n)
+    x = feats["tokens"] if model.axes == "batch_seq" else n
+    seconds = evaluate_form(model.form, model.params, feats, x)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"the {model.form} model gives {seconds!r} s at batch={batch}, "
+                         f"seq={seq}, n={n}")
+    tokens = feats["tokens"] if model.axes == "batch_seq" else None
+    beyond = beyond_measured(model, batch=batch, seq=seq, n=n, tokens=tokens)
+    return TimePrediction(seconds=seconds, tokens=tokens, extrapolated=bool(beyond),
+                          beyond=beyond)
+
+
+def held_out_accuracy(model: StepTimeModel) -> tuple[int, float | None, float | None]:
+    """(held-out shapes, median |error|, worst |error|) of the model; the errors are
+    ``predicted / measured - 1`` at shapes measured and never fitted."""
+    errs = [abs(p.rel_error) for p in model.held_out]
+    if not errs:
+        return 0, None, None
+    return len(errs), float(np.median(errs)), float(max(errs))
+
+
+def accuracy_text(model: StepTimeModel) -> str:
+    """The model's form and held-out error in words, for a figure's source."""
+    n, med, worst = held_out_accuracy(model)
+    if n == 0:
+        loo = model.chosen.loo_max
+        return f"{model.form} form; no held-out shape measured" + \
+            (f" (leave-one-out worst {loo:.1%})" if loo is not None else "")
+    return f"{model.form} form, held-out error median {med:.1%}, worst {worst:.1%} over {n} " \
+        "shapes never fitted"

@@ -1,0 +1,439 @@
+"""Plans at any shape from the certificate's step-time model (issue 19 item 2, issue 15
+item 3) and NOISY certificates in plan and preflight (issue 19 item 5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from afford.errors import InputError
+from afford.figures import time as ft
+from afford.plan import planner
+from afford.plan.predict import predict
+from afford.provenance import Tag
+from afford.schema.run import RunFile
+from afford.schema.step_time import (accuracy_text, held_out_accuracy, measured_ranges,
+                                     predict_at)
+from tests.plan_helpers import make_cert, make_platform, make_run
+from tests.time_certs import H200_DEFAULT, H200_HF, h200, make_time_cert, seconds, time_model
+
+TINY = {"d": 512, "L": 8, "H": 8}
+
+
+# --- reading a stored model (schema/step_time.py) ------------------------------------------
+
+
+def test_predict_at_evaluates_the_stored_form():
+    m = time_model()
+    p = predict_at(m, batch=16, seq=512)
+    assert p.seconds == pytest.approx(2.0) and p.tokens == 8192
+    assert p.extrapolated and p.beyond == ["tokens 8192 > 4096"]
+    inside = predict_at(m, batch=8, seq=384)
+    assert inside.seconds == pytest.approx(0.75) and not inside.extrapolated
+    assert predict_at(m, batch=1, seq=8).seconds == pytest.approx(0.01)  # the floor
+
+
+def test_measured_range_includes_the_held_out_shapes():
+    m = time_model()
+    r = measured_ranges(m)
+    assert r["batch"] == (2.0, 16.0) and r["seq"] == (256.0, 1024.0)
+    assert r["tokens"] == (2048.0, 4096.0)
+    # 2 x 1024 was measured (held out): not beyond, though outside the fitted range
+    assert not predict_at(m, batch=2, seq=1024).extrapolated
+    assert m.is_extrapolated(batch=2, seq=1024)
+    assert predict_at(m, batch=1, seq=1024).beyond == ["batch 1 < 2", "tokens 1024 < 2048"]
+
+
+def test_held_out_accuracy_and_its_words():
+    n, med, worst = held_out_accuracy(time_model())
+    assert n == 1 and med == pytest.approx(1 - 0.5 / 0.52)
+    assert worst == pytest.approx(1 - 0.5 / 0.52)
+    assert accuracy_text(time_model()) == ("max form, held-out error median 3.8%, worst 3.8% "
+                                           "over 1 shapes never fitted")
+
+
+def test_predict_at_needs_the_model_axes():
+    with pytest.raises(ValueError, match="need batch and seq"):
+        predict_at(time_model(), seq=512)
+
+
+@pytest.mark.parametrize("which", ["default", "hf"])
+def test_real_h200_models_reproduce_their_stored_predictions(which):
+    """Evaluating a stored model at each measured shape gives the prediction the fitter
+    stored there: the reading side computes what the fitting side did."""
+    cert = h200(which)
+    checked = 0
+    for r in cert.workloads:
+        m = r.time.model
+        for p in [*m.points, *m.held_out]:
+            got = predict_at(m, batch=p.batch, seq=p.seq)
+            # the fitter evaluated the FLOPs counted at the point, the reader the feature
+            # laws fitted to them (exact within their stored max_rel_error: 2.8e-7 at most here)
+            tol = max(1e-9, 10 * max(law.max_rel_error for law in m.scaling.laws.values()))
+            assert got.seconds == pytest.approx(p.predicted_seconds, rel=tol), (r.name, p)
+            assert not got.extrapolated  # every measured shape is in the measured range
+            checked += 1
+    assert checked >= 10 * len(cert.workloads) // 2
+
+
+# --- a step at any shape (figures/time.py) ------------------------------------------------
+
+
+def test_step_at_measured_design_model_and_why_not():
+    cert = make_time_cert()
+    at = ft.step_at(cert, "tinylm", {"batch": 8, "seq": 512, **TINY})
+    assert at.step.tag is Tag.MEASURED and at.step.value == 1.0
+    design = ft.step_at(cert, "tinylm", {"batch": 16, "seq": 256, **TINY})
+    assert design.step.tag is Tag.MEASURED and "across point" in design.step.source
+    fit = ft.step_at(cert, "tinylm", {"batch": 16, "seq": 512, **TINY})
+    assert fit.step.tag is Tag.FITTED and fit.step.value == pytest.approx(2.0)
+    assert fit.step.extrapolated
+    assert "max form, held-out error median 3.8%" in fit.step.source
+    assert "beyond the measured range: tokens 8192 > 4096" in fit.step.source
+    other = ft.step_at(cert, "tinylm", {"batch": 8, "seq": 512, "d": 768, "L": 8, "H": 8})
+    assert other.step is None and "differs in d 768 vs 512" in other.why
+
+
+def test_an_unmeasured_sweep_value_reads_the_model_before_the_law():
+    cert = make_time_cert()
+    from afford import figures
+
+    s = figures.step_seconds(cert, "tinylm", 384, "fp32")
+    assert s.tag is Tag.FITTED and s.value == pytest.approx(seconds(8, 384))
+    assert "step-time model" in s.source
+    old = figures.step_seconds(make_cert(), "tinylm", 384, "fp32")
+    assert "step-time model" not in old.source  # the throughput law, as before
+
+
+def test_hf_spec_shape_option():
+    assert ft.split_shape_option("hf:gpt2+b8s1024+fused") == ("hf:gpt2+fused", 8, 1024)
+    assert ft.split_shape_option("hf:llama@d768L12+s512") == ("hf:llama@d768L12", None, 512)
+    assert ft.split_shape_option("tinylm") == ("tinylm", None, None)
+    assert ft.split_shape_option("hf:gpt2+lora=r16") == ("hf:gpt2+lora=r16", None, None)
+
+
+def test_find_workload_names_what_is_there():
+    cert = make_time_cert()
+    with pytest.raises(InputError, match=r"no workload 'hf:gpt2'.*tinylm \(fp32\).*afford "
+                       r"certify -w hf:gpt2"):
+        ft.find_workload(cert, "hf:gpt2", "fp32")
+    hf = cert.model_copy(update={"workloads": [cert.workloads[0].model_copy(
+        update={"name": "hf:gpt2+b8s512"})]})
+    assert ft.find_workload(hf, "hf:gpt2+b16s256", "fp32").name == "hf:gpt2+b8s512"
+
+
+# --- plans at the run's shape ---------------------------------------------------------------
+
+
+def test_plan_at_another_batch_uses_the_time_model():
+    p = planner.plan(make_time_cert(), make_platform(), make_run(batch=16))
+    row = p.rows[0]
+    assert row.is_run and row.step_seconds.tag is Tag.FITTED
+    assert row.step_seconds.value == pytest.approx(2.0) and row.step_seconds.extrapolated
+    assert row.steps_per_chunk.value == 19800  # floor(39600 s / 2.0 s)
+    assert row.steps_per_chunk.extrapolated
+    assert p.run.shape == {"batch": 16, "seq": 512, **TINY} and not p.run.in_family
+    assert row.tokens_per_step.value == 16 * 512
+    assert "batch=16" in row.note
+    assert p.target is not None and p.target.target_steps.value == -(-10**9 // 8192)
+    assert p.cadence is not None and p.failures is not None
+    # step 0: warm x the median step-0/warm ratio (10 at both sweep points)
+    first = next(c for c in p.chunk.startup.components if c.name == "first_step")
+    assert first.seconds.value == pytest.approx(20.0)
+    assert any("beyond the measured range" in n for n in p.notes)
+
+
+def test_plan_at_a_measured_design_shape_reads_its_measurements():
+    p = planner.plan(make_time_cert(), make_platform(), make_run(value=256, batch=16))
+    row = p.rows[0]
+    assert row.step_seconds.tag is Tag.MEASURED and row.step_seconds.value == 1.0
+    assert row.allocated_bytes.tag is Tag.MEASURED and row.fits is not None
+    assert row.params.value == 25_000_000
+
+
+def test_shape_given_in_full_and_in_the_run_file_batch_agree():
+    a = planner.plan(make_time_cert(), make_platform(), make_run(batch=16))
+    b = planner.plan(make_time_cert(), make_platform(),
+                     make_run(value=None, shape={"batch": 16, "seq": 512}))
+    assert a.rows[0].step_seconds == b.rows[0].step_seconds
+    with pytest.raises(InputError, match="batch 4 contradicts batch=16"):
+        planner.plan(make_time_cert(), make_platform(),
+                     make_run(value=None, shape={"batch": 16, "seq": 512}, batch=4))
+    with pytest.raises(InputError, match="has no dimension 'width'"):
+        planner.plan(make_time_cert(), make_platform(),
+                     make_run(value=None, shape={"seq": 512, "width": 3}))
+
+
+def test_hf_run_takes_its_shape_from_the_spec():
+    cert = make_time_cert()
+    hf = cert.model_copy(update={"workloads": [cert.workloads[0].model_copy(
+        update={"name": "hf:gpt2"})]})
+    run = RunFile.model_validate({"name": "r", "workload": "hf:gpt2+b16s512", "mode": "fp32",
+                                  "target_tokens": "1B", "checkpoints_kept": 2})
+    p = planner.plan(hf, make_platform(), run)
+    assert p.run.workload == "hf:gpt2" and p.run.shape["batch"] == 16
+    assert p.rows[0].step_seconds.value == pytest.approx(2.0)
+    # the run file's own value and batch win over the spec's shape option
+    mine = run.model_copy(update={"value": 256, "batch": 8})
+    q = planner.plan(hf, make_platform(), mine)
+    assert q.run.shape["seq"] == 256 and q.rows[0].step_seconds.tag is Tag.MEASURED
+
+
+def test_without_a_time_model_another_batch_is_refused_with_the_reasons():
+    with pytest.raises(InputError, match="no step-time model .it predates it.*no memory law"):
+        planner.plan(make_cert(), make_platform(), make_run(batch=16))
+    # the sweep value alone still plans off the throughput law, as before
+    p = planner.plan(make_cert(), make_platform(), make_run(value=384))
+    assert p.rows[0].step_seconds.tag is Tag.FITTED and p.run.in_family
+
+
+def test_no_step_time_at_the_shape_but_a_memory_figure_plans_and_preflight_says_why():
+    with pytest.raises(InputError, match="tinylm fp32: fewer than 3 resident shapes"):
+        planner.plan(make_time_cert(model=False), make_platform(), make_run(batch=16))
+    hcert = h200()
+    # a memory law but no model for the shape's d: plan made, preflight NO-GO with the why
+    run = RunFile.model_validate({"name": "r", "workload": "tinylm", "mode": "bf16",
+                                  "shape": {"batch": 8, "seq": 1024, "d": 768},
+                                  "target_tokens": "1B", "checkpoints_kept": 2})
+    plat = make_platform(device={"name": "H200", "memory": {"value": "141GiB", "cite": "x"}})
+    v = planner.preflight(hcert, plat, run, accept_noisy=True)
+    assert v.plan.rows[0].step_seconds is None
+    assert v.plan.rows[0].allocated_bytes.tag is Tag.FITTED
+    assert any("no step time at tinylm at batch=8, seq=1024, d=768" in r and
+               "differs in d 768 vs 512" in r for r in v.reasons)
+
+
+# --- the real H200 certificates --------------------------------------------------------------
+
+
+def h200_platform():
+    return make_platform(name="h200-box", device={"name": "H200", "memory": {
+        "value": "141GiB", "cite": "datasheet"}})
+
+
+def test_real_certificate_plan_at_any_shape():
+    run = RunFile.model_validate({"name": "big", "workload": "tinylm", "mode": "bf16",
+                                  "value": 4096, "batch": 32, "target_tokens": "2B",
+                                  "checkpoints_kept": 2})
+    p = planner.plan(h200(), h200_platform(), run)
+    row = p.rows[0]
+    m = h200().workloads[2].time.model
+    assert row.step_seconds.tag is Tag.FITTED
+    assert row.step_seconds.value == pytest.approx(predict_at(m, batch=32, seq=4096).seconds)
+    assert "max form" in row.step_seconds.source and "worst 0.7%" in row.step_seconds.source
+    assert row.step_seconds.extrapolated  # 131072 tokens > the 65536 measured
+    assert row.allocated_bytes.tag is Tag.FITTED and row.fits is True
+    # the memory law's reserved stands, not allocated x the worst ratio of a tiny shape
+    assert row.projected_reserved_bytes.tag is Tag.FITTED
+    assert p.time_verdict == "NOISY" and "scan (bf16): 2 x 4096" in p.noisy[0]
+    assert any("tinylm (bf16): seq=1024: children disagree" in w
+               for w in p.certificate_warnings)
+
+
+def test_real_certificate_preflight_noisy_is_no_go_unless_accepted():
+    run = RunFile.model_validate({"name": "r", "workload": "tinylm", "mode": "bf16",
+                                  "value": 2048, "batch": 16, "target_tokens": "100M",
+                                  "checkpoints_kept": 2, "max_weeks": 1})
+    no = planner.preflight(h200(), h200_platform(), run)
+    assert not no.go and "NOISY" in no.reasons[0] and "--accept-noisy" in no.reasons[0]
+    yes = planner.preflight(h200(), h200_platform(), run, accept_noisy=True)
+    assert yes.go, yes.reasons
+    assert any("NOISY" in w and "accepted" in w for w in yes.warnings)
+    assert any(w.startswith("certificate: tinylm (bf16)") for w in yes.warnings)
+    # the measured design point 16 x 2048: MEASURED
+    assert yes.plan.rows[0].step_seconds.tag is Tag.MEASURED
+
+
+def test_real_hf_certificate_plans_gpt2_at_another_shape_without_memory_law():
+    run = RunFile.model_validate({"name": "g", "workload": "hf_models:gpt2", "mode": "bf16",
+                                  "value": 2048, "batch": 8, "target_tokens": "100M",
+                                  "checkpoints_kept": 2})
+    v = planner.preflight(h200("hf"), h200_platform(), run)
+    row = v.plan.rows[0]
+    assert row.step_seconds.tag is Tag.FITTED and "smooth_max form" in row.step_seconds.source
+    assert v.plan.time_verdict == "OK" and not v.plan.noisy
+    assert row.fits is None and not v.go  # no memory law in this certificate
+    assert any("no memory figure" in r for r in v.reasons)
+    assert any("step-time model: work coefficients not identified" in w
+               for w in v.plan.certificate_warnings)
+
+
+# --- NOISY -----------------------------------------------------------------------------------
+
+
+def test_noisy_certificate_plan_and_preflight():
+    cert = make_time_cert(workload_verdict="NOISY", cert_verdict="NOISY",
+                          reasons=["8 x 512: children disagree by 9% > 5%"],
+                          warnings=["seq=512: children disagree by 9% (> 5%)"])
+    p = planner.plan(cert, make_platform(), make_run())
+    assert p.time_verdict == "NOISY"
+    assert p.noisy == ("tinylm (fp32): 8 x 512: children disagree by 9% > 5%",)
+    assert p.certificate_warnings == ("tinylm (fp32): seq=512: children disagree by 9% (> 5%)",)
+    v = planner.preflight(cert, make_platform(), make_run())
+    assert not v.go and v.reasons[0].startswith("the certificate's step times are NOISY: "
+                                                "tinylm (fp32): 8 x 512")
+    ok = planner.preflight(cert, make_platform(), make_run(), accept_noisy=True)
+    assert not any("NOISY" in r for r in ok.reasons)
+    assert any("NOISY" in w for w in ok.warnings)
+    assert "certificate: tinylm (fp32): seq=512: children disagree by 9% (> 5%)" in ok.warnings
+
+
+def test_a_workload_noisy_verdict_alone_makes_the_plan_noisy():
+    cert = make_time_cert(workload_verdict="NOISY", cert_verdict=None,
+                          reasons=["2 x 1024 (held_out_seq): error -9% beyond 5%"])
+    p = planner.plan(cert, make_platform())
+    assert p.time_verdict == "NOISY" and "held_out_seq" in p.noisy[0]
+    quiet = planner.plan(make_time_cert(), make_platform())
+    assert quiet.time_verdict == "OK" and quiet.noisy == ()
+    assert planner.plan(make_cert(), make_platform()).time_verdict is None
+
+
+# --- afford predict ---------------------------------------------------------------------------
+
+
+def test_predict_every_workload_at_a_shape():
+    r = predict(h200(), batch=16, seq=4096, platform=h200_platform())
+    by = {x.workload: x for x in r.rows}
+    assert set(by) == {"tinylm", "softmax", "scan"}
+    t = by["tinylm"]
+    assert t.row.step_seconds.tag is Tag.FITTED
+    assert t.tokens_per_second.value == pytest.approx(16 * 4096 / t.row.step_seconds.value)
+    assert t.row.steps_per_chunk.value == int(39600 // t.row.step_seconds.value)
+    assert by["softmax"].row.step_seconds.tag is Tag.MEASURED  # n=16, s=4096 is a sweep point
+    assert r.time_verdict == "NOISY"
+
+
+def test_predict_names_a_missing_workload():
+    with pytest.raises(InputError, match="no workload 'gpt2'"):
+        predict(h200(), batch=1, seq=128, workloads=["gpt2"])
+
+
+# --- the command line ----------------------------------------------------------------------
+
+H200_PLATFORM = """
+name = "h200-box"
+device = { name = "H200", memory = { value = "141GiB", cite = "datasheet" } }
+session_cap = { value = "12h", cite = "docs" }
+weekly_quota = { value = "none", assumed = "own box" }
+disk = { value = "2TB", cite = "df" }
+"""
+BIG_RUN = """
+workload = "tinylm"
+mode = "bf16"
+value = 4096
+batch = 32
+target_tokens = "200M"
+checkpoints_kept = 2
+max_weeks = 2
+"""
+
+
+@pytest.fixture(autouse=False)
+def wide(monkeypatch):
+    """The commands' console at 240 columns (COLUMNS alone does not do: a console whose
+    width was once set, as tests/test_ledger.py's monkeypatch leaves it, keeps it)."""
+    from afford.cli import common
+
+    monkeypatch.setattr(common.out, "width", 240)
+
+
+def _cli(*args):
+    from typer.testing import CliRunner
+
+    from afford.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "240"})
+
+
+def _files(tmp_path):
+    (tmp_path / "p.toml").write_text(H200_PLATFORM)
+    (tmp_path / "r.toml").write_text(BIG_RUN)
+    return tmp_path / "p.toml", tmp_path / "r.toml"
+
+
+def test_cli_plan_at_another_batch_warns_noisy_first(tmp_path, wide):
+    plat, run = _files(tmp_path)
+    r = _cli("plan", H200_DEFAULT, "-p", plat, "-r", run)
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    first = flat.find("WARNING: the certificate's step times are NOISY: scan (bf16)")
+    assert 0 < first < flat.find("certificate warnings") < flat.find("chunk and margin"), \
+        r.output[:2000]
+    assert "(run)" in flat and "F*" in flat  # the run row, its step fitted beyond the range
+    doc = json.loads(_cli("plan", H200_DEFAULT, "-p", plat, "-r", run, "--json").output)
+    assert doc["time_verdict"] == "NOISY" and doc["run"]["shape"]["batch"] == 32
+    step = doc["rows"][0]["step_seconds"]
+    assert step["tag"] == "FITTED" and step["extrapolated"] is True
+    assert "max form, held-out error median 0.4%, worst 0.7%" in step["source"]
+
+
+def test_cli_preflight_noisy_exit_1_then_go_with_accept_noisy(tmp_path, wide):
+    plat, run = _files(tmp_path)
+    r = _cli("preflight", H200_DEFAULT, "-p", plat, "-r", run)
+    assert r.exit_code == 1, r.output
+    assert "NO-GO" in r.output and "NOISY" in r.output
+    ok = _cli("preflight", H200_DEFAULT, "-p", plat, "-r", run, "--accept-noisy")
+    assert ok.exit_code == 0, ok.output
+    assert ok.output.startswith("GO") and "accepted with --accept-noisy" in " ".join(
+        ok.output.split())
+
+
+def test_cli_plan_run_naming_a_workload_the_certificate_lacks_exits_2(tmp_path):
+    plat, _ = _files(tmp_path)
+    run = tmp_path / "x.toml"
+    run.write_text(BIG_RUN.replace('"tinylm"', '"hf:gpt2"'))
+    r = _cli("plan", H200_DEFAULT, "-p", plat, "-r", run)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "no workload 'hf:gpt2'" in " ".join(r.output.split())
+
+
+def test_cli_predict(tmp_path, wide):
+    plat, _ = _files(tmp_path)
+    r = _cli("predict", H200_HF, "--batch", "8", "--seq", "2Ki", "-p", plat)
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "predicted at batch 8, seq 2048 on platform h200-box" in flat
+    assert "hf_models:llama" in flat
+    doc = json.loads(_cli("predict", H200_HF, "--batch", "8", "--seq", "2048", "-w",
+                          "hf_models:gpt2", "--json").output)
+    assert doc["schema"] == "afford.predict/1" and len(doc["rows"]) == 1
+    step = doc["rows"][0]["row"]["step_seconds"]
+    assert step["tag"] == "FITTED" and step["extrapolated"] is True
+    assert "smooth_max form" in step["source"]
+    bad = _cli("predict", H200_HF, "--batch", "0", "--seq", "2048")
+    assert bad.exit_code == 2 and "positive whole number" in bad.output
+
+
+# --- the report's step-time section ----------------------------------------------------------
+
+
+def test_report_time_section_from_a_real_certificate():
+    from afford.report.cells import cell_text
+    from afford.report.time_model import NO_MODEL, time_section
+
+    s = time_section(h200())
+    models, *held = s.tables
+    assert [row[0] for row in models.rows] == ["softmax (bf16)", "scan (bf16)", "tinylm (bf16)"]
+    assert [row[1] for row in models.rows] == ["smooth_max", "max", "max"]
+    assert [cell_text(row[5], "worst") for row in models.rows] == ["2.78% C", "5.25% C",
+                                                                    "0.75% C"]
+    assert len(held) == 3 and all(len(t.rows) == 3 for t in held)
+    scan = held[1]
+    assert [r[0] for r in scan.rows] == ["8 x 1536", "2 x 4096", "64 x 256"]
+    assert cell_text(scan.rows[1][4], "error") == "-5.25% C"
+    assert scan.rows[2][7] == "no (floor)"
+    assert s.notes[0].startswith("Time verdict: NOISY: scan (bf16): 2 x 4096")
+    assert time_section(make_cert()).notes == (NO_MODEL,)
+
+
+def test_a_noisy_plan_in_the_report_opens_with_its_warning():
+    from afford.report.build import plan_section
+
+    cert = make_time_cert(workload_verdict="NOISY", cert_verdict="NOISY",
+                          reasons=["8 x 512: children disagree by 9% > 5%"],
+                          warnings=["seq=512: children disagree by 9% (> 5%)"])
+    doc = planner.plan(cert, make_platform(), make_run()).model_dump(mode="json", by_alias=True)
+    notes = plan_section("plan.json", doc, None).notes
+    assert notes[1].startswith("WARNING: the certificate's step times are NOISY: tinylm (fp32)")
+    assert notes[2] == "Certificate warning: tinylm (fp32): seq=512: children disagree by 9% (> 5%)"
