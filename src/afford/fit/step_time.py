@@ -11,8 +11,7 @@ Forms (the new ones in :mod:`afford.fit.step_forms`, features in
 
 Choice, by prediction error only: each form's leave-one-out relative errors (refit without
 the point, predict it); the smallest worst |error| wins; forms within ``LOO_TIE`` of it are
-split by the median |error|, then by the order of ``ALL_FORMS``. R^2 is reported, never
-used.
+split by the order of ``ALL_FORMS`` (max first). R^2 is reported, never used.
 The errors at work-regime points (a step at least ``WORK_OVER_FLOOR`` times the smallest
 measured one, :func:`work_regime`) count in full when there are at least ``MIN_JUDGED``;
 a floor point's error counts ``FLOOR_WEIGHT`` (a tenth) of its size: the launch floor is a
@@ -48,7 +47,8 @@ __all__ = ["ALL_FORMS", "CandidateFit", "FormName", "ModelPoint", "StepPoint", "
            "choose_form", "evaluate_held_out", "fit_step_time", "top_growth_per_doubling",
            "work_regime"]
 
-LOO_TIE = 0.005  # worst leave-one-out errors closer than 0.5 point are a tie
+LOO_TIE = 0.01  # worst leave-one-out errors closer than 1 point are a tie (children agree
+# within ~2 % in the work regime: a smaller difference is not evidence)
 GROWTH_WORK = 1.5  # per doubling of tokens: the step clearly grows (the work regime)
 WORK_OVER_FLOOR = 2.0  # or: the model's work at the largest point is >= 2x its floor
 MIN_JUDGED = 3  # fewer work-regime points than this: the choice judges every point
@@ -146,9 +146,8 @@ def _judged_errors(c: CandidateFit, judged: Sequence[bool] | None) -> list[float
 def choose_form(candidates: Sequence[CandidateFit], judged: Sequence[bool] | None = None
                 ) -> tuple[FormName, str]:
     """The form with the smallest worst leave-one-out |error|; forms within ``LOO_TIE`` of it
-    are split by the median |error| (again within ``LOO_TIE``), then by the order of
-    ``ALL_FORMS`` (max first: a step issued asynchronously costs the larger of host and
-    device time; then sum, smooth_max, the one-axis forms). ``judged``: which points' errors count (the work
+    are split by the order of ``ALL_FORMS`` (max first: a step issued asynchronously costs
+    the larger of host and device time; then sum, smooth_max, the one-axis forms). ``judged``: which points' errors count (the work
     regime, :func:`work_regime`; every point when None or when fewer than ``MIN_JUDGED``
     are). Returns the form and a one-line reason. R^2 plays no part. Without leave-one-out
     errors (two points): the first candidate, said so."""
@@ -162,22 +161,16 @@ def choose_form(candidates: Sequence[CandidateFit], judged: Sequence[bool] | Non
         return first.form, (f"{first.form}: no leave-one-out check was possible "
                             f"({len(first.residuals)} points); the first form tried")
     worst = {c.form: max(e) for c, e in scored}
-    middle = {c.form: float(np.median(e)) for c, e in scored}
     best = min(worst.values())
     tied = [c for c, _ in scored if worst[c.form] <= best + LOO_TIE]
-    best_median = min(middle[c.form] for c in tied)
-    close = [c for c in tied if middle[c.form] <= best_median + LOO_TIE]
-    pick = min(close, key=lambda c: ALL_FORMS.index(c.form))
+    pick = min(tied, key=lambda c: ALL_FORMS.index(c.form))
     others = ", ".join(f"{c.form} {worst[c.form]:.1%}" for c, _ in
                        sorted(scored, key=lambda ce: worst[ce[0].form]) if c is not pick)
     tie = ""
-    if len(close) > 1:
+    if len(tied) > 1:
         tie = (f"; tied within {LOO_TIE:.1%} with "
-               f"{', '.join(c.form for c in close if c is not pick)}: the first of "
+               f"{', '.join(c.form for c in tied if c is not pick)}: the first of "
                f"{', '.join(ALL_FORMS)} (max: the asynchronous step's physics)")
-    elif len(tied) > 1:
-        tie = (f"; within {LOO_TIE:.1%} of {', '.join(c.form for c in tied if c is not pick)}"
-               f" on the worst, the smallest median error ({middle[pick.form]:.1%})")
     over = ("" if judged is None else
             f" over the {sum(bool(j) for j in judged)} work-regime points (floor points' "
             f"errors at {FLOOR_WEIGHT:g}x)")
