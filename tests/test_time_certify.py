@@ -268,3 +268,19 @@ def test_a_certificate_with_a_time_model_round_trips(tmp_path):
     assert again.workloads[0].time.model.predict(batch=8, seq=6144) == \
         out.time.model.predict(batch=8, seq=6144)
     assert json.loads(path.read_text())["time_verdict"]["label"] == "OK"
+
+
+def test_design_items_are_timed_for_the_model_not_to_one_percent():
+    """Shapes beyond the sweep stop timing by DESIGN_CAP_SECONDS and run no synced steps;
+    held-out shapes are not FLOP-counted (the scaling laws predict them); sweep items carry
+    none of these flags."""
+    from afford.certify.step_time import DESIGN_CAP_SECONDS
+
+    design = plan_design("tinylm", tinylm_large(), "bf16", [1024, 2048, 4096, 8192])
+    items = {it["key"]: it for it in design.items()}
+    across = items["tinylm|bf16|4096|b2"]
+    held = items["tinylm|bf16|1024|b64"]
+    assert across["cap"] == DESIGN_CAP_SECONDS == 0.5 and across["synced"] is False
+    assert "count_flops" not in across and held["count_flops"] is False
+    sweep_point = next(p for p in design.shapes if p.role == "sweep")
+    assert set(design.item(sweep_point)) == {"key", "workload", "mode", "value"}

@@ -120,3 +120,13 @@ def test_on_the_h200_grid_the_work_regime_decides_the_form(name, design):
     work = [h for h, w in zip(m.held_out, work_regime([h.measured_seconds for h in m.held_out],
                                                       floor)) if w]
     assert len(work) >= 3 and max(abs(h.rel_error) for h in work) < 0.05
+
+
+def test_an_items_cap_shortens_the_adaptive_extension_never_the_floor():
+    from afford.measure.child import _capped
+
+    rule = rule_for("adaptive")
+    assert _capped(rule, None) is rule
+    assert _capped(rule, 0.5).max_floor_seconds == 0.5
+    assert _capped(rule, 0.1).max_floor_seconds == rule.floor_seconds
+    assert _capped(rule, 9.0).max_floor_seconds == rule.max_floor_seconds

@@ -47,6 +47,7 @@ TOLERANCES = {"cuda": (0.05, 0.05), "cpu": (0.10, 0.10)}  # (children, held-out)
 EXTENSION_POINT_SECONDS = 3.0  # time budget of one extension shape, per child
 EXTENSION_RUNGS = 2
 MEMORY_BUDGET = 0.90  # of the device's memory, for the extension's estimate
+DESIGN_CAP_SECONDS = 0.5  # a design shape's timed steps stop by then (the sweep's: 1.5 s)
 RULE = ("children of a work-regime point (a warm step >= {w:g}x the smallest measured) may "
         "disagree by {c:.0%}, a work-regime held-out shape may miss by {h:.0%}; floor points "
         "only by {f:.0%} (their spread is the floor's uncertainty); offending points are "
@@ -82,7 +83,15 @@ class WorkloadDesign:
                          None if p.role == "sweep" or self.axes == "n" else p.batch)
 
     def item(self, p: Planned | Point) -> dict:
+        """The children's job item of a shape. A shape beyond the sweep is timed for the
+        model (its tolerance is 5 %, its children's spread the check): its timing stops by
+        ``DESIGN_CAP_SECONDS`` and no synced steps are run at it; a held-out shape's FLOPs are
+        not counted (the model predicts it from the scaling laws only)."""
         it = {"key": self.key(p), "workload": self.spec, "mode": self.mode, "value": p.value}
+        if p.role != "sweep" and not (self.axes == "n" and p.role != "extension"):
+            it.update(cap=DESIGN_CAP_SECONDS, synced=False)
+            if p.held_out:
+                it["count_flops"] = False
         if self.axes == "batch_seq" and p.role != "sweep":
             it.update(batch=p.batch, batch_key=self.batch_key)
         return it

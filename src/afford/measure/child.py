@@ -62,6 +62,17 @@ def point_shape(workload: Workload, item: dict) -> dict[str, int]:
     return shape
 
 
+def _capped(rule: TimingRule, cap: float | None) -> TimingRule:
+    """The rule with its extension capped at ``cap`` seconds of timed steps (an item's
+    ``cap``: the step-time design's shapes), never below its floor."""
+    if not cap:
+        return rule
+    from dataclasses import replace
+
+    return replace(rule, max_floor_seconds=max(rule.floor_seconds,
+                                               min(rule.max_floor_seconds, float(cap))))
+
+
 def _usage() -> tuple[float, int]:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime, ru.ru_nivcsw
@@ -71,7 +82,8 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
               seed: int) -> dict:
     """Time one point; return the ChildPoint fields plus shape, params and tokens. With
     ``item["synced"]`` also a short run of steps with a host sync after each; with
-    ``item["count_flops"]`` the FLOPs of one step, counted after the timing."""
+    ``item["count_flops"]`` the FLOPs of one step, counted after the timing; ``item["cap"]``
+    caps the adaptive timing's extension (seconds of timed steps)."""
     import torch
 
     from afford.measure.memory import MemoryWindow, is_oom
@@ -110,7 +122,7 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
             checked["n"] = check_gradients(built.model)
 
         cpu0, switches0 = _usage()
-        timing = time_point(step, clock, rule, check)
+        timing = time_point(step, clock, _capped(rule, item.get("cap")), check)
         cpu1, switches1 = _usage()
         record.update(
             step0_seconds=timing.step0_seconds, warmup_seconds=list(timing.warmup_seconds),
