@@ -378,3 +378,18 @@ def test_the_h200_grid_fitted_over_certifys_design(name, b0, seqs, median_bound,
     assert len(work) >= 3
     assert np.median(work) <= median_bound and max(work) <= worst_bound, (m.reason, [
         (h.label, round(h.rel_error, 3)) for h in m.held_out])
+
+
+def test_near_the_floor_the_childrens_tolerance_widens():
+    from afford.fit.time_noise import tolerance_at
+
+    # 5 % + 45 % x (1/2)^2 = 16.25 % at twice the floor; 5 % + 45 % / 25 = 6.8 % at 5x
+    assert tolerance_at(0.5, 0.05, 0.5) == pytest.approx(0.1625)
+    assert tolerance_at(0.2, 0.05, 0.5) == pytest.approx(0.068)
+    assert tolerance_at(None, 0.05) == 0.05
+    # GPT-2's 8 x 1024 on the H200: 60 ms over a 27 ms floor, children 5.5 % apart: OK
+    v = time_verdict([[0.0600, 0.0633, 0.0605]], [], child_tolerance=0.05,
+                     floor_shares=[0.027 / 0.0605])
+    assert v.label == "OK"
+    assert time_verdict([[0.0600, 0.0633, 0.0605]], [], child_tolerance=0.05).label == \
+        "REMEASURE"

@@ -44,12 +44,15 @@ from afford.schema.time import CertTimeVerdict, Extension, Regime, WorkloadTime
 
 MIN_1D_HELD_OUT = 5
 TOLERANCES = {"cuda": (0.05, 0.05), "cpu": (0.10, 0.10)}  # (children, held-out)
-EXTENSION_POINT_SECONDS = 3.0  # time budget of one extension shape, per child
+EXTENSION_POINT_SECONDS = 5.0  # time budget of one extension shape, per child: its estimate
+# (the top step scaled by tokens and sequence) is an upper bound, loose on the floor
 EXTENSION_RUNGS = 2
 MEMORY_BUDGET = 0.90  # of the device's memory, for the extension's estimate
 DESIGN_CAP_SECONDS = 0.5  # a design shape's timed steps stop by then (the sweep's: 1.5 s)
 RULE = ("children of a work-regime point (a warm step >= {w:g}x the smallest measured) may "
-        "disagree by {c:.0%}, a work-regime held-out shape may miss by {h:.0%}; floor points "
+        "disagree by {c:.0%} plus ({f:.0%} - {c:.0%}) x (floor / step)^2 (near the floor a "
+        "point inherits part of its spread), a work-regime held-out shape may miss by {h:.0%}; "
+        "floor points "
         "only by {f:.0%} (their spread is the floor's uncertainty); offending points are "
         "measured once more in one fresh child; NOISY if still beyond")
 
@@ -247,7 +250,8 @@ def fit_time_model(r: WorkloadResult, design: WorkloadDesign, device_type: str,
         held_out_tolerance=held_tol, remeasured=remeasured,
         work=[g.work for g in regimes], held_out_work=[g.work for g in regimes[len(fitted_p):]],
         labels=[f"{g.label} ({g.role})" for g in regimes],
-        held_out_labels=[f"{g.label} ({g.role})" for g in regimes[len(fitted_p):]])
+        held_out_labels=[f"{g.label} ({g.role})" for g in regimes[len(fitted_p):]],
+        floor_shares=[floor / g.seconds for g in regimes])
     return WorkloadTime(**base, features=features, model=model, floor_seconds=floor,
                         floor_spread=max(floor_spreads) if floor_spreads else None,
                         regimes=regimes, verdict=verdict, first_verdict=first)

@@ -8,6 +8,11 @@ point beyond ``child_tolerance``, or a work-regime held-out shape missed by more
 judged against ``floor_tolerance`` only: the floor's level differs from process to process
 (8-16 ms for one tinylm shape on an H200), so its spread is the floor's uncertainty,
 recorded, and noise only when extreme. A held-out shape on the floor is not judged at all.
+A work-regime point near the floor inherits part of the floor's process-to-process spread:
+its children may disagree by ``child_tolerance + (floor_tolerance - child_tolerance) x
+(F / t)^2`` (:func:`tolerance_at`; F the floor, t the point's step): 16 % at twice the floor,
+7 % at five times it (on the H200, GPT-2's 8 x 1024 at 2.2x its 27 ms floor had children
+5.5 % apart in two runs while the ones at 10x agreed within 1 %).
 Certify's tolerances: 5 % on a GPU, 10 % on a CPU (:mod:`afford.certify.step_time`).
 """
 
@@ -20,7 +25,7 @@ import numpy as np
 from afford.fit.stats import relative_spread
 from afford.schema.step_time import TimeVerdict
 
-__all__ = ["TimeVerdict", "disagreement", "noisy_points", "time_verdict"]
+__all__ = ["TimeVerdict", "disagreement", "noisy_points", "time_verdict", "tolerance_at"]
 
 CHILD_SPREAD_TOL = 0.10  # children of a point disagreeing by more: a noisy point
 HELD_OUT_TOL = 0.05  # held-out error tolerance on a GPU (the issue's worst-case target)
@@ -36,6 +41,16 @@ def disagreement(meds: Sequence[float]) -> float:
         return relative_spread(meds)
     return min(relative_spread([m for j, m in enumerate(meds) if j != i])
                for i in range(len(meds)))
+
+
+def tolerance_at(floor_share: float | None, child_tolerance: float,
+                 floor_tolerance: float = FLOOR_SPREAD_TOL) -> float:
+    """The children's tolerance of a work-regime point whose step is ``1 / floor_share``
+    times the floor (module docstring); ``child_tolerance`` when the share is unknown."""
+    if floor_share is None:
+        return child_tolerance
+    share = min(1.0, max(0.0, float(floor_share)))
+    return child_tolerance + (floor_tolerance - child_tolerance) * share * share
 
 
 def noisy_points(child_medians: Sequence[Sequence[float]],
@@ -56,15 +71,20 @@ def time_verdict(child_medians: Sequence[Sequence[float]], held_out_errors: Sequ
                  held_out_work: Sequence[bool] | None = None,
                  floor_tolerance: float = FLOOR_SPREAD_TOL,
                  labels: Sequence[str] | None = None,
-                 held_out_labels: Sequence[str] | None = None) -> TimeVerdict:
+                 held_out_labels: Sequence[str] | None = None,
+                 floor_shares: Sequence[float | None] | None = None) -> TimeVerdict:
     """The verdict (module docstring). ``child_medians``: per point (fitted and held out)
     its children's medians; ``held_out_errors``: predicted / measured - 1 per held-out
     shape; ``work`` / ``held_out_work``: which lie in the work regime (default: all);
-    ``labels`` name the points in the reasons (default: their indices)."""
+    ``labels`` name the points in the reasons (default: their indices); ``floor_shares``:
+    per point the floor over its step, which widens a work point's tolerance
+    (:func:`tolerance_at`; default: none)."""
     n = len(child_medians)
     work = [True] * n if work is None else list(work)
     held_work = [True] * len(held_out_errors) if held_out_work is None else list(held_out_work)
-    tols = [child_tolerance if w else floor_tolerance for w in work]
+    shares = [None] * n if floor_shares is None else list(floor_shares)
+    tols = [tolerance_at(sh, child_tolerance, floor_tolerance) if w else floor_tolerance
+            for w, sh in zip(work, shares)]
     noisy = noisy_points(child_medians, tols)
     failed = [i for i, (e, w) in enumerate(zip(held_out_errors, held_work))
               if w and abs(e) > held_out_tolerance]
