@@ -18,10 +18,12 @@ fitted here, B's own law is not used, and a point of A is never a point of B.
 A's model is its step-time model where A has one (issue 19: every measured shape of B, the
 sweep's and the time design's, at its batch and sequence), else its throughput law (the
 sweep's points, one axis). With the step-time model, a point that A's model places on the
-launch floor (its predicted work below its floor) is judged against A's floor tolerance
-(``floor_tolerance``, 50 %), not ``--tol``: the floor's level differs from process to
-process (8-16 ms for one tinylm shape on an H200), which A's certificate states; the
-tolerance of the work regime is ``--tol``. Both are fixed before B is read.
+launch floor (predicted under ``WORK_OVER_FLOOR`` = 2x A's floor, its smallest measured
+step: the floor regime as A's time verdict defines it) is judged against A's floor
+tolerance (``floor_tolerance``, 50 %), not ``--tol``: the floor's level differs from
+process to process (8-16 ms for one tinylm shape on an H200, 15-27 ms for GPT-2 between two
+certificates of one H200), which A's certificate states; the tolerance of the work regime
+is ``--tol``. Both are fixed before B is read.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.errors import InputError
+from afford.fit.step_time import WORK_OVER_FLOOR
 from afford.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult, load_certificate
 from afford.schema.laws import ThroughputLaw
@@ -69,6 +72,7 @@ class LawRef(_Frozen):
     batch_key: str | None = None
     seq_key: str | None = None
     floor_tolerance: float = FLOOR_TOLERANCE
+    floor_seconds: float | None = Field(None, description="A's floor: its smallest warm step")
     description: str
 
 
@@ -141,7 +145,7 @@ def _law_ref(a: Certificate, r: WorkloadResult) -> LawRef | None:
         return LawRef(workload=r.name, mode=r.mode,
                       fixed_shape=fixed_shape(r, (t.batch_key, t.seq_key)), law=r.law,
                       time=t.model, batch_key=t.batch_key, seq_key=t.seq_key,
-                      floor_tolerance=floor_tol,
+                      floor_tolerance=floor_tol, floor_seconds=t.floor_seconds,
                       description=f"step-time model {t.model.describe()}")
     if r.law is not None:
         return LawRef(workload=r.name, mode=r.mode, fixed_shape=fixed_shape(r), law=r.law,
@@ -189,8 +193,7 @@ def _check_time_point(law: LawRef, r: WorkloadResult, p: Point, tol: float,
     if m.axes == "batch_seq" and (batch is None or seq is None):
         return None
     pred, extra = m.predict(batch=batch, seq=seq, n=n)
-    feats = m.scaling.features(batch=batch, seq=seq, n=n)
-    floor = m.form not in ("power", "floor_power") and _work(m, feats) < m.params["F"]
+    floor = law.floor_seconds is not None and pred < WORK_OVER_FLOOR * law.floor_seconds
     label = f"{batch:g} x {seq:g}" if m.axes == "batch_seq" else f"n={n:g}"
     err = pred / p.median_seconds - 1.0
     return PointCheck(
@@ -200,12 +203,6 @@ def _check_time_point(law: LawRef, r: WorkloadResult, p: Point, tol: float,
         predicted=fitted(pred, "s", f"A's {law.description}", extrapolated=extra),
         error=module(err, "ratio", "predicted by A's model / measured on B - 1"),
         within=abs(err) <= (max(tol, law.floor_tolerance) if floor else tol))
-
-
-def _work(m: StepTimeModel, feats: dict) -> float:
-    from afford.schema.step_time import evaluate_form
-
-    return evaluate_form("sum", {**m.params, "F": 0.0}, feats, None)
 
 
 def _check_law(law: LawRef, b: Certificate, tol: float) -> LawCheck:

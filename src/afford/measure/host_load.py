@@ -1,7 +1,7 @@
 """The host's load at a moment: what else was running while a certificate measured.
 
 A warm step on the launch floor is the host's time to issue it, so another tenant's load
-moves it (DESIGN section 4: the same tinylm shape's floor was 8-16 ms in different processes
+moves it (docs/DESIGN.md section 4: the same tinylm shape's floor was 8-16 ms in different processes
 on an H200). :func:`host_load` records the load average (``os.getloadavg``: runnable
 processes over 1, 5 and 15 minutes, Linux/macOS) and, on CUDA, the other processes on the
 device: NVML's compute processes (nvidia-ml-py, import-guarded; else ``nvidia-smi
