@@ -11,8 +11,10 @@ pytestmark = pytest.mark.slow
 def test_certificate_keeps_raw_samples_with_step_indices(cpu_cert: Certificate):
     assert cpu_cert.protocol.children == 3 and cpu_cert.protocol.precision == "quick"
     for w in cpu_cert.workloads:
-        for p in w.points:
-            assert len(p.children) == 3
+        for p in w.points + w.design_points:
+            # three children; a fourth only where the time verdict asked for a re-measure
+            assert len([k for k in p.children if k.round != "remeasure"]) == 3
+            assert all(k.child == 3 for k in p.children if k.round == "remeasure")
             for k in p.children:
                 assert k.step0_seconds > 0
                 assert len(k.warmup_seconds) >= cpu_cert.protocol.warmup_steps
@@ -62,6 +64,28 @@ def test_first_loss_is_at_chance_for_tinylm(cpu_cert: Certificate):
     for p in tiny.points:
         for k in p.children:
             assert k.first_loss == pytest.approx(math.log(256), rel=0.02)
+
+
+def test_the_time_design_is_measured_beside_the_sweep(cpu_cert: Certificate):
+    """tinylm (batch 4) at seq 16, 32, 64 on a CPU: three shapes across, three held out,
+    FLOPs counted once per fitted shape by child 0, the model fitted and its held-out errors
+    kept."""
+    tiny = next(w for w in cpu_cert.workloads if w.name == "tinylm")
+    t = tiny.time
+    assert [p.role for p in tiny.points] == ["sweep"] * 3
+    assert [(p.role, p.batch, p.seq) for p in tiny.design_points[:6]] == [
+        ("across", 1, 32), ("across", 16, 16), ("across", 8, 32),
+        ("held_out_interpolated", 4, 48), ("held_out_seq", 1, 128), ("held_out_batch", 32, 8)]
+    for p in tiny.points + tiny.design_points:
+        counted = [k for k in p.children if k.flops is not None]
+        if p.held_out:  # predicted from the scaling laws: never counted
+            assert counted == [] and p.flops is None
+        else:
+            assert [k.child for k in counted][:1] == [0] and p.flops.gemm > 0
+    assert t.model is not None and len(t.model.held_out) == 3
+    assert t.verdict is not None and cpu_cert.time_verdict is not None
+    assert "synchronous" in cpu_cert.protocol.step_semantics
+    assert [h.at for h in cpu_cert.host_load] == ["before", "after"]
 
 
 def test_oom_point_is_not_resident_and_excluded():

@@ -56,9 +56,12 @@ def test_certify_user_workload_end_to_end(tmp_path):
     out = tmp_path / "u.json"
     r = run("certify", "--quick", "--device", "cpu", "--workload",
             "tests.user_workload:factory", "--sweep", "width=16,32", "--out", str(out), "--json")
-    assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
+    # 0, or 1 with the certificate written when this (shared, busy) CPU made it NOISY
+    assert r.exit_code == 0 or (r.exit_code == 1 and doc["time_verdict"]["label"] == "NOISY"
+                                and "time verdict NOISY" in r.output), r.output
     assert doc["certificate"] == str(out) and doc["workloads"][0]["resident"] == "2/2"
+    assert doc["time"][0]["form"] is not None and doc["time"][0]["held_out"] == []
     cert = json.loads(out.read_text())
     assert cert["workloads"][0]["source"] == "tests.user_workload:factory"
     assert doc["stage_seconds"] == cert["environment"]["stage_seconds"]

@@ -159,3 +159,67 @@ def test_a_bad_tol_flag_is_exit_2_in_one_line(pair, text):
 
     r = CliRunner().invoke(app, ["compare", str(pair["a"]), str(pair["same"]), "--tol", text])
     assert r.exit_code == 2 and "--tol" in r.output and "Traceback" not in r.output, r.output
+
+
+# ---- with a step-time model (issue 19) -------------------------------------------------------
+
+
+def _timed_cert(seconds=None):
+    """A certificate whose tinylm has a step-time model over the time design (tests/
+    time_fakes: the max form; ``seconds(item, child)`` moves what the children measured)."""
+    from afford.certify.step_time import refit_law, settle
+    from afford.schema.cert import Certificate, save_certificate
+    from tests.synthetic_cert import environment, protocol
+    from tests.time_fakes import FakeRounds, sweep
+
+    r, design, reg, w = sweep(seconds=seconds)
+    results, verdict = settle([r], [design], reg, FakeRounds(), device_type="cuda",
+                              device_memory=10**12, children=3,
+                              refit=lambda i, x: refit_law("tinylm", w, "bf16", x))
+    return Certificate(environment=environment(), protocol=protocol(), workloads=results,
+                       time_verdict=verdict), save_certificate
+
+
+def test_a_certificate_with_a_time_model_reproduces_itself_within_5_percent(tmp_path):
+    """The floor point measured 30 % above the law in one child of three (as a process's
+    floor does): its own model still describes it, and every design shape is judged."""
+    from tests.time_fakes import law, shape_of
+
+    cert, save_certificate = _timed_cert(lambda it, c: law(*shape_of(it)) * (1.3 if it["key"] ==
+                                                            "tinylm|bf16|1024" and c else 1.0))
+    path = tmp_path / "a.json"
+    save_certificate(cert, path)
+    res = compare.compare_files(path, path, "5%")
+    check = res.checks[0]
+    assert res.verdict == compare.REPRODUCES and check.law.startswith("step-time model t = max(")
+    shapes = [p.shape for p in check.points]
+    assert len(shapes) == 10 and "2 x 16384" in shapes and "64 x 1024" in shapes
+    floor = next(p for p in check.points if p.shape == "8 x 1024")
+    # the median of its children is 13 ms, the model's floor lies between 10 and 13 ms: beyond
+    # --tol, within the floor's tolerance
+    assert floor.floor and -0.5 < floor.error.value < -0.05 and floor.within
+    assert max(abs(p.error.value) for p in check.points if not p.floor) < 1e-6
+    assert "judged at 50%" in check.note
+    r = run(str(path), str(path), "--tol", "5%")
+    assert r.exit_code == 0 and "(floor)" in r.output
+
+
+def test_a_slower_box_does_not_reproduce_a_time_model(tmp_path):
+    from tests.time_fakes import law, shape_of
+
+    (a, save_certificate), (b, _) = _timed_cert(), _timed_cert(
+        lambda it, c: law(*shape_of(it)) * 1.08)
+    save_certificate(a, tmp_path / "a.json")
+    save_certificate(b, tmp_path / "b.json")
+    res = compare.compare_files(tmp_path / "a.json", tmp_path / "b.json", "5%")
+    assert res.verdict == compare.NOT_REPRODUCED
+    work = [p for p in res.checks[0].points if not p.floor]
+    assert all(p.error.value == pytest.approx(1 / 1.08 - 1) and not p.within for p in work)
+    assert compare.compare_files(tmp_path / "a.json", tmp_path / "b.json",
+                                 "10%").verdict == compare.REPRODUCES
+
+
+def test_a_certificate_without_a_time_section_is_judged_by_its_throughput_law(pair):
+    res = compare.compare_files(pair["a"], pair["a"], "5%")
+    assert all(law.time is None for law in res.laws)
+    assert all(p.shape is None for c in res.checks for p in c.points)

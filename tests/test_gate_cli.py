@@ -179,6 +179,6 @@ def test_default_init_loss_readings_come_from_the_sweeps_step_0():
 @pytest.mark.slow
 def test_default_certificate_times_its_stages(cpu_cert: Certificate):
     got = cpu_cert.environment.stage_seconds
-    assert list(got) == ["setup", "sweep", "probes", "memory", "gates"]
+    assert list(got) == ["setup", "sweep", "time", "probes", "memory", "gates"]
     assert all(v >= 0 for v in got.values())
     assert sum(got.values()) <= cpu_cert.environment.elapsed_seconds

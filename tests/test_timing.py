@@ -69,7 +69,7 @@ def test_adaptive_stops_at_floor_when_already_precise():
 def test_adaptive_extends_until_the_median_is_known_to_one_percent():
     rule = rule_for("adaptive")
     clock = FakeClock()
-    step, _ = lognormal_steps(clock, sigma=0.05)
+    step, _ = lognormal_steps(clock, sigma=0.04)  # 1 % after ~1.3 s of 10 ms steps
     t = time_point(step, clock, rule)
     assert t.stopped == "target" and t.precision <= 0.01
     assert rule.floor_seconds + 0.1 < sum(t.timed_seconds) < rule.max_floor_seconds
@@ -103,6 +103,33 @@ def test_check_runs_after_warmup_and_refuses_before_timing():
     with pytest.raises(RuntimeError):
         time_point(step, clock, TimingRule(warmup_steps=3, warmup_seconds=0.0), check)
     assert calls == [0, 1, 2, 3]  # step 0 and the warm-up only: nothing timed
+
+
+def test_adaptive_floor_and_cap_and_block():
+    rule = rule_for("adaptive")
+    assert (rule.floor_seconds, rule.max_floor_seconds) == (0.25, 1.5)
+    # blocks stay about 0.125 s long (16 steps at most), as before the floor moved
+    from afford.measure.timing import _block_size, synced_count
+    assert _block_size(0.01, rule) == 12 and _block_size(0.001, rule) == 16
+    assert _block_size(0.2, rule) == 1
+    assert [synced_count(t) for t in (0.001, 0.015, 0.05, 0.2)] == [10, 7, 5, 5]
+
+
+def test_synced_steps_are_timed_on_the_host_clock_with_a_sync_each():
+    from afford.measure.timing import time_synced
+    clock = FakeClock()
+    syncs = []
+
+    def step(i):
+        clock.advance(0.01)
+        return i
+
+    def sync(result):
+        syncs.append(result)
+        clock.advance(0.002)  # the host waits for the device
+
+    seconds, idx = time_synced(step, sync, 40, 3, lambda: clock.t)
+    assert seconds == pytest.approx([0.012] * 3) and idx == [40, 41, 42] and syncs == idx
 
 
 def test_unknown_precision():

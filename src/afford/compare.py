@@ -9,11 +9,21 @@ The order is the point, and :func:`compare_files` reads top to bottom in it:
 4. only then is certificate B loaded, and :func:`judge` checks B's measured points against
    the stated result. ``judge`` takes no tolerance argument: it can only use the one stated.
 
-For each law of A (one per workload and dtype mode), A's chosen form predicts each of B's
+For each law of A (one per workload and dtype mode), A's model predicts each of B's
 resident, measured points of the same workload, mode and fixed shape; the error is
 ``predicted / measured - 1`` (the sign convention of a law's residuals), and the law
 REPRODUCES when every point is within the tolerance. A and B are never pooled: no law is
 fitted here, B's own law is not used, and a point of A is never a point of B.
+
+A's model is its step-time model where A has one (issue 19: every measured shape of B, the
+sweep's and the time design's, at its batch and sequence), else its throughput law (the
+sweep's points, one axis). With the step-time model, a point that A's model places on the
+launch floor (predicted under ``WORK_OVER_FLOOR`` = 2x A's floor, its smallest measured
+step: the floor regime as A's time verdict defines it) is judged against A's floor
+tolerance (``floor_tolerance``, 50 %), not ``--tol``: the floor's level differs from
+process to process (8-16 ms for one tinylm shape on an H200, 15-27 ms for GPT-2 between two
+certificates of one H200), which A's certificate states; the tolerance of the work regime
+is ``--tol``. Both are fixed before B is read.
 """
 
 from __future__ import annotations
@@ -26,13 +36,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.errors import InputError
+from afford.fit.step_time import WORK_OVER_FLOOR
 from afford.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult, load_certificate
 from afford.schema.laws import ThroughputLaw
+from afford.schema.point import Point
+from afford.schema.step_time import StepTimeModel
 from afford.units import UnitError, parse_fraction
 
 COMPARE_SCHEMA = "afford.compare/1"
 REPRODUCES, NOT_REPRODUCED, NOT_COMPARED = "REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"
+FLOOR_TOLERANCE = 0.50  # a floor point's tolerance when A's certificate states none
 Verdict = Literal["REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"]
 
 
@@ -53,7 +67,12 @@ class LawRef(_Frozen):
     workload: str
     mode: str
     fixed_shape: dict[str, int]
-    law: ThroughputLaw
+    law: ThroughputLaw | None = None
+    time: StepTimeModel | None = Field(None, description="A's step-time model: used when set")
+    batch_key: str | None = None
+    seq_key: str | None = None
+    floor_tolerance: float = FLOOR_TOLERANCE
+    floor_seconds: float | None = Field(None, description="A's floor: its smallest warm step")
     description: str
 
 
@@ -69,6 +88,9 @@ class Stated(_Frozen):
 
 class PointCheck(_Frozen):
     x: float
+    shape: str | None = Field(None, description="B x s (the step-time model's points)")
+    floor: bool = Field(False, description="on A's launch floor: judged at its floor "
+                        "tolerance")
     measured: Tagged
     predicted: Tagged
     error: Tagged
@@ -108,17 +130,33 @@ def _ref(cert: Certificate, path: str) -> CertRef:
                    torch=e.torch_version)
 
 
-def fixed_shape(r: WorkloadResult) -> dict[str, int]:
-    """The shape without the swept dimension (the same at every point of a sweep)."""
+def fixed_shape(r: WorkloadResult, also: tuple[str | None, ...] = ()) -> dict[str, int]:
+    """The shape without the swept dimension (the same at every point of a sweep), and
+    without the keys in ``also`` (the time design's batch)."""
     shapes = [p.shape for p in r.points if p.shape]
     base = shapes[0] if shapes else {}
-    return {k: v for k, v in sorted(base.items()) if k != r.sweep_param}
+    return {k: v for k, v in sorted(base.items()) if k != r.sweep_param and k not in also}
+
+
+def _law_ref(a: Certificate, r: WorkloadResult) -> LawRef | None:
+    t = r.time
+    if t is not None and t.model is not None:
+        floor_tol = a.time_verdict.floor_tolerance if a.time_verdict else FLOOR_TOLERANCE
+        return LawRef(workload=r.name, mode=r.mode,
+                      fixed_shape=fixed_shape(r, (t.batch_key, t.seq_key)), law=r.law,
+                      time=t.model, batch_key=t.batch_key, seq_key=t.seq_key,
+                      floor_tolerance=floor_tol, floor_seconds=t.floor_seconds,
+                      description=f"step-time model {t.model.describe()}")
+    if r.law is not None:
+        return LawRef(workload=r.name, mode=r.mode, fixed_shape=fixed_shape(r), law=r.law,
+                      description=r.law.describe())
+    return None
 
 
 def state(a: Certificate, a_path: str, tolerance: float, tolerance_text: str) -> Stated:
-    """The result before B exists: the tolerance and every law of A."""
-    laws = [LawRef(workload=r.name, mode=r.mode, fixed_shape=fixed_shape(r), law=r.law,
-                   description=r.law.describe()) for r in a.workloads if r.law is not None]
+    """The result before B exists: the tolerance and every law of A (its step-time model
+    where it has one)."""
+    laws = [ref for ref in (_law_ref(a, r) for r in a.workloads) if ref is not None]
     if not laws:
         raise InputError(f"{a_path}: certificate A has no law to test (no workload has two "
                          "resident points)")
@@ -138,27 +176,66 @@ def _check_point(law: LawRef, r: WorkloadResult, x: int, secs: float, tol: float
         within=abs(err) <= tol)
 
 
+def _time_axes(law: LawRef, p: Point) -> tuple[float | None, float | None, float | None]:
+    """(batch, seq, n) of one of B's points as A's step-time model reads shapes."""
+    m = law.time
+    if m.axes == "n":
+        return None, None, float(p.value)
+    batch = p.batch if p.batch is not None else p.shape.get(law.batch_key or "")
+    seq = p.seq if p.seq is not None else p.shape.get(law.seq_key or "")
+    return (None if batch is None else float(batch)), (None if seq is None else float(seq)), None
+
+
+def _check_time_point(law: LawRef, r: WorkloadResult, p: Point, tol: float,
+                      run: str) -> PointCheck | None:
+    m = law.time
+    batch, seq, n = _time_axes(law, p)
+    if m.axes == "batch_seq" and (batch is None or seq is None):
+        return None
+    pred, extra = m.predict(batch=batch, seq=seq, n=n)
+    floor = law.floor_seconds is not None and pred < WORK_OVER_FLOOR * law.floor_seconds
+    label = f"{batch:g} x {seq:g}" if m.axes == "batch_seq" else f"n={n:g}"
+    err = pred / p.median_seconds - 1.0
+    return PointCheck(
+        x=float(p.value), shape=label, floor=floor,
+        measured=measured(p.median_seconds, "s", f"B: {r.name} {r.mode} {label} ({p.role}), "
+                          f"{run}"),
+        predicted=fitted(pred, "s", f"A's {law.description}", extrapolated=extra),
+        error=module(err, "ratio", "predicted by A's model / measured on B - 1"),
+        within=abs(err) <= (max(tol, law.floor_tolerance) if floor else tol))
+
+
 def _check_law(law: LawRef, b: Certificate, tol: float) -> LawCheck:
     r = next((w for w in b.workloads if w.name == law.workload and w.mode == law.mode), None)
     head = dict(workload=law.workload, mode=law.mode, law=law.description)
     if r is None:
         return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
                         note=f"B has no {law.workload} ({law.mode}) workload")
-    if fixed_shape(r) != law.fixed_shape:
+    b_fixed = fixed_shape(r, (law.batch_key, law.seq_key) if law.time is not None else ())
+    if b_fixed != law.fixed_shape:
         return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
-                        note=f"shapes differ: A {law.fixed_shape}, B {fixed_shape(r)}")
+                        note=f"shapes differ: A {law.fixed_shape}, B {b_fixed}")
     run = run_label(b)
-    checks = [_check_point(law, r, p.value, p.median_seconds, tol, run) for p in r.points
-              if p.usable]
+    points = [*r.points, *r.design_points] if law.time is not None else r.points
+    if law.time is not None:
+        checks = [c for c in (_check_time_point(law, r, p, tol, run) for p in points
+                              if p.usable) if c is not None]
+    else:
+        checks = [_check_point(law, r, p.value, p.median_seconds, tol, run) for p in points
+                  if p.usable]
     if not checks:
         return LawCheck(**head, points=[], worst=None, verdict=NOT_COMPARED,
                         note="B has no resident measured point of this workload")
     worst = max(checks, key=lambda c: abs(c.error.value))
-    skipped = len(r.points) - len(checks)
+    skipped = len(points) - len(checks)
+    notes = [f"{skipped} point(s) of B not resident or not measured: not judged"] \
+        if skipped else []
+    if any(c.floor for c in checks):
+        notes.append(f"points on A's launch floor are judged at {law.floor_tolerance:.0%} "
+                     "(the floor's level differs from process to process)")
     return LawCheck(**head, points=checks, worst=worst.error,
                     verdict=REPRODUCES if all(c.within for c in checks) else NOT_REPRODUCED,
-                    note=f"{skipped} point(s) of B not resident or not measured: not judged"
-                    if skipped else "")
+                    note="; ".join(notes))
 
 
 def judge(stated: Stated, b: Certificate, b_path: str) -> Comparison:

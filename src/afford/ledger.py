@@ -378,10 +378,12 @@ def _struck_line(p: Path, lines: list[str], reading_id: str, reason: str, status
 
 def _protocol(cert: Certificate) -> dict:
     """The protocol as fingerprinted; ``prewarmed_children`` only where some child was
-    pre-warmed, so certificates written before that field keep their fingerprints."""
+    pre-warmed, and the step-time fields (issue 19) only where set, so certificates written
+    before those fields keep their fingerprints."""
     proto = cert.protocol.model_dump(mode="json")
-    if not proto.get("prewarmed_children"):
-        proto.pop("prewarmed_children", None)
+    for key in ("prewarmed_children", "step_semantics", "synced_child", "flops_child"):
+        if not proto.get(key) and proto.get(key) != 0:
+            proto.pop(key, None)
     return proto
 
 

@@ -1,9 +1,12 @@
 """measure -> fit -> Certificate: the only place that sequences them (docs/DESIGN.md section 2).
 
 :func:`certify` resolves the request (bad input fails there, before anything is timed:
-:mod:`afford.certify.request`), runs the sweep's children, derives each point from its raw
-samples and fits the throughput law over the resident points (:mod:`afford.certify.sweep`),
-then runs the stages after the sweep, one module each, in this order:
+:mod:`afford.certify.request`), runs the sweep's children over the sweep and the step-time
+design beside it, derives each point from its raw samples and fits the throughput law over
+the resident points (:mod:`afford.certify.sweep`), fits the step-time model, extends it past
+the floor and re-measures noisy points once in fresh children where needed
+(:mod:`afford.certify.step_time`), then runs the stages after the sweep, one module each, in
+this order:
 
 - :mod:`afford.certify.probes`: device ceilings, launch-boundness, FLOPs, checkpoint I/O,
   startup costs;
@@ -30,13 +33,17 @@ from afford.certify.partial import gate_failures, run_stage, sweep_failures
 from afford.certify.probes import probes_stage
 from afford.certify.request import CertifyRequest, Plan, Stage, StageContext, resolve
 from afford.certify.sizes import sizes_stage
+from afford.certify.step_time import (SEMANTICS, SEMANTICS_CPU, Registry,
+                                      assemble_design_points, child_options, refit_law, settle)
 from afford.certify.sweep import assemble_point, fit_workload, point_key, protocol_of
 from afford.measure import env as envmod
-from afford.measure.children import Event, run_children
+from afford.measure.children import Event, run_children, spare_child
+from afford.measure.host_load import host_load, others
 from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
 from afford.measure.probes.runner import spawn_probe_child
 from afford.measure.timing import rule_for
 from afford.schema.cert import Certificate
+from afford.schema.time import HostLoad
 
 
 def stages_for(req: CertifyRequest) -> list[Stage]:
@@ -84,6 +91,10 @@ def certify(req: CertifyRequest,
         on_event(event)
 
     spawners = spawners_for(req, plan.device)
+    if plan.designs and plan.device.startswith("cuda"):
+        # a child for the step-time stage's rounds (extension, re-measure), spawned while the
+        # sweep's last child measures: its start-up is then off the critical path
+        spawners = {**spawners, "time": lambda: spare_child(plan.device)}
     ahead: dict = {}
 
     def spawn_ahead() -> None:
@@ -93,20 +104,42 @@ def certify(req: CertifyRequest,
             except OSError:  # the stage starts its own child later, and reports a failure
                 pass
 
+    cuda = device.type == "cuda"
+    loads = [host_load("before", (device.index or 0) if cuda else None)]
     seconds = {"setup": time.perf_counter() - t0}
     try:
         t0 = time.perf_counter()
         per_child = run_children(plan.items, children=req.children, device=plan.device,
                                  device_class=plan.device_class, rule=rule, seed=req.seed,
-                                 on_event=tap, on_last=spawn_ahead if spawners else None)
+                                 on_event=tap, on_last=spawn_ahead if spawners else None,
+                                 options_for=(lambda c: child_options(c, 0, req.children, cuda))
+                                 if plan.designs else None)
         seconds["sweep"] = time.perf_counter() - t0
+        reg = Registry()
+        reg.add(per_child)
         results = []
-        for spec, w, mode, values in plan.workloads:
+        for i, (spec, w, mode, values) in enumerate(plan.workloads):
             points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
                                      env.device_memory_bytes) for v in values]
-            results.append(fit_workload(spec, w, mode, points))
-        failures = sweep_failures(results)  # partial certificate, exit 3 (issue 14)
+            r = fit_workload(spec, w, mode, points)
+            if plan.designs:
+                r = assemble_design_points(r, plan.designs[i], reg, i,
+                                           env.device_memory_bytes, req.children)
+            results.append(r)
         usable = any(p.usable for r in results for p in r.points)
+        time_verdict = None
+        if plan.designs and usable:
+            t0 = time.perf_counter()
+            results, time_verdict = settle(
+                results, list(plan.designs), reg,
+                _rounds(req, plan, rule, cuda, on_event, ahead), device_type=device.type,
+                device_memory=env.device_memory_bytes, children=req.children,
+                refit=lambda i, r: refit_law(*plan.workloads[i][:3], r))
+            seconds["time"] = time.perf_counter() - t0
+        spare = ahead.pop("time", None)
+        if spare is not None:
+            spare.kill()
+        failures = sweep_failures(results)  # partial certificate, exit 3 (issue 14)
         sections: dict = {}
         ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
                            sweep_starts=starts, ahead=ahead)
@@ -118,13 +151,53 @@ def certify(req: CertifyRequest,
     finally:
         for kid in ahead.values():  # those no stage took (one failed, or none ran)
             kid.kill()
+    loads.append(host_load("after", (device.index or 0) if cuda else None))
     ended = datetime.now(timezone.utc)
     env = env.model_copy(update={"ended_at": ended,
                                  "elapsed_seconds": (ended - started).total_seconds(),
                                  "stage_seconds": seconds})
     protocol = protocol_of(req, rule, device.type,
                            prewarmed=sorted(e["child"] for e in starts if e.get("prewarmed")))
+    protocol = protocol.model_copy(update=_semantics(plan, req.children, cuda))
+    warnings = [f"{r.name} ({r.mode}): {n}" for r in results for n in r.warnings]
+    warnings += _load_warnings(loads)
     return Certificate(environment=env, protocol=protocol, workloads=results,
-                       warnings=[f"{r.name} ({r.mode}): {n}" for r in results
-                                 for n in r.warnings], **sections,
+                       warnings=warnings, time_verdict=time_verdict,
+                       host_load=[HostLoad(**x) for x in loads], **sections,
                        status="partial" if failures else "complete", failures=failures)
+
+
+def _rounds(req: CertifyRequest, plan: Plan, rule, cuda: bool,
+            on_event: Callable[[Event], None], ahead: dict):
+    """The step-time stage's measuring (:data:`afford.certify.step_time.RunRound`): fresh
+    children numbered after the sweep's; the first takes the spare child spawned ahead."""
+
+    def run_round(items: list[dict], n: int, name: str) -> list[dict]:
+        first = req.children if name == "remeasure" else 0
+        return run_children(
+            items, children=n, device=plan.device, device_class=plan.device_class,
+            rule=rule, seed=req.seed, first=first, early=False, spare=ahead.pop("time", None),
+            on_event=lambda e: None if e["event"] == "start" else on_event(e),
+            options_for=lambda c: {**child_options(c, first, n, cuda), "round": name})
+
+    return run_round
+
+
+def _semantics(plan: Plan, children: int, cuda: bool) -> dict:
+    """The protocol's words on what a timed step includes, and which child did what."""
+    if not plan.designs:
+        return {}
+    synced = 1 if cuda and children > 1 else None
+    text = (SEMANTICS if cuda else SEMANTICS_CPU).format(synced=synced, flops=0)
+    return {"step_semantics": text, "synced_child": synced, "flops_child": 0}
+
+
+def _load_warnings(loads: list[dict]) -> list[str]:
+    out = []
+    for load in loads:
+        procs = others(load)
+        if procs:
+            out.append(f"{len(procs)} other process(es) on the device {load['at']} measuring "
+                       f"(pids {', '.join(str(p['pid']) for p in procs)[:200]}): their work "
+                       "shares the device with the timed steps")
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from afford.certify.step_time import plan_design
 from afford.certify.sweep import point_key
 from afford.constants import MODES
 from afford.errors import InputError
@@ -41,20 +42,25 @@ class CertifyRequest:
     memory: bool = True  # the memory-law stage (afford.certify.memory)
     probes: bool = True  # the probes stage (afford.certify.probes)
     checkpoint_dir: str | None = None  # where the probes write checkpoints; None: cwd
+    time_design: bool = True  # the step-time design beside the sweep (afford.certify.step_time)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The resolved request: what each child will time."""
+    """The resolved request: what each child will time. ``designs``: per workload (in the
+    order of ``workloads``), the step-time design (:mod:`afford.certify.step_time`), whose
+    shapes beyond the sweep the children time with it."""
 
     device: str
     device_class: str
     workloads: list[tuple[str, Workload, str, list[int]]]  # (spec, workload, mode, values)
+    designs: list = field(default_factory=list)
 
     @property
     def items(self) -> list[dict]:
-        return [{"key": point_key(spec, mode, v), "workload": spec, "mode": mode, "value": v}
-                for spec, _, mode, values in self.workloads for v in values]
+        sweep = [{"key": point_key(spec, mode, v), "workload": spec, "mode": mode, "value": v}
+                 for spec, _, mode, values in self.workloads for v in values]
+        return sweep + [it for d in self.designs for it in d.items()]
 
 
 @dataclass
@@ -95,7 +101,9 @@ def resolve(req: CertifyRequest, device_type: str, device_class: str, device: st
     resolved = [(spec, w, mode, values)
                 for spec, w, values in workload_values(req.workloads, req.sweeps, device_class)
                 for mode in modes]
-    return Plan(device=device, device_class=device_class, workloads=resolved)
+    designs = [plan_design(spec, w, mode, values) for spec, w, mode, values in resolved] \
+        if req.time_design else []
+    return Plan(device=device, device_class=device_class, workloads=resolved, designs=designs)
 
 
 def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class: str,

@@ -23,17 +23,24 @@ from afford.workloads.clock import clock_name
 SPREAD_WARN = 0.05
 
 
-def point_key(spec: str, mode: str, value: int) -> str:
-    return f"{spec}|{mode}|{value}"
+def point_key(spec: str, mode: str, value: int, batch: int | None = None) -> str:
+    """The key of a point in the children's job: the sweep's points by value, the time
+    design's other shapes by value and batch."""
+    return f"{spec}|{mode}|{value}" + ("" if batch is None else f"|b{batch}")
 
 
-def assemble_point(value: int, events: list[Event], device_memory: int | None) -> Point:
-    """One point from its children's raw records: medians of medians, spread, residency."""
+def assemble_point(value: int, events: list[Event], device_memory: int | None, *,
+                   need: int | None = None, design: dict | None = None) -> Point:
+    """One point from its children's raw records: medians of medians, spread, residency.
+    ``need``: how many children must have measured it (default: every child whose record
+    is here; a point re-measured by a fresh child after one died needs the protocol's
+    count). ``design``: the time design's fields of the point (batch, seq, role, held_out)."""
     kids = [ChildPoint(**e["record"]) for e in events]
     first = next((e for e in events if "shape" in e), {})
     ok = [k for k in kids if k.median_seconds is not None]
     meds = [k.median_seconds for k in ok]
     step0 = [k.step0_seconds for k in ok if k.step0_seconds is not None]
+    synced = [median(k.synced_seconds) for k in ok if k.synced_seconds]
     m = median(meds) if meds else None
     p = Point(value=value, shape=first.get("shape", {}), params=first.get("params"),
               frozen_params=first.get("frozen_params"),
@@ -48,8 +55,11 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None) -
               peak_reserved_bytes=_max(k.peak_reserved_bytes for k in kids),
               peak_rss_bytes=_max(k.peak_rss_bytes for k in kids),
               memory_source=next((k.memory_source for k in kids if k.memory_source), None),
-              resident=True)
-    reason = _exclusion(p, kids, device_memory)
+              flops=next((k.flops for k in kids if k.flops is not None), None),
+              synced_median_seconds=median(synced) if synced else None,
+              remeasured=any(k.round == "remeasure" for k in kids),
+              resident=True, **(design or {}))
+    reason = _exclusion(p, kids, device_memory, len(kids) if need is None else need)
     if reason is None:
         return p
     resident = False if reason.startswith("not resident") else None  # None: unknown
@@ -61,7 +71,8 @@ def _max(values) -> int | None:
     return max(vals) if vals else None
 
 
-def _exclusion(p: Point, kids: list[ChildPoint], device_memory: int | None) -> str | None:
+def _exclusion(p: Point, kids: list[ChildPoint], device_memory: int | None,
+               need: int) -> str | None:
     for k in kids:
         if k.oom:
             return f"not resident: ran out of memory in child {k.child}: {k.error}"
@@ -77,10 +88,18 @@ def _exclusion(p: Point, kids: list[ChildPoint], device_memory: int | None) -> s
     swapped = [k.child for k in kids if (k.swap_bytes or 0) > 0]
     if swapped:
         return f"not resident: paged to swap in child(ren) {swapped}"
+    measured = sum(1 for k in kids if k.median_seconds is not None)
     for k in kids:
-        if k.error:
+        if k.error and measured < need:
             return f"failed in child {k.child}: {k.error}"
     return None
+
+
+def died(p: Point) -> bool:
+    """A child failed at this point for a reason other than memory or a refusal (it died,
+    or the step raised): worth one more try in a fresh child (issue 14)."""
+    return any(k.error and not k.oom and not k.refused for k in p.children) and \
+        not any(k.oom or k.refused for k in p.children)
 
 
 def fit_workload(spec: str, w: Workload, mode: str, points: list[Point]) -> WorkloadResult:

@@ -18,10 +18,12 @@ from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError, MeasurementError
 from afford.figures.probes import probes_json, summarize_probes
 from afford.figures.summary import summarize
+from afford.figures.time_summary import summarize_times
 from afford.io import check_writable
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
 from afford.report.rich_table import labelled
+from afford.report.time_certify import held_out_table, model_lines
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
 from afford.schema.cert import default_filename, save_measured
@@ -88,8 +90,10 @@ def command(
 
     Every sweep point is timed in at least 3 independent child processes, each in its own
     shuffled order; step 0 and the warm-up are kept apart from the timed warm steps; the
-    throughput law is fitted over resident points only. Exit codes: 0 written, 2 bad input,
-    3 the measurement failed.
+    throughput law is fitted over resident points only; the step-time model is fitted over a
+    small batch x sequence design and checked at held-out shapes. Exit codes: 0 written,
+    1 written but a gate failed or the time verdict is NOISY, 2 bad input, 3 the
+    measurement failed.
     """
     with guard():
         if quick and full:
@@ -126,9 +130,9 @@ def command(
                         "stage_seconds": cert.environment.stage_seconds,
                         "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
                         "gates": cert.gates.verdict if cert.gates else None,
-                        "probes": probes_json(cert)})
+                        "probes": probes_json(cert), **time_json(cert)})
             _exit_on_partial(cert, path)
-            _exit_on_halt(cert, as_json)
+            _exit_on_halt(cert, as_json, noisy=_noisy(cert))
             return
         env = cert.environment
         out.print(certificate_table(rows, f"{env.device_name} ({env.device_type}), "
@@ -139,6 +143,7 @@ def command(
             out.print("time by stage: " + ", ".join(f"{k} {v:.1f} s"
                                                     for k, v in env.stage_seconds.items()))
         _print_probes(cert)
+        _print_time(cert)
         if cert.memory is not None:
             out.print(memory_summary_table(cert))
         for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
@@ -150,7 +155,7 @@ def command(
         _exit_on_partial(cert, path)
         if refused:
             raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
-        _exit_on_halt(cert, as_json)
+        _exit_on_halt(cert, as_json, noisy=_noisy(cert))
 
 
 def _exit_on_partial(cert, path: Path) -> None:
@@ -161,18 +166,54 @@ def _exit_on_partial(cert, path: Path) -> None:
                                + f". The partial certificate is written to {path}")
 
 
-def _exit_on_halt(cert, as_json: bool) -> None:
-    """Show the gates the run checked; exit 1 when one failed (the certificate is written)."""
+def _noisy(cert) -> bool:
+    """Say why a NOISY certificate is NOISY (stderr); True when it is."""
+    v = cert.time_verdict
+    if v is None or v.label != "NOISY":
+        return False
+    err.print(labelled("[red]time verdict NOISY[/]", f"(after one re-measurement; {v.rule}):"),
+              soft_wrap=True)
+    for why in v.reasons:
+        err.print(f"  {why}", soft_wrap=True)
+    err.print("the certificate is written; plans and preflight repeat this (preflight is "
+              "NO-GO unless --accept-noisy). Re-run certify on a quieter host.", soft_wrap=True)
+    return True
+
+
+def _exit_on_halt(cert, as_json: bool, noisy: bool = False) -> None:
+    """Show the gates the run checked; exit 1 when one failed or the time verdict is NOISY
+    (the certificate is written either way)."""
     from afford.cli.gate import print_problems, render_sections
 
-    if cert.gates is None:
-        return
-    if as_json:
-        print_problems(cert.gates)
-    else:
-        render_sections(cert.determinism, cert.gates)
-    if cert.gates.verdict == "HALT":
+    if cert.gates is not None:
+        if as_json:
+            print_problems(cert.gates)
+        else:
+            render_sections(cert.determinism, cert.gates)
+    if noisy or (cert.gates is not None and cert.gates.verdict == "HALT"):
         raise typer.Exit(1)
+
+
+def _print_time(cert) -> None:
+    for s in summarize_times(cert):
+        for line in model_lines(s):
+            out.print(line, soft_wrap=True)
+        if s.held_out:
+            out.print(held_out_table(s))
+
+
+def time_json(cert) -> dict:
+    """The time model's part of the --json summary."""
+    v = cert.time_verdict
+    rows = []
+    for s in summarize_times(cert):
+        rows.append({"workload": s.name, "mode": s.mode, "form": s.form, "reason": s.reason,
+                     "verdict": s.verdict, "held_out": [
+                         {"shape": h.shape, "role": h.role, "measured_seconds": h.measured.value,
+                          "predicted_seconds": h.predicted.value, "error": h.error.value,
+                          "extrapolated": h.predicted.extrapolated, "judged": h.judged}
+                         for h in s.held_out]})
+    return {"time_verdict": v.model_dump() if v else None, "time": rows}
 
 
 def _print_probes(cert) -> None:

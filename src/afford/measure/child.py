@@ -14,9 +14,10 @@ afford modules that import torch or numpy) inside functions only.
 
 ``--prewarm cuda:N`` (given to children the parent spawns ahead, while the previous child
 measures; ``auto``, given to the first child that the console script spawns before it knows
-the device, means CUDA when present): before reading its job, the child creates the CUDA context (timed like the
-startup runs: ``torch.cuda.init()`` and a first allocation) and a cuBLAS handle (one tiny
-matmul), so step 0 of its first point no longer includes process-level CUDA start-up.
+the device, means CUDA when present): before reading its job, the child creates the CUDA
+context (timed like the startup runs: ``torch.cuda.init()`` and a first allocation) and a
+cuBLAS handle (one tiny matmul), so step 0 of its first point no longer includes
+process-level CUDA start-up.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import resource
 import sys
 import time
 import traceback
@@ -43,13 +45,49 @@ def _emit(out: TextIO, event: dict[str, Any]) -> None:
     out.flush()
 
 
+def point_shape(workload: Workload, item: dict) -> dict[str, int]:
+    """The shape of one item: the workload's shape at the sweep value, with the item's
+    ``batch`` in its ``batch_key`` when the time design gives one; checked."""
+    from afford.workloads.base import validate_shape
+
+    shape = validate_shape(workload, int(item["value"]))
+    if item.get("batch") is not None:
+        key = item["batch_key"]
+        if key not in shape:
+            raise ValueError(f"shape {shape} has no batch key {key!r}")
+        batch = int(item["batch"])
+        if batch <= 0:
+            raise ValueError(f"batch {batch} is not a positive integer")
+        shape = {**shape, key: batch}
+    return shape
+
+
+def _capped(rule: TimingRule, cap: float | None) -> TimingRule:
+    """The rule with its extension capped at ``cap`` seconds of timed steps (an item's
+    ``cap``: the step-time design's shapes), never below its floor."""
+    if not cap:
+        return rule
+    from dataclasses import replace
+
+    return replace(rule, max_floor_seconds=max(rule.floor_seconds,
+                                               min(rule.max_floor_seconds, float(cap))))
+
+
+def _usage() -> tuple[float, int]:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime, ru.ru_nivcsw
+
+
 def run_point(workload: Workload, item: dict, device: torch.device, rule: TimingRule,
               seed: int) -> dict:
-    """Time one point; return the ChildPoint fields plus shape, params and tokens."""
+    """Time one point; return the ChildPoint fields plus shape, params and tokens. With
+    ``item["synced"]`` also a short run of steps with a host sync after each; with
+    ``item["count_flops"]`` the FLOPs of one step, counted after the timing; ``item["cap"]``
+    caps the adaptive timing's extension (seconds of timed steps)."""
     import torch
 
     from afford.measure.memory import MemoryWindow, is_oom
-    from afford.measure.timing import time_point
+    from afford.measure.timing import synced_count, time_point, time_synced
     from afford.workloads.clock import clock_for
     from afford.workloads.base import (WorkloadRefused, check_gradients, count_frozen,
                                        count_params, train_step, validate_shape)
@@ -58,11 +96,13 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
     window = MemoryWindow(device)
     window.open()
     record: dict[str, Any] = {"child": item["child"], "order_position": item["position"]}
+    if item.get("round"):
+        record["round"] = item["round"]
     extra: dict[str, Any] = {}
     built = None
     t0 = time.perf_counter()
     try:
-        shape = validate_shape(workload, int(item["value"]))
+        shape = point_shape(workload, item)
         extra["shape"] = shape
         built = workload.build(shape, device, seed)
         extra["params"] = count_params(built.model)
@@ -72,23 +112,35 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
         losses: dict[int, Any] = {}
         checked: dict[str, int] = {}
 
-        def step(i: int) -> None:
+        def step(i: int) -> Any:
             loss = train_step(built, item["mode"], device)
             if i == 0:
                 losses[0] = loss
+            return loss
 
         def check() -> None:
             checked["n"] = check_gradients(built.model)
 
-        timing = time_point(step, clock, rule, check)
+        cpu0, switches0 = _usage()
+        timing = time_point(step, clock, _capped(rule, item.get("cap")), check)
+        cpu1, switches1 = _usage()
         record.update(
             step0_seconds=timing.step0_seconds, warmup_seconds=list(timing.warmup_seconds),
             timed_seconds=list(timing.timed_seconds),
             timed_step_indices=list(timing.timed_indices),
             median_seconds=timing.median_seconds, precision=_finite_or_none(timing.precision),
             reached_target=timing.reached_target, stopped=timing.stopped, first_loss=float(losses[0]),
-            grads_checked=checked["n"])
+            grads_checked=checked["n"], cpu_seconds=cpu1 - cpu0,
+            involuntary_switches=switches1 - switches0)
+        if item.get("synced") and device.type == "cuda":
+            secs, idx = time_synced(step, lambda loss: float(loss), timing.timed_indices[-1] + 1,
+                                    synced_count(timing.median_seconds), time.perf_counter)
+            record.update(synced_seconds=secs, synced_step_indices=idx)
         record.update(window.close())
+        if item.get("count_flops"):
+            from afford.measure.probes.flops import count_flops_or_why
+
+            record["flops"] = count_flops_or_why(built, item["mode"], device)
         if built.report is not None:
             extra["report"] = built.report()
     except WorkloadRefused as exc:
@@ -174,12 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     rule = TimingRule(**job["rule"])
     _emit(out, {**start, "child": job["child"]})
     workloads: dict[str, Workload] = {}
+    options = {k: job[k] for k in ("synced", "count_flops", "round") if job.get(k)}
     for item in job["items"]:
         spec = item["workload"]
         if spec not in workloads:
             workloads[spec] = resolve(spec, job["device_class"])
         _emit(out, {"event": "begin", "key": item["key"]})
-        result = run_point(workloads[spec], item, device, rule, int(job["seed"]))
+        result = run_point(workloads[spec], {**options, **item}, device, rule, int(job["seed"]))
         _emit(out, {"event": "point", "key": item["key"], **result})
     _emit(out, {"event": "done", "child": job["child"]})
     out.close()

@@ -216,10 +216,12 @@ def take_early(device: str) -> _Child | None:
 
 def run_child(child: int, items: list[dict], *, device: str, device_class: str,
               rule: TimingRule, seed: int, on_event: Callable[[Event], None],
-              spawned: _Child | None = None, timeout: float | None = None) -> dict[str, Event]:
-    """Run one child over ``items`` (already in its order); return point events by key."""
+              spawned: _Child | None = None, timeout: float | None = None,
+              options: dict | None = None) -> dict[str, Event]:
+    """Run one child over ``items`` (already in its order); return point events by key.
+    ``options``: job-wide flags for this child (``synced``, ``count_flops``, ``round``)."""
     job = {"child": child, "device": device, "device_class": device_class, "seed": seed,
-           "rule": asdict(rule),
+           "rule": asdict(rule), **(options or {}),
            "items": [{**it, "child": child, "position": pos} for pos, it in enumerate(items)]}
     results: dict[str, Event] = {}
 
@@ -240,9 +242,16 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
         why = failure_text(f"child {child}", rc, tail, timed_out, timeout)
         for pos, it in enumerate(items):
             if it["key"] not in results:
+                record = {"child": child, "order_position": pos, "error": why}
+                if (options or {}).get("round"):
+                    record["round"] = options["round"]
                 results[it["key"]] = {"event": "point", "key": it["key"], "child": child,
-                                      "record": {"child": child, "order_position": pos,
-                                                 "error": why}, "died": True}
+                                 on_event=on_event, spawned=cur,
+                                 options=options_for(c) if options_for else None))
+            remeasure(out[-1], items, c, device=device, device_class=device_class,
+                      rule=rule, seed=seed, on_event=on_event,
+                      options=options_for(c) if options_for else None)
+            if nxt is None and k + 1 < children:
                 on_event(results[it["key"]])
     return results
 
@@ -264,33 +273,51 @@ def remeasure(results: dict[str, Event], items: list[dict], child: int, **kw) ->
 def run_children(items: list[dict], *, children: int, device: str, device_class: str,
                  rule: TimingRule, seed: int,
                  on_event: Callable[[Event], None] = lambda e: None,
-                 on_last: Callable[[], None] | None = None) -> list[dict[str, Event]]:
+                 on_last: Callable[[], None] | None = None,
+                 options_for: Callable[[int], dict] | None = None,
+                 first: int = 0, early: bool = True,
+                 spare: _Child | None = None) -> list[dict[str, Event]]:
     """Every child over every item, each in its own order; one result dict per child.
     Children measure one at a time; on CUDA the next one is spawned (imports torch and
     creates its CUDA context) while the current one measures. Child 0 is the one the
-    console script started early (:func:`take_early`), or is spawned now, not pre-warmed:
-    nothing would overlap its CUDA start-up. ``on_last`` is called as the last child
-    starts (certify spawns the stages' children there, on CUDA)."""
+    console script started early (:func:`take_early`, when ``early``), or ``spare`` (a
+    child spawned ahead for a later round), or is spawned now, not pre-warmed: nothing would
+    overlap its CUDA start-up. ``on_last`` is called as the last child starts (certify
+    spawns the stages' children there, on CUDA). ``options_for(c)``: child c's job-wide
+    flags; ``first``: the index of the first child (a later round numbers its children on)."""
     prespawn = device.startswith("cuda")
     out: list[dict[str, Event]] = []
-    nxt: _Child | None = take_early(device) or _Child()
+    nxt: _Child | None = spare or (take_early(device) if early else None) or _Child()
     try:
-        for c in range(children):
+        for k in range(children):
+            c = first + k
             cur, nxt = nxt, (_Child(prewarm=device, overlapped=True)
-                             if prespawn and c + 1 < children else None)
-            if on_last is not None and c + 1 == children:
+                             if prespawn and k + 1 < children else None)
+            if on_last is not None and k + 1 == children:
                 on_last()
             out.append(run_child(c, child_order(items, c), device=device,
                                  device_class=device_class, rule=rule, seed=seed,
+<<<<<<< HEAD
                                  on_event=on_event, spawned=cur))
             remeasure(out[-1], items, c, device=device, device_class=device_class,
                       rule=rule, seed=seed, on_event=on_event)
             if nxt is None and c + 1 < children:
+=======
+                                 on_event=on_event, spawned=cur,
+                                 options=options_for(c) if options_for else None))
+            if nxt is None and k + 1 < children:
+>>>>>>> time
                 nxt = _Child()
     finally:
         if nxt is not None:
             nxt.kill()
     return out
+
+
+def spare_child(device: str) -> _Child:
+    """A sweep child spawned ahead for a later round of measurements (certify's step-time
+    stage), pre-warmed on CUDA; the caller kills it when no round needs it."""
+    return _Child(prewarm=device if device.startswith("cuda") else None, overlapped=True)
 
 
 def startup_run(start: Event) -> dict | None:

@@ -11,11 +11,14 @@ from afford.report.terminal import LEGEND, fmt
 def law_table(c: LawCheck, tolerance_text: str) -> Table:
     title = f"{c.workload} ({c.mode}): {c.verdict}"
     table = Table(title=title, title_justify="left", caption=c.note or None)
-    for col in ("x", "B measured", "A's law predicts", "error", f"within {tolerance_text}"):
+    shapes = any(p.shape for p in c.points)
+    for col in ("shape" if shapes else "x", "B measured", "A's law predicts", "error",
+                f"within {tolerance_text}"):
         table.add_column(col)
     for p in c.points:
-        table.add_row(f"{p.x:g}", fmt(p.measured), fmt(p.predicted), fmt(p.error),
-                      "yes" if p.within else "NO")
+        table.add_row(p.shape if shapes else f"{p.x:g}", fmt(p.measured), fmt(p.predicted),
+                      fmt(p.error), ("yes" if p.within else "NO") + (" (floor)" if p.floor
+                                                                      else ""))
     return table
 
 

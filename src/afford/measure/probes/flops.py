@@ -14,7 +14,8 @@ query/key/value shapes are incompatible", seen on an H200 with a Llama of 4 key/
 So afford registers its own formulas for every SDPA kernel, CPU and CUDA: the same arithmetic
 as PyTorch's, with the key/value heads broadcast to the query's (the kernel attends each
 query head to its group's key/value head, so the work is that of h_q heads), and one workload
-counts the same FLOPs on every device and torch version.
+counts the same FLOPs on every device and torch version. :func:`count_flops_or_why` never
+raises: a count that still fails is recorded with its reason.
 """
 
 from __future__ import annotations
@@ -80,3 +81,18 @@ def count_step_flops(built: Built, mode: str, device: torch.device) -> tuple[flo
     by_op = {str(op): float(n)
              for op, n in counter.get_flop_counts().get("Global", {}).items()}
     return float(counter.get_total_flops()), by_op
+
+
+def count_flops_or_why(built: Built, mode: str, device: torch.device) -> dict:
+    """The fields of :class:`afford.schema.point.StepFlops` for one step of ``built``:
+    the counts by op class, or every count ``None`` and the error text. Never raises (a
+    count that fails must not cost the measurement its point)."""
+    from afford.fit.step_features import split_flops
+
+    try:
+        total, by_op = count_step_flops(built, mode, device)
+    except Exception as exc:  # the counter's formulas assert on shapes they do not know
+        return {"counter": COUNTER, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    split = split_flops(by_op)
+    return {"total": total, "gemm": split["gemm"], "attn": split["attn"],
+            "other": split["other"], "by_op": by_op, "counter": COUNTER}

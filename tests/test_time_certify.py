@@ -1,0 +1,289 @@
+"""Certify's step-time stage (issue 19): the design, the model over it, the extension, the
+noise verdict and its one re-measurement, the schema's migration; children's events made
+by hand (tests/time_fakes.py), so every number is exact."""
+
+import glob
+import json
+from pathlib import Path
+
+import pytest
+
+from afford.certify.step_time import (child_options, fit_time_model, plan_design,
+                                      plan_extension, refit_law, settle)
+from afford.fit.time_design import static_design
+from afford.fit.time_noise import disagreement, time_verdict
+from afford.schema.cert import load_certificate
+from tests.time_fakes import FakeRounds, law, shape_of, sweep, tinylm_large
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def shapes(design, role=None):
+    return [(p.batch, p.value) for p in design.shapes if role is None or p.role == role]
+
+
+# ---- the design ---------------------------------------------------------------------------
+
+
+def test_the_static_design_of_the_default_large_gpu_sweeps():
+    """tinylm (B 8), softmax (n 16), scan (n 8) at their large-GPU sweeps."""
+    d = static_design(8, [1024, 2048, 4096, 8192])
+    assert [(p.batch, p.seq) for p in d.across] == [(2, 4096), (32, 1024), (16, 2048)]
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [
+        ("held_out_interpolated", 8, 6144), ("held_out_seq", 2, 16384),
+        ("held_out_batch", 64, 1024)]
+    soft = static_design(16, [1024, 2048, 4096, 8192])
+    assert [(p.batch, p.seq) for p in soft.held_out] == [(16, 6144), (4, 16384), (128, 1024)]
+    scan = static_design(8, [256, 512, 1024, 2048])
+    assert [(p.batch, p.seq) for p in scan.across] == [(2, 1024), (32, 256), (16, 512)]
+    assert [(p.batch, p.seq) for p in scan.held_out] == [(8, 1536), (2, 4096), (64, 256)]
+
+
+@pytest.mark.parametrize("b0,seqs", [(8, [1024, 2048, 4096, 8192]), (4, [16, 32, 64]),
+                                     (16, [256, 512]), (3, [100, 200, 400, 800])])
+def test_design_shapes_stay_in_the_sweeps_memory_envelope(b0, seqs):
+    d = static_design(b0, seqs)
+    top_tokens, top_sq = b0 * seqs[-1], b0 * seqs[-1] ** 2
+    for p in [*d.across, *d.held_out]:
+        # a base batch below 4 has no smaller batch for 2x the sequence: up to 2x, said so
+        relaxed = 2 if b0 < 4 and p.role == "held_out_seq" else 1
+        assert p.batch * p.seq <= top_tokens and p.batch * p.seq ** 2 <= relaxed * top_sq
+    fit = {(p.batch, p.seq) for p in d.fit_shapes}
+    assert not fit & {(p.batch, p.seq) for p in d.held_out}
+    assert len(d.held_out) == 3
+
+
+def test_a_base_batch_below_four_still_holds_out_twice_the_sequence_and_says_why():
+    d = static_design(2, [32, 64, 128, 256])
+    seq = next(p for p in d.held_out if p.role == "held_out_seq")
+    assert (seq.batch, seq.seq) == (1, 512)
+    assert any("2x the sweep's largest" in n for n in d.notes)
+
+
+def test_plan_design_for_tinylm_keys_and_items():
+    design = plan_design("tinylm", tinylm_large(), "bf16", [1024, 2048, 4096, 8192])
+    assert design.axes == "batch_seq" and (design.batch_key, design.seq_key) == ("batch", "seq")
+    assert shapes(design, "sweep") == [(None, 1024), (None, 2048), (None, 4096), (None, 8192)]
+    items = design.items()
+    assert len(items) == 6 and all(it["batch_key"] == "batch" for it in items)
+    assert items[0]["key"] == "tinylm|bf16|4096|b2"
+    held = [p for p in design.shapes if p.held_out]
+    assert [(p.batch, p.value) for p in held] == [(8, 6144), (2, 16384), (64, 1024)]
+
+
+def test_a_workload_without_dims_keeps_one_axis_and_holds_out_from_five_points():
+    from tests.user_workload import MLP
+
+    few = plan_design("tests.user_workload:factory", MLP(), "fp32", [16, 32])
+    assert few.axes == "n" and not any(p.held_out for p in few.shapes)
+    assert "none can be held out" in few.notes[0]
+    five = plan_design("tests.user_workload:factory", MLP(), "fp32", [8, 16, 32, 64, 128])
+    assert {p.value: p.role for p in five.shapes if p.held_out} == {
+        128: "held_out_largest", 32: "held_out_interpolated"}
+    assert five.items() == []  # the held-out points are the sweep's own
+
+
+def test_child_options_spread_the_extra_work():
+    assert child_options(0, 0, 3, True) == {"count_flops": True, "synced": False}
+    assert child_options(1, 0, 3, True) == {"count_flops": False, "synced": True}
+    assert child_options(1, 0, 3, False)["synced"] is False  # a CPU: one clock
+    assert child_options(3, 3, 1, True) == {"count_flops": True, "synced": False}
+
+
+# ---- the model over the measured design ------------------------------------------------------
+
+
+def test_the_model_fits_the_design_and_predicts_the_held_out_shapes():
+    r, design, _, _ = sweep()
+    t = fit_time_model(r, design, "cuda")
+    m = t.model
+    assert m.form == "max" and m.floor_left
+    assert "FLOPs counted" in t.features and "B*s^2" in t.features
+    assert [h.label for h in m.held_out] == ["8 x 6144", "2 x 16384", "64 x 1024"]
+    assert max(abs(h.rel_error) for h in m.held_out) < 1e-6  # the law is the max form
+    assert {p.label for p in m.points} == {"8 x 1024", "8 x 2048", "8 x 4096", "8 x 8192",
+                                          "2 x 4096", "32 x 1024", "16 x 2048"}
+    assert t.verdict.label == "OK" and t.floor_seconds == pytest.approx(0.010)
+    work = {g.label: g.work for g in t.regimes}
+    assert not work["8 x 1024"] and work["8 x 8192"]
+
+
+def test_held_out_seconds_never_move_the_fit():
+    base, design, _, _ = sweep()
+    odd, _, _, _ = sweep(seconds=lambda it, c: law(*shape_of(it)) * (3.0 if "b64" in it["key"]
+                                                                      else 1.0))
+    a, b = fit_time_model(base, design, "cuda").model, fit_time_model(odd, design, "cuda").model
+    assert a.params == b.params and a.form == b.form
+    assert b.held_out[2].rel_error == pytest.approx(1 / 3 - 1)
+
+
+def test_without_flop_counts_the_model_uses_the_shape_and_says_why():
+    r, design, _, _ = sweep()
+    no = [p.model_copy(update={"flops": p.flops.model_copy(update={
+        "gemm": None, "attn": None, "total": None,
+        "error": "AssertionError: sdpa_flop_count: query/key/value shapes are incompatible"})})
+          if p.flops else p for p in r.points]
+    r = r.model_copy(update={"points": no, "design_points": [
+        p.model_copy(update={"flops": None}) for p in r.design_points]})
+    t = fit_time_model(r, design, "cuda")
+    assert t.features.startswith("shape only (tokens = B*s and B*s^2)")
+    assert "incompatible" in t.features
+    assert t.model is not None and "w_seq_tokens" in t.model.params
+    assert max(abs(h.rel_error) for h in t.model.held_out) < 0.05
+
+
+# ---- extension, verdict and re-measure -----------------------------------------------------
+
+
+def _settle(r, design, reg, w, rounds, device="cuda"):
+    results, verdict = settle([r], [design], reg, rounds, device_type=device,
+                              device_memory=10**12, children=3,
+                              refit=lambda i, x: refit_law("tinylm", w, "bf16", x))
+    return results[0], verdict
+
+
+def test_a_clean_sweep_settles_without_any_round():
+    r, design, reg, w = sweep()
+    rounds = FakeRounds()
+    out, verdict = _settle(r, design, reg, w, rounds)
+    assert rounds.calls == [] and verdict.label == "OK" and verdict.remeasured_points == 0
+    assert out.time.model.form == "max" and out.time.extension is None
+
+
+def test_a_noisy_work_point_is_measured_once_more_and_outvoted():
+    noisy_key = "tinylm|bf16|8192"
+    r, design, reg, w = sweep(seconds=lambda it, c: law(*shape_of(it)) *
+                              (1.3 if it["key"] == noisy_key and c == 1 else 1.0))
+    rounds = FakeRounds()
+    out, verdict = _settle(r, design, reg, w, rounds)
+    assert rounds.calls == [([noisy_key], 1, "remeasure")]
+    point = next(p for p in out.points if p.value == 8192)
+    assert point.remeasured and len(point.children) == 4 and point.children[3].child == 3
+    assert verdict.label == "OK" and verdict.remeasured_points == 1
+    assert out.time.first_verdict.label == "REMEASURE" and out.time.verdict.label == "OK"
+    assert out.law is not None and out.law.x == [1024.0, 2048.0, 4096.0, 8192.0]
+
+
+def test_noise_that_persists_makes_the_certificate_noisy():
+    key = "tinylm|bf16|8192"
+    noisy = lambda it, c, *rest: law(*shape_of(it)) * (1.3 if it["key"] == key and c % 2 else 1)
+    r, design, reg, w = sweep(seconds=noisy)
+    out, verdict = _settle(r, design, reg, w, FakeRounds(noisy))
+    assert verdict.label == "NOISY" and len(verdict.reasons) == 1
+    assert verdict.reasons[0].startswith("tinylm (bf16): 8 x 8192 (sweep): children disagree")
+
+
+def test_floor_points_disagreeing_are_the_floors_uncertainty_not_noise():
+    r, design, reg, w = sweep(seconds=lambda it, c: law(*shape_of(it)) *
+                              (1.4 if it["key"] == "tinylm|bf16|1024" and c == 2 else 1.0))
+    rounds = FakeRounds()
+    out, verdict = _settle(r, design, reg, w, rounds)
+    assert rounds.calls == [] and verdict.label == "OK"
+    assert out.time.floor_spread == pytest.approx(0.4)
+
+
+def test_a_point_whose_child_died_is_measured_once_more_in_a_fresh_child():
+    key = "tinylm|bf16|4096|b2"
+    r, design, reg, w = sweep(error=lambda it, c: "child 1 exited with code -9"
+                              if it["key"] == key and c == 1 else None)
+    dead = next(p for p in r.design_points if p.batch == 2)
+    assert dead.excluded_reason.startswith("failed in child 1")
+    rounds = FakeRounds()
+    out, verdict = _settle(r, design, reg, w, rounds)
+    assert rounds.calls == [([key], 1, "remeasure")]
+    again = next(p for p in out.design_points if p.batch == 2)
+    assert again.excluded_reason is None and again.remeasured and len(again.child_medians) == 3
+
+
+def test_a_sweep_on_the_floor_is_extended_in_fresh_children():
+    flat = lambda it, c, *rest: max(0.010, law(*shape_of(it)) / 40)  # everything on the floor
+    r, design, reg, w = sweep(seconds=flat)
+    assert not fit_time_model(r, design, "cuda").model.floor_left
+    planned, notes = plan_extension(r, design, 10**12)
+    assert [(p.batch, p.value) for p in planned] == [(8, 16384), (16, 16384)] and not notes
+    rounds = FakeRounds(flat)
+    out, _ = _settle(r, design, reg, w, rounds)
+    assert rounds.calls[0] == (["tinylm|bf16|16384|b8", "tinylm|bf16|16384|b16"], 3,
+                               "extension")
+    ext = out.time.extension
+    assert ext.shapes == [(8, 16384), (16, 16384)] and not ext.left_floor
+    assert any("unsupported" in n for n in ext.notes)
+    assert [p.role for p in out.design_points][-2:] == ["extension", "extension"]
+
+
+def test_the_extension_stays_within_the_memory_and_time_budgets():
+    # the top step (74 ms): rung 1 (8 x 16384) up to 74 ms x 2 x 2 x 15 steps = 4.4 s fits
+    # the 5 s budget, rung 2 (16 x 16384) at 8.9 s does not
+    r, design, _, _ = sweep()
+    planned, notes = plan_extension(r, design, 10**12)
+    assert [(p.batch, p.value) for p in planned] == [(8, 16384)]
+    assert "point budget of 5 s" in notes[0]
+    r, design, _, _ = sweep(seconds=lambda it, c: 0.010)
+    top_peak = 1100 * 8 * 8192  # the fakes' reserved bytes at the largest fitted shape
+    # rung 1 (8 x 16384) grows it by at most 2 (tokens) x 2 (seq) = 4; rung 2 by 8
+    planned, notes = plan_extension(r, design, int(top_peak * 5 / 0.9))
+    assert [(p.batch, p.value) for p in planned] == [(8, 16384)]
+    assert notes == ["extension stopped before 16 x 16384: 16 x 16384 does not fit the "
+                     "memory budget"]
+
+
+# ---- the verdict's pure parts ------------------------------------------------------------------
+
+
+def test_disagreement_lets_a_re_measure_outvote_one_child():
+    assert disagreement([1.0, 1.3, 1.0]) == pytest.approx(0.3)
+    assert disagreement([1.0, 1.3, 1.0, 1.0]) == pytest.approx(0.0)
+    assert disagreement([1.0, 1.3, 1.0, 1.3]) == pytest.approx(0.3 / 1.3)
+
+
+def test_floor_points_are_judged_against_the_floor_tolerance_only():
+    meds = [[0.010, 0.014, 0.010], [0.05, 0.05, 0.05]]
+    v = time_verdict(meds, [0.30, 0.01], work=[False, True], held_out_work=[False, True])
+    assert v.label == "OK" and v.held_out_worst == pytest.approx(0.01)
+    v = time_verdict([[0.010, 0.020, 0.010]], [], work=[False], labels=["8 x 1024"])
+    assert v.label == "REMEASURE" and v.reasons == [
+        "8 x 1024 (on the floor): children disagree by 100.0% > 50.0%"]
+
+
+# ---- schema ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(str(ROOT / "benches/certificates/*.json"))))
+def test_older_certificates_still_load(path):
+    cert = load_certificate(path)
+    assert cert.time_verdict is None and cert.host_load is None
+    assert all(r.time is None and r.design_points == [] for r in cert.workloads)
+    for r in cert.workloads:
+        assert all(p.role == "sweep" and not p.held_out for p in r.points)
+
+
+def test_a_certificate_with_a_time_model_round_trips(tmp_path):
+    from tests.synthetic_cert import environment, protocol
+    from afford.schema.cert import Certificate, save_certificate
+
+    r, design, reg, w = sweep()
+    out, verdict = _settle(r, design, reg, w, FakeRounds())
+    cert = Certificate(environment=environment(), protocol=protocol(), workloads=[out],
+                       time_verdict=verdict)
+    path = save_certificate(cert, tmp_path / "c.json")
+    again = load_certificate(path)
+    assert again.workloads[0].time == out.time
+    assert again.workloads[0].time.model.predict(batch=8, seq=6144) == \
+        out.time.model.predict(batch=8, seq=6144)
+    assert json.loads(path.read_text())["time_verdict"]["label"] == "OK"
+
+
+def test_design_items_are_timed_for_the_model_not_to_one_percent():
+    """Shapes beyond the sweep stop timing by DESIGN_CAP_SECONDS and run no synced steps;
+    held-out shapes are not FLOP-counted (the scaling laws predict them); sweep items carry
+    none of these flags."""
+    from afford.certify.step_time import DESIGN_CAP_SECONDS
+
+    design = plan_design("tinylm", tinylm_large(), "bf16", [1024, 2048, 4096, 8192])
+    items = {it["key"]: it for it in design.items()}
+    across = items["tinylm|bf16|4096|b2"]
+    held = items["tinylm|bf16|1024|b64"]
+    assert across["cap"] == DESIGN_CAP_SECONDS == 0.5 and across["synced"] is False
+    assert "count_flops" not in across and held["count_flops"] is False
+    sweep_point = next(p for p in design.shapes if p.role == "sweep")
+    assert set(design.item(sweep_point)) == {"key", "workload", "mode", "value"}
