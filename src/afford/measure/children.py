@@ -246,12 +246,7 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
                 if (options or {}).get("round"):
                     record["round"] = options["round"]
                 results[it["key"]] = {"event": "point", "key": it["key"], "child": child,
-                                 on_event=on_event, spawned=cur,
-                                 options=options_for(c) if options_for else None))
-            remeasure(out[-1], items, c, device=device, device_class=device_class,
-                      rule=rule, seed=seed, on_event=on_event,
-                      options=options_for(c) if options_for else None)
-            if nxt is None and k + 1 < children:
+                                      "record": record, "died": True}
                 on_event(results[it["key"]])
     return results
 
@@ -297,16 +292,12 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
                 on_last()
             out.append(run_child(c, child_order(items, c), device=device,
                                  device_class=device_class, rule=rule, seed=seed,
-<<<<<<< HEAD
-                                 on_event=on_event, spawned=cur))
-            remeasure(out[-1], items, c, device=device, device_class=device_class,
-                      rule=rule, seed=seed, on_event=on_event)
-            if nxt is None and c + 1 < children:
-=======
                                  on_event=on_event, spawned=cur,
                                  options=options_for(c) if options_for else None))
+            remeasure(out[-1], items, c, device=device, device_class=device_class,
+                      rule=rule, seed=seed, on_event=on_event,
+                      options=options_for(c) if options_for else None)
             if nxt is None and k + 1 < children:
->>>>>>> time
                 nxt = _Child()
     finally:
         if nxt is not None:
