@@ -23,8 +23,20 @@ SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
 ])
 def test_size_laws_are_exact_on_integers(law, terms):
     fit = fit_size(SHAPES, [law(B, s) for B, s in SHAPES])
-    assert fit.terms == terms and fit.exact and not fit.interpolated
+    # (4, 512) and (2, 1024) have the same B*s: two distinct rows cannot evidence 1 + B*s
+    assert fit.terms == terms and fit.exact and fit.interpolated == (terms == ("1", "B*s"))
     assert fit.predict(8, 2048) == law(8, 2048)
+
+
+def test_a_size_that_stops_growing_is_capped_at_its_largest_traced_value():
+    shapes = [(4, 1024), (8, 1024), (4, 2048), (8, 2048)]  # tokens 4k, 8k, 8k, 16k
+    cap = 132 * MIB
+    law = lambda B, s: min(16 * 1024 * B * s, cap)  # noqa: E731  (tinylm's backward buffer)
+    fit = fit_size(shapes, [law(B, s) for B, s in shapes])
+    assert fit.terms == ("B*s",) and fit.cap == cap and fit.exact
+    assert fit.predict(16, 2048) == cap and fit.predict(2, 1024) == law(2, 1024)
+    plain = fit_size(shapes[:3], [law(B, s) for B, s in shapes[:3]])  # all below the cap
+    assert plain.cap is None and plain.predict(16, 2048) == 16 * 1024 * 16 * 2048
 
 
 def test_three_terms_on_three_shapes_is_marked_interpolated():

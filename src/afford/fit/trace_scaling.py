@@ -57,6 +57,7 @@ Pure: no torch, no I/O.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,7 +74,9 @@ BASES: tuple[tuple[str, ...], ...] = (
     ("B*s", "s"), ("B", "B*s"), ("B*s", "s^2"),
     ("1", "B*s", "B*s^2"), ("1", "B*s", "s"), ("1", "B", "B*s"), ("1", "B*s", "s^2"),
     ("B*s", "B*s^2", "s"), ("1", "B*s^2", "s"))
-EXACT_BYTES = 0.5  # a fit is exact when every traced size is reproduced within this
+EXACT_BYTES = 0.5
+FINE_CONTEXT = 6  # ops whose fine tokens make up one alignment token of the first pass
+MIN_ANCHOR = 64  # ops: a shorter run of equal fine tokens is not trusted as an anchor  # a fit is exact when every traced size is reproduced within this
 
 
 @dataclass(frozen=True)
@@ -136,20 +139,34 @@ def from_history(B: int, s: int, history: Sequence[Sequence]) -> OpTrace:
                    ops=tuple(ops), external_frees=external)
 
 
-def _tokens(t: OpTrace) -> tuple[list[tuple], list[int | None]]:
+def _tokens(t: OpTrace, fine: bool = False) -> tuple[list[tuple], list[int | None]]:
     """Alignment tokens: a free is anonymous; an allocation freed within the trace is
     ``(alloc, True)``; one never freed (weights, optimizer state, workspaces: sizes that
-    rarely change with the shape) is ``(alloc, False, size)``."""
+    rarely change with the shape) is ``(alloc, False, size)``. ``fine``: each token also
+    carries its slot's lifetime in ops (alloc to free; the same at every shape where the
+    op sequence is), which makes tokens rare enough for difflib to be fast."""
     freed = t.freed()
+    life: dict[int, int] = {}
+    if fine:
+        born: dict[int, int] = {}
+        for i, o in enumerate(t.ops):
+            if o >= 0:
+                born[o] = i
+            else:
+                life[~o] = i - born.get(~o, i)
     toks: list[tuple] = []
     slots: list[int | None] = []
     for o in t.ops:
         if o >= 0:
-            toks.append(("a", True) if o in freed else ("a", False, t.sizes[o]))
+            tok = ("a", True) if o in freed else ("a", False, t.sizes[o])
+            toks.append(tok + (life.get(o, -1),) if fine else tok)
             slots.append(o)
         else:
-            toks.append(("f",))
+            toks.append(("f", life.get(~o, -1)) if fine else ("f",))
             slots.append(None)
+    if fine:  # with the next ops' tokens: short-lived temporaries are everywhere alike
+        n = len(toks)
+        toks = [hash(tuple(toks[i:min(n, i + FINE_CONTEXT)])) for i in range(n)]
     return toks, slots
 
 
@@ -172,11 +189,14 @@ def _opcodes(ta: list, tb: list) -> list[tuple[str, int, int, int, int]]:
     return out
 
 
-def _stretches(codes: list[tuple[str, int, int, int, int]]
+def _stretches(codes: list[tuple[str, int, int, int, int]], min_equal: int = 0
                ) -> list[tuple[bool, int, int, int, int]]:
-    """The opcodes with every run of non-equal ones merged: (equal?, i1, i2, j1, j2)."""
+    """The opcodes with every run of non-equal ones merged: (equal?, i1, i2, j1, j2);
+    equal runs shorter than ``min_equal`` count as non-equal."""
     out: list[tuple[bool, int, int, int, int]] = []
     for tag, i1, i2, j1, j2 in codes:
+        if tag == "equal" and i2 - i1 < min_equal:
+            tag = "replace"
         if tag != "equal" and out and not out[-1][0]:
             out[-1] = (False, out[-1][1], i2, out[-1][3], j2)
         else:
@@ -185,16 +205,30 @@ def _stretches(codes: list[tuple[str, int, int, int, int]]
 
 
 def align(ref: OpTrace, other: OpTrace) -> list[int | None]:
-    """For each slot of ``ref``, the slot of ``other`` it matches, or ``None``."""
+    """For each slot of ``ref``, the slot of ``other`` it matches, or ``None``.
+
+    Two passes: over fine tokens (with lifetimes: fast, since they are rare), whose equal
+    runs pair their allocations; then inside each mismatched stretch, over the coarse
+    tokens of that stretch alone (an extra kernel's allocations change the lifetimes of
+    the blocks around them, not their kinds), as a one-pass alignment would."""
     match: list[int | None] = [None] * ref.n_allocs
-    ta, sa = _tokens(ref)
-    tb, sb = _tokens(other)
-    for equal, i1, i2, j1, j2 in _stretches(_opcodes(ta, tb)):
+    fa, sa = _tokens(ref, fine=True)
+    fb, sb = _tokens(other, fine=True)
+    ta, _ = _tokens(ref)
+    tb, _ = _tokens(other)
+    for equal, i1, i2, j1, j2 in _stretches(_opcodes(fa, fb), MIN_ANCHOR):
         xa = [x for x in sa[i1:i2] if x is not None]
         xb = [y for y in sb[j1:j2] if y is not None]
-        if equal or len(xa) == len(xb):
+        if equal:
             for x, y in zip(xa, xb):
                 match[x] = y
+            continue
+        for eq2, k1, k2, l1, l2 in _stretches(_opcodes(ta[i1:i2], tb[j1:j2])):
+            ya = [x for x in sa[i1 + k1:i1 + k2] if x is not None]
+            yb = [y for y in sb[j1 + l1:j1 + l2] if y is not None]
+            if eq2 or len(ya) == len(yb):
+                for x, y in zip(ya, yb):
+                    match[x] = y
     return match
 
 
@@ -216,9 +250,13 @@ class SizeLaw(BaseModel):
     interpolated: bool = Field(description="as many terms as traced shapes: no evidence")
     ambiguous: bool = Field(description="another basis as short also fits exactly")
     n_points: int
+    cap: float | None = Field(None, description="the size stops growing here: the largest "
+                              "traced size, reached by the larger traced shapes")
 
     def predict(self, B: int, s: int) -> int:
         v = sum(c * B ** TERMS[t][0] * s ** TERMS[t][1] for t, c in zip(self.terms, self.coefs))
+        if self.cap is not None:
+            v = min(v, self.cap)
         return max(0, int(round(v)))
 
 
@@ -239,8 +277,15 @@ def _solve(shapes: Sequence[tuple[int, int]], y: np.ndarray, terms: Sequence[str
 
 def fit_size(shapes: Sequence[tuple[int, int]], sizes: Sequence[int]) -> SizeLaw:
     """The shortest basis of :data:`BASES` that reproduces ``sizes`` exactly with
-    non-negative coefficients; when none does, non-negative least squares over the longest
-    basis the shapes determine (``exact`` False)."""
+    non-negative coefficients; else such a basis over the shapes below the largest size,
+    capped there (:func:`_capped`); when none does, non-negative least squares over the
+    longest basis the shapes determine (``exact`` False). Memoised: the layers of a model
+    repeat the same sizes, so most slots share their fit."""
+    return _fit_size(tuple((int(B), int(s)) for B, s in shapes), tuple(int(v) for v in sizes))
+
+
+@functools.lru_cache(maxsize=65536)
+def _fit_size(shapes: tuple[tuple[int, int], ...], sizes: tuple[int, ...]) -> SizeLaw:
     y = np.asarray(sizes, dtype=float)
     n = len(shapes)
     if n == 0:
@@ -248,6 +293,14 @@ def fit_size(shapes: Sequence[tuple[int, int]], sizes: Sequence[int]) -> SizeLaw
     if np.all(y == y[0]):
         return SizeLaw(terms=("1",), coefs=(float(y[0]),), exact=True,
                        interpolated=n == 1, ambiguous=False, n_points=n)
+    got = _exact(shapes, y)
+    if got is not None and not (got.interpolated and len(got.terms) > 1):
+        return got
+    return _capped(shapes, y) or got or _nnls_fallback(shapes, y)
+
+
+def _exact(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
+    n = len(shapes)
     for k in range(1, n + 1):
         fits = []
         for terms in (b for b in BASES if len(b) == k):
@@ -256,10 +309,33 @@ def fit_size(shapes: Sequence[tuple[int, int]], sizes: Sequence[int]) -> SizeLaw
                 fits.append((terms, got[0]))
         if fits:
             terms, coef = fits[0]
+            distinct = len({tuple(r) for r in _design(shapes, terms)})
             return SizeLaw(terms=terms, coefs=tuple(float(max(c, 0.0)) for c in coef),
-                           exact=True, interpolated=k >= n, ambiguous=len(fits) > 1,
+                           exact=True, interpolated=k >= distinct, ambiguous=len(fits) > 1,
                            n_points=n)
-    return _nnls_fallback(shapes, y)
+    return None
+
+
+def _capped(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
+    """A size that grows and then stops (a reduction's staging buffer bounded by the grid,
+    tinylm's two backward buffers per layer at 132 MiB): the shapes below the largest size
+    follow a basis exactly (with fewer terms than they are, so it is evidence), and that
+    basis reaches the largest size at every shape that has it. The law is the basis capped
+    at the largest size. ``None`` when the sizes do not look like that."""
+    top = float(y.max())
+    below = [i for i in range(len(y)) if y[i] < top]
+    if len(below) < 2 or len(below) == len(y):
+        return None
+    law = _exact([shapes[i] for i in below], y[below])
+    if law is None or law.interpolated:
+        return None
+    if any(_raw(law, *shapes[i]) < top - EXACT_BYTES for i in range(len(y)) if y[i] == top):
+        return None
+    return law.model_copy(update={"cap": top, "n_points": len(y)})
+
+
+def _raw(law: SizeLaw, B: int, s: int) -> float:
+    return sum(c * B ** TERMS[t][0] * s ** TERMS[t][1] for t, c in zip(law.terms, law.coefs))
 
 
 def _nnls_fallback(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw:
@@ -315,6 +391,7 @@ class TraceModel(BaseModel):
             key = "+".join(law.terms)
             out[key] = out.get(key, 0) + 1
         out["inexact"] = sum(not law.exact for law in self.laws)
+        out["capped"] = sum(law.cap is not None for law in self.laws)
         out["interpolated"] = sum(law.interpolated and law.terms != ("1",) for law in self.laws)
         out["ambiguous"] = sum(law.ambiguous for law in self.laws)
         return out
