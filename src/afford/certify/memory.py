@@ -275,9 +275,13 @@ class EarlyLearner:
         if fut is not None:
             try:
                 learned = fut.result()
-            except (ValueError, ArithmeticError):
+            except Exception:  # relearned (and then reported) by build_replay
                 learned = None
-        return replay_fit.build_replay(law, learned)
+        try:
+            return replay_fit.build_replay(law, learned)
+        except Exception as exc:  # the replay never fails the stage: the law stands alone
+            law.warnings.append(f"allocator replay failed: {type(exc).__name__}: {exc}"[:500])
+            return None
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
