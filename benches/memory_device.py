@@ -76,8 +76,10 @@ def expandable(sections: list) -> dict:
 
 
 def predictions(sections: list, budget: float) -> list[dict]:
-    from afford.certify.memory_replay import learn_shapes, use_replay
-    from afford.fit import memory_replay as mr
+    """The largest batch under ``budget`` by the law and by the replay (with its safety
+    margin), each law's replay rebuilt from its raw records by this afford."""
+    from afford.certify.memory_replay import build_replay, use_replay
+    from afford.figures import memory_replay as fr
     from afford.fit import sizing
 
     out = []
@@ -85,15 +87,13 @@ def predictions(sections: list, budget: float) -> list[dict]:
         for law in sec.laws:
             if law.workload not in BUDGET_SEQ:
                 continue
+            law = law.model_copy(update={"replay": build_replay(law)})
             s = BUDGET_SEQ[law.workload]
             row = {"workload": law.workload, "mode": law.mode, "seq": s,
-                   "law": int(sizing.max_batch(law, {"s": s}, budget, "bench").value)}
-            learned = learn_shapes(list(law.shapes))
-            if learned is not None:
-                seed = learned.traced[0].trace.seed
-                row["replay"] = mr.largest_batch(learned.model, seed, s, budget)
-                row["replay_expandable"] = mr.largest_batch(learned.model, seed, s, budget,
-                                                            expandable=True)
+                   "law": int(sizing.max_batch(law, {"s": s}, budget, "bench").value),
+                   "safety_margin": law.replay.safety_margin}
+            row["replay"] = int(fr.max_batch(law, s, budget, False).value)
+            row["replay_expandable"] = int(fr.max_batch(law, s, budget, True).value)
             row["uses_replay"] = use_replay(law.replay)
             row["predicted"] = row["replay"] if row["uses_replay"] else row["law"]
             shape = dict(next(x for x in law.shapes if x.role == "base").shape)
@@ -112,7 +112,7 @@ def budget_child(job_path: str) -> None:
     from afford.workloads import resolve
 
     job = json.loads(Path(job_path).read_text())
-    device = torch.device("cuda")
+    device = torch.device("cuda", 0)
     total = torch.cuda.get_device_properties(device).total_memory
     torch.cuda.set_per_process_memory_fraction(job["budget"] / total, device)
     results = []
@@ -148,6 +148,14 @@ def main(argv: list[str]) -> None:
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
     gib = float(argv[argv.index("--budget-gib") + 1]) if "--budget-gib" in argv else 16.0
+    if "--budget-only" in argv:  # the sections of an earlier run of this bench
+        from afford.schema.memory import MemorySection
+
+        src = Path(argv[argv.index("--budget-only") + 1])
+        sections = [MemorySection.model_validate_json((src / f"section-{n}.json").read_text())
+                    for n in ("default", "hf")]
+        budget_run(out, sections, gib)
+        return
     from afford.measure.memory_sweep import spawn_memory_child
 
     a = spawn_memory_child("cuda", overlapped=True)
@@ -177,6 +185,10 @@ def main(argv: list[str]) -> None:
     exp = expandable(sections)
     (out / "expandable.json").write_text(json.dumps(exp))
     print(f"expandable child: {exp['seconds']:.1f} s", flush=True)
+    budget_run(out, sections, gib)
+
+
+def budget_run(out: Path, sections: list, gib: float) -> None:
     rows = predictions(sections, gib * GIB)
     job = out / "budget-job.json"
     job.write_text(json.dumps({"budget": gib * GIB, "rows": rows,

@@ -28,7 +28,11 @@ from afford.fit.trace_scaling import TraceModel
 from afford.schema.memory import (HELDOUT_ROLES, MemoryLaw, MemoryShape, ReplayCheck,
                                   ReplayModel)
 
-VALIDATION_TOLERANCE = 0.001
+# On an H200 the recorded histories of a warm process replay to the measured peaks to the
+# byte for most shapes, but in the memory child some shapes' steps 1-2 peak up to 4 % off
+# an op-for-op identical history (benches/device-runs/2026-12-03-h200-memory/README.md):
+# the replay is trusted within 5 %, and budgets add its worst under-prediction.
+VALIDATION_TOLERANCE = 0.05
 ROLE_ORDER = ("base", "seq", "batch", "corner")
 
 
@@ -133,8 +137,10 @@ def build_replay(law: MemoryLaw, learned: Learned | None = None) -> ReplayModel 
     except ValueError as exc:
         brk = None
         warnings.append(f"no breakdown at the base shape: {exc}")
+    margin = max([0.0] + [-c.reserved_error for c in validation + held])
     return out.model_copy(update={
         "heldout": held, "better": better, "replay_worst_reserved_error": rw,
+        "safety_margin": margin,
         "law_worst_reserved_error": lw, "breakdown": brk,
         "size_laws": learned.model.summary(), "fit_seconds": learned.seconds,
         "warnings": warnings + list(learned.model.warnings)})

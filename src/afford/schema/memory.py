@@ -316,6 +316,9 @@ class ReplayModel(_Model):
         "|error|); None: no held-out shape measured")
     replay_worst_reserved_error: float | None = None
     law_worst_reserved_error: float | None = None
+    safety_margin: float = Field(0.0, description="the replay's worst under-prediction of "
+                                 "reserved over the traced and held-out shapes (0 when it "
+                                 "never under-predicted): budgets add it to a prediction")
     breakdown: MemoryBreakdownRecord | None = Field(
         None, description="at the base shape's recorded peak, native allocator")
     size_laws: dict[str, int] = Field({}, description="slots per size basis (and inexact, "
