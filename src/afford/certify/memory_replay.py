@@ -19,49 +19,19 @@ Rebuilt from the raw records on a refit, as the law is.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 
 from afford.fit import memory_replay as mr
 from afford.fit.allocator import parse_alloc_conf
-from afford.fit.trace_scaling import TraceModel
-from afford.schema.memory import (HELDOUT_ROLES, MemoryLaw, MemoryShape, ReplayCheck,
-                                  ReplayModel)
+from afford.fit.memory_replay import Learned, learn_shapes, traced_shapes, use_replay, usable
+from afford.schema.memory import HELDOUT_ROLES, MemoryLaw, MemoryShape, ReplayCheck, ReplayModel
+
+__all__ = ["Learned", "build_replay", "learn_shapes", "traced_shapes", "use_replay"]
 
 # On an H200 the recorded histories of a warm process replay to the measured peaks to the
 # byte for most shapes, but in the memory child some shapes' steps 1-2 peak up to 4 % off
 # an op-for-op identical history (benches/device-runs/2026-12-03-h200-memory/README.md):
 # the replay is trusted within 5 %, and budgets add its worst under-prediction.
 VALIDATION_TOLERANCE = 0.05
-ROLE_ORDER = ("base", "seq", "batch", "corner")
-
-
-@dataclass(frozen=True)
-class Learned:
-    model: TraceModel
-    traced: list[MemoryShape]
-    seconds: float
-
-
-def _usable(s: MemoryShape) -> bool:
-    return s.ok and s.peak("reserved") is not None and s.peak("allocated") is not None
-
-
-def traced_shapes(shapes: list[MemoryShape]) -> list[MemoryShape]:
-    """The shapes with a whole history, the base first (the reference)."""
-    got = [s for s in shapes if s.trace is not None and not s.trace.truncated and _usable(s)
-           and s.role in ROLE_ORDER]
-    return sorted(got, key=lambda s: ROLE_ORDER.index(s.role))
-
-
-def learn_shapes(shapes: list[MemoryShape]) -> Learned | None:
-    """The size laws of the traced shapes; ``None`` with fewer than two."""
-    traced = traced_shapes(shapes)
-    if len(traced) < 2 or traced[0].role != "base":
-        return None
-    t0 = time.perf_counter()
-    model = mr.learn_traces([(s.trace, s.dims["B"], s.dims["s"]) for s in traced])
-    return Learned(model, traced, time.perf_counter() - t0)
 
 
 def _ident(s: MemoryShape) -> tuple:
@@ -111,7 +81,7 @@ def build_replay(law: MemoryLaw, learned: Learned | None = None) -> ReplayModel 
     held = []
     law_by_role = {h.role: h for h in law.heldout}
     for s in law.shapes:
-        if s.role not in HELDOUT_ROLES or not _usable(s):
+        if s.role not in HELDOUT_ROLES or not usable(s):
             continue
         B, S = s.dims["B"], s.dims["s"]
         res = mr.predict(learned.model, seed, B, S, expandable)
@@ -153,9 +123,3 @@ def _check(s: MemoryShape, tokens0: int, alloc: float, res: float) -> ReplayChec
                        measured_allocated_bytes=ma, measured_reserved_bytes=mres,
                        replay_allocated_bytes=float(alloc), replay_reserved_bytes=float(res),
                        allocated_error=_err(alloc, ma), reserved_error=_err(res, mres))
-
-
-def use_replay(replay: ReplayModel | None) -> bool:
-    """Whether predictions should come from the replay: validated, and at the held-out
-    shapes no worse than the law (or nothing held out to judge by)."""
-    return replay is not None and replay.trusted and replay.better in ("replay", None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from afford.certify.memory_replay import learn_shapes, use_replay
+from afford.fit.memory_replay import learn_shapes, use_replay
 from afford.fit import memory_replay as mr
 from afford.fit.allocator import parse_alloc_conf
 from afford.provenance import Tagged, fitted

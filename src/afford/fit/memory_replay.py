@@ -23,15 +23,19 @@ and plans ask for many shapes of the same model).
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from afford.fit import allocator as al
 from afford.fit.breakdown import CLASSES, breakdown
 from afford.fit.memory import BATCH_CAP
 from afford.fit.trace_scaling import OpTrace, TraceModel, learn
-from afford.schema.memory import AllocTrace, MemoryBreakdownRecord, SeedSegment
+from afford.schema.memory import (AllocTrace, MemoryBreakdownRecord, MemoryShape,
+                                  ReplayModel, SeedSegment)
 
 KEY_BASE = 1 << 40  # keys of a replayed history, clear of the seed's (negative) keys
+ROLE_ORDER = ("base", "seq", "batch", "corner")  # traced roles, the reference first
 
 
 def op_trace(t: AllocTrace, B: int, s: int) -> OpTrace:
@@ -107,3 +111,37 @@ def breakdown_at(trace: OpTrace, seed: Sequence, expandable: bool = False,
         B=b.B, s=b.s, expandable=expandable, source=source, allocated_bytes=b.allocated_bytes,
         reserved_bytes=b.reserved_bytes, peak_reserved_bytes=b.peak_reserved_bytes,
         slack_bytes=b.slack_bytes, **{f"{c}_bytes": getattr(b, f"{c}_bytes") for c in CLASSES})
+
+
+@dataclass(frozen=True)
+class Learned:
+    model: TraceModel
+    traced: list[MemoryShape]
+    seconds: float
+
+
+def usable(s: MemoryShape) -> bool:
+    return s.ok and s.peak("reserved") is not None and s.peak("allocated") is not None
+
+
+def traced_shapes(shapes: list[MemoryShape]) -> list[MemoryShape]:
+    """The shapes with a whole history, the base first (the reference)."""
+    got = [s for s in shapes if s.trace is not None and not s.trace.truncated and usable(s)
+           and s.role in ROLE_ORDER]
+    return sorted(got, key=lambda s: ROLE_ORDER.index(s.role))
+
+
+def learn_shapes(shapes: list[MemoryShape]) -> Learned | None:
+    """The size laws of the traced shapes; ``None`` with fewer than two."""
+    traced = traced_shapes(shapes)
+    if len(traced) < 2 or traced[0].role != "base":
+        return None
+    t0 = time.perf_counter()
+    model = learn_traces([(s.trace, s.dims["B"], s.dims["s"]) for s in traced])
+    return Learned(model, traced, time.perf_counter() - t0)
+
+
+def use_replay(replay: ReplayModel | None) -> bool:
+    """Whether predictions should come from the replay: validated, and at the held-out
+    shapes no worse than the law (or nothing held out to judge by)."""
+    return replay is not None and replay.trusted and replay.better in ("replay", None)
