@@ -120,3 +120,57 @@ def _loop(law: MemoryLaw) -> str:
 
 def tagged_json(t: Tagged | None) -> dict | None:
     return None if t is None else t.model_dump(mode="json")
+
+
+# ---- the allocator replay (issue 20) ---------------------------------------------------
+
+BREAKDOWN_LABELS = {"parameters": "parameters", "workspaces": "library workspaces",
+                    "optimizer_state": "optimizer state", "gradients": "gradients",
+                    "activations": "activations saved for backward",
+                    "temporaries": "temporaries", "slack": "allocator slack (reserved - "
+                    "allocated)"}
+
+
+def replay_tables(r: SizeReport) -> list:
+    """``afford size``: the replay's answer under both allocator settings, and where the
+    memory goes at the peak; nothing without a replay."""
+    rp = r.replay
+    if rp is None:
+        return []
+    t = Table(title="allocator replay (reserved = what the caching allocator holds)",
+              title_justify="left", show_header=False)
+    t.add_column("quantity")
+    t.add_column("value", overflow="fold")
+    conf = rp.alloc_conf or "unset (native allocator)"
+    t.add_row("answers for this size", ("yes: " if rp.used else "no, the law does: ") + rp.why)
+    t.add_row("PYTORCH_CUDA_ALLOC_CONF", conf)
+    t.add_row("peak allocated", fmt(rp.allocated))
+    t.add_row("peak reserved, native", fmt(rp.reserved_native) + f" (fits: "
+              f"{_yes_no(rp.fits_native)})")
+    t.add_row("peak reserved, expandable_segments:True", fmt(rp.reserved_expandable)
+              + f" (fits: {_yes_no(rp.fits_expandable)})")
+    t.add_row("largest batch, native / expandable", f"{fmt(rp.max_batch_native)} / "
+              f"{fmt(rp.max_batch_expandable)}")
+    if r.law_max_batch is not None:
+        t.add_row("largest batch by the memory law", fmt(r.law_max_batch))
+    if rp.lever:
+        t.add_row("lever", rp.lever)
+    out = [t]
+    if rp.breakdown is not None:
+        out.append(breakdown_table(rp.breakdown, rp.reserved.source,
+                                   f"where the memory goes at the peak (batch {rp.breakdown.B} "
+                                   f"x seq {rp.breakdown.s})"))
+    return out
+
+
+def breakdown_table(b, source: str, title: str) -> Table:
+    """Bytes and share of reserved of each class at the peak (fit.breakdown's classes)."""
+    t = Table(title=title, title_justify="left")
+    for col in ("class", "bytes", "share of reserved"):
+        t.add_column(col, overflow="fold")
+    src = f"breakdown by lifetime at the allocated peak; {source}"
+    for k, v in b.classes().items():
+        t.add_row(BREAKDOWN_LABELS[k], fmt(fitted(v, "B", src)),
+                  fmt(module(v / b.reserved_bytes, "ratio", "class / reserved at the peak")))
+    t.add_row("reserved at the peak", fmt(fitted(b.reserved_bytes, "B", src)), "")
+    return t
