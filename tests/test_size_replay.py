@@ -96,3 +96,15 @@ def test_replay_tables_tag_every_number(cert):
         console.print(t)
     text = console.export_text()
     assert "activations saved for backward" in text and "GiB F" in text
+
+
+def test_html_report_draws_the_breakdown_as_a_stacked_bar(cert_path, tmp_path):
+    pytest.importorskip("matplotlib")
+    html = tmp_path / "r.html"
+    run = CliRunner().invoke(app, ["report", str(cert_path), "--out", str(html),
+                                   "--plots-dir", str(tmp_path / "plots")])
+    assert run.exit_code == 0, run.output
+    text = html.read_text()
+    assert "Where the memory goes at the peak" in text and "<svg" in text
+    assert "activations" in text and "replay reserved" in text
+    assert any(p.name.endswith("memory-breakdown.png") for p in (tmp_path / "plots").iterdir())

@@ -93,7 +93,7 @@ def memory_summary_table(cert) -> Table:
     t = Table(title=f"memory law: states + fixed + L*(C_res B*s*d + C_op B*H*s^2) "
               f"({cert.memory.wall_seconds:.1f} s)", title_justify="left")
     for col in ("workload", "mode", "C_res", "C_op", "fixed", "R^2", "states",
-                "held-out max error", "one step understates by"):
+                "held-out max error", "one step understates by", "allocator replay"):
         t.add_column(col, overflow="fold")
     for law in cert.memory.laws:
         f = law.allocated
@@ -104,11 +104,25 @@ def memory_summary_table(cert) -> Table:
                   fmt(fitted(f.fixed_bytes, "B", src)) if f.form == "states_plus_fixed" else "-",
                   fmt(module(round(f.r2, 5), "", "fit_memory")),
                   fmt(measured(round(law.bytes_per_param, 3), "B/param", "states counted")),
-                  fmt(a) + (f"; reserved {fmt(r)}" if r else ""), _loop(law))
+                  fmt(a) + (f"; reserved {fmt(r)}" if r else ""), _loop(law),
+                  _replay_cell(law, run))
     for n in cert.memory.not_executable:
-        t.add_row(n.what, "-", n.status, "-", "-", "-", "-", "-", n.reason)
+        t.add_row(n.what, "-", n.status, "-", "-", "-", "-", "-", n.reason, "-")
     t.caption = "CPU: the law of the peak RSS increment; CUDA: of peak allocated (and reserved)"
     return t
+
+
+def _replay_cell(law: MemoryLaw, run: str) -> str:
+    """The replay's held-out worst reserved error and the verdict, in one cell."""
+    rp = law.replay
+    if rp is None:
+        return "-"
+    if rp.replay_worst_reserved_error is None:
+        return "trusted" if rp.trusted else "NOT trusted"
+    src = f"{law.workload} {law.mode}: allocator replay, max |error| of peak reserved over " \
+          f"{len(rp.heldout)} held-out shapes; {run}"
+    return (f"reserved {fmt(measured(rp.replay_worst_reserved_error, 'ratio', src))}; "
+            f"{'trusted' if rp.trusted else 'NOT trusted'}, better: {rp.better}")
 
 
 def _loop(law: MemoryLaw) -> str:
