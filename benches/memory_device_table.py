@@ -22,9 +22,12 @@ from afford.schema.memory import MemorySection
 
 RUN = Path(__file__).parent / "device-runs" / "2026-12-03-h200-memory"
 GIB = 2 ** 30
-BASE = {"device": "NVIDIA H200", "torch": "2.11.0+cu130", "commit": "2de9a9e"}
+BASE = {"device": "NVIDIA H200", "torch": "2.11.0+cu130"}
 DATE = datetime(2026, 12, 3, 6, 43, tzinfo=timezone.utc)
-CMD = "python3 benches/memory_device.py $OUT --tests (then --budget-only)"
+CMD = "python3 benches/memory_device.py $OUT --tests"
+BUDGET_DATE = datetime(2026, 12, 3, 6, 51, tzinfo=timezone.utc)
+BUDGET_CMD = ("python3 benches/memory_device.py $OUT --budget-only "
+              "benches/device-runs/2026-12-03-h200-memory")
 
 
 def sections() -> dict[str, MemorySection]:
@@ -106,9 +109,12 @@ def ledger_rows(secs: dict[str, MemorySection], rows: list[dict]) -> list:
 
     out = []
 
-    def add(q: str, value: float, unit: str, tag: str = "MEASURED", steps: str = "0-2"):
-        out.append(ledger.new_reading(quantity=q, unit=unit, value=float(value), tag=tag,
-                                      step_indices=steps, command=CMD, date=DATE, **BASE))
+    def add(q: str, value: float, unit: str, tag: str = "MEASURED", steps: str = "0-2",
+            budget: bool = False):
+        out.append(ledger.new_reading(
+            quantity=q, unit=unit, value=float(value), tag=tag, step_indices=steps,
+            command=BUDGET_CMD if budget else CMD, date=BUDGET_DATE if budget else DATE,
+            commit="b7c3bec" if budget else "a3b8355", **BASE))
 
     for name, sec in secs.items():
         add(f"memory/stage/{name}/wall_seconds", sec.wall_seconds, "s", steps="")
@@ -121,18 +127,19 @@ def ledger_rows(secs: dict[str, MemorySection], rows: list[dict]) -> list:
     for r in rows:
         law, c = r["law"], r["c"]
         q = f"memory/{law.workload}/{law.mode}/B={c.B},s={c.s}"
-        add(f"{q}/replay_reserved_error", c.reserved_error, "ratio", "DERIVED", "")
-        add(f"{q}/law_reserved_error", c.law_reserved_error, "ratio", "DERIVED", "")
-        add(f"{q}/replay_allocated_error", c.allocated_error, "ratio", "DERIVED", "")
+        add(f"{q}/replay_reserved_error", c.reserved_error, "ratio", "MODULE", "")
+        add(f"{q}/law_reserved_error", c.law_reserved_error, "ratio", "MODULE", "")
+        add(f"{q}/replay_allocated_error", c.allocated_error, "ratio", "MODULE", "")
         if r["exp"]:
             add(f"{q}/expandable/peak_reserved_bytes", r["exp"][1], "B")
-            add(f"{q}/expandable/replay_reserved_error", r["exp_error"], "ratio", "DERIVED",
+            add(f"{q}/expandable/replay_reserved_error", r["exp_error"], "ratio", "MODULE",
                 "")
     doc = json.loads((RUN / "budget.json").read_text())
     for r in doc["results"]:
         q = f"memory/budget16GiB/{r['workload']}/{r['mode']}/s={r['seq']}"
-        add(f"{q}/predicted_max_batch", r["predicted"], "sequences", "FITTED", "")
-        add(f"{q}/largest_batch_that_ran", r["largest_ok"], "sequences")
+        add(f"{q}/predicted_max_batch", r["predicted"], "sequences", "FITTED", "", True)
+        add(f"{q}/largest_batch_that_ran", r["largest_ok"], "sequences", "MEASURED", "0-2",
+            True)
     return out
 
 
