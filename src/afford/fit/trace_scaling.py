@@ -79,8 +79,11 @@ BASES: tuple[tuple[str, ...], ...] = (
     ("1", "B*s", "B*s^2"), ("1", "B*s", "s"), ("1", "B", "B*s"), ("1", "B*s", "s^2"),
     ("B*s", "B*s^2", "s"), ("1", "B*s^2", "s"))
 EXACT_BYTES = 0.5
-FINE_CONTEXT = 6  # ops whose fine tokens make up one alignment token of the first pass
-MIN_ANCHOR = 64  # ops: a shorter run of equal fine tokens is not trusted as an anchor  # a fit is exact when every traced size is reproduced within this
+CONTEXTS = (6, 1, 0)  # alignment passes: tokens of 6 ops with lifetimes, 1 op, plain kinds
+MIN_ANCHOR = 64
+MAX_STRETCH = 4000  # ops: a longer stretch the first pass leaves unmatched stays unmatched
+# (another kernel path throughout, e.g. a smaller shape's attention; difflib over common
+# tokens of thousands of ops takes seconds and pairs little)  # ops: a shorter run of equal fine tokens is not trusted as an anchor  # a fit is exact when every traced size is reproduced within this
 
 
 @dataclass(frozen=True)
@@ -143,34 +146,35 @@ def from_history(B: int, s: int, history: Sequence[Sequence]) -> OpTrace:
                    ops=tuple(ops), external_frees=external)
 
 
-def _tokens(t: OpTrace, fine: bool = False) -> tuple[list[tuple], list[int | None]]:
+def _tokens(t: OpTrace, context: int = 0) -> tuple[list, list[int | None]]:
     """Alignment tokens: a free is anonymous; an allocation freed within the trace is
     ``(alloc, True)``; one never freed (weights, optimizer state, workspaces: sizes that
-    rarely change with the shape) is ``(alloc, False, size)``. ``fine``: each token also
-    carries its slot's lifetime in ops (alloc to free; the same at every shape where the
-    op sequence is), which makes tokens rare enough for difflib to be fast."""
+    rarely change with the shape) is ``(alloc, False, size)``. ``context`` > 0: each token
+    also carries its slot's lifetime in ops (alloc to free; the same at every shape where
+    the op sequence is) and stands for itself and the next ``context - 1`` tokens, which
+    makes tokens rare enough for difflib to be fast."""
     freed = t.freed()
     life: dict[int, int] = {}
-    if fine:
+    if context:
         born: dict[int, int] = {}
         for i, o in enumerate(t.ops):
             if o >= 0:
                 born[o] = i
             else:
                 life[~o] = i - born.get(~o, i)
-    toks: list[tuple] = []
+    toks: list = []
     slots: list[int | None] = []
     for o in t.ops:
         if o >= 0:
             tok = ("a", True) if o in freed else ("a", False, t.sizes[o])
-            toks.append(tok + (life.get(o, -1),) if fine else tok)
+            toks.append(tok + (life.get(o, -1),) if context else tok)
             slots.append(o)
         else:
-            toks.append(("f", life.get(~o, -1)) if fine else ("f",))
+            toks.append(("f", life.get(~o, -1)) if context else ("f",))
             slots.append(None)
-    if fine:  # with the next ops' tokens: short-lived temporaries are everywhere alike
+    if context > 1:  # with the next ops' tokens: short-lived temporaries are everywhere alike
         n = len(toks)
-        toks = [hash(tuple(toks[i:min(n, i + FINE_CONTEXT)])) for i in range(n)]
+        toks = [hash(tuple(toks[i:min(n, i + context)])) for i in range(n)]
     return toks, slots
 
 
@@ -211,28 +215,38 @@ def _stretches(codes: list[tuple[str, int, int, int, int]], min_equal: int = 0
 def align(ref: OpTrace, other: OpTrace) -> list[int | None]:
     """For each slot of ``ref``, the slot of ``other`` it matches, or ``None``.
 
-    Two passes: over fine tokens (with lifetimes: fast, since they are rare), whose equal
-    runs pair their allocations; then inside each mismatched stretch, over the coarse
-    tokens of that stretch alone (an extra kernel's allocations change the lifetimes of
-    the blocks around them, not their kinds), as a one-pass alignment would."""
+    Passes from rare tokens to common ones (:data:`CONTEXTS`): the equal runs (of at least
+    :data:`MIN_ANCHOR` ops) of a pass over tokens with lifetimes pair their allocations; each
+    stretch between them goes to the next pass alone (an extra kernel's allocations change
+    the lifetimes of the blocks around them, not their kinds) when it is at most
+    :data:`MAX_STRETCH` ops long; the last pass, over the plain kinds, pairs a mismatched
+    stretch in order when both sides allocate as many. difflib's quadratic search over
+    common tokens is kept to short stretches."""
     match: list[int | None] = [None] * ref.n_allocs
-    fa, sa = _tokens(ref, fine=True)
-    fb, sb = _tokens(other, fine=True)
-    ta, _ = _tokens(ref)
-    tb, _ = _tokens(other)
-    for equal, i1, i2, j1, j2 in _stretches(_opcodes(fa, fb), MIN_ANCHOR):
-        xa = [x for x in sa[i1:i2] if x is not None]
-        xb = [y for y in sb[j1:j2] if y is not None]
-        if equal:
-            for x, y in zip(xa, xb):
-                match[x] = y
-            continue
-        for eq2, k1, k2, l1, l2 in _stretches(_opcodes(ta[i1:i2], tb[j1:j2])):
-            ya = [x for x in sa[i1 + k1:i1 + k2] if x is not None]
-            yb = [y for y in sb[j1 + l1:j1 + l2] if y is not None]
-            if eq2 or len(ya) == len(yb):
-                for x, y in zip(ya, yb):
-                    match[x] = y
+    _, sa = _tokens(ref)
+    _, sb = _tokens(other)
+    levels = [(_tokens(ref, c)[0], _tokens(other, c)[0]) for c in CONTEXTS]
+
+    def pair(i1: int, i2: int, j1: int, j2: int) -> None:
+        for x, y in zip((x for x in sa[i1:i2] if x is not None),
+                        (y for y in sb[j1:j2] if y is not None)):
+            match[x] = y
+
+    def walk(level: int, i1: int, i2: int, j1: int, j2: int) -> None:
+        ta, tb = levels[level]
+        last = level == len(levels) - 1
+        for equal, a1, a2, b1, b2 in _stretches(_opcodes(ta[i1:i2], tb[j1:j2]),
+                                                0 if last else MIN_ANCHOR):
+            a1, a2, b1, b2 = a1 + i1, a2 + i1, b1 + j1, b2 + j1
+            if equal:
+                pair(a1, a2, b1, b2)
+            elif not last and max(a2 - a1, b2 - b1) <= MAX_STRETCH:
+                walk(level + 1, a1, a2, b1, b2)
+            elif last and sum(x is not None for x in sa[a1:a2]) == \
+                    sum(y is not None for y in sb[b1:b2]):
+                pair(a1, a2, b1, b2)
+
+    walk(0, 0, len(sa), 0, len(sb))
     return match
 
 
