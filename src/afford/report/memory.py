@@ -26,10 +26,17 @@ def size_tables(r: SizeReport) -> list:
     main.add_column("quantity")
     main.add_column("value", overflow="fold")
     cpu = p.reserved is None
+    replay = r.replay is not None and r.replay.used
+    law = " (memory law)" if replay else ""
     rows = [("parameters", fmt(p.params)), ("states (weights, grads, optimizer)", fmt(p.states)),
-            ("peak RSS" if cpu else "peak allocated", fmt(p.allocated))]
+            ("peak RSS" if cpu else "peak allocated" + law, fmt(p.allocated))]
     if not cpu:
-        rows += [("peak reserved", fmt(p.reserved)), ("reserved / allocated used", fmt(p.ratio))]
+        rows += [("peak reserved" + law, fmt(p.reserved)),
+                 ("reserved / allocated used" + law, fmt(p.ratio))]
+    if replay:  # the allocator replay answers residency (issue 20)
+        rows += [(f"peak reserved (allocator replay, "
+                  f"{r.replay.alloc_conf or 'native allocator'}: answers)",
+                  fmt(r.replay.reserved))]
     rows += [("device memory", fmt(r.device_memory)),
              ("budget", fmt(r.budget)), ("share of budget", fmt(r.budget_share)),
              ("fits", _yes_no(r.fits) + (f" ({r.note})" if r.note else "")),
