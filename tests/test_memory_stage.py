@@ -80,7 +80,11 @@ def test_cuda_child_reads_the_caching_allocator():
     items = [{"key": f"b{b}{m}", "workload": "tinylm", "mode": m, "steps": 3,
               "shape": {**TINY, "batch": b, "seq": 256, "d": 256, "H": 4}}
              for b in (4, 8) for m in ("fp32", "bf16")]
+    items[0]["trace"] = True
+    items[0]["dims"] = {"B": 4, "s": 256}
     rec = run_memory_child(items, device="cuda", device_class="large-gpu", seed=0)
+    traced = rec[items[0]["key"]]["trace"]
+    assert traced["n_allocs"] > 0 and not traced["truncated"] and traced["seed"] is not None
     for r in rec.values():
         assert r.get("error") is None, r
         assert len(r["allocated_by_step"]) == len(r["reserved_by_step"]) == 3
@@ -130,12 +134,16 @@ def test_stage_fits_each_mode_and_skips_what_is_not_transformer_shaped(monkeypat
     mem = stage.memory_stage(_ctx())["memory"]
     assert [(law.workload, law.mode) for law in mem.laws] == [("tinylm", "fp32"),
                                                                ("tinylm", "bf16")]
-    assert len(seen["items"]) == 2 * 11  # warm-up, 7 sweep shapes, 3 held out; per mode
+    # CUDA: warm-up, 4 traced sweep shapes, 3 held out; per mode
+    assert len(seen["items"]) == 2 * 8
+    assert [it["role"] for it in seen["items"] if it["trace"]] == \
+        ["base", "seq", "batch", "corner"] * 2
     assert [n.what for n in mem.not_executable] == ["memory law of tests.user_workload:factory"]
     assert "not transformer-shaped" in mem.not_executable[0].reason
     for law in mem.laws:
         assert law.allocated.c_res == pytest.approx(70.0, rel=1e-6)
         assert all(abs(h.error) < 1e-6 for h in law.heldout) and len(law.heldout) == 3
+        assert law.replay is None  # the fake child records no allocator history
     assert mem.targets == {"allocated": 0.02, "reserved": 0.03} and mem.steps_per_shape == 3
 
 

@@ -23,8 +23,20 @@ SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
 ])
 def test_size_laws_are_exact_on_integers(law, terms):
     fit = fit_size(SHAPES, [law(B, s) for B, s in SHAPES])
-    assert fit.terms == terms and fit.exact and not fit.interpolated
+    # (4, 512) and (2, 1024) have the same B*s: two distinct rows cannot evidence 1 + B*s
+    assert fit.terms == terms and fit.exact and fit.interpolated == (terms == ("1", "B*s"))
     assert fit.predict(8, 2048) == law(8, 2048)
+
+
+def test_a_size_that_stops_growing_is_capped_at_its_largest_traced_value():
+    shapes = [(4, 1024), (8, 1024), (4, 2048), (8, 2048)]  # tokens 4k, 8k, 8k, 16k
+    cap = 132 * MIB
+    law = lambda B, s: min(16 * 1024 * B * s, cap)  # noqa: E731  (tinylm's backward buffer)
+    fit = fit_size(shapes, [law(B, s) for B, s in shapes])
+    assert fit.terms == ("B*s",) and fit.cap == cap and fit.exact
+    assert fit.predict(16, 2048) == cap and fit.predict(2, 1024) == law(2, 1024)
+    plain = fit_size(shapes[:3], [law(B, s) for B, s in shapes[:3]])  # all below the cap
+    assert plain.cap is None and plain.predict(16, 2048) == 16 * 1024 * 16 * 2048
 
 
 def test_three_terms_on_three_shapes_is_marked_interpolated():
@@ -87,3 +99,25 @@ def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
 def test_learn_refuses_a_shape_given_twice():
     with pytest.raises(ValueError, match="same shape"):
         learn([program(2, 512), program(2, 512)])
+
+
+def test_a_cap_seen_on_one_staging_buffer_bounds_the_others():
+    """Two reductions' staging buffers (each followed by its small semaphores, both freed at
+    once): the wide one reaches its cap at the traced shapes, the narrow one does not; the
+    narrow one is capped like it (tinylm's d-wide bias gradients on an H200)."""
+    from afford.fit.trace_scaling import OpTrace
+
+    cap = 132 * MIB
+    shapes = [(8, 2048), (8, 1024), (4, 2048), (4, 1024)]
+
+    def trace(B, s):
+        t = B * s
+        sizes = (min(16384 * t, cap), 64, min(4096 * t, cap), 16, 2048 * t)
+        ops = (0, 1, ~0, ~1, 2, 3, ~2, ~3, 4)  # slot 4: an activation, never capped
+        return OpTrace(B=B, s=s, sizes=sizes, streams=(0,) * 5, ops=ops)
+
+    model = learn([trace(B, s) for B, s in shapes])
+    assert model.laws[0].cap == cap and model.laws[2].cap == cap
+    assert model.laws[4].cap is None
+    assert model.sizes(32, 2048) == list(trace(32, 2048).sizes)
+    assert any("staging buffers capped" in w for w in model.warnings)

@@ -25,12 +25,15 @@ section from its shapes with this afford's fit (e.g. a certificate made by an ol
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from afford.certify import memory_replay as replay_fit
 from afford.constants import MEMORY_FRACTION
 from afford.fit import sizing
 from afford.fit.memory import MemoryObservation, batch_linearity, fit_memory, fit_params_affine
@@ -64,6 +67,9 @@ BASE = {
 }
 
 
+TRACED_ROLES = ("base", "seq", "batch", "corner")
+
+
 @dataclass(frozen=True)
 class MemoryJob:
     """One workload in one mode: the shapes to measure, with their roles."""
@@ -74,6 +80,7 @@ class MemoryJob:
     base_shape: dict[str, int]
     runs: tuple[tuple[str, dict[str, int]], ...]  # (role, the workload's shape)
     attention: str | None = None  # the workload's declaration (Workload.attention)
+    traced: bool = False  # CUDA: the sweep shapes record the allocator's history
 
     def key(self, role: str, shape: dict[str, int]) -> str:
         return f"memory|{self.spec}|{self.mode}|{role}|" + ",".join(
@@ -113,8 +120,14 @@ def _base(w: "Workload", device_class: str) -> tuple[dict[str, int], int, int]:
     return shape, b0, s0
 
 
-def plan_job(spec: str, w: "Workload", mode: str, device_class: str) -> MemoryJob:
-    """The shapes of one workload and mode; ValueError when it cannot be swept in B and s."""
+def plan_job(spec: str, w: "Workload", mode: str, device_class: str, traced: bool = False
+             ) -> MemoryJob:
+    """The shapes of one workload and mode; ValueError when it cannot be swept in B and s.
+
+    ``traced`` (CUDA): the allocator replay's plan: four traced sweep shapes at and below
+    the base (B0 s0, B0 s0/2, B0/2 s0, B0/2 s0/2), whose histories the replay learns and
+    the law is fitted over, and the three held-out shapes (up to 4x the base's tokens).
+    Otherwise (a CPU) the law's plan: a sweep up to 2x the base, held out to 4x."""
     shape, b0, s0 = _base(w, device_class)
     keys = dim_keys(w, shape)
     if "B" not in keys or "s" not in keys:
@@ -126,12 +139,17 @@ def plan_job(spec: str, w: "Workload", mode: str, device_class: str) -> MemoryJo
         return {**shape, kb: max(1, int(b)), ks: max(1, int(s))}
 
     runs = [("warmup", at(b0, s0)), ("base", at(b0, s0))]
-    runs += [("seq", at(b0, s0 * f)) for f in (0.25, 0.5, 2)]
-    runs += [("batch", at(b0 * f, s0)) for f in (0.25, 0.5, 2)]
+    if traced:
+        runs += [("seq", at(b0, s0 / 2)), ("batch", at(b0 / 2, s0)),
+                 ("corner", at(b0 / 2, s0 / 2))]
+    else:
+        runs += [("seq", at(b0, s0 * f)) for f in (0.25, 0.5, 2)]
+        runs += [("batch", at(b0 * f, s0)) for f in (0.25, 0.5, 2)]
     runs += [("heldout-interpolated", at(b0 * 3 / 4, s0 * 3 / 2)),
              ("heldout-seq", at(b0, 4 * s0)), ("heldout-batch", at(4 * b0, s0))]
     return MemoryJob(spec=spec, mode=mode, dim_keys=keys, base_shape=at(b0, s0),
-                     runs=tuple(runs), attention=getattr(w, "attention", None))
+                     runs=tuple(runs), attention=getattr(w, "attention", None),
+                     traced=traced)
 
 
 def s2_term(attention: str | None) -> bool | None:
@@ -140,7 +158,8 @@ def s2_term(attention: str | None) -> bool | None:
     return {"fused": False, "materialised": True}.get(attention or "")
 
 
-def plan_jobs(plan, modes: list[str]) -> tuple[list[MemoryJob], list[NotExecutable]]:
+def plan_jobs(plan, modes: list[str], traced: bool = False
+              ) -> tuple[list[MemoryJob], list[NotExecutable]]:
     """Jobs for the plan's transformer-shaped workloads, tinylm first."""
     seen: dict[str, "Workload"] = {}
     for spec, w, _, _ in plan.workloads:
@@ -152,7 +171,7 @@ def plan_jobs(plan, modes: list[str]) -> tuple[list[MemoryJob], list[NotExecutab
         try:
             if w.dims(w.shape(w.default_sweep(plan.device_class)[0])) is None:
                 raise ValueError("it is not transformer-shaped (no dims())")
-            jobs.extend(plan_job(spec, w, m, plan.device_class) for m in modes)
+            jobs.extend(plan_job(spec, w, m, plan.device_class, traced) for m in modes)
         except Exception as exc:  # a user workload's shape code may raise anything
             skipped.append(NotExecutable(what=f"memory law of {spec}", reason=str(exc)))
     return jobs, skipped
@@ -160,7 +179,8 @@ def plan_jobs(plan, modes: list[str]) -> tuple[list[MemoryJob], list[NotExecutab
 
 def items_for(job: MemoryJob, w: "Workload", steps: int) -> list[dict]:
     return [{"key": job.key(role, shape), "workload": job.spec, "mode": job.mode,
-             "role": role, "shape": shape, "dims": w.dims(shape), "steps": steps}
+             "role": role, "shape": shape, "dims": w.dims(shape), "steps": steps,
+             "trace": job.traced and role in TRACED_ROLES}
             for role, shape in job.runs]
 
 
@@ -170,34 +190,101 @@ def memory_stage(ctx: "StageContext") -> dict:
     t0 = time.perf_counter()
     env = ctx.env
     modes = memory_modes(ctx.req.modes, env.device_type, env.compute_capability)
-    jobs, skipped = plan_jobs(ctx.plan, modes)
+    cuda = env.device_type == "cuda"
+    jobs, skipped = plan_jobs(ctx.plan, modes, traced=cuda)
     workloads = {spec: w for spec, w, _, _ in ctx.plan.workloads}
     steps = STEPS[env.device_type]
     per_job = [(job, items_for(job, workloads[job.spec], steps)) for job in jobs]
     records: dict[str, dict] = {}
+    learner = EarlyLearner(per_job)  # learns each job's traces while the child goes on
     try:
         if per_job:
             spawned = getattr(ctx, "ahead", {}).pop("memory", None)
+
+            def tap(event: dict) -> None:
+                if event.get("event") == "shape":
+                    learner.take(event["key"], event["record"])
+                ctx.on_event(event)
+
             records = run_memory_child([it for _, items in per_job for it in items],
                                        device=ctx.plan.device, seed=ctx.req.seed,
                                        device_class=ctx.plan.device_class,
-                                       on_event=ctx.on_event, spawned=spawned)
+                                       on_event=tap, spawned=spawned)
     except (OSError, ValueError) as exc:  # the child could not start, or spoke garbage
         skipped.append(NotExecutable(what="memory child", reason=f"{type(exc).__name__}: {exc}"))
     laws = []
     for job, items in per_job:
         shapes = [_shape(it, records.get(it["key"], {"error": "not measured"})) for it in items]
         try:
-            laws.append(build_law(job, shapes, env))
+            law = build_law(job, shapes, env)
         except (ValueError, ArithmeticError) as exc:
             skipped.append(NotExecutable(what=f"memory law of {job.spec} ({job.mode})",
                                          reason=_why(exc, shapes)))
+            continue
+        laws.append(law.model_copy(update={"replay": learner.replay(job, law)}))
+    learner.close()
     section = MemorySection(steps_per_shape=steps, budget_fraction=MEMORY_FRACTION,
                             tolerance=sizing.VERDICT_TOLERANCE, targets=TARGETS[env.device_type],
                             device_memory_bytes=env.device_memory_bytes, laws=laws,
                             not_executable=skipped, wall_seconds=time.perf_counter() - t0,
+                            alloc_conf=child_alloc_conf() if cuda else None,
                             warnings=section_notes(laws))
     return {"memory": section}
+
+
+def child_alloc_conf() -> str:
+    """The allocator configuration the memory child inherits from this process."""
+    return os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") \
+        or ""
+
+
+class EarlyLearner:
+    """The replay's size laws learned in a background thread as soon as a job's traced
+    shapes are in, while the child measures the held-out shapes (learning takes a second or
+    two of CPU per job; the child's time is the GPU's)."""
+
+    def __init__(self, per_job: list[tuple[MemoryJob, list[dict]]]) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._pending: dict[int, dict[str, dict | None]] = {}
+        self._items: dict[str, tuple[int, dict]] = {}
+        self._futures: dict[int, Future] = {}
+        for i, (job, items) in enumerate(per_job):
+            if not job.traced:
+                continue
+            traced = [it for it in items if it.get("trace")]
+            self._pending[i] = {it["key"]: None for it in traced}
+            for it in traced:
+                self._items[it["key"]] = (i, it)
+        self._jobs = {id(job): i for i, (job, _) in enumerate(per_job)}
+
+    def take(self, key: str, record: dict) -> None:
+        if key not in self._items:
+            return
+        i, item = self._items[key]
+        self._pending[i][key] = record
+        if all(r is not None for r in self._pending[i].values()) and i not in self._futures:
+            shapes = [_shape(self._items[k][1], r) for k, r in self._pending[i].items()]
+            self._futures[i] = self._pool.submit(replay_fit.learn_shapes, shapes)
+
+    def replay(self, job: MemoryJob, law: MemoryLaw):
+        """The law's replay model (None when the job was not traced)."""
+        if not job.traced:
+            return None
+        fut = self._futures.get(self._jobs.get(id(job), -1))
+        learned = None
+        if fut is not None:
+            try:
+                learned = fut.result()
+            except Exception:  # relearned (and then reported) by build_replay
+                learned = None
+        try:
+            return replay_fit.build_replay(law, learned)
+        except Exception as exc:  # the replay never fails the stage: the law stands alone
+            law.warnings.append(f"allocator replay failed: {type(exc).__name__}: {exc}"[:500])
+            return None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 def _shape(item: dict, record: dict) -> MemoryShape:
@@ -278,7 +365,8 @@ def refit_law(law: MemoryLaw, device_memory_bytes: int | None) -> MemoryLaw:
                     base_shape=law.base_shape, runs=tuple((s.role, s.shape) for s in law.shapes),
                     attention=law.attention)
     env = SimpleNamespace(device_type=law.device_type, device_memory_bytes=device_memory_bytes)
-    return build_law(job, list(law.shapes), env)
+    new = build_law(job, list(law.shapes), env)
+    return new.model_copy(update={"replay": replay_fit.build_replay(new)})
 
 
 def refit_section(section: MemorySection) -> MemorySection:

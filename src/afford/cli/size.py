@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,7 +13,7 @@ from afford.constants import MEMORY_FRACTION, MODES
 from afford.errors import InputError
 from afford.figures.memory import SizeReport, size
 from afford.provenance import run_label
-from afford.report.memory import size_tables, tagged_json
+from afford.report.memory import replay_tables, size_tables, tagged_json
 from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.schema.constants import load_constants
@@ -46,6 +47,11 @@ def command(
         "name, value, unit, what it multiplies, mode; `afford schema constants`), judged "
         "CONFIRMED or WRONG against the certificate's law like the built-in defaults.")
     ] = None,
+    alloc_conf: Annotated[Optional[str], typer.Option(
+        "--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF of the run to size (e.g. "
+        "expandable_segments:True). Default: this shell's PYTORCH_CUDA_ALLOC_CONF. The "
+        "allocator replay predicts reserved memory under it, and names the other setting "
+        "as a lever when that changes whether the shape fits.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Predicted peak allocated and reserved memory at (batch, seq) from the certificate's
@@ -70,11 +76,12 @@ def command(
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         mine = load_constants(constants) if constants is not None else None
         cert = load_certificate(cert_path)
-        report = size(cert, workload, s, b, mode, fraction, run_label(cert), mine)
+        report = size(cert, workload, s, b, mode, fraction, run_label(cert), mine,
+                      alloc_conf=_alloc_conf(alloc_conf))
         if as_json:
-            print_json(report_json(report, cert_path))
+            print_json({**report_json(report, cert_path), **replay_json(report)})
         else:
-            for table in size_tables(report):
+            for table in size_tables(report) + replay_tables(report):
                 out.print(table)
             for w in report.warnings:
                 err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
@@ -119,3 +126,34 @@ def report_json(r: SizeReport, cert_path: Path) -> dict:
         "verdicts": [v.model_dump(mode="json") for v in r.verdicts],
         "warnings": r.warnings,
     }
+
+
+# ---- the allocator replay (issue 20) ---------------------------------------------------
+
+
+def _alloc_conf(given: str | None) -> str:
+    """``--alloc-conf``, else this shell's ``PYTORCH_CUDA_ALLOC_CONF`` (or the newer
+    ``PYTORCH_ALLOC_CONF``), else '' (the native allocator)."""
+    if given is not None:
+        return given
+    return os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") \
+        or ""
+
+
+def replay_json(r: SizeReport) -> dict:
+    """The replay's answer for ``--json``: both allocator settings, the lever and the
+    breakdown at the peak; ``{"replay": None}`` without one."""
+    rp = r.replay
+    if rp is None:
+        return {"replay": None}
+    return {"replay": {
+        "used": rp.used, "why": rp.why, "alloc_conf": rp.alloc_conf,
+        "expandable_segments": rp.expandable, "peak_allocated": tagged_json(rp.allocated),
+        "peak_reserved_native": tagged_json(rp.reserved_native),
+        "peak_reserved_expandable": tagged_json(rp.reserved_expandable),
+        "fits_native": rp.fits_native, "fits_expandable": rp.fits_expandable,
+        "max_batch_native": tagged_json(rp.max_batch_native),
+        "max_batch_expandable": tagged_json(rp.max_batch_expandable),
+        "lever": rp.lever,
+        "breakdown": rp.breakdown.model_dump(mode="json") if rp.breakdown else None},
+        "law_max_batch": tagged_json(r.law_max_batch)}

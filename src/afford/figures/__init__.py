@@ -20,6 +20,7 @@ probes' tables), :mod:`~afford.figures.memory` (``afford size``),
 from __future__ import annotations
 
 from afford.errors import InputError
+from afford.figures import memory_replay
 from afford.figures.memory import law_or_none
 from afford.figures.time import model_step
 from afford.fit import sizing
@@ -136,10 +137,17 @@ def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes:
               mode: str | None = None) -> Tagged | None:
     """Largest batch whose predicted reserved memory (peak RSS on a CPU) fits
     ``budget_bytes`` at ``shape`` (its batch is ignored), FITTED; ``None`` without a
-    memory law for ``name``."""
+    memory law for ``name``. The allocator replay answers where the certificate trusts it
+    and the shape keeps the certified model (native allocator); else the law."""
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
+    if memory_replay.usable(law)[0]:  # the allocator replay, where it is trusted (issue 20)
+        dims = sizing.shape_dims(law, shape)
+        got = memory_replay.max_batch(law, dims["s"], budget_bytes, False, run_label(cert))
+        if got is not None and (dims["d"], dims["L"], dims["H"]) == tuple(
+                law.base_dims[k] for k in ("d", "L", "H")):
+            return got
     return sizing.max_batch(law, shape, budget_bytes, run_label(cert))
 
 

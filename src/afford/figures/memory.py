@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from afford.constants import MEMORY_FRACTION, check_fraction
 from afford.errors import InputError
+from afford.figures import memory_replay
+from afford.figures.memory_replay import ReplayAnswer
 from afford.fit.memory import BATCH_CAP, largest_batch
 from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for, formula_tag,
                                frozen_at, max_batch, predict, user_defaults, verdicts)
@@ -102,13 +104,17 @@ class SizeReport:
     heldout_reserved: Tagged | None
     verdicts: list[DefaultVerdict]
     warnings: list[str] = field(default_factory=list)
+    replay: ReplayAnswer | None = None  # the allocator replay's answer (issue 20)
+    law_max_batch: Tagged | None = None  # the law's largest batch (when the replay answers)
 
 
 def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
          budget_fraction: float = MEMORY_FRACTION, run: str = "",
-         constants: UserConstants | None = None) -> SizeReport:
+         constants: UserConstants | None = None, alloc_conf: str = "") -> SizeReport:
     """Predicted peaks at (batch, seq), residency against the budget, the largest batch;
-    ``constants``: the user's own sizing constants, judged beside the built-in defaults."""
+    ``constants``: the user's own sizing constants, judged beside the built-in defaults;
+    ``alloc_conf``: the ``PYTORCH_CUDA_ALLOC_CONF`` the run will have (the allocator
+    replay, where the certificate has one it trusts, answers for it)."""
     check_fraction(budget_fraction, "the budget fraction")
     law = find_law(cert, name, mode)
     extra, user_notes = (), []
@@ -118,28 +124,45 @@ def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
         user_notes = [why] if why else []
     budget = budget_of(cert, budget_fraction)
     mb = max_batch(law, {"s": seq}, budget.value, run) if budget else None
+    rep = replay_answer(law, seq, batch, budget.value if budget else None, alloc_conf, run)
     b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
+    if batch is None and rep is not None and rep.used and rep.max_batch is not None:
+        b = max(int(rep.max_batch.value), 1)
     pred = predict(law, {"s": seq, "B": b}, run)
     dev_mem = cert.environment.device_memory_bytes
-    fits = None if budget is None else pred.budgeted <= budget.value
-    over = bool(dev_mem) and pred.budgeted > dev_mem
+    budgeted = rep.budgeted if rep is not None and rep.used else pred.budgeted
+    fits = None if budget is None else budgeted <= budget.value
+    over = bool(dev_mem) and budgeted > dev_mem
     note = None
     if over:
         note = OOM_NOTE if law.device_type == "cuda" else \
             "exceeds host memory: pages to swap and slows down, or is killed"
-    share = module(pred.budgeted / budget.value, "ratio", "predicted peak / budget") \
+    share = module(budgeted / budget.value, "ratio", "predicted peak / budget") \
         if budget else None
     held_alloc, held_res = heldout_accuracy(law, run)
+    used = rep is not None and rep.used
     return SizeReport(
         workload=law.workload, mode=law.mode, device=cert.environment.device_name,
         prediction=pred, batch_given=batch is not None, budget=budget,
         device_memory=measured(dev_mem, "B", f"{cert.environment.device_name}, {run}")
         if dev_mem else None, budget_share=share, fits=fits, over_device=over, note=note,
-        max_batch=mb, comparisons=comparisons(law, pred, budget, extra), verdicts=verdicts(
+        max_batch=rep.max_batch if used else mb,
+        comparisons=comparisons(law, pred, budget, extra), verdicts=verdicts(
             law, pred.dims, budget.value if budget else None, extra=extra),
         heldout_allocated=held_alloc, heldout_reserved=held_res,
         warnings=list(pred.notes) + user_notes + ([] if budget else
-                                      ["device memory unknown: residency not judged"]))
+                                      ["device memory unknown: residency not judged"])
+        + (list(rep.notes) if rep is not None else []),
+        replay=rep, law_max_batch=mb if used else None)
+
+
+def replay_answer(law: MemoryLaw, seq: int, batch: int | None, budget: float | None,
+                  alloc_conf: str, run: str) -> ReplayAnswer | None:
+    """The allocator replay's answer (:mod:`afford.figures.memory_replay`); ``None`` where
+    the certificate has none (a CPU, an older certificate)."""
+    if law.device_type != "cuda" or law.replay is None:
+        return None
+    return memory_replay.answer(law, seq, batch, budget, alloc_conf, run)
 
 
 def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,

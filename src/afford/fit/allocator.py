@@ -435,6 +435,78 @@ class Allocator:
                 self._insert(hole)
 
 
+def parse_alloc_conf(text: str | None) -> tuple[bool, list[str]]:
+    """``PYTORCH_CUDA_ALLOC_CONF`` (or ``PYTORCH_ALLOC_CONF``): whether expandable segments
+    are on, and the options set that this model does not follow (``max_split_size_mb``,
+    ``roundup_power2_divisions``, ``garbage_collection_threshold``, ...). Options are
+    ``key:value`` pairs separated by commas (c10's ``CUDAAllocatorConfig::parseArgs``);
+    ``backend:native`` is the default and changes nothing."""
+    expandable, other = False, []
+    for item in (text or "").split(","):
+        key, _, value = item.strip().partition(":")
+        key, value = key.strip(), value.strip()
+        if not key:
+            continue
+        if key == "expandable_segments":
+            expandable = value.lower() in ("true", "1")
+        elif key == "backend" and value == "native":
+            continue
+        else:
+            other.append(f"{key}:{value}")
+    return expandable, other
+
+
+def seed(segments: Sequence[SeedSegment], expandable: bool = False) -> Allocator:
+    """An allocator holding what a process held when a history began (from
+    ``torch.cuda.memory._snapshot()["segments"]``: each segment with its blocks in address
+    order). Native: the segments and blocks as they were (live blocks keyed ``-1, -2, ...``);
+    expandable: the live blocks allocated afresh in address order (their layout in the
+    process's own segments is not rebuilt)."""
+    alloc = Allocator(expandable=expandable)
+    key = -1
+    if expandable:
+        for seg in segments:
+            for size, live in seg.blocks:
+                if live:
+                    alloc.malloc(key, size, seg.stream)
+                    key -= 1
+        alloc.decisions.clear()
+        return alloc
+    for sg in segments:
+        seg = Segment(sg.addr, sg.size, sg.small, sg.stream)
+        prev, addr = None, sg.addr
+        for size, live in sg.blocks:
+            b = Block(addr, size, sg.small, sg.stream, seg, allocated=live, prev=prev)
+            if prev is None:
+                seg.head = b
+            else:
+                prev.next = b
+            if live:
+                alloc._live[key] = b
+                alloc.allocated += size
+                key -= 1
+            else:
+                alloc._insert(b)
+            prev, addr = b, addr + size
+        if addr != sg.addr + sg.size:
+            raise ValueError(f"segment at {sg.addr:#x}: blocks sum to {addr - sg.addr} B, "
+                             f"not its {sg.size} B")
+        alloc.segments.append(seg)
+        alloc.reserved += sg.size
+    alloc.peak_allocated, alloc.peak_reserved = alloc.allocated, alloc.reserved
+    return alloc
+
+
+class SeedSegment(NamedTuple):
+    """A segment held when a history began: blocks as (bytes, allocated?) in address order."""
+
+    addr: int
+    size: int
+    small: bool
+    stream: int
+    blocks: tuple[tuple[int, bool], ...]
+
+
 def _expandable_size(b: Block) -> int:
     return b.size + (b.next.size if b.next is not None and not b.next.mapped else 0)
 

@@ -30,8 +30,12 @@ What the model cannot see: a kernel chosen by size. PyTorch's embedding backward
 to a sort-based kernel past 3072 indices, which adds 14 allocations a step; a history
 traced below that and synthesised above it lacks them (on an H200 they changed neither
 reserved nor the allocated peak by more than 0.02 %). A size that grows and then stops
-between the traced and the target shapes is another (tinylm's two backward buffers per
-layer, 16 and 12 KiB a token, both capped at 132 MiB: past 8448 and 11264 tokens).
+between the traced and the target shapes is another (tinylm's reduction staging buffers
+in the backward, 16, 12 and 4 KiB a token, all capped at 132 MiB = 1 MiB x 132 SMs on an
+H200: past 8448, 11264 and 33792 tokens). A size seen capped at the traced shapes gets a
+capped law (:func:`_capped`), and a cap seen on one reduction's staging buffer bounds the
+others of the history (:func:`_propagate_caps`): tinylm's held-out shapes at 4x the traced
+tokens then replay to the byte (they were +2.1 to +3.6 % reserved without).
 
 Size laws (:func:`fit_size`). Each slot's sizes at the traced shapes are fitted as a
 non-negative combination of the terms {1, B*s, B*s^2, B, s, s^2}: the basis with the
@@ -57,6 +61,7 @@ Pure: no torch, no I/O.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,7 +78,12 @@ BASES: tuple[tuple[str, ...], ...] = (
     ("B*s", "s"), ("B", "B*s"), ("B*s", "s^2"),
     ("1", "B*s", "B*s^2"), ("1", "B*s", "s"), ("1", "B", "B*s"), ("1", "B*s", "s^2"),
     ("B*s", "B*s^2", "s"), ("1", "B*s^2", "s"))
-EXACT_BYTES = 0.5  # a fit is exact when every traced size is reproduced within this
+EXACT_BYTES = 0.5
+CONTEXTS = (6, 1, 0)  # alignment passes: tokens of 6 ops with lifetimes, 1 op, plain kinds
+MIN_ANCHOR = 64
+MAX_STRETCH = 4000  # ops: a longer stretch the first pass leaves unmatched stays unmatched
+# (another kernel path throughout, e.g. a smaller shape's attention; difflib over common
+# tokens of thousands of ops takes seconds and pairs little)  # ops: a shorter run of equal fine tokens is not trusted as an anchor  # a fit is exact when every traced size is reproduced within this
 
 
 @dataclass(frozen=True)
@@ -136,20 +146,35 @@ def from_history(B: int, s: int, history: Sequence[Sequence]) -> OpTrace:
                    ops=tuple(ops), external_frees=external)
 
 
-def _tokens(t: OpTrace) -> tuple[list[tuple], list[int | None]]:
+def _tokens(t: OpTrace, context: int = 0) -> tuple[list, list[int | None]]:
     """Alignment tokens: a free is anonymous; an allocation freed within the trace is
     ``(alloc, True)``; one never freed (weights, optimizer state, workspaces: sizes that
-    rarely change with the shape) is ``(alloc, False, size)``."""
+    rarely change with the shape) is ``(alloc, False, size)``. ``context`` > 0: each token
+    also carries its slot's lifetime in ops (alloc to free; the same at every shape where
+    the op sequence is) and stands for itself and the next ``context - 1`` tokens, which
+    makes tokens rare enough for difflib to be fast."""
     freed = t.freed()
-    toks: list[tuple] = []
+    life: dict[int, int] = {}
+    if context:
+        born: dict[int, int] = {}
+        for i, o in enumerate(t.ops):
+            if o >= 0:
+                born[o] = i
+            else:
+                life[~o] = i - born.get(~o, i)
+    toks: list = []
     slots: list[int | None] = []
     for o in t.ops:
         if o >= 0:
-            toks.append(("a", True) if o in freed else ("a", False, t.sizes[o]))
+            tok = ("a", True) if o in freed else ("a", False, t.sizes[o])
+            toks.append(tok + (life.get(o, -1),) if context else tok)
             slots.append(o)
         else:
-            toks.append(("f",))
+            toks.append(("f", life.get(~o, -1)) if context else ("f",))
             slots.append(None)
+    if context > 1:  # with the next ops' tokens: short-lived temporaries are everywhere alike
+        n = len(toks)
+        toks = [hash(tuple(toks[i:min(n, i + context)])) for i in range(n)]
     return toks, slots
 
 
@@ -172,11 +197,14 @@ def _opcodes(ta: list, tb: list) -> list[tuple[str, int, int, int, int]]:
     return out
 
 
-def _stretches(codes: list[tuple[str, int, int, int, int]]
+def _stretches(codes: list[tuple[str, int, int, int, int]], min_equal: int = 0
                ) -> list[tuple[bool, int, int, int, int]]:
-    """The opcodes with every run of non-equal ones merged: (equal?, i1, i2, j1, j2)."""
+    """The opcodes with every run of non-equal ones merged: (equal?, i1, i2, j1, j2);
+    equal runs shorter than ``min_equal`` count as non-equal."""
     out: list[tuple[bool, int, int, int, int]] = []
     for tag, i1, i2, j1, j2 in codes:
+        if tag == "equal" and i2 - i1 < min_equal:
+            tag = "replace"
         if tag != "equal" and out and not out[-1][0]:
             out[-1] = (False, out[-1][1], i2, out[-1][3], j2)
         else:
@@ -185,16 +213,40 @@ def _stretches(codes: list[tuple[str, int, int, int, int]]
 
 
 def align(ref: OpTrace, other: OpTrace) -> list[int | None]:
-    """For each slot of ``ref``, the slot of ``other`` it matches, or ``None``."""
+    """For each slot of ``ref``, the slot of ``other`` it matches, or ``None``.
+
+    Passes from rare tokens to common ones (:data:`CONTEXTS`): the equal runs (of at least
+    :data:`MIN_ANCHOR` ops) of a pass over tokens with lifetimes pair their allocations; each
+    stretch between them goes to the next pass alone (an extra kernel's allocations change
+    the lifetimes of the blocks around them, not their kinds) when it is at most
+    :data:`MAX_STRETCH` ops long; the last pass, over the plain kinds, pairs a mismatched
+    stretch in order when both sides allocate as many. difflib's quadratic search over
+    common tokens is kept to short stretches."""
     match: list[int | None] = [None] * ref.n_allocs
-    ta, sa = _tokens(ref)
-    tb, sb = _tokens(other)
-    for equal, i1, i2, j1, j2 in _stretches(_opcodes(ta, tb)):
-        xa = [x for x in sa[i1:i2] if x is not None]
-        xb = [y for y in sb[j1:j2] if y is not None]
-        if equal or len(xa) == len(xb):
-            for x, y in zip(xa, xb):
-                match[x] = y
+    _, sa = _tokens(ref)
+    _, sb = _tokens(other)
+    levels = [(_tokens(ref, c)[0], _tokens(other, c)[0]) for c in CONTEXTS]
+
+    def pair(i1: int, i2: int, j1: int, j2: int) -> None:
+        for x, y in zip((x for x in sa[i1:i2] if x is not None),
+                        (y for y in sb[j1:j2] if y is not None)):
+            match[x] = y
+
+    def walk(level: int, i1: int, i2: int, j1: int, j2: int) -> None:
+        ta, tb = levels[level]
+        last = level == len(levels) - 1
+        for equal, a1, a2, b1, b2 in _stretches(_opcodes(ta[i1:i2], tb[j1:j2]),
+                                                0 if last else MIN_ANCHOR):
+            a1, a2, b1, b2 = a1 + i1, a2 + i1, b1 + j1, b2 + j1
+            if equal:
+                pair(a1, a2, b1, b2)
+            elif not last and max(a2 - a1, b2 - b1) <= MAX_STRETCH:
+                walk(level + 1, a1, a2, b1, b2)
+            elif last and sum(x is not None for x in sa[a1:a2]) == \
+                    sum(y is not None for y in sb[b1:b2]):
+                pair(a1, a2, b1, b2)
+
+    walk(0, 0, len(sa), 0, len(sb))
     return match
 
 
@@ -216,9 +268,13 @@ class SizeLaw(BaseModel):
     interpolated: bool = Field(description="as many terms as traced shapes: no evidence")
     ambiguous: bool = Field(description="another basis as short also fits exactly")
     n_points: int
+    cap: float | None = Field(None, description="the size stops growing here: the largest "
+                              "traced size, reached by the larger traced shapes")
 
     def predict(self, B: int, s: int) -> int:
         v = sum(c * B ** TERMS[t][0] * s ** TERMS[t][1] for t, c in zip(self.terms, self.coefs))
+        if self.cap is not None:
+            v = min(v, self.cap)
         return max(0, int(round(v)))
 
 
@@ -239,8 +295,15 @@ def _solve(shapes: Sequence[tuple[int, int]], y: np.ndarray, terms: Sequence[str
 
 def fit_size(shapes: Sequence[tuple[int, int]], sizes: Sequence[int]) -> SizeLaw:
     """The shortest basis of :data:`BASES` that reproduces ``sizes`` exactly with
-    non-negative coefficients; when none does, non-negative least squares over the longest
-    basis the shapes determine (``exact`` False)."""
+    non-negative coefficients; else such a basis over the shapes below the largest size,
+    capped there (:func:`_capped`); when none does, non-negative least squares over the
+    longest basis the shapes determine (``exact`` False). Memoised: the layers of a model
+    repeat the same sizes, so most slots share their fit."""
+    return _fit_size(tuple((int(B), int(s)) for B, s in shapes), tuple(int(v) for v in sizes))
+
+
+@functools.lru_cache(maxsize=65536)
+def _fit_size(shapes: tuple[tuple[int, int], ...], sizes: tuple[int, ...]) -> SizeLaw:
     y = np.asarray(sizes, dtype=float)
     n = len(shapes)
     if n == 0:
@@ -248,6 +311,14 @@ def fit_size(shapes: Sequence[tuple[int, int]], sizes: Sequence[int]) -> SizeLaw
     if np.all(y == y[0]):
         return SizeLaw(terms=("1",), coefs=(float(y[0]),), exact=True,
                        interpolated=n == 1, ambiguous=False, n_points=n)
+    got = _exact(shapes, y)
+    if got is not None and not (got.interpolated and len(got.terms) > 1):
+        return got
+    return _capped(shapes, y) or got or _nnls_fallback(shapes, y)
+
+
+def _exact(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
+    n = len(shapes)
     for k in range(1, n + 1):
         fits = []
         for terms in (b for b in BASES if len(b) == k):
@@ -256,10 +327,33 @@ def fit_size(shapes: Sequence[tuple[int, int]], sizes: Sequence[int]) -> SizeLaw
                 fits.append((terms, got[0]))
         if fits:
             terms, coef = fits[0]
+            distinct = len({tuple(r) for r in _design(shapes, terms)})
             return SizeLaw(terms=terms, coefs=tuple(float(max(c, 0.0)) for c in coef),
-                           exact=True, interpolated=k >= n, ambiguous=len(fits) > 1,
+                           exact=True, interpolated=k >= distinct, ambiguous=len(fits) > 1,
                            n_points=n)
-    return _nnls_fallback(shapes, y)
+    return None
+
+
+def _capped(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
+    """A size that grows and then stops (a reduction's staging buffer bounded by the grid,
+    tinylm's two backward buffers per layer at 132 MiB): the shapes below the largest size
+    follow a basis exactly (with fewer terms than they are, so it is evidence), and that
+    basis reaches the largest size at every shape that has it. The law is the basis capped
+    at the largest size. ``None`` when the sizes do not look like that."""
+    top = float(y.max())
+    below = [i for i in range(len(y)) if y[i] < top]
+    if len(below) < 2 or len(below) == len(y):
+        return None
+    law = _exact([shapes[i] for i in below], y[below])
+    if law is None or law.interpolated:
+        return None
+    if any(_raw(law, *shapes[i]) < top - EXACT_BYTES for i in range(len(y)) if y[i] == top):
+        return None
+    return law.model_copy(update={"cap": top, "n_points": len(y)})
+
+
+def _raw(law: SizeLaw, B: int, s: int) -> float:
+    return sum(c * B ** TERMS[t][0] * s ** TERMS[t][1] for t, c in zip(law.terms, law.coefs))
 
 
 def _nnls_fallback(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw:
@@ -315,6 +409,7 @@ class TraceModel(BaseModel):
             key = "+".join(law.terms)
             out[key] = out.get(key, 0) + 1
         out["inexact"] = sum(not law.exact for law in self.laws)
+        out["capped"] = sum(law.cap is not None for law in self.laws)
         out["interpolated"] = sum(law.interpolated and law.terms != ("1",) for law in self.laws)
         out["ambiguous"] = sum(law.ambiguous for law in self.laws)
         return out
@@ -339,10 +434,55 @@ def learn(traces: Sequence[OpTrace], reference: int = 0) -> TraceModel:
         laws.append(fit_size([p for p, _ in pts], [v for _, v in pts]))
     unmatched = [sum(x is None for x in m) for m in matches]
     extras = [t.n_allocs - (ref.n_allocs - u) for t, u in zip(others, unmatched)]
+    laws, n_siblings = _propagate_caps(ref.ops, laws)
     warnings = _warnings(ref, laws, unmatched, traces)
+    if n_siblings:
+        warnings.append(f"{n_siblings} reduction staging buffers capped like the ones seen "
+                        "capped (the traced shapes do not reach their cap)")
     return TraceModel(shapes=[(t.B, t.s) for t in [ref, *others]], ops=list(ref.ops),
                       streams=list(ref.streams), laws=laws, unmatched=unmatched,
                       extras=extras, warnings=warnings)
+
+
+STAGING_WINDOW = 8     # ops: a staging buffer and its semaphores are freed this soon
+SEMAPHORE_BYTES = 4096  # the largest constant allocation taken for a reduction's semaphores
+
+
+def _staging(ops: Sequence[int], laws: Sequence[SizeLaw], pos: dict[int, int],
+             freed_at: dict[int, int], k: int) -> bool:
+    """Slot ``k`` looks like a reduction's global staging buffer: it grows with the tokens,
+    the next op allocates a small constant block (the semaphores), and both are freed
+    within a few ops."""
+    i = pos[k]
+    if laws[k].terms != ("B*s",) or i + 1 >= len(ops) or ops[i + 1] < 0:
+        return False
+    j = ops[i + 1]
+    return (laws[j].terms == ("1",) and laws[j].coefs[0] <= SEMAPHORE_BYTES
+            and freed_at.get(k, len(ops)) - i <= STAGING_WINDOW
+            and freed_at.get(j, len(ops)) - i <= STAGING_WINDOW)
+
+
+def _propagate_caps(ops: Sequence[int], laws: list[SizeLaw]) -> tuple[list[SizeLaw], int]:
+    """A capped size seen on a reduction's staging buffer (PyTorch's reduce kernels bound
+    their global staging buffer by the grid; tinylm's backward on an H200 stops at 132 MiB
+    = 1 MiB x 132 SMs) bounds the other staging buffers of the history too: those the
+    traced shapes did not grow to the cap (tinylm's d-wide bias gradients, 4 KiB a token,
+    capped past 33792 tokens) get the same cap. Only when every capped staging buffer has
+    one cap; returns the laws and how many were capped so."""
+    pos = {o: i for i, o in enumerate(ops) if o >= 0}
+    freed_at = {~o: i for i, o in enumerate(ops) if o < 0}
+    staging = [k for k in range(len(laws)) if k in pos and
+               _staging(ops, laws, pos, freed_at, k)]
+    caps = {laws[k].cap for k in staging if laws[k].cap is not None}
+    if len(caps) != 1:
+        return laws, 0
+    cap = caps.pop()
+    out, n = list(laws), 0
+    for k in staging:
+        if out[k].cap is None:
+            out[k] = out[k].model_copy(update={"cap": cap})
+            n += 1
+    return out, n
 
 
 def _warnings(ref: OpTrace, laws: list[SizeLaw], unmatched: list[int],

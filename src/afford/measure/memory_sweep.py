@@ -78,12 +78,37 @@ def measure_shape(workload, item: dict, device, seed: int) -> dict:
     import torch
 
     from afford.measure.memory import MemoryWindow
-    from afford.workloads.base import count_frozen, count_params, train_step
 
     cuda = device.type == "cuda"
     window = MemoryWindow(device)
     window.open()
     rec: dict[str, Any] = {"allocated_by_step": [], "reserved_by_step": [], "rss_by_step": []}
+    traced = cuda and bool(item.get("trace"))
+    if traced:
+        from afford.measure import alloc_trace
+
+        seed_segments = alloc_trace.start(device)
+    try:
+        built = _steps(workload, item, device, seed, window, rec, cuda)
+    finally:
+        if traced:
+            rec["trace"] = alloc_trace.stop(device, item["dims"]["B"], item["dims"]["s"],
+                                            seed_segments)
+    rec["states_bytes"] = states_bytes(built.model, built.optimizer)
+    rec["frozen_bytes"] = frozen_bytes(built.model)
+    rec["steps"] = int(item["steps"])
+    rec["baseline_rss_bytes"] = window.baseline_rss_bytes
+    if cuda:
+        torch.cuda.synchronize(device)
+        rec["resting_allocated_bytes"] = int(torch.cuda.memory_allocated(device))
+    del built
+    return rec
+
+
+def _steps(workload, item: dict, device, seed: int, window, rec: dict, cuda: bool):
+    """Build the shape and run its training steps, reading the cumulative peaks after each."""
+    from afford.workloads.base import count_frozen, count_params, train_step
+
     built = workload.build(item["shape"], device, seed)
     rec["params"] = count_params(built.model)
     rec["frozen_params"] = count_frozen(built.model)
@@ -97,15 +122,7 @@ def measure_shape(workload, item: dict, device, seed: int) -> dict:
             rec["rss_by_step"].append(peak["peak_rss_bytes"])
             rec["swap_bytes"] = peak.get("swap_bytes")
         rec["memory_source"] = peak["memory_source"]
-    rec["states_bytes"] = states_bytes(built.model, built.optimizer)
-    rec["frozen_bytes"] = frozen_bytes(built.model)
-    rec["steps"] = int(item["steps"])
-    rec["baseline_rss_bytes"] = window.baseline_rss_bytes
-    if cuda:
-        torch.cuda.synchronize(device)
-        rec["resting_allocated_bytes"] = int(torch.cuda.memory_allocated(device))
-    del built
-    return rec
+    return built
 
 
 def run_item(workloads: dict, item: dict, device, seed: int) -> dict:

@@ -273,7 +273,68 @@ def memory_section(cert: Certificate, plots: tuple[str, ...]) -> Section:
     mem = cert.memory
     notes = tuple(mem.warnings) + tuple(f"{n.what}: {n.reason}" for n in mem.not_executable)
     tables = (memory_laws(cert), memory_heldout(cert)) if mem.laws else ()
+    tables += tuple(t for t in (memory_replay(cert), memory_breakdown(cert)) if t is not None)
     return Section(title="Memory", notes=notes, tables=tables, plots=plots)
+
+
+# ---- the allocator replay (issue 20) ---------------------------------------------------
+
+
+def memory_replay(cert: Certificate) -> Table | None:
+    """Per workload and mode: the replay's validation at the traced shapes, its held-out
+    errors beside the law's, and which predicts reserved better."""
+    run = run_label(cert)
+    rows = []
+    for law in cert.memory.laws:
+        for c in (law.replay.validation + law.replay.heldout) if law.replay else []:
+            where = f"{law.workload} {law.mode} B {c.B} x s {c.s}, {run}"
+            held = c.role.startswith("heldout")
+            what = "synthesised history replayed" if held else "recorded history replayed"
+            rows.append((law.workload, law.mode, c.role, f"{c.B} x {c.s}",
+                         module(round(c.tokens_over_traced, 3), "x", "B*s / largest traced"),
+                         measured(c.measured_reserved_bytes, "B", f"peak reserved, {where}"),
+                         fitted(c.replay_reserved_bytes, "B", f"{what}, {where}"),
+                         module(c.reserved_error, "ratio", f"replay / measured - 1, {where}"),
+                         module(c.allocated_error, "ratio", f"replay / measured - 1, "
+                                f"allocated, {where}"),
+                         module(c.law_reserved_error, "ratio", f"law / measured - 1, {where}")
+                         if c.law_reserved_error is not None else "-",
+                         fitted(c.expandable_reserved_bytes, "B", f"replayed with "
+                                f"expandable_segments:True, {where}")
+                         if c.expandable_reserved_bytes is not None else "-",
+                         ("better: " + law.replay.better if held and law.replay.better else
+                          ("trusted" if law.replay.trusted else "NOT trusted"))))
+    if not rows:
+        return None
+    return Table(columns=("workload", "mode", "shape role", "B x s", "tokens / traced",
+                          "measured reserved", "replay reserved", "error reserved",
+                          "error allocated", "law error reserved",
+                          "replay reserved, expandable", "verdict"), rows=tuple(rows),
+                 caption="allocator replay: traced shapes validate the replay of their own "
+                         "history; held-out shapes are predicted from a history synthesised "
+                         "from the traced ones (never measured by it)")
+
+
+def memory_breakdown(cert: Certificate) -> Table | None:
+    """Where the memory goes at each law's base shape (its recorded peak)."""
+    from afford.schema.memory import BREAKDOWN_CLASSES
+
+    run = run_label(cert)
+    rows = []
+    for law in cert.memory.laws:
+        b = law.replay.breakdown if law.replay else None
+        if b is None:
+            continue
+        src = f"{law.workload} {law.mode} B {b.B} x s {b.s}: classes by lifetime at the " \
+              f"allocated peak of the recorded history, {run}"
+        rows.append((law.workload, law.mode, f"{b.B} x {b.s}",
+                     *(module(v, "B", src) for v in b.classes().values()),
+                     measured(b.reserved_bytes, "B", f"reserved at that moment, {src}")))
+    if not rows:
+        return None
+    return Table(columns=("workload", "mode", "B x s", *BREAKDOWN_CLASSES, "reserved"),
+                 rows=tuple(rows), caption="where the memory goes at the peak (bytes as the "
+                 "allocator counts them: whole blocks); slack = reserved - allocated")
 
 
 def _named(cert: Certificate, key: str, plots: tuple[str, ...]) -> Section:

@@ -26,10 +26,17 @@ def size_tables(r: SizeReport) -> list:
     main.add_column("quantity")
     main.add_column("value", overflow="fold")
     cpu = p.reserved is None
+    replay = r.replay is not None and r.replay.used
+    law = " (memory law)" if replay else ""
     rows = [("parameters", fmt(p.params)), ("states (weights, grads, optimizer)", fmt(p.states)),
-            ("peak RSS" if cpu else "peak allocated", fmt(p.allocated))]
+            ("peak RSS" if cpu else "peak allocated" + law, fmt(p.allocated))]
     if not cpu:
-        rows += [("peak reserved", fmt(p.reserved)), ("reserved / allocated used", fmt(p.ratio))]
+        rows += [("peak reserved" + law, fmt(p.reserved)),
+                 ("reserved / allocated used" + law, fmt(p.ratio))]
+    if replay:  # the allocator replay answers residency (issue 20)
+        rows += [(f"peak reserved (allocator replay, "
+                  f"{r.replay.alloc_conf or 'native allocator'}: answers)",
+                  fmt(r.replay.reserved))]
     rows += [("device memory", fmt(r.device_memory)),
              ("budget", fmt(r.budget)), ("share of budget", fmt(r.budget_share)),
              ("fits", _yes_no(r.fits) + (f" ({r.note})" if r.note else "")),
@@ -93,7 +100,7 @@ def memory_summary_table(cert) -> Table:
     t = Table(title=f"memory law: states + fixed + L*(C_res B*s*d + C_op B*H*s^2) "
               f"({cert.memory.wall_seconds:.1f} s)", title_justify="left")
     for col in ("workload", "mode", "C_res", "C_op", "fixed", "R^2", "states",
-                "held-out max error", "one step understates by"):
+                "held-out max error", "one step understates by", "allocator replay"):
         t.add_column(col, overflow="fold")
     for law in cert.memory.laws:
         f = law.allocated
@@ -104,11 +111,25 @@ def memory_summary_table(cert) -> Table:
                   fmt(fitted(f.fixed_bytes, "B", src)) if f.form == "states_plus_fixed" else "-",
                   fmt(module(round(f.r2, 5), "", "fit_memory")),
                   fmt(measured(round(law.bytes_per_param, 3), "B/param", "states counted")),
-                  fmt(a) + (f"; reserved {fmt(r)}" if r else ""), _loop(law))
+                  fmt(a) + (f"; reserved {fmt(r)}" if r else ""), _loop(law),
+                  _replay_cell(law, run))
     for n in cert.memory.not_executable:
-        t.add_row(n.what, "-", n.status, "-", "-", "-", "-", "-", n.reason)
+        t.add_row(n.what, "-", n.status, "-", "-", "-", "-", "-", n.reason, "-")
     t.caption = "CPU: the law of the peak RSS increment; CUDA: of peak allocated (and reserved)"
     return t
+
+
+def _replay_cell(law: MemoryLaw, run: str) -> str:
+    """The replay's held-out worst reserved error and the verdict, in one cell."""
+    rp = law.replay
+    if rp is None:
+        return "-"
+    if rp.replay_worst_reserved_error is None:
+        return "trusted" if rp.trusted else "NOT trusted"
+    src = f"{law.workload} {law.mode}: allocator replay, max |error| of peak reserved over " \
+          f"{len(rp.heldout)} held-out shapes; {run}"
+    return (f"reserved {fmt(measured(rp.replay_worst_reserved_error, 'ratio', src))}; "
+            f"{'trusted' if rp.trusted else 'NOT trusted'}, better: {rp.better}")
 
 
 def _loop(law: MemoryLaw) -> str:
@@ -120,3 +141,57 @@ def _loop(law: MemoryLaw) -> str:
 
 def tagged_json(t: Tagged | None) -> dict | None:
     return None if t is None else t.model_dump(mode="json")
+
+
+# ---- the allocator replay (issue 20) ---------------------------------------------------
+
+BREAKDOWN_LABELS = {"parameters": "parameters", "workspaces": "library workspaces",
+                    "optimizer_state": "optimizer state", "gradients": "gradients",
+                    "activations": "activations saved for backward",
+                    "temporaries": "temporaries", "slack": "allocator slack (reserved - "
+                    "allocated)"}
+
+
+def replay_tables(r: SizeReport) -> list:
+    """``afford size``: the replay's answer under both allocator settings, and where the
+    memory goes at the peak; nothing without a replay."""
+    rp = r.replay
+    if rp is None:
+        return []
+    t = Table(title="allocator replay (reserved = what the caching allocator holds)",
+              title_justify="left", show_header=False)
+    t.add_column("quantity")
+    t.add_column("value", overflow="fold")
+    conf = rp.alloc_conf or "unset (native allocator)"
+    t.add_row("answers for this size", ("yes: " if rp.used else "no, the law does: ") + rp.why)
+    t.add_row("PYTORCH_CUDA_ALLOC_CONF", conf)
+    t.add_row("peak allocated", fmt(rp.allocated))
+    t.add_row("peak reserved, native", fmt(rp.reserved_native) + f" (fits: "
+              f"{_yes_no(rp.fits_native)})")
+    t.add_row("peak reserved, expandable_segments:True", fmt(rp.reserved_expandable)
+              + f" (fits: {_yes_no(rp.fits_expandable)})")
+    t.add_row("largest batch, native / expandable", f"{fmt(rp.max_batch_native)} / "
+              f"{fmt(rp.max_batch_expandable)}")
+    if r.law_max_batch is not None:
+        t.add_row("largest batch by the memory law", fmt(r.law_max_batch))
+    if rp.lever:
+        t.add_row("lever", rp.lever)
+    out = [t]
+    if rp.breakdown is not None:
+        out.append(breakdown_table(rp.breakdown, rp.reserved.source,
+                                   f"where the memory goes at the peak (batch {rp.breakdown.B} "
+                                   f"x seq {rp.breakdown.s})"))
+    return out
+
+
+def breakdown_table(b, source: str, title: str) -> Table:
+    """Bytes and share of reserved of each class at the peak (fit.breakdown's classes)."""
+    t = Table(title=title, title_justify="left")
+    for col in ("class", "bytes", "share of reserved"):
+        t.add_column(col, overflow="fold")
+    src = f"breakdown by lifetime at the allocated peak; {source}"
+    for k, v in b.classes().items():
+        t.add_row(BREAKDOWN_LABELS[k], fmt(fitted(v, "B", src)),
+                  fmt(module(v / b.reserved_bytes, "ratio", "class / reserved at the peak")))
+    t.add_row("reserved at the peak", fmt(fitted(b.reserved_bytes, "B", src)), "")
+    return t

@@ -45,7 +45,7 @@ class Series:
 @dataclass(frozen=True)
 class Plot:
     id: str                                  # slug; the file name under --plots-dir
-    kind: Literal["throughput", "memory", "residency", "ladder"]
+    kind: Literal["throughput", "memory", "residency", "ladder", "breakdown"]
     title: str
     x_label: str
     y_label: str
@@ -53,6 +53,8 @@ class Plot:
     residuals: tuple[Series, ...] = ()       # throughput: relative residuals in percent
     bars: tuple[tuple[str, float], ...] = ()  # residency: (label, percent of the card)
     limits: tuple[tuple[float, str], ...] = ()  # horizontal lines: (y, label)
+    stacks: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()  # breakdown: one
+    # stacked bar per label, its (class, value) segments bottom to top
     log_x: bool = True
     log_y: bool = True
     caption: str = ""

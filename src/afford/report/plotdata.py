@@ -114,6 +114,28 @@ def residency(cert: Certificate) -> Plot | None:
                 "is not resident.")
 
 
+def breakdown(cert: Certificate) -> Plot | None:
+    """Where the memory goes at the peak, one stacked bar per workload and mode (the memory
+    stage's breakdown at its base shape, GiB)."""
+    mem = getattr(cert, "memory", None)
+    stacks = []
+    for law in (mem.laws if mem is not None else []):
+        b = law.replay.breakdown if law.replay else None
+        if b is not None:
+            stacks.append((f"{law.workload} {law.mode}\n{b.B}x{b.s}",
+                           tuple((k, v / GIB) for k, v in b.classes().items())))
+    if not stacks:
+        return None
+    e = cert.environment
+    return Plot(id=slug(e.device_name, "memory-breakdown"), kind="breakdown",
+                title=f"Where the memory goes at the peak on {e.device_name}",
+                x_label="", y_label="GiB (reserved at the peak)", stacks=tuple(stacks),
+                log_x=False, log_y=False,
+                caption="Each bar: the live blocks at the allocated peak of the base shape's "
+                "recorded step, classed by lifetime, and the allocator's slack on top "
+                "(reserved - allocated).")
+
+
 def certificate_plots(cert: Certificate) -> dict[str, list[Plot]]:
     """Plots of one certificate, keyed by the subsection that shows them."""
     out: dict[str, list[Plot]] = {"laws": [], "memory": [], "residency": []}
@@ -122,6 +144,8 @@ def certificate_plots(cert: Certificate) -> dict[str, list[Plot]]:
             out["laws"].append(p)
         if (p := memory(cert, r)) is not None:
             out["memory"].append(p)
+    if (p := breakdown(cert)) is not None:
+        out["memory"].append(p)
     if (p := residency(cert)) is not None:
         out["residency"].append(p)
     return out

@@ -66,11 +66,35 @@ def _draw_bars(ax, plot: Plot) -> None:
     ax.legend(fontsize=8)
 
 
+BREAKDOWN_COLORS = ("#2e86c1", "#85c1e9", "#8e44ad", "#f5b041", "#27ae60", "#a9dfbf",
+                    "#bdc3c7")
+
+
+def _draw_stacked(ax, plot: Plot) -> None:
+    """One stacked bar per label, segments bottom to top, one colour per class."""
+    labels = [s[0] for s in plot.stacks]
+    classes = [c for c, _ in plot.stacks[0][1]]
+    bottom = [0.0] * len(labels)
+    for i, name in enumerate(classes):
+        values = [dict(s[1]).get(name, 0.0) for s in plot.stacks]
+        ax.bar(range(len(labels)), values, bottom=bottom, label=name.replace("_", " "),
+               color=BREAKDOWN_COLORS[i % len(BREAKDOWN_COLORS)])
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    ax.set_ylabel(plot.y_label)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
 def figure(plot: Plot):
     """A matplotlib Figure (no pyplot: nothing global, safe in a library)."""
     from matplotlib.figure import Figure
 
-    if plot.kind == "residency":
+    if plot.kind == "breakdown":
+        fig = Figure(figsize=(max(6.0, 1.1 * len(plot.stacks) + 3.0), 4.4),
+                     layout="constrained")
+        _draw_stacked(fig.add_subplot(), plot)
+    elif plot.kind == "residency":
         fig = Figure(figsize=(7.5, 1.2 + 0.28 * len(plot.bars)), layout="constrained")
         _draw_bars(fig.add_subplot(), plot)
     elif plot.residuals:

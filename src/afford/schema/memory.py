@@ -13,6 +13,9 @@ the increment are the honest figure); predictions add the measured baseline back
 
 from __future__ import annotations
 
+import base64
+import zlib
+from array import array
 from typing import Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
@@ -21,9 +24,9 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
 from afford.provenance import NotExecutable
 
 Form = Literal["states_measured", "states_plus_fixed"]
-Role = Literal["warmup", "base", "seq", "batch", "heldout-interpolated", "heldout-seq",
-               "heldout-batch"]
-SWEEP_ROLES = ("base", "seq", "batch")
+Role = Literal["warmup", "base", "seq", "batch", "corner", "heldout-interpolated",
+               "heldout-seq", "heldout-batch"]
+SWEEP_ROLES = ("base", "seq", "batch", "corner")
 HELDOUT_ROLES = ("heldout-interpolated", "heldout-seq", "heldout-batch")
 
 
@@ -119,6 +122,54 @@ class DefaultVerdict(BaseModel):
     consequence: str
 
 
+def pack_ints(values, typecode: str = "q") -> str:
+    """Integers as base64 of zlib'd little-endian machine words (``q``: 64-bit)."""
+    a = array(typecode, values)
+    if a.itemsize > 1 and array("h", [1]).tobytes()[0] != 1:  # big-endian host
+        a.byteswap()
+    return base64.b64encode(zlib.compress(a.tobytes(), 6)).decode("ascii")
+
+
+def unpack_ints(text: str, typecode: str = "q") -> list[int]:
+    a = array(typecode)
+    a.frombytes(zlib.decompress(base64.b64decode(text)))
+    if a.itemsize > 1 and array("h", [1]).tobytes()[0] != 1:
+        a.byteswap()
+    return a.tolist()
+
+
+class SeedSegment(_Model):
+    """A segment the caching allocator held when a traced history began (after
+    ``empty_cache``: the process's workspaces and anything else still alive)."""
+
+    addr: int
+    size: int
+    small: bool
+    stream: int = 0
+    blocks: list[tuple[int, bool]] = Field(description="(bytes, allocated?) in address order")
+
+
+class AllocTrace(_Model):
+    """One shape's allocator history (``torch.cuda.memory._record_memory_history``, build
+    and every step) in the canonical form of :func:`afford.fit.trace_scaling.from_history`:
+    allocation sizes and streams by slot, and the ops (slot >= 0 allocates it, ``~slot``
+    frees it), packed (:func:`pack_ints`). Raw readings: the replay is derived from them."""
+
+    n_allocs: int
+    n_ops: int
+    sizes: str = Field(description="packed int64: bytes requested by each slot")
+    streams: str = Field(description="packed int64: the stream of each slot")
+    ops: str = Field(description="packed int64: slot, or ~slot for its free")
+    external_frees: int = Field(0, description="frees of blocks allocated before the history")
+    seed: list[SeedSegment] = Field([], description="segments held when the history began")
+    alloc_conf: str = Field("", description="PYTORCH_CUDA_ALLOC_CONF of the process")
+    truncated: bool = Field(False, description="the history filled its buffer: events lost")
+
+    def unpacked(self) -> tuple[list[int], list[int], list[int]]:
+        """(sizes, streams, ops)."""
+        return unpack_ints(self.sizes), unpack_ints(self.streams), unpack_ints(self.ops)
+
+
 class MemoryShape(_Model):
     """One shape, measured in the memory child: a short training loop."""
 
@@ -148,6 +199,8 @@ class MemoryShape(_Model):
     resting_allocated_bytes: NonNegativeInt | None = Field(
         None, description="CUDA: memory_allocated after the loop (states, data, workspaces)")
     memory_source: str | None = None
+    trace: AllocTrace | None = Field(None, description="CUDA: the allocator's history, "
+                                     "recorded at the traced shapes")
     wall_seconds: float | None = None
     oom: bool = False
     error: str | None = None
@@ -199,6 +252,86 @@ class LoopEffect(_Model):
     note: str
 
 
+class ReplayCheck(_Model):
+    """A shape predicted by the allocator replay beside what was measured there: at a
+    traced shape its own recorded history replayed (validation); at a held-out shape the
+    history synthesised from the traced ones (prediction), with the law beside it."""
+
+    role: Role
+    B: int
+    s: int
+    tokens_over_traced: float = Field(description="B*s over the largest traced shape's")
+    measured_allocated_bytes: float
+    measured_reserved_bytes: float
+    replay_allocated_bytes: float
+    replay_reserved_bytes: float
+    allocated_error: float = Field(description="replay / measured - 1")
+    reserved_error: float
+    law_allocated_bytes: float | None = None
+    law_reserved_bytes: float | None = None
+    law_allocated_error: float | None = None
+    law_reserved_error: float | None = None
+    expandable_allocated_bytes: float | None = Field(
+        None, description="the same history replayed with expandable_segments:True")
+    expandable_reserved_bytes: float | None = None
+
+
+BREAKDOWN_CLASSES = ("parameters", "workspaces", "optimizer_state", "gradients", "activations",
+                     "temporaries", "slack")
+
+
+class MemoryBreakdownRecord(_Model):
+    """Where the memory goes at the allocated peak of the last training step, every live
+    block classed by its lifetime (:mod:`afford.fit.breakdown`), plus the allocator's slack
+    (reserved - allocated then). Bytes as the allocator counts them (whole blocks)."""
+
+    B: int
+    s: int
+    expandable: bool
+    source: str = Field(description="'recorded' (the traced history) or 'synthesised'")
+    allocated_bytes: int
+    reserved_bytes: int = Field(description="reserved at the allocated peak")
+    peak_reserved_bytes: int
+    parameters_bytes: int
+    workspaces_bytes: int
+    optimizer_state_bytes: int
+    gradients_bytes: int
+    activations_bytes: int
+    temporaries_bytes: int
+    slack_bytes: int
+
+    def classes(self) -> dict[str, int]:
+        return {c: getattr(self, f"{c}_bytes") for c in BREAKDOWN_CLASSES}
+
+
+class ReplayModel(_Model):
+    """Reserved memory by replaying the step's allocations through a model of PyTorch's
+    caching allocator (issue 20): validated at the traced shapes, compared with the law at
+    the held-out ones. Derived from the traced shapes' :class:`AllocTrace` records."""
+
+    traced: list[tuple[int, int]] = Field(description="(B, s) traced, reference first")
+    alloc_conf: str = Field("", description="PYTORCH_CUDA_ALLOC_CONF the traces ran under")
+    expandable: bool = Field(False, description="the traces ran with expandable segments")
+    validation: list[ReplayCheck] = Field(description="each traced history replayed")
+    tolerance: float = Field(description="validation passes within this relative error")
+    trusted: bool = Field(description="validated: every traced shape within tolerance")
+    heldout: list[ReplayCheck] = []
+    better: Literal["replay", "law"] | None = Field(
+        None, description="which predicts reserved better at the held-out shapes (worst "
+        "|error|); None: no held-out shape measured")
+    replay_worst_reserved_error: float | None = None
+    law_worst_reserved_error: float | None = None
+    safety_margin: float = Field(0.0, description="the replay's worst under-prediction of "
+                                 "reserved over the traced and held-out shapes (0 when it "
+                                 "never under-predicted): budgets add it to a prediction")
+    breakdown: MemoryBreakdownRecord | None = Field(
+        None, description="at the base shape's recorded peak, native allocator")
+    size_laws: dict[str, int] = Field({}, description="slots per size basis (and inexact, "
+                                      "capped, interpolated, ambiguous)")
+    fit_seconds: float = 0.0
+    warnings: list[str] = []
+
+
 class MemoryLaw(_Model):
     """The memory law of one workload in one dtype mode, with its validation."""
 
@@ -236,6 +369,8 @@ class MemoryLaw(_Model):
     heldout: list[HeldOut] = []
     verdicts: list[DefaultVerdict] = []
     shapes: list[MemoryShape]
+    replay: ReplayModel | None = Field(None, description="CUDA: the allocator replay beside "
+                                       "the law (None: not traced, or a CPU)")
     warnings: list[str] = []
 
 
@@ -251,4 +386,6 @@ class MemorySection(_Model):
     laws: list[MemoryLaw] = []
     not_executable: list[NotExecutable] = []
     wall_seconds: float
+    alloc_conf: str | None = Field(None, description="PYTORCH_CUDA_ALLOC_CONF of the child "
+                                   "(CUDA; '' when unset)")
     warnings: list[str] = []
