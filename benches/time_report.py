@@ -23,7 +23,7 @@ import numpy as np
 
 from afford import ledger
 from afford.schema.cert import load_certificate
-from afford.figures.time_summary import old_law_at
+from afford.figures.time import old_law_at
 
 
 def _ms(x: float | None) -> str:

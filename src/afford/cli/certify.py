@@ -18,12 +18,12 @@ from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError, MeasurementError
 from afford.figures.probes import probes_json, summarize_probes
 from afford.figures.summary import summarize
-from afford.figures.time_summary import summarize_times
+from afford.figures.time import summarize_times
 from afford.io import check_writable
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
 from afford.report.rich_table import labelled
-from afford.report.time_certify import held_out_table, model_lines
+from afford.report.time_model import held_out_table, model_lines
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
 from afford.schema.cert import default_filename, save_measured

@@ -9,11 +9,9 @@ sections (:func:`time_section`, Markdown and HTML) and Rich tables for the termi
 
 from __future__ import annotations
 
-from rich.markup import escape
-from rich.table import Table as RichTable
-
 from afford.figures.time import TimeSummary, summarize_times
 from afford.report.model import Cell, Section, Table
+from afford.report.rich_table import Table as RichTable
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.cert import Certificate
 
@@ -90,7 +88,7 @@ def time_section(cert: Certificate) -> Section:
 
 
 def held_out_table(s: TimeSummary) -> RichTable:
-    table = RichTable(title=f"{escape(s.name)} ({s.mode}): held-out shapes, never fitted",
+    table = RichTable(title=f"{s.name} ({s.mode}): held-out shapes, never fitted",
                       title_justify="left")
     for col in HELD_OUT_COLUMNS:
         table.add_column(col, overflow="fold")
@@ -105,9 +103,9 @@ def held_out_table(s: TimeSummary) -> RichTable:
 def model_lines(s: TimeSummary) -> list[str]:
     """The chosen form and its reason, what the features are, the floor, the verdict."""
     if s.form is None:
-        return [f"{escape(s.name)} ({s.mode}): no step-time model: {escape(s.reason)}"]
-    lines = [f"{escape(s.name)} ({s.mode}) step time: {escape(s.formula or '')}",
-             f"  chosen: {escape(s.reason)}", f"  features: {escape(s.features)}"]
+        return [f"{s.name} ({s.mode}): no step-time model: {s.reason}"]
+    lines = [f"{s.name} ({s.mode}) step time: {s.formula or ''}",
+             f"  chosen: {s.reason}", f"  features: {s.features}"]
     if s.held_out_worst is not None:
         lines.append(f"  held-out error: median {fmt(s.held_out_median)}, worst "
                      f"{fmt(s.held_out_worst)}")
@@ -117,6 +115,6 @@ def model_lines(s: TimeSummary) -> list[str]:
         lines.append(f"  floor: {fmt(s.floor)}{spread}")
     if s.verdict:
         lines.append(f"  time verdict: {s.verdict}" +
-                     (": " + escape("; ".join(s.reasons)) if s.reasons else ""))
-    lines += [f"  note: {escape(n)}" for n in s.notes if n]
+                     (": " + "; ".join(s.reasons) if s.reasons else ""))
+    lines += [f"  note: {n}" for n in s.notes if n]
     return lines
