@@ -393,3 +393,20 @@ def test_near_the_floor_the_childrens_tolerance_widens():
     assert v.label == "OK"
     assert time_verdict([[0.0600, 0.0633, 0.0605]], [], child_tolerance=0.05).label == \
         "REMEASURE"
+
+
+def test_a_reproduced_held_out_miss_is_the_models_error_not_noise():
+    from afford.fit.time_noise import time_verdict
+
+    # two fitted points and one held-out shape whose children agree (1 % apart), missed by 8 %
+    meds = [[0.10, 0.101, 0.1005], [0.20, 0.201, 0.2005], [0.40, 0.404, 0.402]]
+    first = time_verdict(meds, [0.08], held_out_tolerance=0.05)
+    assert first.label == "REMEASURE" and first.model_misses == []
+    after = time_verdict(meds, [0.08], held_out_tolerance=0.05, remeasured=True)
+    assert after.label == "OK" and after.reasons == []
+    assert len(after.model_misses) == 1 and "+8.0%" in after.model_misses[0]
+    # the same miss with children 30 % apart stays noise
+    noisy = [*meds[:2], [0.40, 0.52, 0.45]]
+    still = time_verdict(noisy, [0.08], held_out_tolerance=0.05, remeasured=True)
+    assert still.label == "NOISY" and still.model_misses == []
+    assert any("+8.0%" in r for r in still.reasons)

@@ -388,7 +388,10 @@ def settle(results: list[WorkloadResult], designs: list[WorkloadDesign], reg: Re
                                       first=before.verdict if before else None)
             if before is not None and before.extension is not None:
                 times[i] = times[i].model_copy(update={"extension": before.extension})
-    results = [r.model_copy(update={"time": t}) for r, t in zip(results, times)]
+    results = [r.model_copy(update={"time": t, "warnings": [
+        *r.warnings, *(f"step-time model: {m}" for m in
+                       (t.verdict.model_misses if t and t.verdict else []))]})
+        for r, t in zip(results, times)]
     return results, cert_verdict(results, device_type, len(todo))
 
 

@@ -243,6 +243,9 @@ class TimeVerdict(BaseModel):
     held_out_median: float | None = Field(None, description="median |error| of the judged "
                                           "(work-regime) held-out points")
     held_out_worst: float | None = None
+    model_misses: list[str] = Field([], description="held-out shapes the model missed "
+                                    "beyond tolerance whose re-measurement reproduced (the "
+                                    "children agree): the model's error, stated, not noise")
 
 
 # --- Reading a stored model at a shape (plans, `afford size`, reports) ----------------------
