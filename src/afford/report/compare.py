@@ -12,7 +12,8 @@ def law_table(c: LawCheck, tolerance_text: str) -> Table:
     title = f"{c.workload} ({c.mode}): {c.verdict}"
     table = Table(title=title, title_justify="left", caption=c.note or None)
     shapes = any(p.shape for p in c.points)
-    for col in ("shape" if shapes else "x", "B measured", "A's law predicts" if not shapes else "A states (M measured, F its model)", "error",
+    stated = "A states (M measured, F its model)" if shapes else "A's law predicts"
+    for col in ("shape" if shapes else "x", "B measured", stated, "error",
                 f"within {tolerance_text}"):
         table.add_column(col)
     for p in c.points:
