@@ -48,7 +48,7 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None) -
               peak_reserved_bytes=_max(k.peak_reserved_bytes for k in kids),
               peak_rss_bytes=_max(k.peak_rss_bytes for k in kids),
               memory_source=next((k.memory_source for k in kids if k.memory_source), None),
-              resident=True)
+              remeasured=any(k.round == "remeasure" for k in kids), resident=True)
     reason = _exclusion(p, kids, device_memory)
     if reason is None:
         return p
