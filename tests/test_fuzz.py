@@ -64,8 +64,15 @@ def _echoed(token: str, args) -> bool:
     for a in map(str, args):
         if os.path.basename(a).startswith("mut-") and os.path.exists(a):
             with open(a, encoding="utf-8", errors="replace") as fh:
-                if quoted.search(fh.read()):
+                text = fh.read()
+            if a.endswith(".tsv"):  # a ledger: any cell but the value is a string
+                rows = [line.split("\t") for line in text.splitlines()]
+                col = rows[0].index("value") if rows and "value" in rows[0] else -1
+                if any(token.lower() in c.lower() for row in rows[1:]
+                       for i, c in enumerate(row) if i != col):
                     return True
+            elif quoted.search(text):
+                return True
     return False
 
 
