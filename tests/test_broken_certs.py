@@ -87,3 +87,24 @@ def test_failures_far_faster_than_a_save_leave_daly_out_not_infinite(mtbf, resta
                                                      d.budget_loss_per_failure_seconds))
     assert daly(assumed(86400.0, "s", "t"), assumed(60.0, "s", "t"), assumed(200.0, "s", "t"),
                 assumed(1.0, "s", "t"), assumed(1000, "steps", "t")) is not None
+
+
+@pytest.mark.parametrize("flag,value", [("--ratio", "nan"), ("--ratio", "inf"),
+                                        ("--ratio", "-1"), ("--memory-fraction", "nan"),
+                                        ("--budget", "nan")])
+def test_ladder_refuses_nonsense_numbers(tmp_path, flag, value):
+    """Issue 14 item 6: ``--ratio nan`` printed NaN FLOPs and called every size affordable."""
+    cert = fz.write(tmp_path, "c.json", fz.to_json(fz.cert_doc()))
+    r = runner.invoke(app, ["ladder", str(cert), "--params", "1M,10M", flag, value])
+    assert r.exit_code == 2 and flag in r.output, r.output
+    assert "nan" not in r.stdout.lower()
+
+
+@pytest.mark.parametrize("plan", ["null", "[]", "cert"])
+def test_report_refuses_what_is_not_a_plan(tmp_path, plan):
+    """Issue 14 item 6: ``report --plan`` accepted ``null`` or a certificate as a plan."""
+    text = fz.to_json(fz.cert_doc()) if plan == "cert" else plan
+    p = fz.write(tmp_path, "p.json", text)
+    r = runner.invoke(app, ["report", "--plan", str(p), "-o", str(tmp_path / "r.md")])
+    assert r.exit_code == 2 and "not a plan" in r.output, r.output
+    assert not (tmp_path / "r.md").exists()
