@@ -68,3 +68,43 @@ def test_negative_reserved_bytes_never_give_go(tmp_path, field):
     r = runner.invoke(app, ["preflight", str(cert), "-p", str(platform), "--run", str(run)])
     assert r.exit_code == 2, r.output
     assert field in " ".join(r.output.split()) and "GO" not in r.stdout
+
+
+@pytest.mark.parametrize("mtbf,restart,step", [(0.5, 210.0, 1.0), (2.2e-308, 1.0, 1.0),
+                                               (86400.0, 2.0**31, 1.0), (86400.0, 1.0, 3e9)])
+def test_failures_far_faster_than_a_save_leave_daly_out_not_infinite(mtbf, restart, step):
+    """The fuzz found T_w = M e^(R/M) (e^((tau+d)/M) - 1) / tau overflowing (an MTBF of half
+    a second beside a 210 s restart printed an infinite waste)."""
+    import math
+
+    from afford.plan.failures import daly
+    from afford.provenance import assumed
+
+    d = daly(assumed(mtbf, "s", "t"), assumed(1.0, "s", "t"), assumed(restart, "s", "t"),
+             assumed(step, "s", "t"), assumed(149, "steps", "t"))
+    if d is not None:
+        assert all(math.isfinite(t.value) for t in (d.daly_waste, d.budget_waste,
+                                                     d.budget_loss_per_failure_seconds))
+    assert daly(assumed(86400.0, "s", "t"), assumed(60.0, "s", "t"), assumed(200.0, "s", "t"),
+                assumed(1.0, "s", "t"), assumed(1000, "steps", "t")) is not None
+
+
+@pytest.mark.parametrize("flag,value", [("--ratio", "nan"), ("--ratio", "inf"),
+                                        ("--ratio", "-1"), ("--memory-fraction", "nan"),
+                                        ("--budget", "nan")])
+def test_ladder_refuses_nonsense_numbers(tmp_path, flag, value):
+    """Issue 14 item 6: ``--ratio nan`` printed NaN FLOPs and called every size affordable."""
+    cert = fz.write(tmp_path, "c.json", fz.to_json(fz.cert_doc()))
+    r = runner.invoke(app, ["ladder", str(cert), "--params", "1M,10M", flag, value])
+    assert r.exit_code == 2 and flag in r.output, r.output
+    assert "nan" not in r.stdout.lower()
+
+
+@pytest.mark.parametrize("plan", ["null", "[]", "cert"])
+def test_report_refuses_what_is_not_a_plan(tmp_path, plan):
+    """Issue 14 item 6: ``report --plan`` accepted ``null`` or a certificate as a plan."""
+    text = fz.to_json(fz.cert_doc()) if plan == "cert" else plan
+    p = fz.write(tmp_path, "p.json", text)
+    r = runner.invoke(app, ["report", "--plan", str(p), "-o", str(tmp_path / "r.md")])
+    assert r.exit_code == 2 and "not a plan" in r.output, r.output
+    assert not (tmp_path / "r.md").exists()

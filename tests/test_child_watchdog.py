@@ -131,3 +131,14 @@ def test_a_killed_probes_folders_are_swept_where_the_probe_child_starts(tmp_path
                              timeout=30)
     assert why is not None  # the stand-in is no probe child
     assert not stale.exists() and fresh.exists() and other.exists()
+
+
+def test_a_remeasured_point_says_so():
+    from afford.certify.sweep import assemble_point
+
+    rec = {"order_position": 0, "median_seconds": 0.01, "timed_seconds": [0.01],
+           "timed_step_indices": [3]}
+    events = [{"record": {**rec, "child": 0}},
+              {"record": {**rec, "child": 1, "round": "remeasure"}}]
+    assert assemble_point(8, events, None).remeasured
+    assert not assemble_point(8, events[:1], None).remeasured

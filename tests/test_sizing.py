@@ -218,8 +218,8 @@ def gpu_cert_path(gpu_cert, tmp_path_factory):
     (["CERT", "--seq", "0"], "positive whole number"),
     (["CERT", "--seq", "1.5"], "positive whole number"),
     (["CERT", "--seq", "512", "--batch", "-3"], "--batch"),
-    (["CERT", "--seq", "512", "--budget", "1.5"], "(0, 1]"),
-    (["CERT", "--seq", "512", "--memory-fraction", "150%"], "(0, 1]"),
+    (["CERT", "--seq", "512", "--budget", "1.5"], "out of range [1e-06, 1]"),
+    (["CERT", "--seq", "512", "--memory-fraction", "150%"], "out of range [1e-06, 1]"),
     (["CERT", "--seq", "512", "--mode", "int4"], "unknown mode"),
     (["CERT", "--seq", "512", "--mode", "fp32"], "in mode fp32"),
 ])

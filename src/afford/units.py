@@ -84,6 +84,8 @@ def parse_fraction(text: str | int | float) -> float:
 MAX_SECONDS = 100 * 365.25 * 86400.0  # a century
 MAX_BYTES = 2**70  # a zebibyte
 MAX_COUNT = 1e18  # tokens, steps, parameters
+MIN_FRACTION = 1e-6  # the smallest share (of device memory) a flag may give: below, shares of
+#                      it leave the floats
 
 
 def bounded(value: float, what: str, *, low: float = 0.0, high: float = MAX_COUNT,

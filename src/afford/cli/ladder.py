@@ -15,7 +15,7 @@ from afford.report.ladder import (ladder_notes, ladder_table, lever_figures_tabl
                                   offload_table, references_table)
 from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
-from afford.units import MAX_SECONDS, UnitError, parse_duration
+from afford.units import MAX_SECONDS, MIN_FRACTION, UnitError, parse_duration
 
 
 def command(
@@ -47,7 +47,8 @@ def command(
             raise InputError(f"--budget: {exc}") from None
         flag_number(f"--budget {budget!r}", seconds, high=MAX_SECONDS)
         flag_number("--ratio", ratio, high=1e6)
-        flag_number("--memory-fraction", memory_fraction, high=1.0)
+        flag_number("--memory-fraction", memory_fraction, low=MIN_FRACTION, low_open=False,
+                    high=1.0)
         entries = parse_entries(params)
         c = load_certificate(cert)
         lad = build_ladder(c, entries, budget_seconds=seconds, constants=load_scaling(),

@@ -17,7 +17,7 @@ from afford.report.memory import replay_tables, size_tables, tagged_json
 from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.schema.constants import load_constants
-from afford.units import UnitError, parse_count, parse_fraction
+from afford.units import MIN_FRACTION, UnitError, parse_count, parse_fraction
 
 
 MAX_DIM = 2**40  # a batch or sequence beyond this is no shape a device holds
@@ -104,7 +104,7 @@ def _fraction(text: str, flag: str) -> float:
         value = parse_fraction(text)
     except UnitError as exc:
         raise InputError(f"{flag} {text!r}: {exc}") from None
-    return flag_number(f"{flag} {text!r}", value, high=1.0)
+    return flag_number(f"{flag} {text!r}", value, low=MIN_FRACTION, low_open=False, high=1.0)
 
 
 def report_json(r: SizeReport, cert_path: Path) -> dict:

@@ -156,7 +156,7 @@ def daly(mtbf: Tagged, write: Tagged, restart: Tagged, step: Tagged,
     m, d, r = num(mtbf), num(write), num(restart)
     tau_b = int(num(save_every)) * num(step)
     tau_d = daly_interval(d, m)
-    if max(r, tau_b + d, tau_d + d) / m > EXP_LIMIT:
+    if (r + max(tau_b, tau_d) + d) / m > EXP_LIMIT:  # T_w ~ e^((R + tau + d)/M)
         return None  # failures far more often than a save: the model's e^x leaves the floats
     ins = (mtbf, write, restart)
     bud = (mtbf, write, restart, step, save_every)
