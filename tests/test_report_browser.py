@@ -49,7 +49,7 @@ def test_the_dom_holds_the_plots_and_tables(page):
     figures = re.findall(r'<figure id="plot-([^"]+)" data-kind="(\w+)">\s*<svg', dom)
     assert sorted(pid for pid, _ in figures) == sorted(p.id for p in report.plots)
     assert {kind for _, kind in figures} == {"throughput", "memory", "residency", "ladder"}
-    assert dom.count("<table") == sum(len(s.tables) for s in sections(report.sections)) == 14
+    assert dom.count("<table") == sum(len(s.tables) for s in sections(report.sections)) == 38
     assert "Device: Tesla T4 (no certificate yet)" in dom
     assert "afford certify --out afford-cert-tesla-t4.json" in dom
     assert re.search(r"<del[^>]*>811.1 us", dom)  # the struck reading, struck
