@@ -225,11 +225,17 @@ def law_bytes(law: MemoryLaw, dims: dict[str, int], params: float, quantity: str
     bpp = override.pop("bytes_per_param", law.bytes_per_param)
     got = f.predict(bpp * params + frozen_at(law, dims)[1], dims["B"], dims["s"], dims["d"],
                     dims["L"], dims["H"], **override)
-    if not (math.isfinite(got) and got > 0):  # a broken law (hand-edited, or constants given)
-        raise InputError(f"the memory law of {law.workload} ({law.mode}) predicts a {quantity} "
-                         f"peak of {got:.4g} B at {dims}: not a peak; its fixed term or "
-                         "constants are wrong (certify again)")
+    # on a CPU the law is of the RSS increment, which may be <= 0 at a tiny shape; on CUDA a
+    # peak is positive: a broken law (hand-edited, or constants given) is refused
+    if not math.isfinite(got) or (law.device_type == "cuda" and got <= 0):
+        raise _not_a_peak(law, quantity, got, dims)
     return got
+
+
+def _not_a_peak(law: MemoryLaw, quantity: str, got: float, dims: dict) -> InputError:
+    return InputError(f"the memory law of {law.workload} ({law.mode}) predicts a {quantity} "
+                      f"peak of {got:.4g} B at {dims}: not a peak; its fixed term or "
+                      "constants are wrong (certify again)")
 
 
 def budgeted_bytes(law: MemoryLaw, dims: dict[str, int], params: float,
@@ -238,7 +244,10 @@ def budgeted_bytes(law: MemoryLaw, dims: dict[str, int], params: float,
     times the reserved/allocated ratio the two laws imply at dims), CPU baseline + RSS law."""
     alloc = law_bytes(law, dims, params) if allocated_bytes is None else allocated_bytes
     if law.device_type == "cpu":
-        return (law.baseline_rss_bytes or 0.0) + alloc
+        rss = (law.baseline_rss_bytes or 0.0) + alloc
+        if not rss > 0:
+            raise _not_a_peak(law, "RSS", rss, dims)
+        return rss
     if law.reserved is None:
         return alloc * (law.worst_reserved_ratio or 1.0)
     ratio = max(1.0, law_bytes(law, dims, params, "reserved") / law_bytes(law, dims, params))
