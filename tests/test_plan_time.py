@@ -437,3 +437,14 @@ def test_a_noisy_plan_in_the_report_opens_with_its_warning():
     notes = plan_section("plan.json", doc, None).notes
     assert notes[1].startswith("WARNING: the certificate's step times are NOISY: tinylm (fp32)")
     assert notes[2] == "Certificate warning: tinylm (fp32): seq=512: children disagree by 9% (> 5%)"
+
+
+def test_a_partial_certificate_says_so_in_plan_and_preflight_warnings():
+    from afford.figures.time import time_warnings
+    from tests.synthetic_cert import certificate
+
+    c = certificate(None).model_copy(update={"status": "partial",
+                                             "failures": ["probes: the stage raised"]})
+    w = time_warnings(c)
+    assert w[0].startswith("the certificate is PARTIAL") and "probes: the stage raised" in w[0]
+    assert not any("PARTIAL" in x for x in time_warnings(certificate(None)))

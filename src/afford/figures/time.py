@@ -261,9 +261,12 @@ def noisy_rule(cert: Certificate) -> str:
 
 
 def time_warnings(cert: Certificate) -> list[str]:
-    """The certificate's warnings, then its models' and unresolved verdicts' (REMEASURE:
-    measured once, never re-measured), each once."""
-    out = list(cert.warnings)
+    """The certificate's warnings (first, when it is partial, what it lacks), then its
+    models' and unresolved verdicts' (REMEASURE: measured once, never re-measured), each
+    once."""
+    out = [f"the certificate is PARTIAL (certify exited 3): {'; '.join(cert.failures)}"] \
+        if cert.status == "partial" else []
+    out += list(cert.warnings)
     for r in cert.workloads:
         t = r.time
         if t is None:
