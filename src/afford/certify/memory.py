@@ -221,7 +221,7 @@ def memory_stage(ctx: "StageContext") -> dict:
             skipped.append(NotExecutable(what=f"memory law of {job.spec} ({job.mode})",
                                          reason=_why(exc, shapes)))
             continue
-        laws.append(law.model_copy(update={"replay": learner.replay(job, law)}))
+        laws.append(with_replay(law, learner.replay(job, law)))
     learner.close()
     section = MemorySection(steps_per_shape=steps, budget_fraction=MEMORY_FRACTION,
                             tolerance=sizing.VERDICT_TOLERANCE, targets=TARGETS[env.device_type],
@@ -366,7 +366,21 @@ def refit_law(law: MemoryLaw, device_memory_bytes: int | None) -> MemoryLaw:
                     attention=law.attention)
     env = SimpleNamespace(device_type=law.device_type, device_memory_bytes=device_memory_bytes)
     new = build_law(job, list(law.shapes), env)
-    return new.model_copy(update={"replay": replay_fit.build_replay(new)})
+    return with_replay(new, replay_fit.build_replay(new))
+
+
+def with_replay(law: MemoryLaw, replay) -> MemoryLaw:
+    """The law with its allocator replay; where the replay is trusted and predicts reserved
+    better at the held-out shapes, the law's held-out misses say that the replay answers
+    there (it is what `afford size` and plans read), with its worst held-out error."""
+    if replay is None or not replay.trusted or replay.better != "replay" or \
+            replay.replay_worst_reserved_error is None:
+        return law.model_copy(update={"replay": replay})
+    note = (f" (the law's; the allocator replay answers, held-out reserved worst "
+            f"{replay.replay_worst_reserved_error:.2%})")
+    warnings = [w + note if w.startswith("held-out ") and " off (target " in w else w
+                for w in law.warnings]
+    return law.model_copy(update={"replay": replay, "warnings": warnings})
 
 
 def refit_section(section: MemorySection) -> MemorySection:
