@@ -29,10 +29,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
-
-from afford.schema.step_time import (FEATURES, Axes, FeatureLaw, FeatureScaling, monomial,
-                                     seq_tokens)
+from afford.schema.step_time import (FEATURES, Axes, CountedShape, FeatureLaw, FeatureScaling,
+                                     monomial, seq_tokens)
 
 __all__ = ["FEATURES", "Axes", "CountedShape", "FeatureLaw", "FeatureScaling", "fit_scaling",
            "fit_feature_law", "monomial", "op_class", "seq_tokens", "shape_axes",
@@ -49,20 +47,6 @@ GEMM_OPS = frozenset({"mm", "addmm", "matmul", "linear", "_scaled_mm", "convolut
 ATTN_OPS = frozenset({"bmm", "baddbmm"})
 ATTN_PREFIXES = ("_scaled_dot_product_", "_flash_attention", "_efficient_attention",
                  "_cudnn_attention", "scaled_dot_product")
-
-
-class CountedShape(BaseModel):
-    """A shape and what was counted there: ``batch`` and ``seq`` (two axes) or ``n`` (one),
-    its tokens per step, and its GEMM / attention FLOPs where counted (None: not counted)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    batch: float | None = None
-    seq: float | None = None
-    n: float | None = None
-    tokens: float
-    gemm_flops: float | None = None
-    attn_flops: float | None = None
 
 
 def op_class(op: str) -> str:

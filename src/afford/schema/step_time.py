@@ -139,8 +139,9 @@ class CandidateFit(BaseModel):
         return float(np.median(np.abs(self.loo_rel_errors)))
 
 
-class ModelPoint(BaseModel):
-    """A point as the model sees it: shape, features, measured and predicted seconds."""
+class CountedShape(BaseModel):
+    """A shape and what was counted there: ``batch`` and ``seq`` (two axes) or ``n`` (one),
+    its tokens per step, and its GEMM / attention FLOPs where counted (None: not counted)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -150,6 +151,11 @@ class ModelPoint(BaseModel):
     tokens: float
     gemm_flops: float | None = None
     attn_flops: float | None = None
+
+
+class ModelPoint(CountedShape):
+    """A point as the model sees it: shape, features, measured and predicted seconds."""
+
     measured_seconds: float
     predicted_seconds: float
     rel_error: float = Field(description="predicted / measured - 1")
