@@ -1,36 +1,98 @@
 """The command line: one small file per command; each parses, calls the library, renders,
 and sets the exit code (0 success / GO, 1 NO-GO or failed gate, 2 bad input, 3 measurement
-failed)."""
+failed).
+
+Commands load lazily: ``afford plan ...`` imports ``afford.cli.plan`` and nothing of the
+other commands (certify's stage modules pull in numpy, scipy and pydantic schema classes,
+about 0.9 s on a small box), so a command that does not measure starts fast. ``afford
+--help`` lists the commands from :data:`COMMANDS` without importing any of them.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
 
-from afford.cli import (bars, certify, compare, gate, history, ladder, levers, milestones, pin,
-                        plan, predict, preflight, report, schema, size)
+import click
+import typer
+from typer.core import TyperGroup
+
+#: name -> (module under afford.cli, attribute, one line for ``afford --help``). The
+#: attribute is the command function, or a ``typer.Typer`` for a command with subcommands.
+#: The one-liners are checked against each command's own help by tests/test_cli_lazy.py.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "certify": ("certify", "command", "Measure this box and write a device certificate."),
+    "schema": ("schema", "command", "Print the JSON Schema of an afford file kind."),
+    "plan": ("plan", "command", "Plan training on a platform from a certificate."),
+    "preflight": ("preflight", "command", "May this run start? GO, or NO-GO with every reason."),
+    "pin": ("pin", "command", "Pin data sources by SHA-256 into a manifest."),
+    "compare": ("compare", "command",
+                "Does box A's law describe box B, within a tolerance stated before B is read?"),
+    "report": ("report", "command", "Render certificates (and plans, a manifest, a ledger)."),
+    "gate": ("gate", "command", "Run the gates and the determinism audit."),
+    "ladder": ("ladder", "command", "Which model sizes this box can train within a budget."),
+    "levers": ("levers", "command", "Measure the levers on this box: A/B pairs on one workload."),
+    "size": ("size", "command", "Predicted peak allocated and reserved memory at (batch, seq)."),
+    "predict": ("predict", "command", "Predicted warm step time, tokens/s and memory at (batch, seq)."),
+    "bars": ("bars", "command", "Byte-level n-gram baselines (bits per byte): the bars to beat."),
+    "milestones": ("milestones", "command",
+                   "Judge a ladder of milestones against runs' eval readings."),
+    "history": ("history", "app", "The history ledger: add readings, strike them, show them."),
+}
+
+
+def load(name: str) -> click.Command:
+    """The click command for ``name``, importing only its module."""
+    module, attr, _ = COMMANDS[name]
+    target = getattr(importlib.import_module(f"afford.cli.{module}"), attr)
+    if isinstance(target, typer.Typer):
+        command = typer.main.get_command(target)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name)(target)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """A Typer group whose commands are imported when one is invoked; listing them (the
+    group's own help) shows the one-liners of :data:`COMMANDS` instead."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:
+            line = COMMANDS[cmd_name][2]
+            return click.Command(cmd_name, help=line, short_help=line)
+        self.commands[cmd_name] = load(cmd_name)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 app = typer.Typer(
-    name="afford", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    name="afford", cls=LazyGroup, no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False,
     help="What can this box afford to train, and may this run start?\n\n"
          "Start with `afford certify`: it measures this machine and writes a certificate that "
-         "the other commands read.")
+         "the other commands read. `afford COMMAND --help` teaches each command.")
 
-app.command("certify")(certify.command)
-app.command("schema")(schema.command)
-app.command("plan")(plan.command)
-app.command("preflight")(preflight.command)
-app.add_typer(history.app, name="history")
-app.command("pin")(pin.command)
-app.command("compare")(compare.command)
-app.command("report")(report.command)
-app.command("gate")(gate.command)
-app.command("ladder")(ladder.command)
-app.command("levers")(levers.command)
-app.command("size")(size.command)
-app.command("predict")(predict.command)
-app.command("bars")(bars.command)
-app.command("milestones")(milestones.command)
+
+@app.callback()
+def _root() -> None:
+    pass
 
 
 def main() -> None:
