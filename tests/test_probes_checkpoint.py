@@ -104,3 +104,14 @@ def test_checkpoint_probe_writes_model_and_optimizer_and_verifies(tmp_path):
     assert got["verified"] is True and got["mismatch"] is None
     assert got["load_seconds"] > 0
     assert list(tmp_path.iterdir()) == []           # the probe removes its file
+
+
+def test_a_large_state_stops_writing_at_the_budget_after_two_writes(tmp_path):
+    model = torch.nn.Linear(64, 32)
+    opt = torch.optim.AdamW(model.parameters())
+    assert len(checkpoint_probe(model, opt, tmp_path, writes=5, budget_seconds=0.0)
+               ["write_seconds"]) == 2
+    assert len(checkpoint_probe(model, opt, tmp_path, writes=5, budget_seconds=60.0)
+               ["write_seconds"]) == 5
+    assert len(checkpoint_probe(model, opt, tmp_path, writes=1, budget_seconds=0.0)
+               ["write_seconds"]) == 1

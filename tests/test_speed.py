@@ -371,3 +371,21 @@ def test_exchange_reports_a_child_that_dies_at_once():
     kid = _Proc("import sys\nsys.stderr.write('no such workload')\nsys.exit(3)")
     rc, tail, expired = children.exchange(kid, {"n": 1}, lambda e: None, timeout=30.0)
     assert (rc, tail, expired) == (3, "no such workload", False)
+
+
+def test_items_from_the_first_childs_records_go_to_the_children_after_it(monkeypatch):
+    monkeypatch.setattr(children, "_Child", Recorder)
+    asked = []
+
+    def fake_run(c, items, spawned=None, **kw):
+        asked.append((c, sorted(it["key"] for it in items)))
+        return {it["key"]: {"record": {"child": c}} for it in items}
+
+    monkeypatch.setattr(children, "run_child", fake_run)
+    seen = []
+    children.run_children([{"key": "a"}, {"key": "b"}], children=3, device="cuda:0",
+                          device_class="x", rule=rule_for("quick"), seed=0,
+                          after_first=lambda first: seen.append(sorted(first)) or
+                          [{"key": "ext"}])
+    assert seen == [["a", "b"]]
+    assert asked == [(0, ["a", "b"]), (1, ["a", "b", "ext"]), (2, ["a", "b", "ext"])]

@@ -287,3 +287,59 @@ def test_design_items_are_timed_for_the_model_not_to_one_percent():
     assert "count_flops" not in across and held["count_flops"] is False
     sweep_point = next(p for p in design.shapes if p.role == "sweep")
     assert set(design.item(sweep_point)) == {"key", "workload", "mode", "value"}
+
+
+# ---- the extension decided early, from the first child's records ---------------------------
+
+
+def _first_child(seconds):
+    from afford.certify.request import Plan
+    from afford.certify.step_time import early_extension
+    from tests.time_fakes import event
+
+    w = tinylm_large()
+    values = [1024, 2048, 4096, 8192]
+    design = plan_design("tinylm", w, "bf16", values)
+    plan = Plan(device="cuda:0", device_class="large-gpu",
+                workloads=[("tinylm", w, "bf16", values)], designs=[design])
+    first = {it["key"]: event(it, 0, seconds(it, 0)) for it in plan.items}
+    return early_extension(plan, first, "cuda", 10**12)
+
+
+def test_the_first_childs_records_call_for_the_extension_on_the_floor_only():
+    flat = lambda it, c, *rest: max(0.010, law(*shape_of(it)) / 40)
+    items = _first_child(flat)
+    assert [it["key"] for it in items] == ["tinylm|bf16|16384|b8", "tinylm|bf16|16384|b16"]
+    assert all(it["round"] == "extension" and it["cap"] == 0.5 for it in items)
+    assert _first_child(lambda it, c: law(*shape_of(it))) == []  # the law leaves the floor
+
+
+def test_extension_shapes_the_sweeps_children_measured_need_one_more_child_only():
+    flat = lambda it, c, *rest: max(0.010, law(*shape_of(it)) / 40)
+    r, design, reg, w = sweep(seconds=flat)
+    from tests.time_fakes import event
+
+    early = _first_child(flat)
+    reg.add([{it["key"]: event(it, c, flat(it, c)) for it in early} for c in (1, 2)])
+    rounds = FakeRounds(flat)
+    out, _ = _settle(r, design, reg, w, rounds)
+    assert rounds.calls[0] == (["tinylm|bf16|16384|b8", "tinylm|bf16|16384|b16"], 1,
+                               "extension")
+    ext = [p for p in out.design_points if p.role == "extension"]
+    assert [len(p.children) for p in ext] == [3, 3] and all(p.excluded_reason is None
+                                                            for p in ext)
+
+
+def test_early_shapes_settle_does_not_choose_are_not_kept():
+    """The first child on the floor, the others not: the early guess is measured by the
+    later children, but the full fit leaves the floor, so no extension is kept or run."""
+    flat = lambda it, c, *rest: max(0.010, law(*shape_of(it)) / 40)
+    r, design, reg, w = sweep()
+    from tests.time_fakes import event
+
+    reg.add([{it["key"]: event(it, c, flat(it, c)) for it in _first_child(flat)}
+             for c in (1, 2)])
+    rounds = FakeRounds()
+    out, _ = _settle(r, design, reg, w, rounds)
+    assert rounds.calls == [] and out.time.extension is None
+    assert not any(p.role == "extension" for p in out.design_points)

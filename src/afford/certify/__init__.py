@@ -33,9 +33,9 @@ from afford.certify.partial import gate_failures, run_stage, sweep_failures
 from afford.certify.probes import probes_stage
 from afford.certify.request import CertifyRequest, Plan, Stage, StageContext, resolve
 from afford.certify.sizes import sizes_stage
-from afford.certify.step_time import (SEMANTICS, SEMANTICS_CPU, Registry,
-                                      assemble_design_points, child_options, refit_law, settle)
-from afford.certify.sweep import assemble_point, fit_workload, point_key, protocol_of
+from afford.certify.step_time import (SEMANTICS, SEMANTICS_CPU, Registry, assemble_results,
+                                      child_options, early_extension, refit_law, settle)
+from afford.certify.sweep import protocol_of
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children, spare_child
 from afford.measure.host_load import host_load, others
@@ -109,23 +109,20 @@ def certify(req: CertifyRequest,
     seconds = {"setup": time.perf_counter() - t0}
     try:
         t0 = time.perf_counter()
-        per_child = run_children(plan.items, children=req.children, device=plan.device,
-                                 device_class=plan.device_class, rule=rule, seed=req.seed,
-                                 on_event=tap, on_last=spawn_ahead if spawners else None,
-                                 options_for=(lambda c: child_options(c, 0, req.children, cuda))
-                                 if plan.designs else None)
+        per_child = run_children(
+            plan.items, children=req.children, device=plan.device,
+            device_class=plan.device_class, rule=rule, seed=req.seed, on_event=tap,
+            on_last=spawn_ahead if spawners else None,
+            options_for=(lambda c: child_options(c, 0, req.children, cuda))
+            if plan.designs else None,
+            after_first=(lambda first: early_extension(plan, first, device.type,
+                                                       env.device_memory_bytes))
+            if plan.designs else None)
         seconds["sweep"] = time.perf_counter() - t0
         reg = Registry()
         reg.add(per_child)
-        results = []
-        for i, (spec, w, mode, values) in enumerate(plan.workloads):
-            points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
-                                     env.device_memory_bytes) for v in values]
-            r = fit_workload(spec, w, mode, points)
-            if plan.designs:
-                r = assemble_design_points(r, plan.designs[i], reg, i,
-                                           env.device_memory_bytes, req.children)
-            results.append(r)
+        results = assemble_results(plan, per_child, reg, env.device_memory_bytes,
+                                   req.children)
         usable = any(p.usable for r in results for p in r.points)
         time_verdict = None
         if plan.designs and usable:

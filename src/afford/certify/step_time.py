@@ -395,14 +395,56 @@ def settle(results: list[WorkloadResult], designs: list[WorkloadDesign], reg: Re
     return results, cert_verdict(results, device_type, len(todo))
 
 
+def assemble_results(plan, per_child: list[dict[str, Event]], reg: Registry,
+                     device_memory: int | None, need: int) -> list[WorkloadResult]:
+    """Each workload's result from the children's records: its sweep points, the throughput
+    law over them, and its design's other shapes (``need``: children each point needs)."""
+    results = []
+    for i, (spec, w, mode, values) in enumerate(plan.workloads):
+        points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
+                                 device_memory) for v in values]
+        r = fit_workload(spec, w, mode, points)
+        if plan.designs:
+            r = assemble_design_points(r, plan.designs[i], reg, i, device_memory, need)
+        results.append(r)
+    return results
+
+
+def early_extension(plan, first: dict[str, Event], device_type: str,
+                    device_memory: int | None) -> list[dict]:
+    """The extension's items as the first child's records already call for them, so the
+    sweep's other children measure them with everything else and the extension round
+    (:func:`settle`) needs one child instead of all of them (a fresh process each: about
+    10 s for a transformers workload on an H200). Only a guess: :func:`settle` decides
+    again over every child's records, measures what it chooses that is not here, and keeps
+    none of these shapes it did not choose. Empty when the first child's records are
+    incomplete."""
+    reg = Registry()
+    reg.add([first])
+    try:
+        results = assemble_results(plan, [first], reg, device_memory, 1)
+    except (KeyError, ValueError):
+        return []
+    items = []
+    for r, d in zip(results, plan.designs):
+        if r.refused:
+            continue
+        t = fit_time_model(r, d, device_type)
+        if t.model is not None and not t.model.floor_left:
+            shapes, _ = plan_extension(r, d, device_memory)
+            items += [{**d.item(p), "round": "extension"} for p in shapes]
+    return items
+
+
 def _extend(results, designs, times, reg, run_round, device_type, device_memory, children):
     plans: dict[int, tuple[list[Planned], list[str]]] = {}
     for i, (r, t) in enumerate(zip(results, times)):
         if t is not None and t.model is not None and not t.model.floor_left:
             plans[i] = plan_extension(r, designs[i], device_memory)
     items = [designs[i].item(p) for i, (shapes, _) in plans.items() for p in shapes]
-    if items:
-        reg.add(run_round(items, children, "extension"))
+    if items:  # shapes the sweep's children measured already (early_extension) need fewer
+        have = min(len(reg.events.get(it["key"], [])) for it in items)
+        reg.add(run_round(items, max(1, children - have), "extension"))
     for i, (shapes, notes) in plans.items():
         d = designs[i]
         if shapes:
