@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# certify's wall time on a lent GPU (issue 15's target: `afford certify -w hf:gpt2` <= 90 s):
+# the parent's set-up phases timed alone, then hf:gpt2 and the default certify, each timed
+# as a user runs it (the console script, wall clock). Outputs under $OUT.
+set -uo pipefail
+OUT="${OUT:-./out}"; mkdir -p "$OUT"
+export PYTHONPATH="$(pwd)/src:$(pwd)${PYTHONPATH:+:$PYTHONPATH}" COLUMNS=200 PYTHONUNBUFFERED=1
+LOG="$OUT/speed.log"
+step() { echo "== $(date -u +%H:%M:%S) [$SECONDS s] $*" | tee -a "$LOG"; }
+step "environment"
+python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee -a "$LOG"
+git rev-parse --short HEAD 2>/dev/null | tee -a "$LOG"
+step "parent set-up phases (hf:gpt2)"
+python3 - <<'PY' 2>&1 | tee -a "$LOG"
+import time
+t = [time.perf_counter()]
+import torch; t.append(time.perf_counter())
+import afford.cli.certify; t.append(time.perf_counter())
+from datetime import datetime, timezone
+from afford.certify.request import CertifyRequest, resolve
+from afford.measure import env as envmod
+dev = envmod.choose_device(None); t.append(time.perf_counter())
+env = envmod.capture(dev, "x", datetime.now(timezone.utc)); t.append(time.perf_counter())
+plan = resolve(CertifyRequest(workloads=["hf:gpt2"]), dev.type, env.device_class, str(dev))
+t.append(time.perf_counter())
+names = ["import torch", "import afford.cli.certify", "choose_device", "capture", "resolve"]
+print("; ".join(f"{n} {b - a:.2f} s" for n, a, b in zip(names, t, t[1:])))
+PY
+for w in hf:gpt2 default; do
+  step "certify $w"
+  args=(); [ "$w" = default ] || args=(-w "$w")
+  name=${w//[:]/_}
+  /usr/bin/time -f "certify wall %e s" timeout 220 python3 -m afford certify "${args[@]}" \
+    -o "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.err"; echo "exit $?" | tee -a "$LOG"
+  tail -2 "$OUT/$name.err" | tee -a "$LOG"
+  python3 - "$OUT/$name.json" <<'PY' 2>&1 | tee -a "$LOG"
+import json, sys
+d = json.load(open(sys.argv[1])); e = d["environment"]
+print("elapsed", round(e["elapsed_seconds"], 1), {k: round(v, 1) for k, v in e["stage_seconds"].items()})
+print("verdict", d["time_verdict"]["label"], d["time_verdict"]["reasons"])
+for w in d["workloads"]:
+    t = w.get("time") or {}
+    ext = t.get("extension")
+    held = [(h["label"], round(100 * h["rel_error"], 1)) for h in (t.get("model") or {}).get("held_out", [])]
+    print(w["name"], w["mode"], "extension", ext and ext["shapes"], ext and ext["left_floor"], "held-out %", held)
+PY
+done
+step "done"
