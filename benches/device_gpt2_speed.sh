@@ -30,7 +30,8 @@ for w in hf:gpt2 default; do
   step "certify $w"
   args=(); [ "$w" = default ] || args=(-w "$w")
   name=${w//[:]/_}
-  /usr/bin/time -f "certify wall %e s" timeout 220 python3 -m afford certify "${args[@]}" \
+  AFFORD_TIMELINE="$OUT/$name.timeline.jsonl" /usr/bin/time -f "certify wall %e s" \
+    timeout 220 python3 -m afford certify "${args[@]}" \
     -o "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.err"; echo "exit $?" | tee -a "$LOG"
   tail -2 "$OUT/$name.err" | tee -a "$LOG"
   python3 - "$OUT/$name.json" <<'PY' 2>&1 | tee -a "$LOG"
@@ -44,5 +45,6 @@ for w in d["workloads"]:
     held = [(h["label"], round(100 * h["rel_error"], 1)) for h in (t.get("model") or {}).get("held_out", [])]
     print(w["name"], w["mode"], "extension", ext and ext["shapes"], ext and ext["left_floor"], "held-out %", held)
 PY
+  python3 benches/timeline_report.py "$OUT/$name.timeline.jsonl" > "$OUT/$name.timeline.txt" 2>&1
 done
 step "done"

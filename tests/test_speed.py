@@ -389,3 +389,20 @@ def test_items_from_the_first_childs_records_go_to_the_children_after_it(monkeyp
                           [{"key": "ext"}])
     assert seen == [["a", "b"]]
     assert asked == [(0, ["a", "b"]), (1, ["a", "b", "ext"]), (2, ["a", "b", "ext"])]
+
+
+def test_the_timeline_is_written_only_when_asked(tmp_path, monkeypatch):
+    from afford.measure.timeline import TIMELINE_ENV, mark
+
+    path = tmp_path / "timeline.jsonl"
+    monkeypatch.delenv(TIMELINE_ENV, raising=False)
+    mark("stage", name="sweep")
+    assert not path.exists()
+    monkeypatch.setenv(TIMELINE_ENV, str(path))
+    mark("stage", name="sweep")
+    mark("event", pid=1, event="point", key="k")
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["what"] for x in lines] == ["stage", "event"] and lines[1]["key"] == "k"
+    assert lines[0]["wall"] <= lines[1]["wall"]
+    monkeypatch.setenv(TIMELINE_ENV, str(tmp_path / "no" / "such" / "dir.jsonl"))
+    mark("stage", name="done")  # an unwritable timeline never fails the run

@@ -37,6 +37,9 @@ def early_child(argv: list[str]) -> tuple[bool, str | None]:
 
 
 def main() -> None:
+    from afford.measure.timeline import mark
+
+    mark("entry", argv=sys.argv[1:])
     spawn, prewarm = early_child(sys.argv[1:])
     if spawn:
         from afford.measure.children import spawn_early

@@ -41,6 +41,7 @@ from afford.measure.children import Event, run_children, spare_child
 from afford.measure.host_load import host_load, others
 from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
 from afford.measure.probes.runner import spawn_probe_child
+from afford.measure.timeline import mark
 from afford.measure.timing import rule_for
 from afford.schema.cert import Certificate
 from afford.schema.time import HostLoad
@@ -107,6 +108,7 @@ def certify(req: CertifyRequest,
     cuda = device.type == "cuda"
     loads = [host_load("before", (device.index or 0) if cuda else None)]
     seconds = {"setup": time.perf_counter() - t0}
+    mark("stage", name="sweep", setup_seconds=seconds["setup"])
     try:
         t0 = time.perf_counter()
         per_child = run_children(
@@ -127,6 +129,7 @@ def certify(req: CertifyRequest,
         time_verdict = None
         if plan.designs and usable:
             t0 = time.perf_counter()
+            mark("stage", name="time")
             results, time_verdict = settle(
                 results, list(plan.designs), reg,
                 _rounds(req, plan, rule, cuda, on_event, ahead), device_type=device.type,
@@ -142,12 +145,14 @@ def certify(req: CertifyRequest,
                            sweep_starts=starts, ahead=ahead)
         for stage in stages_for(req) if usable else []:
             t0 = time.perf_counter()
+            mark("stage", name=stage.__name__)
             sections.update(run_stage(stage, ctx, failures))
             seconds[stage.__name__.removesuffix("_stage")] = time.perf_counter() - t0
         failures += gate_failures(sections.get("gates"))
     finally:
         for kid in ahead.values():  # those no stage took (one failed, or none ran)
             kid.kill()
+    mark("stage", name="done")
     loads.append(host_load("after", (device.index or 0) if cuda else None))
     ended = datetime.now(timezone.utc)
     env = env.model_copy(update={"ended_at": ended,

@@ -36,6 +36,7 @@ from dataclasses import asdict
 from typing import Any
 
 from afford.errors import InputError
+from afford.measure.timeline import mark
 from afford.measure.timing import TimingRule
 
 Event = dict[str, Any]
@@ -146,6 +147,7 @@ def exchange(kid, job: dict, on_event: Callable[[Event], None],
     rc = None
     try:
         assert proc.stdin is not None and proc.stdout is not None
+        mark("job", pid=proc.pid, child=job.get("child"), round=job.get("round"))
         try:
             proc.stdin.write(json.dumps(job))
             proc.stdin.close()
@@ -159,8 +161,10 @@ def exchange(kid, job: dict, on_event: Callable[[Event], None],
             except ValueError:
                 proc.kill()
                 break
+            mark("event", pid=proc.pid, event=event.get("event"), key=event.get("key"))
             on_event(event)
         rc = proc.wait()
+        mark("exit", pid=proc.pid, rc=rc)
     finally:
         done.set()
         if watchdog is not None:
