@@ -129,7 +129,30 @@ def test_workload_items_probe_the_smallest_resident_point_and_count_flops_at_bot
     r.points[0] = r.points[0].model_copy(update={"resident": False,
                                                  "excluded_reason": "not resident: OOM"})
     assert workload_items([r]) == [{"index": 0, "spec": "tinylm", "mode": "bf16",
-                                    "value": 1024, "flop_values": [1024, 2048]}]
+                                    "value": 1024, "flop_values": [1024, 2048],
+                                    "wanted_flop_values": [1024, 2048], "x1_flops": True}]
+
+
+def test_flops_the_sweep_counted_are_not_counted_again_and_reach_the_section():
+    from afford.schema.point import StepFlops
+
+    e = env()
+    r = result("tinylm", "seq", {512: 0.015, 1024: 0.031, 2048: 0.07})
+    counted = StepFlops(total=4e12, gemm=3e12, attn=1e12, other=0.0, by_op={"mm": 4e12},
+                        counter="FlopCounterMode")
+    r.points[0] = r.points[0].model_copy(update={"flops": counted})
+    r.points[2] = r.points[2].model_copy(update={"flops": StepFlops(error="no formula")})
+    [it] = workload_items([r])
+    assert it["flop_values"] == [2048] and it["wanted_flop_values"] == [512, 2048]
+    assert it["x1_flops"] is False
+    ev = {"w0.flops.2048": {"result": {"value": 2048, "shape": {"seq": 2048}, "flops": 1.6e13,
+                                       "by_op": {"mm": 1.6e13}, "counter": "fake"}}}
+    sec = assemble_section(probe_protocol("adaptive", "cuda", "large-gpu"), e, [it], [r], ev,
+                           None, [], None, None, [], 1.0)
+    f512, f2048 = sec.workloads[0].flops
+    assert (f512.value, f512.flops, f512.by_op, f512.step_seconds) == (512, 4e12, {"mm": 4e12},
+                                                                        0.015)
+    assert (f2048.value, f2048.flops, f2048.counter) == (2048, 1.6e13, "fake")
 
 
 def test_missing_probes_are_not_executable_with_the_reason_the_child_stopped():

@@ -81,14 +81,34 @@ def run_probes(req, env: Environment, plan, results: list[WorkloadResult],
 
 def workload_items(results: list[WorkloadResult]) -> list[dict]:
     """Per workload: the smallest resident sweep value (ladder, checkpoint, FLOPs) and the
-    largest (FLOPs); ``value`` None when no point was resident."""
+    largest (FLOPs); ``value`` None when no point was resident. ``flop_values``: where the
+    probe child counts FLOPs, the values among those the sweep's first child has not counted
+    already (the same counter at the same shape: :func:`sweep_flops`); ``x1_flops``: whether
+    it counts them at ``value``."""
     items = []
     for i, r in enumerate(results):
         ok = sorted(p.value for p in r.points if p.usable)
+        wanted = sorted({ok[0], ok[-1]}) if ok else []
+        counted = sweep_flops(r)
         items.append({"index": i, "spec": r.name, "mode": r.mode,
                       "value": ok[0] if ok else None,
-                      "flop_values": sorted({ok[0], ok[-1]}) if ok else []})
+                      "flop_values": [v for v in wanted if v not in counted],
+                      "wanted_flop_values": wanted,
+                      "x1_flops": bool(ok) and ok[0] not in counted})
     return items
+
+
+def sweep_flops(r: WorkloadResult) -> dict[int, FlopCount]:
+    """The FLOPs of a step the sweep counted at its own points (child 0 counts every shape
+    after timing it), as the probes' FlopCount, by sweep value."""
+    out = {}
+    for p in r.points:
+        f = p.flops
+        if p.usable and f is not None and f.error is None and f.total and f.by_op:
+            out[p.value] = FlopCount(value=p.value, shape=p.shape, flops=f.total,
+                                     by_op=f.by_op, counter=f.counter or "FlopCounterMode",
+                                     step_seconds=p.median_seconds)
+    return out
 
 
 def _startup_runs(n: int, cuda_device: str | None, on_event) -> tuple[list[dict], str | None]:
@@ -183,8 +203,10 @@ def _workload(it: dict, r: WorkloadResult, env: Environment, gemm: dict, events:
                         if isinstance(ladder, NotExecutable) else None)
     util = _utilisation(_get(events, f"w{i}.utilisation", "GPU utilisation (NVML)", after),
                         protocol)
-    flops = [_flop(_get(events, f"w{i}.flops.{v}", "FLOPs of a step", after), r)
-             for v in it["flop_values"]]
+    counted = sweep_flops(r)
+    flops = [counted[v] if v in counted else
+             _flop(_get(events, f"w{i}.flops.{v}", "FLOPs of a step", after), r)
+             for v in it.get("wanted_flop_values", it["flop_values"])]
     ckpt = _model(CheckpointProbe, _get(events, f"w{i}.checkpoint", "checkpoint write", after))
     shapes = _shape_gemms(_get(events, f"w{i}.gemm_shapes", "GEMM at the workload's shapes",
                                after), gemm, env)
