@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from afford.certify.sweep import assemble_point, died, fit_workload, point_key
+from afford.constants import MEMORY_FRACTION
 from afford.fit.step_features import FeatureScaling, fit_scaling
 from afford.fit.step_time import WORK_OVER_FLOOR, StepPoint, fit_step_time
 from afford.fit.time_design import DesignLimits, DesignShape, extension_shapes, static_design
@@ -47,7 +48,6 @@ TOLERANCES = {"cuda": (0.05, 0.05), "cpu": (0.10, 0.10)}  # (children, held-out)
 EXTENSION_POINT_SECONDS = 5.0  # time budget of one extension shape, per child: its estimate
 # (the top step scaled by tokens and sequence) is an upper bound, loose on the floor
 EXTENSION_RUNGS = 2
-MEMORY_BUDGET = 0.90  # of the device's memory, for the extension's estimate
 DESIGN_CAP_SECONDS = 0.5  # a design shape's timed steps stop by then (the sweep's: 1.5 s)
 RULE = ("children of a work-regime point (a warm step >= {w:g}x the smallest measured) may "
         "disagree by {c:.0%} plus ({f:.0%} - {c:.0%}) x (floor / step)^2 (near the floor a "
@@ -308,7 +308,7 @@ def plan_extension(r: WorkloadResult, design: WorkloadDesign, device_memory: int
         if not peak or not device_memory:
             return True
         grow = (bb * ss) / (b * s) * max(1.0, ss / s)
-        return peak * grow <= MEMORY_BUDGET * device_memory
+        return peak * grow <= MEMORY_FRACTION * device_memory
 
     limits = DesignLimits(vary="batch_seq" if design.axes == "batch_seq" else "seq",
                           max_tokens=b * s * 2 ** EXTENSION_RUNGS * 2,
