@@ -24,8 +24,8 @@ class Recorder:
 
     made: list[Recorder] = []
 
-    def __init__(self, prewarm=None, overlapped=False):
-        self.prewarm, self.overlapped = prewarm, overlapped
+    def __init__(self, prewarm=None, overlapped=False, warm=()):
+        self.prewarm, self.overlapped, self.warm = prewarm, overlapped, warm
         Recorder.made.append(self)
 
     def kill(self):
@@ -406,3 +406,39 @@ def test_the_timeline_is_written_only_when_asked(tmp_path, monkeypatch):
     assert lines[0]["wall"] <= lines[1]["wall"]
     monkeypatch.setenv(TIMELINE_ENV, str(tmp_path / "no" / "such" / "dir.jsonl"))
     mark("stage", name="done")  # an unwritable timeline never fails the run
+
+
+def test_children_spawned_here_resolve_the_slow_workloads_while_they_wait(monkeypatch):
+    Recorder.made = []
+    monkeypatch.setattr(children, "_Child", Recorder)
+    monkeypatch.setattr(children, "run_child", lambda c, items, spawned=None, **kw: {})
+    children.run_children([{"key": "k"}], children=3, device="cuda:0", device_class="x",
+                          rule=rule_for("quick"), seed=0, early=False, warm=("hf:gpt2",))
+    assert [r.warm for r in Recorder.made] == [("hf:gpt2",)] * 3
+
+
+def test_only_transformers_and_user_workloads_are_worth_warming():
+    from afford.measure.children import warm_args, warm_specs
+
+    specs = ["tinylm", "softmax+fused", "hf:gpt2+b8s1024", "pkg.mod:factory", "hf:gpt2+b8s1024",
+             "tinylm@q3+compile"]
+    assert warm_specs(specs) == ["hf:gpt2+b8s1024", "pkg.mod:factory"]
+    assert warm_args(["tinylm", "hf:gpt2"]) == ["--warm", "hf:gpt2"]
+
+
+def test_the_early_child_gets_the_command_lines_workloads():
+    from afford._entry import workload_args
+
+    assert workload_args(["-w", "hf:gpt2", "--device", "cuda", "--workload=tinylm",
+                          "--workload", "x:y"]) == ("hf:gpt2", "tinylm", "x:y")
+    assert workload_args(["--sweep", "seq=8", "-w"]) == ()
+
+
+def test_a_child_resolves_its_warm_workloads_and_ignores_bad_ones():
+    code = ("import sys\nfrom afford.measure.child import warm\n"
+            "warm(['--prewarm', 'cpu', '--warm', 'tests.user_workload:factory', "
+            "'--warm', 'no.such.module:f'])\n"
+            "print('tests.user_workload' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr

@@ -36,6 +36,18 @@ def early_child(argv: list[str]) -> tuple[bool, str | None]:
     return True, device if device.startswith("cuda") else None
 
 
+def workload_args(argv: list[str]) -> tuple[str, ...]:
+    """The ``--workload`` / ``-w`` values of a raw command line (for the early child to
+    resolve while it waits; a bad one is reported later, by the command)."""
+    out = []
+    for i, a in enumerate(argv):
+        if a in ("--workload", "-w") and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif a.startswith("--workload="):
+            out.append(a.split("=", 1)[1])
+    return tuple(out)
+
+
 def main() -> None:
     from afford.measure.timeline import mark
 
@@ -44,7 +56,7 @@ def main() -> None:
     if spawn:
         from afford.measure.children import spawn_early
 
-        spawn_early(prewarm)
+        spawn_early(prewarm, workload_args(sys.argv[2:]))
     from afford.cli import main as cli_main
 
     cli_main()

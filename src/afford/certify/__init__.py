@@ -65,11 +65,13 @@ def spawners_for(req: CertifyRequest, device: str) -> dict[str, Callable[[], obj
     if not device.startswith("cuda"):
         return {}
     out: dict[str, Callable[[], object]] = {}
+    warm = tuple(req.workloads)
     if req.probes:
-        out["probes"] = lambda: spawn_probe_child(device, overlapped=True)
+        out["probes"] = lambda: spawn_probe_child(device, overlapped=True, warm=warm)
     if req.memory:
         out["memory"] = lambda: spawn_memory_child(
-            device, overlapped=True, stagger=STAGGER_SECONDS if req.probes else 0.0)
+            device, overlapped=True, stagger=STAGGER_SECONDS if req.probes else 0.0,
+            warm=warm)
     return out
 
 
@@ -91,11 +93,12 @@ def certify(req: CertifyRequest,
             starts.append(event)
         on_event(event)
 
+    warm = tuple(req.workloads)  # resolved by each child spawned ahead, while it waits
     spawners = spawners_for(req, plan.device)
     if plan.designs and plan.device.startswith("cuda"):
         # a child for the step-time stage's rounds (extension, re-measure), spawned while the
         # sweep's last child measures: its start-up is then off the critical path
-        spawners = {**spawners, "time": lambda: spare_child(plan.device)}
+        spawners = {**spawners, "time": lambda: spare_child(plan.device, warm)}
     ahead: dict = {}
 
     def spawn_ahead() -> None:
@@ -119,7 +122,7 @@ def certify(req: CertifyRequest,
             if plan.designs else None,
             after_first=(lambda first: early_extension(plan, first, device.type,
                                                        env.device_memory_bytes))
-            if plan.designs else None)
+            if plan.designs else None, warm=warm)
         seconds["sweep"] = time.perf_counter() - t0
         reg = Registry()
         reg.add(per_child)
@@ -132,7 +135,8 @@ def certify(req: CertifyRequest,
             mark("stage", name="time")
             results, time_verdict = settle(
                 results, list(plan.designs), reg,
-                _rounds(req, plan, rule, cuda, on_event, ahead), device_type=device.type,
+                _rounds(req, plan, rule, cuda, on_event, ahead, warm),
+                device_type=device.type,
                 device_memory=env.device_memory_bytes, children=req.children,
                 refit=lambda i, r: refit_law(*plan.workloads[i][:3], r))
             seconds["time"] = time.perf_counter() - t0
@@ -170,7 +174,7 @@ def certify(req: CertifyRequest,
 
 
 def _rounds(req: CertifyRequest, plan: Plan, rule, cuda: bool,
-            on_event: Callable[[Event], None], ahead: dict):
+            on_event: Callable[[Event], None], ahead: dict, warm: tuple[str, ...] = ()):
     """The step-time stage's measuring (:data:`afford.certify.step_time.RunRound`): fresh
     children numbered after the sweep's; the first takes the spare child spawned ahead."""
 
@@ -179,7 +183,7 @@ def _rounds(req: CertifyRequest, plan: Plan, rule, cuda: bool,
         return run_children(
             items, children=n, device=plan.device, device_class=plan.device_class,
             rule=rule, seed=req.seed, first=first, early=False, spare=ahead.pop("time", None),
-            on_event=lambda e: None if e["event"] == "start" else on_event(e),
+            on_event=lambda e: None if e["event"] == "start" else on_event(e), warm=warm,
             options_for=lambda c: {**child_options(c, first, n, cuda), "round": name})
 
     return run_round

@@ -177,28 +177,44 @@ def exchange(kid, job: dict, on_event: Callable[[Event], None],
     return rc, tail, bool(expired)
 
 
+def warm_specs(specs) -> list[str]:
+    """The workload specs worth resolving in a child before its job arrives: transformers
+    models (``hf:``) and user workloads (``pkg.module:factory``), whose imports and config
+    take seconds (about 1-4 s a process for ``hf:gpt2`` on the H200 host); the built-ins
+    take milliseconds."""
+    return [s for s in dict.fromkeys(specs) if ":" in s.partition("+")[0]]
+
+
+def warm_args(specs) -> list[str]:
+    """A child's ``--warm SPEC`` arguments (:func:`afford.measure.child.warm`)."""
+    return [a for s in warm_specs(specs) for a in ("--warm", s)]
+
+
 class _Child(Spawned):
     """A sweep child. It imports torch at once and then waits for its job on stdin, so the
     next child can be started while the current one measures (CUDA only: on a CPU device
-    the import would compete with the timed steps for the same cores)."""
+    the import would compete with the timed steps for the same cores). ``warm``: workload
+    specs it resolves while it waits (:func:`warm_specs`)."""
 
-    def __init__(self, prewarm: str | None = None, overlapped: bool = False) -> None:
+    def __init__(self, prewarm: str | None = None, overlapped: bool = False,
+                 warm: tuple[str, ...] = ()) -> None:
         self.prewarm = prewarm
-        super().__init__("afford.measure.child", ["--prewarm", prewarm] if prewarm else [],
+        super().__init__("afford.measure.child",
+                         (["--prewarm", prewarm] if prewarm else []) + warm_args(warm),
                          overlapped=overlapped)
 
 
 _EARLY: list[_Child] = []
 
 
-def spawn_early(prewarm: str | None) -> None:
+def spawn_early(prewarm: str | None, warm: tuple[str, ...] = ()) -> None:
     """Spawn the first sweep child now, before the parent imports torch (the console
     script does this for ``afford certify``); ``prewarm``: a CUDA device, ``"auto"`` (CUDA
     when the child finds it), or None. The child waits for its job on stdin; if the parent
     exits first, the closed pipe ends it."""
     import atexit
 
-    kid = _Child(prewarm=prewarm)
+    kid = _Child(prewarm=prewarm, warm=warm)
     kid.early = True  # its imports overlap the parent's: a startup run that says so
     _EARLY.append(kid)
     atexit.register(kid.kill)
@@ -276,8 +292,8 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
                  options_for: Callable[[int], dict] | None = None,
                  first: int = 0, early: bool = True,
                  spare: _Child | None = None,
-                 after_first: Callable[[dict[str, Event]], list[dict]] | None = None
-                 ) -> list[dict[str, Event]]:
+                 after_first: Callable[[dict[str, Event]], list[dict]] | None = None,
+                 warm: tuple[str, ...] = ()) -> list[dict[str, Event]]:
     """Every child over every item, each in its own order; one result dict per child.
     Children measure one at a time; on CUDA the next one is spawned (imports torch and
     creates its CUDA context) while the current one measures. Child 0 is the one the
@@ -287,14 +303,15 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
     spawns the stages' children there, on CUDA). ``options_for(c)``: child c's job-wide
     flags; ``first``: the index of the first child (a later round numbers its children on);
     ``after_first(records)``: items the children after the first also measure, from the first
-    child's records (certify's early extension)."""
+    child's records (certify's early extension); ``warm``: workload specs each child spawned
+    here resolves while it waits for its job."""
     prespawn = device.startswith("cuda")
     out: list[dict[str, Event]] = []
-    nxt: _Child | None = spare or (take_early(device) if early else None) or _Child()
+    nxt: _Child | None = spare or (take_early(device) if early else None) or _Child(warm=warm)
     try:
         for k in range(children):
             c = first + k
-            cur, nxt = nxt, (_Child(prewarm=device, overlapped=True)
+            cur, nxt = nxt, (_Child(prewarm=device, overlapped=True, warm=warm)
                              if prespawn and k + 1 < children else None)
             if on_last is not None and k + 1 == children:
                 on_last()
@@ -308,17 +325,18 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
             if k == 0 and after_first is not None and children > 1:
                 items = items + after_first(out[0])
             if nxt is None and k + 1 < children:
-                nxt = _Child()
+                nxt = _Child(warm=warm)
     finally:
         if nxt is not None:
             nxt.kill()
     return out
 
 
-def spare_child(device: str) -> _Child:
+def spare_child(device: str, warm: tuple[str, ...] = ()) -> _Child:
     """A sweep child spawned ahead for a later round of measurements (certify's step-time
     stage), pre-warmed on CUDA; the caller kills it when no round needs it."""
-    return _Child(prewarm=device if device.startswith("cuda") else None, overlapped=True)
+    return _Child(prewarm=device if device.startswith("cuda") else None, overlapped=True,
+                  warm=warm)
 
 
 def startup_run(start: Event) -> dict | None:

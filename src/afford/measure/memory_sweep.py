@@ -169,6 +169,9 @@ def main() -> int:
         from afford.measure.child import prewarm
 
         prewarm(args[args.index("--prewarm") + 1])
+    from afford.measure.child import warm
+
+    warm(args)
     job = json.load(sys.stdin)
     import torch
 
@@ -205,15 +208,17 @@ def child_env(device: str) -> dict[str, str]:
 STAGGER_SECONDS = 8.0
 
 
-def spawn_memory_child(device: str, overlapped: bool = False, stagger: float = 0.0):
+def spawn_memory_child(device: str, overlapped: bool = False, stagger: float = 0.0,
+                       warm: tuple[str, ...] = ()):
     """Start the child; on CUDA it imports torch, creates its context and pre-warms
     (cuBLAS, the fused optimizer) while it waits for its job. A
     :class:`~afford.measure.children.Spawned`. ``stagger``: seconds the child sleeps
     before it imports anything (certify spawns it beside the probe child, whose import is
-    a startup reading: two imports at once slow each other down)."""
-    from afford.measure.children import Spawned
+    a startup reading: two imports at once slow each other down); ``warm``: workloads it
+    resolves while it waits (:func:`afford.measure.children.warm_specs`)."""
+    from afford.measure.children import Spawned, warm_args
 
-    args = ["--prewarm", device] if device.startswith("cuda") else []
+    args = (["--prewarm", device] if device.startswith("cuda") else []) + warm_args(warm)
     if stagger > 0:
         args += ["--stagger", f"{stagger:g}"]
     return Spawned("afford.measure.memory_sweep", args, env=child_env(device),

@@ -223,6 +223,9 @@ def main() -> int:
     import gc
 
     import afford.measure.probes.launch  # noqa: F401  (torch, the workloads, the timing)
+    from afford.measure.child import warm
+
+    warm(args)
 
     _emit(out, {"event": "probe", "key": "startup", "result": startup})
     job = json.load(sys.stdin)

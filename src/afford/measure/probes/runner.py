@@ -20,11 +20,16 @@ from afford.measure.children import Event, Spawned, exchange
 TIMEOUT_SECONDS = 900.0
 
 
-def spawn_probe_child(device: str, overlapped: bool = False) -> Spawned:
+def spawn_probe_child(device: str, overlapped: bool = False,
+                      warm: tuple[str, ...] = ()) -> Spawned:
     """Start the probe child; it imports torch (and, on CUDA, creates its context and
-    pre-warms cuBLAS and the fused optimizer) while it waits for its job."""
+    pre-warms cuBLAS and the fused optimizer) while it waits for its job, and resolves the
+    ``warm`` workloads (:func:`afford.measure.children.warm_specs`)."""
+    from afford.measure.children import warm_args
+
     cuda = str(device).startswith("cuda")
-    return Spawned("afford.measure.probes.child", ["--device", str(device)] if cuda else [],
+    return Spawned("afford.measure.probes.child",
+                   (["--device", str(device)] if cuda else []) + warm_args(warm),
                    overlapped=overlapped)
 
 
