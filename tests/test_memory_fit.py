@@ -106,6 +106,9 @@ def test_params_affine_in_s():
     p0, ps = fit_params_affine([32, 64, 256], p)
     assert ps == pytest.approx(64.0) and p0 == pytest.approx(12 * 2 * 4096 + 26 * 64 + 256 * 64 + 128)
     assert fit_params_affine([128, 128], [10, 10]) == (10.0, 0.0)
+    assert fit_params_affine([128], [7]) == (7.0, 0.0)  # one shape: constant in s
+    with pytest.raises(ValueError, match="no shapes"):
+        fit_params_affine([], [])
 
 
 def test_batch_linearity():
