@@ -106,6 +106,19 @@ def test_feature_scaling_refuses_what_it_cannot_reproduce():
         fit_scaling([CountedShape(batch=1, seq=2, tokens=2), CountedShape(n=3, tokens=3)])
 
 
+def test_a_law_needs_one_counted_shape_more_than_its_terms_and_no_more():
+    # two shapes decide a one-term law: tokens = n x 16 (the gemm count is held back)
+    two = [CountedShape(n=n, tokens=16.0 * n) for n in (2, 5)]
+    law = fit_scaling(two).laws["tokens"]
+    assert law.terms == ["n"] and law.coefs == pytest.approx([16.0])
+    # ... but not a two-term one: 3 n + 1 at two shapes is refused, at three it is found
+    plus_one = [CountedShape(n=n, tokens=n, gemm_flops=3.0 * n + 1) for n in (2, 5, 7)]
+    with pytest.raises(ValueError, match="gemm_flops: no law"):
+        fit_scaling(plus_one[:2])
+    law = fit_scaling(plus_one).laws["gemm_flops"]
+    assert law.terms == ["n", "1"] and law.coefs == pytest.approx([3.0, 1.0])
+
+
 def test_batch_held_fixed_is_warned():
     shapes = [CountedShape(batch=8, seq=s, tokens=8 * s, gemm_flops=5.0 * 8 * s)
               for s in (16, 32, 64)]

@@ -235,12 +235,12 @@ def _fit_sum(d: _Design) -> np.ndarray:
 def _fit_max(d: _Design) -> np.ndarray:
     """Each split of the points (sorted by seconds) into a floor side and a work side, each
     side's least squares closed; the best polished on the true residuals."""
-    n, m = len(d.y), d.X.shape[1]
+    n = len(d.y)
     order = np.argsort(d.y)
     tries = []
     for k in range(0, n + 1):
         floor_i, work_i = order[:k], order[k:]
-        if k == n or m == 0:
+        if k == n:  # all floor (the max's design always has the const column: m >= 1)
             F = _floor_level(d.y, d.w)
             theta = np.concatenate([[F], np.maximum(d.lb, 0.0)])
         else:
