@@ -140,6 +140,8 @@ def test_an_exact_max_law_is_recovered_and_predicts_held_out_shapes():
     assert max(abs(h.rel_error) for h in m.held_out) < 1e-4
     assert [h.extrapolated for h in m.held_out] == [False, True, True]
     assert m.describe().startswith("t = max(0.01 s, ")
+    # five work points (more than the three work terms) decide the split: no prior, no note
+    assert "not identified" not in (m.chosen.note or "") and m.warnings == []
     # the stored model evaluates without the fit: the schema's own evaluation
     f = m.scaling.features(batch=8, seq=6144)
     assert evaluate_form("max", m.params, f, None) == pytest.approx(max_law(8, 6144), rel=1e-4)
