@@ -26,7 +26,7 @@ def test_utilisation_stats_without_samples_is_none_not_zero():
     s = utilisation_stats([0.0, 0.1], [0.5, 0.5], settle_seconds=0.2)
     assert s.kept == 0 and s.mean is None and s.low_share is None
     with pytest.raises(ValueError):
-        utilisation_stats([0.0], [0.1, 0.2])
+        utilisation_stats([0.0], [0.1, 0.2], settle_seconds=0.0)
 
 
 def test_ladder_fit_recovers_an_exact_floor():

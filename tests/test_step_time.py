@@ -238,6 +238,9 @@ def test_floor_points_count_a_tenth():
     seconds = [0.010, 0.011, 0.030, 0.060, 0.120]
     judged = work_regime(seconds)
     assert judged == [False, False, True, True, True]
+    # "at least 2x" the smallest step, or a floor given: exactly 2x is work
+    assert work_regime([0.5, 1.0, 0.99]) == [False, True, False]
+    assert work_regime([0.5, 1.0, 3.0], floor=1.5) == [False, False, True]
     mx = cand("max", [0.15, -0.10, 0.01, 0.03, -0.02])
     sm = cand("sum", [-0.40, -0.30, 0.01, 0.01, 0.01])
     got, why = choose_form([sm, mx], judged)
