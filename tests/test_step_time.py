@@ -256,6 +256,17 @@ def test_without_leave_one_out_the_first_form_and_why():
     assert got == "max" and "no leave-one-out check" in why
 
 
+def test_one_token_count_cannot_say_whether_the_floor_was_left():
+    """One axis n at a fixed token count, a one-axis form: no growth per doubling of tokens
+    and no floor parameter to compare the work with."""
+    pts = [StepPoint(n=n, tokens=16, seconds=0.01 * n) for n in (1, 2, 4)]
+    m = fit_step_time(pts, forms=("power",))
+    assert m.form == "power" and m.params["b"] == pytest.approx(1.0)
+    assert not m.floor_left
+    assert m.floor_note == "one token count only: whether the step left the floor is unknown"
+    assert "unsupported" in m.warnings[-1]
+
+
 def test_growth_per_doubling_and_the_floor():
     # 4096 tokens: median of 0.010 and 0.014 = 0.012; 16384 tokens: 0.048 -> 4x over two
     # doublings = 2x per doubling
