@@ -15,8 +15,9 @@ from afford.fit.step_features import CountedShape, fit_scaling, op_class, split_
 from afford.fit.step_time import (FLOOR_WEIGHT, CandidateFit, StepPoint, choose_form,
                                   evaluate_held_out, fit_step_time, top_growth_per_doubling,
                                   work_regime)
-from afford.fit.time_design import (DesignLimits, DesignShape, extension_shapes,
-                                    ladder_shape, plan_time_design, run_ladder, static_design)
+from afford.fit.time_design import (DesignLimits, DesignShape, design_from_ladder,
+                                    extension_shapes, ladder_shape, plan_time_design,
+                                    run_ladder, static_design)
 from afford.fit.time_noise import disagreement, noisy_points, time_verdict
 from afford.schema.step_time import evaluate_form
 
@@ -295,6 +296,24 @@ def test_the_static_design_by_hand():
         (1, 32), (16, 16), (8, 32), (4, 48), (1, 128), (32, 8)]
 
 
+def test_a_base_batch_not_a_multiple_of_four_rounds_its_quarter_down():
+    d = static_design(6, [256, 512, 1024])
+    # across: (6 // 4 = 1, 512), (4 x 6, 256), (2 x 6, 512), each within 6 x 1024 tokens and
+    # B*s^2 <= 6 x 1024^2; held out: (6, 768), (1, 2 x 1024), (2 x 24, 6144 / 48)
+    assert [(p.batch, p.seq) for p in d.across] == [(1, 512), (24, 256), (12, 512)]
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [
+        ("held_out_interpolated", 6, 768), ("held_out_seq", 1, 2048),
+        ("held_out_batch", 48, 128)]
+
+
+def test_a_design_without_a_ladder_is_empty_and_says_why():
+    why = "2 x 1024 could not be measured; the ladder stops below it"
+    d = design_from_ladder([], why, DesignLimits())
+    assert (d.ladder, d.across, d.held_out, d.work_reached) == ([], [], [], False)
+    assert d.stop_reason == why and d.notes == [why]
+    assert plan_time_design((2, 1024), DesignLimits(), lambda b, s: None).notes == [why]
+
+
 def test_shapes_beyond_the_envelope_are_not_planned_and_said_so():
     d = static_design(16, [256, 512])  # 4 x 16 x 256 = 16384 tokens > 16 x 512
     assert [(p.batch, p.seq) for p in d.across] == [(4, 256)]
@@ -328,6 +347,10 @@ def test_the_ladder_says_when_a_budget_stops_it():
     rungs, why = run_ladder((2, 1024), DesignLimits(point_seconds=3.0), slow)
     # rung 1 (2 x 2048) is estimated at 0.1 x 2 x 2 = 0.4 s a step x 15 > 3 s
     assert len(rungs) == 1 and "point budget of 3 s" in why
+    # the model's longest sequence stops the ladder before the rung that would pass it
+    rungs, why = run_ladder((2, 1024), DesignLimits(max_seq=2048), step)
+    assert [(r.batch, r.seq) for r in rungs] == [(2, 1024), (2, 2048), (4, 2048)]
+    assert why.startswith("stopped before 4 x 4096: seq 4096 > the model's 2048")
     d = plan_time_design((2, 1024), DesignLimits(point_seconds=3.0), slow)
     assert not d.work_reached
 
