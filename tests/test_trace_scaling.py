@@ -5,9 +5,12 @@ training program recovered exactly at a held-out shape."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from afford.fit.allocator import replay
-from afford.fit.trace_scaling import align, extra_slots, fit_size, from_history, learn
+from afford.fit.trace_scaling import (SizeLaw, _opcodes, _stretches, align, extra_slots,
+                                      fit_size, from_history, learn)
 from tests.alloc_programs import MIB, program
 
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
@@ -56,6 +59,53 @@ def test_negative_coefficients_are_refused_and_fall_back_to_nnls():
     fit = fit_size(SHAPES, sizes)
     assert not fit.exact
     assert all(c >= 0 for c in fit.coefs)
+
+
+def test_size_law_predicts_each_term_with_its_own_powers():
+    """B*s^2 at B=2, s=3 is 18; B alone 2; s^2 alone 9; a cap bounds it; never below 0."""
+    law = SizeLaw(terms=("B*s^2", "B", "s^2"), coefs=(1.0, 10.0, 100.0), exact=True,
+                  interpolated=False, ambiguous=False, n_points=4)
+    assert law.predict(2, 3) == 18 + 20 + 900
+    assert law.model_copy(update={"cap": 500.0}).predict(2, 3) == 500
+    assert law.model_copy(update={"coefs": (-1.0, 0.0, 0.0)}).predict(2, 3) == 0
+
+
+def _valid_script(codes, ta, tb):
+    """Opcodes that cover both sequences in order, their equal blocks truly equal."""
+    i = j = 0
+    for tag, i1, i2, j1, j2 in codes:
+        assert (i1, j1) == (i, j) and i2 >= i1 and j2 >= j1
+        if tag == "equal":
+            assert ta[i1:i2] == tb[j1:j2]
+        i, j = i2, j2
+    assert (i, j) == (len(ta), len(tb))
+
+
+def test_opcodes_match_the_head_and_tail_outright():
+    ta, tb = list("abcXdef"), list("abcYYdef")
+    assert _opcodes(ta, tb) == [("equal", 0, 3, 0, 3), ("replace", 3, 4, 3, 5),
+                                ("equal", 4, 7, 5, 8)]
+    assert _opcodes(list("abc"), list("abc")) == [("equal", 0, 3, 0, 3)]
+    assert _opcodes(list("ab"), list("abXY")) == [("equal", 0, 2, 0, 2), ("insert", 2, 2, 2, 4)]
+    assert _opcodes(list("Zab"), list("ab")) == [("delete", 0, 1, 0, 0), ("equal", 1, 3, 0, 2)]
+
+
+@given(st.lists(st.sampled_from("abc"), max_size=12), st.lists(st.sampled_from("abc"),
+                                                               max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_opcodes_are_a_valid_edit_script(ta, tb):
+    _valid_script(_opcodes(ta, tb), ta, tb)
+
+
+def test_stretches_merge_non_equal_runs_and_short_anchors():
+    codes = [("equal", 0, 2, 0, 2), ("replace", 2, 3, 2, 4), ("delete", 3, 4, 4, 4),
+             ("equal", 4, 7, 4, 7)]
+    # the replace and the delete merge into one non-equal stretch
+    assert _stretches(codes) == [(True, 0, 2, 0, 2), (False, 2, 4, 2, 4), (True, 4, 7, 4, 7)]
+    # an equal run of at least min_equal ops stays an anchor; a shorter one merges
+    assert _stretches(codes, 2) == _stretches(codes)
+    assert _stretches(codes, 3) == [(False, 0, 4, 0, 4), (True, 4, 7, 4, 7)]
+    assert _stretches(codes, 4) == [(False, 0, 7, 0, 7)]
 
 
 def history(rows):
