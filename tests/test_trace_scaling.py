@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import replay
-from afford.fit.trace_scaling import (SizeLaw, _opcodes, _stretches, align, extra_slots,
-                                      fit_size, from_history, learn)
+from afford.fit.trace_scaling import (SizeLaw, _opcodes, _propagate_caps, _stretches, align,
+                                      extra_slots, fit_size, from_history, learn)
 from tests.alloc_programs import MIB, program
 
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
@@ -40,6 +40,17 @@ def test_a_size_that_stops_growing_is_capped_at_its_largest_traced_value():
     assert fit.predict(16, 2048) == cap and fit.predict(2, 1024) == law(2, 1024)
     plain = fit_size(shapes[:3], [law(B, s) for B, s in shapes[:3]])  # all below the cap
     assert plain.cap is None and plain.predict(16, 2048) == 16 * 1024 * 16 * 2048
+
+
+def test_a_cap_beats_three_terms_that_only_interpolate():
+    """16 B a token, capped at 40960 B: 4096, 32768, 40960 B at 256, 2048, 4096 tokens.
+    1 + B*s + s^2 passes through the three sizes too, but three terms on three shapes are
+    no evidence; the per-token law, exact below the cap and reaching it, is."""
+    shapes = [(1, 256), (2, 1024), (4, 1024)]
+    fit = fit_size(shapes, [4096, 32768, 40960])
+    assert (fit.terms, fit.coefs, fit.cap) == (("B*s",), pytest.approx((16.0,)), 40960.0)
+    assert not fit.interpolated and fit.predict(1, 512) == 8192
+    assert fit.predict(8, 1024) == 40960
 
 
 def test_three_terms_on_three_shapes_is_marked_interpolated():
@@ -133,6 +144,27 @@ def test_alignment_finds_what_a_cold_history_adds():
     assert match == sorted(match)
 
 
+def _long_history(extra: bool):
+    """40 temporaries, a kept weight, 40 more temporaries: each run is longer than an anchor
+    (MIN_ANCHOR ops), so the stretch between them is aligned by the finer passes, away from
+    the start of the history. ``extra``: a kept workspace just before the weight."""
+    rows = []
+    for i in range(40):
+        rows += [("alloc", 1000 + i, 64), ("free_completed", 1000 + i, 64)]
+    rows += [("alloc", 5, 32)] if extra else []
+    rows += [("alloc", 7, 100)]
+    for i in range(40):
+        rows += [("alloc", 2000 + i, 128), ("free_completed", 2000 + i, 128)]
+    return from_history(1, 1, history(rows))
+
+
+def test_alignment_inside_a_long_history_pairs_around_the_extra():
+    ref, other = _long_history(False), _long_history(True)
+    # other's slots: 0-39 temporaries, 40 the workspace, 41 the weight, 42-81 temporaries
+    assert align(ref, other) == [*range(40), 41, *range(42, 82)]
+    assert extra_slots(ref, other) == [40]
+
+
 def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
     traces = [program(4, 512), program(2, 512, cold=True), program(2, 1024)]
     model = learn(traces, reference=0)
@@ -171,3 +203,23 @@ def test_a_cap_seen_on_one_staging_buffer_bounds_the_others():
     assert model.laws[4].cap is None
     assert model.sizes(32, 2048) == list(trace(32, 2048).sizes)
     assert any("staging buffers capped" in w for w in model.warnings)
+
+
+def test_one_cap_on_a_staging_buffer_caps_its_siblings():
+    """Slots 0 and 2 grow with the tokens, each followed by 4 KiB of semaphores, both freed
+    within a few ops: reduction staging buffers. Slot 0 was seen capped; slot 2 takes it."""
+    per_token = SizeLaw(terms=("B*s",), coefs=(4096.0,), exact=True, interpolated=False,
+                        ambiguous=False, n_points=3)
+    sema = SizeLaw(terms=("1",), coefs=(4096.0,), exact=True, interpolated=False,
+                   ambiguous=False, n_points=3)
+    capped = per_token.model_copy(update={"cap": 132.0 * MIB})
+    ops = [0, 1, ~1, ~0, 2, 3, ~3, ~2]
+    laws, n = _propagate_caps(ops, [capped, sema, per_token, sema])
+    assert n == 1 and laws[2].cap == 132.0 * MIB and laws[0] == capped
+    # no cap seen anywhere: nothing to propagate, and none counted
+    laws, n = _propagate_caps(ops, [per_token, sema, per_token, sema])
+    assert n == 0 and all(law.cap is None for law in laws)
+    # a buffer held past the staging window is not a staging buffer
+    late = [0, 1, ~1, ~0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ~3, ~2]
+    laws, n = _propagate_caps(late, [capped, sema, per_token, sema] + [sema] * 8)
+    assert n == 0 and laws[2].cap is None
