@@ -47,6 +47,13 @@ def test_startup_exactly_equal_to_the_margin_is_covered():
     assert chunk.chunk(CAP, MARGIN, start(3600.0)).covered is True
 
 
+def test_margin_covers_a_sub_second_startup_and_nothing_without_one():
+    tiny = chunk.startup([StartupComponent(name="import", what="", seconds=s(0.5))])
+    assert chunk.chunk(CAP, MARGIN, tiny).margin_covers.value == 7200.0  # 3600 / 0.5
+    empty = chunk.chunk(CAP, MARGIN, chunk.startup([]))
+    assert empty.margin_covers is None and empty.covered is True
+
+
 def test_restart_excludes_the_final_save():
     st = start(600.0, final=20.0)
     assert st.total_seconds.value == 600.0 and st.restart_seconds.value == 580.0
@@ -237,6 +244,15 @@ def test_chunk_that_cannot_reach_one_checkpoint_and_the_budget_that_would():
     need = c.min_budget_to_reach.value
     assert need == pytest.approx(10 / 510)
     assert cadence.save_every(10.0, 1.0, need) == 500  # exactly reaches it
+    # one step a chunk (a slow step in a short session): the budget that saves every step
+    one = cadence.cadence(s(10.0), s(30.0), inherited(0.01, "ratio", "run"),
+                          measured(1, "steps", "c"), s(30.0))
+    assert one.reaches_checkpoint is False and one.save_every.value == 33  # ceil(9.9 / 0.3)
+    assert one.min_budget_to_reach.value == pytest.approx(10 / 40)
+    # no whole step in the chunk: no budget reaches a checkpoint
+    none = cadence.cadence(s(10.0), s(30.0), inherited(0.01, "ratio", "run"),
+                           measured(0, "steps", "c"), s(20.0))
+    assert none.reaches_checkpoint is False and none.min_budget_to_reach is None
 
 
 # --- failures -----------------------------------------------------------------------------
