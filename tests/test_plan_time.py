@@ -135,6 +135,8 @@ def test_plan_at_another_batch_uses_the_time_model():
     assert row.steps_per_chunk.extrapolated
     assert p.run.shape == {"batch": 16, "seq": 512, **TINY} and not p.run.in_family
     assert row.tokens_per_step.value == 16 * 512
+    # only the batch differs from the measured seq-512 point: its parameter count holds
+    assert row.params.value == 25_000_000 and "the batch holds none" in row.params.source
     assert "batch=16" in row.note
     assert p.target is not None and p.target.target_steps.value == -(-10**9 // 8192)
     assert p.cadence is not None and p.failures is not None
@@ -302,6 +304,14 @@ def test_predict_every_workload_at_a_shape():
     assert t.row.steps_per_chunk.value == int(39600 // t.row.step_seconds.value)
     assert by["softmax"].row.step_seconds.tag is Tag.MEASURED  # n=16, s=4096 is a sweep point
     assert r.time_verdict == "NOISY"
+
+
+def test_predict_in_a_mode_reads_that_modes_workloads_only():
+    cert = make_time_cert()
+    assert [x.workload for x in predict(cert, batch=16, seq=512, mode="fp32").rows] == \
+        ["tinylm"]
+    with pytest.raises(InputError, match="no workload in mode bf16; its modes: fp32"):
+        predict(cert, batch=16, seq=512, mode="bf16")
 
 
 def test_predict_names_a_missing_workload():

@@ -226,3 +226,31 @@ def test_plan_without_a_run():
     assert comps["final_save"] == 1.5
     assert p.quota.whole_chunks.value == 2 and p.quota.steps_per_week is None
     assert any("--run" in n for n in p.notes)
+
+
+def _cert_without_law():
+    c = make_cert()
+    return c.model_copy(update={"workloads": [c.workloads[0].model_copy(update={"law": None})]})
+
+
+def test_no_step_time_at_an_excluded_point_says_why_the_models_cannot():
+    v = planner.preflight(_cert_without_law(), make_platform(), make_run(value=1024))
+    assert v.go is False
+    assert "no step time at tinylm seq=1024: tinylm fp32: the certificate has no step-time " \
+        "model (it predates it); no throughput law either; certify that shape" in v.reasons
+
+
+def test_a_cpu_certificate_without_reserved_figures_takes_ratio_one():
+    c = make_cert()
+    pts = [pt.model_copy(update={"peak_reserved_bytes": None}) for pt in c.workloads[0].points]
+    cpu = c.model_copy(update={
+        "environment": c.environment.model_copy(update={"device_type": "cpu"}),
+        "workloads": [c.workloads[0].model_copy(update={"points": pts})]})
+    p = planner.plan(cpu, make_platform(device=None), make_run())
+    r = p.memory.reserved_ratio
+    assert r.value == 1.0 and r.tag is Tag.ASSUMED and "on CPU" in r.source
+    assert p.rows[0].projected_reserved_bytes.value == 10 * GIB  # allocated x 1.0
+    # a CUDA certificate without them takes the cited H200 worst case instead
+    cuda = cpu.model_copy(update={"environment": c.environment})
+    assert planner.plan(cuda, make_platform(), make_run()).memory.reserved_ratio.value == \
+        planner.CUDA_RESERVED_RATIO
