@@ -87,3 +87,23 @@ def test_formula_tag_states_the_constants_it_used():
     bare = sizing.Defaults(key="user", name="bare", citation="me")
     tag = sizing.formula_tag(bare, law(mfit(1.0)), DIMS, P)
     assert tag.value == 0.0 and "0 B/param x 100 params + L*(0.00 B*s*d + 0 B*H*s^2)" in tag.source
+
+
+def test_a_cpu_law_without_a_baseline_counts_the_increment_alone():
+    lw = law(mfit(1.0, quantity="rss_increment"), device_type="cpu")
+    assert sizing.budgeted_bytes(lw, DIMS, P) == 264.0  # 200 + 64, no baseline added
+    pred = sizing.predict(lw, {}, "run")
+    assert pred.allocated.value == 264.0 and pred.reserved is None
+    assert "peak RSS = measured baseline 0 B + toy bf16 memory law" in pred.allocated.source
+
+
+@pytest.mark.parametrize("attention,keys", [
+    (None, ["four_x_model_size"]),  # not attention: no Korthikanti
+    ("materialised", ["four_x_model_size", "korthikanti_zero"]),  # eq. 1 as printed, once
+    ("fused", ["four_x_model_size", "korthikanti_zero", "korthikanti_eq1_zero"]),
+])
+def test_defaults_compared_per_attention(attention, keys):
+    lw = law(mfit(1.0)).model_copy(update={"attention": attention})
+    got, notes = sizing.defaults_for(lw, {"source": {}, "modes": {}})
+    assert [d.key for d in got] == keys
+    assert notes and "no INHERITED memory defaults for bf16" in notes[0]

@@ -56,3 +56,29 @@ def test_design_normalises_and_drops_a_proportional_column():
     assert d.X[:, 1] == pytest.approx([0.25, 0.5, 1.0])
     # w_gemm >= 1 / gemm_rate: normalised, 40 FLOP / 100 FLOP/s / 2 s
     assert d.lb == pytest.approx([0.0, 0.2])
+
+
+def test_nnls_rel_recovers_an_exact_non_negative_solution():
+    # y = 2 x1 + 3 x2 at three points; relative residuals, no prior: c = (2, 3)
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    y = X @ np.array([2.0, 3.0])
+    c = sf._nnls_rel(X, y, np.ones(3), np.zeros(2), np.zeros((0, 2)))
+    assert c == pytest.approx([2.0, 3.0], rel=1e-6)
+    # a lower bound above the truth holds: c1 >= 2.5
+    c = sf._nnls_rel(X, y, np.ones(3), np.array([2.5, 0.0]), np.zeros((0, 2)))
+    assert c[0] >= 2.5 - 1e-12
+
+
+def test_fit_forms_count_their_parameters_and_zero_what_they_do_not_fit():
+    """Work in GEMM FLOPs only (no attention counted): t = max(F, w0 + w_gemm x FLOPs)."""
+    rows = [{"gemm_flops": g, "tokens": 1.0} for g in (1e9, 2e9, 4e9, 8e9, 16e9)]
+    y = np.array([max(0.01, 0.001 + 2e-12 * r["gemm_flops"]) for r in rows])
+    out = sf.fit_forms(("max", "sum", "smooth_max"), rows, y, np.full(5, np.nan), None)
+    # columns: const, gemm_flops (tokens is constant: proportional to const, dropped)
+    assert out["max"][1] == 3 and out["sum"][1] == 2 and out["smooth_max"][1] == 4
+    for form, (params, _, _) in out.items():
+        assert params["w_attn"] == 0.0 and params["w_seq_tokens"] == 0.0, form
+        assert params["w_tokens"] == 0.0, form
+    assert out["max"][0]["w_gemm"] == pytest.approx(2e-12, rel=1e-4)
+    assert out["max"][0]["F"] == pytest.approx(0.01, rel=1e-4)
+    assert "w0" not in out["sum"][0] and "k" in out["smooth_max"][0]
