@@ -18,6 +18,7 @@ from afford.fit.step_time import (FLOOR_WEIGHT, CandidateFit, StepPoint, choose_
 from afford.fit.time_design import (DesignLimits, DesignShape, design_from_ladder,
                                     extension_shapes, ladder_shape, plan_time_design,
                                     run_ladder, static_design)
+from afford.fit.time_design import growth as time_growth
 from afford.fit.time_noise import disagreement, noisy_points, time_verdict
 from afford.schema.step_time import evaluate_form
 
@@ -141,6 +142,8 @@ def test_an_exact_max_law_is_recovered_and_predicts_held_out_shapes():
     assert max(abs(h.rel_error) for h in m.held_out) < 1e-4
     assert [h.extrapolated for h in m.held_out] == [False, True, True]
     assert m.describe().startswith("t = max(0.01 s, ")
+    # the largest point (8 x 8192): work 0.002 + 4e-15 G 65536 + 1e-15 A 8 8192^2 = 72.57 ms
+    assert "the model's work is 7.26x its floor at the largest point" in m.floor_note
     # five work points (more than the three work terms) decide the split: no prior, no note
     assert "not identified" not in (m.chosen.note or "") and m.warnings == []
     # the stored model evaluates without the fit: the schema's own evaluation
@@ -319,6 +322,17 @@ def test_shapes_beyond_the_envelope_are_not_planned_and_said_so():
     assert [(p.batch, p.seq) for p in d.across] == [(4, 256)]
     assert any(n.startswith("across 64 x 256: beyond the sweep's memory envelope")
                for n in d.notes)
+
+
+def test_growth_per_doubling_between_two_design_shapes():
+    lo = DesignShape(batch=2, seq=1024, role="ladder", seconds=1.0)
+    # 4x the seconds over 4x the tokens (two doublings): 2x per doubling
+    assert time_growth(lo, DesignShape(batch=2, seq=4096, role="ladder", seconds=4.0)) == \
+        pytest.approx(2.0)
+    assert time_growth(lo, DesignShape(batch=4, seq=1024, role="ladder", seconds=1.5)) == \
+        pytest.approx(1.5)
+    assert time_growth(lo, DesignShape(batch=2, seq=4096, role="ladder")) is None  # not timed
+    assert time_growth(lo, lo) is None  # no more tokens
 
 
 def test_ladder_shapes_double_seq_then_batch():
