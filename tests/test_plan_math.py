@@ -314,6 +314,15 @@ def test_kill_ledger_final_save_soon_after_a_periodic_one():
     assert failures.worth(rows).saved_share_of_quota is None
 
 
+def test_kill_ledger_of_a_one_step_chunk_saving_every_step():
+    # n = k = 1 (a 2 s step): the last periodic save follows step 1, so the final save's
+    # expected loss is that one step + half the write
+    rows = failures.kill_ledger(s(300.0), s(10.0), s(2.0), measured(1, "steps", "c"),
+                                measured(1, "steps", "k"))
+    final = next(r for r in rows if r.point == "final save")
+    assert final.expected_with.value == 2 + 5 and final.worst_with.value == 2 + 10
+
+
 def test_kill_ledger_when_no_periodic_checkpoint_fits_in_the_chunk():
     rows = failures.kill_ledger(s(300.0), s(10.0), s(1.0), measured(500, "steps", "c"),
                                 measured(990, "steps", "k"))

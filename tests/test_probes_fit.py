@@ -102,6 +102,10 @@ def test_warmup_profile_worked_by_hand():
     assert p.step0_over_warm == pytest.approx(20.0)
     assert p.first_seconds == [2.0, 0.5, 0.12, 0.102]
     assert p.steps_until_warm == 3                       # 0.102 is 2 % off; 0.12 is 20 %
+    with pytest.raises(ValueError, match="timed steps with their indices"):
+        warmup_profile(2.0, [0.5], [], [])
+    with pytest.raises(ValueError, match="timed steps with their indices"):
+        warmup_profile(2.0, [0.5], [0.1, 0.1], [4])
 
 
 def test_steps_until_warm_searches_timed_steps_by_their_indices():

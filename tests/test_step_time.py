@@ -309,6 +309,16 @@ def test_a_base_batch_not_a_multiple_of_four_rounds_its_quarter_down():
         ("held_out_batch", 48, 128)]
 
 
+def test_the_held_out_batch_stays_within_the_tokens_budget():
+    """A ladder measured past a 3000-token budget (2 x 2048): the held-out batch shape,
+    twice the largest batch, takes the budget's tokens, 4 x round8(3000 / 4) = 4 x 744."""
+    ladder = [DesignShape(batch=2, seq=1024, role="ladder", seconds=0.01),
+              DesignShape(batch=2, seq=2048, role="ladder", seconds=0.02)]
+    d = design_from_ladder(ladder, "work regime reached", DesignLimits(max_tokens=3000))
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [("held_out_batch", 4, 744)]
+    assert "held_out_interpolated 2 x 1536: 2 x 1536: 3072 tokens > 3000; not planned" in d.notes
+
+
 def test_a_design_without_a_ladder_is_empty_and_says_why():
     why = "2 x 1024 could not be measured; the ladder stops below it"
     d = design_from_ladder([], why, DesignLimits())

@@ -4,13 +4,15 @@ training program recovered exactly at a held-out shape."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import replay
-from afford.fit.trace_scaling import (SizeLaw, _opcodes, _propagate_caps, _stretches, align,
-                                      extra_slots, fit_size, from_history, learn)
+from afford.fit.trace_scaling import (OpTrace, SizeLaw, _opcodes, _propagate_caps, _stretches,
+                                      _tokens, align, extra_slots, fit_size, from_history,
+                                      learn)
 from tests.alloc_programs import MIB, program
 
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
@@ -28,6 +30,7 @@ def test_size_laws_are_exact_on_integers(law, terms):
     fit = fit_size(SHAPES, [law(B, s) for B, s in SHAPES])
     # (4, 512) and (2, 1024) have the same B*s: two distinct rows cannot evidence 1 + B*s
     assert fit.terms == terms and fit.exact and fit.interpolated == (terms == ("1", "B*s"))
+    assert not fit.ambiguous  # B and s both vary: no other basis as short fits
     assert fit.predict(8, 2048) == law(8, 2048)
 
 
@@ -70,6 +73,20 @@ def test_negative_coefficients_are_refused_and_fall_back_to_nnls():
     fit = fit_size(SHAPES, sizes)
     assert not fit.exact
     assert all(c >= 0 for c in fit.coefs)
+    # the longest basis the shapes determine, solved as scipy's NNLS solves it unscaled
+    # (column scaling is a change of variables: the same minimiser)
+    from scipy.optimize import nnls
+    a = [[1.0, B * s, B * s * s] for B, s in SHAPES]
+    assert fit.terms == ("1", "B*s", "B*s^2") and fit.interpolated
+    assert fit.coefs == pytest.approx(tuple(nnls(np.array(a), np.array(sizes, float))[0]),
+                                      rel=1e-6, abs=1e-9)
+    # four shapes, three terms: least squares proper, not an interpolation
+    four, sizes4 = [*SHAPES, (4, 1024)], [5000, 100, 7000, 9000]
+    fit = fit_size(four, sizes4)
+    a = [[1.0, B * s, B * s * s] for B, s in four]
+    assert not fit.exact and not fit.interpolated and fit.n_points == 4
+    assert fit.coefs == pytest.approx(tuple(nnls(np.array(a), np.array(sizes4, float))[0]),
+                                      rel=1e-6, abs=1e-9)
 
 
 def test_size_law_predicts_each_term_with_its_own_powers():
@@ -79,6 +96,19 @@ def test_size_law_predicts_each_term_with_its_own_powers():
     assert law.predict(2, 3) == 18 + 20 + 900
     assert law.model_copy(update={"cap": 500.0}).predict(2, 3) == 500
     assert law.model_copy(update={"coefs": (-1.0, 0.0, 0.0)}).predict(2, 3) == 0
+
+
+def test_tokens_carry_each_slots_lifetime_in_ops():
+    # slot 0 lives 0 -> 1, slot 1 lives 2 -> 5, slot 2 lives 3 -> 4; frees are anonymous
+    # without context and carry their slot's lifetime with it
+    t = OpTrace(B=1, s=1, sizes=(8, 16, 32), streams=(0, 0, 0), ops=(0, ~0, 1, 2, ~2, ~1))
+    toks, slots = _tokens(t)
+    assert toks == [("a", True), ("f",), ("a", True), ("a", True), ("f",), ("f",)]
+    assert slots == [0, None, 1, 2, None, None]
+    assert _tokens(t, 1)[0] == [("a", True, 1), ("f", 1), ("a", True, 3), ("a", True, 1),
+                                ("f", 1), ("f", 3)]
+    kept = OpTrace(B=1, s=1, sizes=(8,), streams=(0,), ops=(0,))  # never freed: its size
+    assert _tokens(kept)[0] == [("a", False, 8)] and _tokens(kept, 1)[0] == [("a", False, 8, -1)]
 
 
 def _valid_script(codes, ta, tb):
@@ -112,9 +142,10 @@ def test_stretches_merge_non_equal_runs_and_short_anchors():
     codes = [("equal", 0, 2, 0, 2), ("replace", 2, 3, 2, 4), ("delete", 3, 4, 4, 4),
              ("equal", 4, 7, 4, 7)]
     # the replace and the delete merge into one non-equal stretch
-    assert _stretches(codes) == [(True, 0, 2, 0, 2), (False, 2, 4, 2, 4), (True, 4, 7, 4, 7)]
+    assert _stretches(codes, 0) == [(True, 0, 2, 0, 2), (False, 2, 4, 2, 4),
+                                    (True, 4, 7, 4, 7)]
     # an equal run of at least min_equal ops stays an anchor; a shorter one merges
-    assert _stretches(codes, 2) == _stretches(codes)
+    assert _stretches(codes, 2) == _stretches(codes, 0)
     assert _stretches(codes, 3) == [(False, 0, 4, 0, 4), (True, 4, 7, 4, 7)]
     assert _stretches(codes, 4) == [(False, 0, 7, 0, 7)]
 

@@ -197,7 +197,7 @@ def _opcodes(ta: list, tb: list) -> list[tuple[str, int, int, int, int]]:
     return out
 
 
-def _stretches(codes: list[tuple[str, int, int, int, int]], min_equal: int = 0
+def _stretches(codes: list[tuple[str, int, int, int, int]], min_equal: int
                ) -> list[tuple[bool, int, int, int, int]]:
     """The opcodes with every run of non-equal ones merged: (equal?, i1, i2, j1, j2);
     equal runs shorter than ``min_equal`` count as non-equal."""
