@@ -314,6 +314,25 @@ def test_predict_in_a_mode_reads_that_modes_workloads_only():
         predict(cert, batch=16, seq=512, mode="bf16")
 
 
+def test_predict_needs_a_positive_batch_and_seq():
+    for batch, seq in ((0, 512), (16, 0), (-1, -1)):
+        with pytest.raises(InputError, match="--batch and --seq must be positive"):
+            predict(make_time_cert(), batch=batch, seq=seq)
+    assert predict(make_time_cert(), batch=1, seq=1).rows  # the smallest shape is one
+
+
+def test_predict_says_why_a_workload_without_batch_and_seq_has_no_row():
+    c = make_cert()
+    wl = c.workloads[0]
+    pts = [pt.model_copy(update={"shape": {"n": pt.value}}) for pt in wl.points]
+    nwl = wl.model_copy(update={"name": "softmax", "sweep_param": "n", "points": pts})
+    r = predict(c.model_copy(update={"workloads": [nwl]}), batch=2, seq=8)
+    row = r.rows[0]
+    assert row.row is None and row.shape == {}
+    assert row.step_why == "softmax has no batch and sequence dimensions (its sweep parameter " \
+        "is n)"
+
+
 def test_predict_names_a_missing_workload():
     with pytest.raises(InputError, match="no workload 'gpt2'"):
         predict(h200(), batch=1, seq=128, workloads=["gpt2"])
