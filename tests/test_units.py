@@ -114,3 +114,12 @@ def test_sizes_with_a_suffix_the_table_lacks_raise():
 def test_format_bytes_scales():
     assert format_bytes(1536) == "1.50 KiB" and format_bytes(3 * 2**40) == "3.00 TiB"
     assert format_bytes(2.5e6, binary=False) == "2.50 MB" and format_bytes(999) == "999 B"
+
+
+@pytest.mark.parametrize("seconds,text", [
+    (0.0005, "500.0 us"), (0.001, "1.00 ms"), (0.999, "999.00 ms"), (1.0, "1.00 s"),
+    (119.5, "119.50 s"), (120.0, "2m 00s"), (3599, "59m 59s"), (3600.0, "1h 00m"),
+    (86399, "23h 59m"), (86400.0, "1d 00h"), (90061, "1d 01h")])
+def test_format_duration_switches_unit_at_each_boundary(seconds, text):
+    # each unit from its boundary on: 1 ms, 1 s, 2 min, 1 h, 1 d (90061 s = 1 d 1 h 1 min 1 s)
+    assert format_duration(seconds) == text
