@@ -64,7 +64,9 @@ def test_nnls_rel_recovers_an_exact_non_negative_solution():
     y = X @ np.array([2.0, 3.0])
     c = sf._nnls_rel(X, y, np.ones(3), np.zeros(2), np.zeros((0, 2)))
     assert c == pytest.approx([2.0, 3.0], rel=1e-6)
-    # a lower bound above the truth holds: c1 >= 2.5
+    # a lower bound below the truth changes nothing; one above it holds: c1 >= 2.5
+    c = sf._nnls_rel(X, y, np.ones(3), np.array([1.0, 0.0]), np.zeros((0, 2)))
+    assert c == pytest.approx([2.0, 3.0], rel=1e-6)
     c = sf._nnls_rel(X, y, np.ones(3), np.array([2.5, 0.0]), np.zeros((0, 2)))
     assert c[0] >= 2.5 - 1e-12
 

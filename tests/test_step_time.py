@@ -96,6 +96,14 @@ def test_feature_scaling_one_axis():
                                                     "attn_flops": 210.0})
 
 
+def test_a_feature_counted_as_zero_at_one_shape_is_fitted_relative_to_the_others():
+    # 2 n - 2 is 0 at n = 1: the relative weights and errors treat that point in absolute
+    shapes = [CountedShape(n=n, tokens=n, gemm_flops=2.0 * n - 2.0) for n in (1, 2, 4)]
+    law = fit_scaling(shapes).laws["gemm_flops"]
+    assert law.terms == ["n", "1"] and law.coefs == pytest.approx([2.0, -2.0])
+    assert law.max_rel_error < 1e-9
+
+
 def test_feature_scaling_refuses_what_it_cannot_reproduce():
     not_a_polynomial = [CountedShape(n=n, tokens=n, gemm_flops=n ** 1.5) for n in (1, 4, 9, 16)]
     with pytest.raises(ValueError, match="gemm_flops"):
