@@ -107,3 +107,19 @@ def test_defaults_compared_per_attention(attention, keys):
     got, notes = sizing.defaults_for(lw, {"source": {}, "modes": {}})
     assert [d.key for d in got] == keys
     assert notes and "no INHERITED memory defaults for bf16" in notes[0]
+
+
+def test_frozen_weights_add_their_bytes_to_the_states():
+    # 50 frozen parameters of 4 B (at the base dims): states 200 + 200 = 400 B; + 64 = 464
+    lw = law(mfit(1.0)).model_copy(update={"frozen_params": 50.0, "frozen_bytes": 200.0})
+    assert sizing.law_bytes(lw, DIMS, P) == pytest.approx(464.0)
+    assert sizing.predict(lw, {}, "run").states.value == pytest.approx(400.0)
+
+
+def test_a_cpu_rss_must_be_positive_but_may_be_tiny():
+    # baseline 0.5 B + an increment of 0 B: a (silly) positive RSS; 0 is not one
+    cpu = law(mfit(0.0, fixed=-200.0, quantity="rss_increment"), device_type="cpu",
+              baseline=0.5)
+    assert sizing.budgeted_bytes(cpu, DIMS, P) == pytest.approx(0.5)
+    with pytest.raises(InputError, match="RSS peak of 0 B"):
+        sizing.budgeted_bytes(cpu.model_copy(update={"baseline_rss_bytes": 0.0}), DIMS, P)

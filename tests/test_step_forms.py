@@ -84,3 +84,15 @@ def test_fit_forms_count_their_parameters_and_zero_what_they_do_not_fit():
     assert out["max"][0]["w_gemm"] == pytest.approx(2e-12, rel=1e-4)
     assert out["max"][0]["F"] == pytest.approx(0.01, rel=1e-4)
     assert "w0" not in out["sum"][0] and "k" in out["smooth_max"][0]
+
+
+def test_fit_sum_solves_the_exact_sum_in_closed_form():
+    """t = 0.004 + 2e-9 x tokens at 1k..8k tokens: the closed-form fit, before any polish,
+    is the law (normalised by the largest step and the column's scale)."""
+    rows = [{"tokens": float(n)} for n in (1000, 2000, 4000, 8000)]
+    y = np.array([0.004 + 2e-9 * r["tokens"] for r in rows])
+    d = sf.design(rows, y, np.full(4, np.nan), None).without_const()
+    assert d.columns == ["tokens"]
+    theta = sf._fit_sum(d)
+    assert theta * d.ys / np.array([1.0, *d.col_scale]) == pytest.approx([0.004, 2e-9],
+                                                                         rel=1e-6)
