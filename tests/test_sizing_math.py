@@ -123,3 +123,15 @@ def test_a_cpu_rss_must_be_positive_but_may_be_tiny():
     assert sizing.budgeted_bytes(cpu, DIMS, P) == pytest.approx(0.5)
     with pytest.raises(InputError, match="RSS peak of 0 B"):
         sizing.budgeted_bytes(cpu.model_copy(update={"baseline_rss_bytes": 0.0}), DIMS, P)
+
+
+def test_formula_tag_counts_frozen_weights_at_the_defaults_rate():
+    lw = law(mfit(1.0)).model_copy(update={"frozen_params": 50.0, "frozen_bytes": 200.0})
+    # 4x rule: 16 B x (100 trainable + 50 frozen) = 2400 B
+    tag = sizing.formula_tag(sizing.four_x_model_size(), lw, DIMS, P)
+    assert tag.value == pytest.approx(2400.0)
+    assert "16 B/param x 100 params + 16 B x 50 frozen + L*(" in tag.source
+    # a default without a frozen rate counts none, and says 0 B
+    bare = sizing.Defaults(key="user", name="bare", citation="me", bytes_per_param=2.0)
+    tag = sizing.formula_tag(bare, lw, DIMS, P)
+    assert tag.value == pytest.approx(200.0) and " + 0 B x 50 frozen" in tag.source
