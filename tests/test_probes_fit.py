@@ -122,3 +122,14 @@ def test_combine_takes_medians_and_the_median_count():
     assert m.first_seconds == pytest.approx([3.0, 0.4, 0.15, 0.1])  # medians of (2,3,4) (.5,.4,.3) (.1,.2) (.1)
     assert m.steps_until_warm == 3                   # median of 2, 3, never
     assert combine_profiles([c, c, a], 0.1).steps_until_warm is None
+
+
+def test_each_reason_says_which_side_of_its_threshold():
+    hi = bound_verdict(fixed_share=0.05, utilisation_mean=0.98, arithmetic=0.72).reasons
+    assert any("(matmul FLOPs explain the step)" in r for r in hi)
+    assert any("(the device is busy)" in r for r in hi)
+    assert any("(the step grows with the batch)" in r for r in hi)
+    lo = bound_verdict(fixed_share=0.93, utilisation_mean=0.15, arithmetic=0.004).reasons
+    assert any("(matmul FLOPs explain little)" in r for r in lo)
+    assert any("(the device waits for the host)" in r for r in lo)
+    assert any("(launch)" in r for r in lo)

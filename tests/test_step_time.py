@@ -5,6 +5,7 @@ recorded H200 grid (benches/device-runs/2026-12-02-h200-grid): the rebuilt fit o
 design certify measures, held-out errors within a stated bound."""
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -327,6 +328,15 @@ def test_the_held_out_batch_stays_within_the_tokens_budget():
     assert "held_out_interpolated 2 x 1536: 2 x 1536: 3072 tokens > 3000; not planned" in d.notes
 
 
+def test_a_sequence_only_design_has_no_across_shapes():
+    ladder = [DesignShape(batch=1, seq=v, role="ladder", seconds=0.01 * v / 256)
+              for v in (256, 512, 1024)]
+    d = design_from_ladder(ladder, "work regime reached", DesignLimits(vary="seq"))
+    assert d.across == [] and d.work_reached
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [
+        ("held_out_interpolated", 1, 768), ("held_out_seq", 1, 2048)]
+
+
 def test_a_design_without_a_ladder_is_empty_and_says_why():
     why = "2 x 1024 could not be measured; the ladder stops below it"
     d = design_from_ladder([], why, DesignLimits())
@@ -379,6 +389,9 @@ def test_the_ladder_says_when_a_budget_stops_it():
     rungs, why = run_ladder((2, 1024), DesignLimits(point_seconds=3.0), slow)
     # rung 1 (2 x 2048) is estimated at 0.1 x 2 x 2 = 0.4 s a step x 15 > 3 s
     assert len(rungs) == 1 and "point budget of 3 s" in why
+    # out of rungs before the step grew
+    rungs, why = run_ladder((2, 1024), DesignLimits(max_rungs=1), step)
+    assert len(rungs) == 2 and why.startswith("1 doublings without reaching the work regime")
     # the model's longest sequence stops the ladder before the rung that would pass it
     rungs, why = run_ladder((2, 1024), DesignLimits(max_seq=2048), step)
     assert [(r.batch, r.seq) for r in rungs] == [(2, 1024), (2, 2048), (4, 2048)]
@@ -396,6 +409,26 @@ def test_extension_shapes_continue_the_ladder_within_the_budgets():
 
 
 # ---- the noise verdict -----------------------------------------------------------------------
+
+
+def test_a_point_is_noisy_only_past_the_tolerance():
+    # (1.1 - 1.0) / 1.05 = 0.0952...: noisy at 0.05, not at 0.1; one child shows nothing
+    meds = [[1.0, 1.05, 1.1], [1.0, 1.0, 1.0], [2.0]]
+    assert noisy_points(meds, 0.05) == [0]
+    assert noisy_points(meds, 0.1) == []
+    exact = [[1.0, 1.5, 2.0]]  # (2 - 1) / 1.5 = 2/3 exactly as the tolerance: not past it
+    assert noisy_points(exact, disagreement(exact[0])) == []
+
+
+def test_the_one_axis_forms_need_their_points_and_count_their_parameters():
+    pts = [StepPoint(n=n, tokens=16 * n, seconds=0.001 + 0.01 * n) for n in (1, 2, 4, 8)]
+    m = fit_step_time(pts, forms=("power", "floor_power"))
+    by = {c.form: c for c in m.candidates}
+    assert by["floor_power"].n_params == 3 and by["power"].n_params == 2  # F, c, b / a, b
+    two = fit_step_time(pts[:2], forms=("power",))  # two points determine a power law
+    assert two.form == "power" and two.params["b"] == pytest.approx(math.log2(0.021 / 0.011))
+    three = fit_step_time(pts[:3], forms=("power", "floor_power"))
+    assert [c.form for c in three.candidates] == ["power"]  # floor_power needs four
 
 
 def test_noise_verdict_by_hand():

@@ -254,3 +254,12 @@ def test_one_cap_on_a_staging_buffer_caps_its_siblings():
     late = [0, 1, ~1, ~0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ~3, ~2]
     laws, n = _propagate_caps(late, [capped, sema, per_token, sema] + [sema] * 8)
     assert n == 0 and laws[2].cap is None
+
+
+def test_shapes_of_one_token_count_are_warned():
+    """2 x 512 and 4 x 256 both hold 1024 tokens: a constant and a per-token size agree at
+    both, so the learned laws cannot tell them apart."""
+    model = learn([program(2, 512), program(4, 256)])
+    assert any("the same B*s" in w for w in model.warnings)
+    assert not any("the same B*s" in w for w in learn([program(2, 512),
+                                                       program(4, 512)]).warnings)
