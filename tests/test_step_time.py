@@ -280,6 +280,14 @@ def test_one_token_count_cannot_say_whether_the_floor_was_left():
     assert "unsupported" in m.warnings[-1]
 
 
+def test_growth_of_exactly_one_and_a_half_per_doubling_is_the_work_regime():
+    pts = [StepPoint(n=1, tokens=16, seconds=1.0), StepPoint(n=2, tokens=32, seconds=1.5)]
+    m = fit_step_time(pts, forms=("power",))
+    assert m.floor_left and "grew 1.50x per doubling" in m.floor_note
+    slower = [pts[0], StepPoint(n=2, tokens=32, seconds=1.49)]
+    assert not fit_step_time(slower, forms=("power",)).floor_left
+
+
 def test_growth_per_doubling_and_the_floor():
     # 4096 tokens: median of 0.010 and 0.014 = 0.012; 16384 tokens: 0.048 -> 4x over two
     # doublings = 2x per doubling
