@@ -128,6 +128,9 @@ def test_expandable_small_pool_pages_are_2mib_and_empty_cache_unmaps_free_pages(
 
 
 def test_an_empty_history_reserves_nothing():
+    fresh = Allocator()  # holds and has held nothing
+    assert (fresh.allocated, fresh.reserved, fresh.peak_allocated, fresh.peak_reserved) == \
+        (0, 0, 0, 0)
     res, a = replay([])
     assert (res.peak_allocated_bytes, res.peak_reserved_bytes) == (0, 0)
     assert res.segments == [] and a.reserved == a.allocated == 0
