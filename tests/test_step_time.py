@@ -105,6 +105,17 @@ def test_a_feature_counted_as_zero_at_one_shape_is_fitted_relative_to_the_others
     assert law.max_rel_error < 1e-9
 
 
+def test_feature_laws_weigh_relative_errors_across_a_wide_range():
+    """100 n counted 0.9e-6 high at n = 1 and 0.9e-6 low at n = 1e6: relative least squares
+    meets both within EXACT_REL (1e-6); absolute least squares would let the large count win
+    and miss the small one by 1.8e-6."""
+    e = {1: 0.9e-6, 1000: 0.0, 10**6: -0.9e-6}
+    shapes = [CountedShape(n=n, tokens=n, gemm_flops=100.0 * n * (1 + e[n])) for n in e]
+    law = fit_scaling(shapes).laws["gemm_flops"]
+    assert law.terms == ["n"] and law.coefs == pytest.approx([100.0], rel=1e-9)
+    assert law.max_rel_error < 1e-6
+
+
 def test_feature_scaling_refuses_what_it_cannot_reproduce():
     not_a_polynomial = [CountedShape(n=n, tokens=n, gemm_flops=n ** 1.5) for n in (1, 4, 9, 16)]
     with pytest.raises(ValueError, match="gemm_flops"):
