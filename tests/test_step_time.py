@@ -364,6 +364,22 @@ def test_a_design_without_a_ladder_is_empty_and_says_why():
     assert plan_time_design((2, 1024), DesignLimits(), lambda b, s: None).notes == [why]
 
 
+def test_a_base_batch_below_four_holds_out_one_sequence_at_twice_the_length():
+    """B0 = 2 at seqs 256, 512 (envelope: 1024 tokens, B*s^2 <= 2 x 512^2): across, the
+    quarter batch rounds up to 1 (1 x 256); no quarter batch for held_out_seq, so 1 x 1024,
+    whose B*s^2 = 1024^2 is exactly 2x the sweep's largest, the most allowed. B0 = 1: 4x."""
+    d = static_design(2, [256, 512])
+    assert [(p.batch, p.seq) for p in d.across] == [(1, 256)]
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [
+        ("held_out_interpolated", 2, 384), ("held_out_seq", 1, 1024),
+        ("held_out_batch", 4, 256)]
+    assert any(n.startswith("held_out_seq 1 x 1024: its B*s^2 is 2x") for n in d.notes)
+    one = static_design(1, [256, 512])
+    assert [p.role for p in one.held_out] == ["held_out_interpolated", "held_out_batch"]
+    assert "held_out_seq: a base batch of 1 has no quarter batch for 2x the sequence; " \
+        "not planned" in one.notes
+
+
 def test_shapes_beyond_the_envelope_are_not_planned_and_said_so():
     d = static_design(16, [256, 512])  # 4 x 16 x 256 = 16384 tokens > 16 x 512
     assert [(p.batch, p.seq) for p in d.across] == [(4, 256)]

@@ -263,3 +263,17 @@ def test_shapes_of_one_token_count_are_warned():
     assert any("the same B*s" in w for w in model.warnings)
     assert not any("the same B*s" in w for w in learn([program(2, 512),
                                                        program(4, 512)]).warnings)
+
+
+def test_a_cap_reached_exactly_by_the_law_is_a_cap():
+    """16 B a token at 256, 512 and 1024 tokens, then still 16384 B at 2048: the law reaches
+    the cap exactly at 1024 tokens and passes it at 2048."""
+    fit = fit_size([(1, 256), (2, 256), (4, 256), (8, 256)], [4096, 8192, 16384, 16384])
+    assert fit.terms == ("B*s",) and fit.coefs == pytest.approx((16.0,)) and fit.cap == 16384.0
+    assert fit.exact and fit.predict(16, 256) == 16384
+
+
+def test_a_coefficient_below_one_byte_is_kept():
+    fit = fit_size(SHAPES, [B * s // 2 for B, s in SHAPES])  # half a byte a token
+    assert fit.terms == ("B*s",) and fit.coefs == pytest.approx((0.5,))
+    assert fit.predict(8, 2048) == 8192
