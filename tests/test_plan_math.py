@@ -79,6 +79,9 @@ def test_a_budget_landing_exactly_on_a_step_despite_binary_rounding():
     assert 1.2 / 0.1 < 12  # 11.999999999999998 in binary floating point
     assert chunk.steps_per_chunk(s(1.2), s(0.1)).value == 12
     assert floor_div(1.2, 0.1) == 12 and ceil_div(1.2, 0.1) == 12
+    # below 1 the tolerance is absolute (1e-9), not relative: a quotient of 1e-10 is 0
+    assert ceil_div(1e-10, 1.0) == 0 and ceil_div(2e-9, 1.0) == 1
+    assert floor_div(1.0 - 5e-10, 1.0) == 1 and floor_div(1.0 - 2e-9, 1.0) == 0
 
 
 def test_extrapolated_step_marks_steps_per_chunk_extrapolated():
