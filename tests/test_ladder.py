@@ -169,6 +169,12 @@ def test_measured_levers_are_listed_with_their_spread():
     assert ladder_mod.lever_figures(certificate()) == []
 
 
+def test_a_floor_exactly_at_the_budget_does_not_rule_out(with_rate):
+    # 1M: 6 x 1e6 x 2e7 / 5e14 = 0.24 s against a budget of 0.24 s: within, still undecided
+    row = lad(certificate(None), "1M", budget_seconds=0.24).rows[0]
+    assert row.wall_b.value == 0.24 and row.affordable is None and "lower bound" in row.reason
+
+
 def test_sizes_in_another_mode_are_not_used():
     row = lad(certificate(linear_sizes(mode="bf16")), mode="fp32").rows[0]
     assert row.wall_a is None and "measured in bf16, not fp32" in row.wall_a_note

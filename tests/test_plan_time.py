@@ -202,6 +202,8 @@ def test_no_step_time_at_the_shape_but_a_memory_figure_plans_and_preflight_says_
     v = planner.preflight(hcert, plat, run, accept_noisy=True)
     assert v.plan.rows[0].step_seconds is None
     assert v.plan.rows[0].allocated_bytes.tag is Tag.FITTED
+    # the parameters come from the memory law's count, scaled to d = 768
+    assert v.plan.rows[0].params.source.startswith("params scaled as L*d^2 from the fitted")
     assert any("no step time at tinylm at batch=8, seq=1024, d=768" in r and
                "differs in d 768 vs 512" in r for r in v.reasons)
 
@@ -331,6 +333,14 @@ def test_predict_says_why_a_workload_without_batch_and_seq_has_no_row():
     assert row.row is None and row.shape == {}
     assert row.step_why == "softmax has no batch and sequence dimensions (its sweep parameter " \
         "is n)"
+
+
+def test_predict_budgets_memory_on_the_measured_card():
+    # 16 GiB measured x 0.9 (the platform's default fraction), or x 0.5 when asked
+    r = predict(make_time_cert(), batch=16, seq=512, platform=make_platform())
+    assert r.memory.budget_bytes.value == int(0.9 * 16 * 2**30)
+    half = predict(make_time_cert(), batch=16, seq=512, memory_fraction=0.5)
+    assert half.memory.budget_bytes.value == 8 * 2**30 and half.memory.reserved_ratio.value == 1.2
 
 
 def test_predict_names_a_missing_workload():
