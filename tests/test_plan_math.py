@@ -173,6 +173,10 @@ def test_quota_remainder_edges(seconds, remainder, trainable, steps):
 def test_quota_without_a_run_has_no_steps():
     q = quota.weekly_quota(Q30, C39600, start(600.0))
     assert q.steps_per_week is None and q.naive_steps is None and q.whole_chunks.value == 2
+    # a step time without steps per chunk (or the reverse) counts no steps either
+    for step, spc in ((s(1.0), None), (None, measured(39600, "steps", "c"))):
+        q = quota.weekly_quota(Q30, C39600, start(600.0), step=step, steps_per_chunk=spc)
+        assert q.steps_per_week is None and q.naive_steps is None
 
 
 def test_target_in_tokens_rounds_steps_up():
