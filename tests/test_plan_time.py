@@ -343,6 +343,21 @@ def test_predict_budgets_memory_on_the_measured_card():
     assert half.memory.budget_bytes.value == 8 * 2**30 and half.memory.reserved_ratio.value == 1.2
 
 
+def test_predict_at_a_point_with_only_an_allocated_peak_has_a_memory_figure():
+    """A CPU certificate records no reserved peak: the allocated one (RSS) is the figure, and
+    no reason for a missing one is given; an unmeasured shape without a law gets the reason."""
+    c = make_cert()
+    pts = [pt.model_copy(update={"peak_reserved_bytes": None}) for pt in c.workloads[0].points]
+    cpu = c.model_copy(update={
+        "environment": c.environment.model_copy(update={"device_type": "cpu"}),
+        "workloads": [c.workloads[0].model_copy(update={"points": pts})]})
+    at = predict(cpu, batch=8, seq=512).rows[0]
+    assert at.memory_why == "" and at.row.allocated_bytes.value == 10 * 2**30
+    off = predict(cpu, batch=8, seq=300).rows[0]
+    assert off.memory_why == "no memory law for tinylm (fp32) in the certificate and the " \
+        "shape not measured"
+
+
 def test_predict_names_a_missing_workload():
     with pytest.raises(InputError, match="no workload 'gpt2'"):
         predict(h200(), batch=1, seq=128, workloads=["gpt2"])
