@@ -8,7 +8,12 @@ so nothing in the tree changes. A mutant is killed when those tests fail, surviv
 pass, and times out past ``--timeout`` seconds (counted as killed: the mutant hung the tests,
 which the suite would notice).
 
-    PYTHONPATH=src python3 benches/mutation.py --sample 120 --seed 18 --jobs 2
+    PYTHONPATH=src python3 benches/mutation.py --sample 120 --seed 18 --jobs 2 --out s18.tsv
+
+``--out`` lists every mutant with its outcome (``grep survived``); ``--again`` re-runs only the
+survivors of such a list (valid while the source is unchanged: a changed file draws another
+sample, since the sample is taken from the list of every site). The figures measured, and the
+survivors judged equivalent, are in benches/mutation.md.
 """
 
 from __future__ import annotations

@@ -127,6 +127,15 @@ def test_expandable_small_pool_pages_are_2mib_and_empty_cache_unmaps_free_pages(
     assert a.reserved == 2 * MIB
 
 
+def test_an_empty_history_reserves_nothing():
+    fresh = Allocator()  # holds and has held nothing
+    assert (fresh.allocated, fresh.reserved, fresh.peak_allocated, fresh.peak_reserved) == \
+        (0, 0, 0, 0)
+    res, a = replay([])
+    assert (res.peak_allocated_bytes, res.peak_reserved_bytes) == (0, 0)
+    assert res.segments == [] and a.reserved == a.allocated == 0
+
+
 def test_replay_starts_from_a_given_state():
     a = Allocator()
     a.malloc(100, 32 * MIB)

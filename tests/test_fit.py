@@ -139,3 +139,13 @@ def test_power_law_r2_between_zero_and_one_by_hand():
     r2 = 1 - sum(r * r for r in res) / sum((vi - vbar) ** 2 for vi in v)
     assert 0.99 < law.r2 < 1.0 and law.r2 == pytest.approx(r2, rel=1e-12)
     assert law.residuals == pytest.approx([math.exp(-r) - 1 for r in res], rel=1e-9)
+
+
+def test_r2_of_a_constant_series_is_one_only_when_predicted_exactly():
+    import numpy as np
+
+    from afford.fit.stats import r2_score
+    y = np.array([2.0, 2.0, 2.0])
+    assert r2_score(y, y.copy()) == 1.0 and r2_score(y, y + 0.1) == 0.0
+    # 1 - SS_res / SS_tot: y = 1, 2, 3 predicted 1, 2, 4: 1 - 1 / 2
+    assert r2_score(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 4.0])) == 0.5

@@ -111,6 +111,13 @@ def test_ring_parameters_invert_a_fitted_ring():
     assert hop == pytest.approx(a, rel=1e-6) and bw == pytest.approx(B, rel=1e-9)
     one = fit_alpha_beta("all_reduce", 1, sizes, [1e-5 + s / 1e12 for s in sizes])
     assert ring_parameters(one) is None  # no ring at one rank
+    # two ranks: one hop each way, a = alpha / 2, B = beta x 2 (1/2) = beta
+    two = fit_alpha_beta("all_reduce", 2, sizes,
+                         [ring_allreduce_seconds(2, s, a, B) for s in sizes])
+    hop, bw = ring_parameters(two)
+    assert hop == pytest.approx(a, rel=1e-6) and bw == pytest.approx(B, rel=1e-9)
+    gather = fit_alpha_beta("all_gather", n, sizes, [1e-5 + s / 1e12 for s in sizes])
+    assert ring_parameters(gather) is None  # only an all-reduce is read as this ring
 
 
 def test_world_size_law_recovers_and_predicts():
@@ -133,6 +140,9 @@ def test_scaling_figures_by_hand():
     assert throughput_multiplier(4, 0.10, 0.125) == pytest.approx(3.2)
     assert exposed_comm_share(0.125, 0.100) == pytest.approx(0.2)
     assert exposed_comm_share(0.100, 0.110) == pytest.approx(-0.1)  # noise kept, not clipped
+    for t1, tw in ((0.0, 0.1), (0.1, 0.0), (-0.1, 0.1), (0.1, -0.1)):
+        with pytest.raises(ValueError, match="must be positive"):
+            efficiency(t1, tw)
     assert math.isclose(ring_term(2), 1.0)
 
 

@@ -134,6 +134,47 @@ def test_without_sizes_the_floor_can_only_rule_out(with_rate):
     assert big.affordable.value is False and "floor (b)" in big.reason
 
 
+def test_without_sizes_the_attention_term_is_omitted_and_said_why(with_rate):
+    row = lad(certificate(None), "1M:d64L2").rows[0]
+    assert row.flops_attention is None
+    assert row.flops.value == pytest.approx(6 * 1e6 * 2e7)  # 6 N D alone
+    assert "attention term omitted: no sizes section: the sequence length T is unknown" in \
+        row.flops.source
+
+
+def test_a_failed_premise_is_a_warning():
+    sizes = linear_sizes().model_copy(update={"premise": "fails"})
+    assert any("grows with N here" in w for w in lad(certificate(sizes)).warnings)
+    assert not any("grows with N here" in w for w in lad(certificate(linear_sizes())).warnings)
+
+
+def test_measured_levers_are_listed_with_their_spread():
+    from afford.schema.levers import Lever, LeverRun, LeversSection
+    lv = Lever(name="compile", description="torch.compile", a="a", b="b",
+               metric="step_seconds", per_child=[1.2, 1.3, 1.4], speedup=1.3, speedup_min=1.2,
+               speedup_max=1.4)
+    unmeasured = lv.model_copy(update={"name": "graphs", "speedup": None})
+    sec = LeversSection(device_name="NVIDIA H200", torch_version="2.11.0",
+                        started_at=certificate().environment.started_at, command="afford levers",
+                        precision="quick", children=3, clock="fake",
+                        runs=[LeverRun(workload="tinylm", value=1024, mode="bf16", variants=[],
+                                       levers=[lv, unmeasured])])
+    cert = certificate().model_copy(update={"levers": sec})
+    figs = ladder_mod.lever_figures(cert)
+    assert [(f.workload, f.lever) for f in figs] == [("tinylm", "compile")]  # measured only
+    f = figs[0]
+    assert (f.speedup.value, f.speedup_min.value, f.speedup_max.value) == (1.3, 1.2, 1.4)
+    assert f.speedup.tag is Tag.MEASURED and f.speedup_min.source.startswith("min, tinylm ")
+    assert f.speedup_max.source.startswith("max, tinylm torch.compile: median over 3 children")
+    assert ladder_mod.lever_figures(certificate()) == []
+
+
+def test_a_floor_exactly_at_the_budget_does_not_rule_out(with_rate):
+    # 1M: 6 x 1e6 x 2e7 / 5e14 = 0.24 s against a budget of 0.24 s: within, still undecided
+    row = lad(certificate(None), "1M", budget_seconds=0.24).rows[0]
+    assert row.wall_b.value == 0.24 and row.affordable is None and "lower bound" in row.reason
+
+
 def test_sizes_in_another_mode_are_not_used():
     row = lad(certificate(linear_sizes(mode="bf16")), mode="fp32").rows[0]
     assert row.wall_a is None and "measured in bf16, not fp32" in row.wall_a_note

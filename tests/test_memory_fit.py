@@ -98,6 +98,10 @@ def test_too_few_or_bad_points_are_refused():
     bad = [o.model_copy(update={"peak_bytes": 0.0}) for o in observations(34, 5)]
     with pytest.raises(ValueError, match="positive"):
         fit_memory(bad, "allocated")
+    for states in (-1.0, float("inf")):
+        bad = [o.model_copy(update={"states_bytes": states}) for o in observations(34, 5)]
+        with pytest.raises(ValueError, match="states bytes must be finite and >= 0"):
+            fit_memory(bad, "allocated")
 
 
 def test_params_affine_in_s():
@@ -106,6 +110,11 @@ def test_params_affine_in_s():
     p0, ps = fit_params_affine([32, 64, 256], p)
     assert ps == pytest.approx(64.0) and p0 == pytest.approx(12 * 2 * 4096 + 26 * 64 + 256 * 64 + 128)
     assert fit_params_affine([128, 128], [10, 10]) == (10.0, 0.0)
+    assert fit_params_affine([128], [7]) == (7.0, 0.0)  # one shape: constant in s
+    assert fit_params_affine([64, 128], [p[0] - 32 * 64 + 64 * 64, p[0] - 32 * 64 + 128 * 64]) \
+        == pytest.approx((p0, 64.0))  # two shapes determine the line
+    with pytest.raises(ValueError, match="no shapes"):
+        fit_params_affine([], [])
 
 
 def test_batch_linearity():

@@ -47,6 +47,13 @@ def test_startup_exactly_equal_to_the_margin_is_covered():
     assert chunk.chunk(CAP, MARGIN, start(3600.0)).covered is True
 
 
+def test_margin_covers_a_sub_second_startup_and_nothing_without_one():
+    tiny = chunk.startup([StartupComponent(name="import", what="", seconds=s(0.5))])
+    assert chunk.chunk(CAP, MARGIN, tiny).margin_covers.value == 7200.0  # 3600 / 0.5
+    empty = chunk.chunk(CAP, MARGIN, chunk.startup([]))
+    assert empty.margin_covers is None and empty.covered is True
+
+
 def test_restart_excludes_the_final_save():
     st = start(600.0, final=20.0)
     assert st.total_seconds.value == 600.0 and st.restart_seconds.value == 580.0
@@ -72,6 +79,9 @@ def test_a_budget_landing_exactly_on_a_step_despite_binary_rounding():
     assert 1.2 / 0.1 < 12  # 11.999999999999998 in binary floating point
     assert chunk.steps_per_chunk(s(1.2), s(0.1)).value == 12
     assert floor_div(1.2, 0.1) == 12 and ceil_div(1.2, 0.1) == 12
+    # below 1 the tolerance is absolute (1e-9), not relative: a quotient of 1e-10 is 0
+    assert ceil_div(1e-10, 1.0) == 0 and ceil_div(2e-9, 1.0) == 1
+    assert floor_div(1.0 - 5e-10, 1.0) == 1 and floor_div(1.0 - 2e-9, 1.0) == 0
 
 
 def test_extrapolated_step_marks_steps_per_chunk_extrapolated():
@@ -163,6 +173,10 @@ def test_quota_remainder_edges(seconds, remainder, trainable, steps):
 def test_quota_without_a_run_has_no_steps():
     q = quota.weekly_quota(Q30, C39600, start(600.0))
     assert q.steps_per_week is None and q.naive_steps is None and q.whole_chunks.value == 2
+    # a step time without steps per chunk (or the reverse) counts no steps either
+    for step, spc in ((s(1.0), None), (None, measured(39600, "steps", "c"))):
+        q = quota.weekly_quota(Q30, C39600, start(600.0), step=step, steps_per_chunk=spc)
+        assert q.steps_per_week is None and q.naive_steps is None
 
 
 def test_target_in_tokens_rounds_steps_up():
@@ -237,6 +251,15 @@ def test_chunk_that_cannot_reach_one_checkpoint_and_the_budget_that_would():
     need = c.min_budget_to_reach.value
     assert need == pytest.approx(10 / 510)
     assert cadence.save_every(10.0, 1.0, need) == 500  # exactly reaches it
+    # one step a chunk (a slow step in a short session): the budget that saves every step
+    one = cadence.cadence(s(10.0), s(30.0), inherited(0.01, "ratio", "run"),
+                          measured(1, "steps", "c"), s(30.0))
+    assert one.reaches_checkpoint is False and one.save_every.value == 33  # ceil(9.9 / 0.3)
+    assert one.min_budget_to_reach.value == pytest.approx(10 / 40)
+    # no whole step in the chunk: no budget reaches a checkpoint
+    none = cadence.cadence(s(10.0), s(30.0), inherited(0.01, "ratio", "run"),
+                           measured(0, "steps", "c"), s(20.0))
+    assert none.reaches_checkpoint is False and none.min_budget_to_reach is None
 
 
 # --- failures -----------------------------------------------------------------------------
@@ -296,6 +319,15 @@ def test_kill_ledger_final_save_soon_after_a_periodic_one():
     final = next(r for r in rows if r.point == "final save")
     assert final.expected_with.value == 10 + 5 and final.worst_with.value == 1000
     assert failures.worth(rows).saved_share_of_quota is None
+
+
+def test_kill_ledger_of_a_one_step_chunk_saving_every_step():
+    # n = k = 1 (a 2 s step): the last periodic save follows step 1, so the final save's
+    # expected loss is that one step + half the write
+    rows = failures.kill_ledger(s(300.0), s(10.0), s(2.0), measured(1, "steps", "c"),
+                                measured(1, "steps", "k"))
+    final = next(r for r in rows if r.point == "final save")
+    assert final.expected_with.value == 2 + 5 and final.worst_with.value == 2 + 10
 
 
 def test_kill_ledger_when_no_periodic_checkpoint_fits_in_the_chunk():

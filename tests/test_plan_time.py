@@ -135,6 +135,8 @@ def test_plan_at_another_batch_uses_the_time_model():
     assert row.steps_per_chunk.extrapolated
     assert p.run.shape == {"batch": 16, "seq": 512, **TINY} and not p.run.in_family
     assert row.tokens_per_step.value == 16 * 512
+    # only the batch differs from the measured seq-512 point: its parameter count holds
+    assert row.params.value == 25_000_000 and "the batch holds none" in row.params.source
     assert "batch=16" in row.note
     assert p.target is not None and p.target.target_steps.value == -(-10**9 // 8192)
     assert p.cadence is not None and p.failures is not None
@@ -200,6 +202,8 @@ def test_no_step_time_at_the_shape_but_a_memory_figure_plans_and_preflight_says_
     v = planner.preflight(hcert, plat, run, accept_noisy=True)
     assert v.plan.rows[0].step_seconds is None
     assert v.plan.rows[0].allocated_bytes.tag is Tag.FITTED
+    # the parameters come from the memory law's count, scaled to d = 768
+    assert v.plan.rows[0].params.source.startswith("params scaled as L*d^2 from the fitted")
     assert any("no step time at tinylm at batch=8, seq=1024, d=768" in r and
                "differs in d 768 vs 512" in r for r in v.reasons)
 
@@ -302,6 +306,56 @@ def test_predict_every_workload_at_a_shape():
     assert t.row.steps_per_chunk.value == int(39600 // t.row.step_seconds.value)
     assert by["softmax"].row.step_seconds.tag is Tag.MEASURED  # n=16, s=4096 is a sweep point
     assert r.time_verdict == "NOISY"
+
+
+def test_predict_in_a_mode_reads_that_modes_workloads_only():
+    cert = make_time_cert()
+    assert [x.workload for x in predict(cert, batch=16, seq=512, mode="fp32").rows] == \
+        ["tinylm"]
+    with pytest.raises(InputError, match="no workload in mode bf16; its modes: fp32"):
+        predict(cert, batch=16, seq=512, mode="bf16")
+
+
+def test_predict_needs_a_positive_batch_and_seq():
+    for batch, seq in ((0, 512), (16, 0), (-1, -1)):
+        with pytest.raises(InputError, match="--batch and --seq must be positive"):
+            predict(make_time_cert(), batch=batch, seq=seq)
+    assert predict(make_time_cert(), batch=1, seq=1).rows  # the smallest shape is one
+
+
+def test_predict_says_why_a_workload_without_batch_and_seq_has_no_row():
+    c = make_cert()
+    wl = c.workloads[0]
+    pts = [pt.model_copy(update={"shape": {"n": pt.value}}) for pt in wl.points]
+    nwl = wl.model_copy(update={"name": "softmax", "sweep_param": "n", "points": pts})
+    r = predict(c.model_copy(update={"workloads": [nwl]}), batch=2, seq=8)
+    row = r.rows[0]
+    assert row.row is None and row.shape == {}
+    assert row.step_why == "softmax has no batch and sequence dimensions (its sweep parameter " \
+        "is n)"
+
+
+def test_predict_budgets_memory_on_the_measured_card():
+    # 16 GiB measured x 0.9 (the platform's default fraction), or x 0.5 when asked
+    r = predict(make_time_cert(), batch=16, seq=512, platform=make_platform())
+    assert r.memory.budget_bytes.value == int(0.9 * 16 * 2**30)
+    half = predict(make_time_cert(), batch=16, seq=512, memory_fraction=0.5)
+    assert half.memory.budget_bytes.value == 8 * 2**30 and half.memory.reserved_ratio.value == 1.2
+
+
+def test_predict_at_a_point_with_only_an_allocated_peak_has_a_memory_figure():
+    """A CPU certificate records no reserved peak: the allocated one (RSS) is the figure, and
+    no reason for a missing one is given; an unmeasured shape without a law gets the reason."""
+    c = make_cert()
+    pts = [pt.model_copy(update={"peak_reserved_bytes": None}) for pt in c.workloads[0].points]
+    cpu = c.model_copy(update={
+        "environment": c.environment.model_copy(update={"device_type": "cpu"}),
+        "workloads": [c.workloads[0].model_copy(update={"points": pts})]})
+    at = predict(cpu, batch=8, seq=512).rows[0]
+    assert at.memory_why == "" and at.row.allocated_bytes.value == 10 * 2**30
+    off = predict(cpu, batch=8, seq=300).rows[0]
+    assert off.memory_why == "no memory law for tinylm (fp32) in the certificate and the " \
+        "shape not measured"
 
 
 def test_predict_names_a_missing_workload():

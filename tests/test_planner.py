@@ -127,6 +127,13 @@ def test_go_with_warnings_for_age_and_torch():
     w = " ".join(v.warnings)
     assert "40 days old" in w and "torch 2.11.0" in w and "2.13.0" in w
     assert "assumed: checkpoint write time" in w
+    # older than 30 days warns; exactly 30 days does not (nor the same torch)
+    at_30 = planner.preflight(make_cert(), make_platform(), make_run(max_weeks=3),
+                              now=STARTED + timedelta(days=30), here_torch="2.11.0")
+    assert not any("days old" in x or "measured with torch" in x for x in at_30.warnings)
+    past = planner.preflight(make_cert(), make_platform(), make_run(max_weeks=3),
+                             now=STARTED + timedelta(days=30, hours=1))
+    assert any("is 30 days old (> 30)" in x for x in past.warnings)
 
 
 def test_every_reason_is_listed_not_just_the_first():
@@ -226,3 +233,31 @@ def test_plan_without_a_run():
     assert comps["final_save"] == 1.5
     assert p.quota.whole_chunks.value == 2 and p.quota.steps_per_week is None
     assert any("--run" in n for n in p.notes)
+
+
+def _cert_without_law():
+    c = make_cert()
+    return c.model_copy(update={"workloads": [c.workloads[0].model_copy(update={"law": None})]})
+
+
+def test_no_step_time_at_an_excluded_point_says_why_the_models_cannot():
+    v = planner.preflight(_cert_without_law(), make_platform(), make_run(value=1024))
+    assert v.go is False
+    assert "no step time at tinylm seq=1024: tinylm fp32: the certificate has no step-time " \
+        "model (it predates it); no throughput law either; certify that shape" in v.reasons
+
+
+def test_a_cpu_certificate_without_reserved_figures_takes_ratio_one():
+    c = make_cert()
+    pts = [pt.model_copy(update={"peak_reserved_bytes": None}) for pt in c.workloads[0].points]
+    cpu = c.model_copy(update={
+        "environment": c.environment.model_copy(update={"device_type": "cpu"}),
+        "workloads": [c.workloads[0].model_copy(update={"points": pts})]})
+    p = planner.plan(cpu, make_platform(device=None), make_run())
+    r = p.memory.reserved_ratio
+    assert r.value == 1.0 and r.tag is Tag.ASSUMED and "on CPU" in r.source
+    assert p.rows[0].projected_reserved_bytes.value == 10 * GIB  # allocated x 1.0
+    # a CUDA certificate without them takes the cited H200 worst case instead
+    cuda = cpu.model_copy(update={"environment": c.environment})
+    assert planner.plan(cuda, make_platform(), make_run()).memory.reserved_ratio.value == \
+        planner.CUDA_RESERVED_RATIO

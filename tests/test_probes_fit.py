@@ -26,7 +26,7 @@ def test_utilisation_stats_without_samples_is_none_not_zero():
     s = utilisation_stats([0.0, 0.1], [0.5, 0.5], settle_seconds=0.2)
     assert s.kept == 0 and s.mean is None and s.low_share is None
     with pytest.raises(ValueError):
-        utilisation_stats([0.0], [0.1, 0.2])
+        utilisation_stats([0.0], [0.1, 0.2], settle_seconds=0.0)
 
 
 def test_ladder_fit_recovers_an_exact_floor():
@@ -102,6 +102,10 @@ def test_warmup_profile_worked_by_hand():
     assert p.step0_over_warm == pytest.approx(20.0)
     assert p.first_seconds == [2.0, 0.5, 0.12, 0.102]
     assert p.steps_until_warm == 3                       # 0.102 is 2 % off; 0.12 is 20 %
+    with pytest.raises(ValueError, match="timed steps with their indices"):
+        warmup_profile(2.0, [0.5], [], [])
+    with pytest.raises(ValueError, match="timed steps with their indices"):
+        warmup_profile(2.0, [0.5], [0.1, 0.1], [4])
 
 
 def test_steps_until_warm_searches_timed_steps_by_their_indices():
@@ -118,3 +122,14 @@ def test_combine_takes_medians_and_the_median_count():
     assert m.first_seconds == pytest.approx([3.0, 0.4, 0.15, 0.1])  # medians of (2,3,4) (.5,.4,.3) (.1,.2) (.1)
     assert m.steps_until_warm == 3                   # median of 2, 3, never
     assert combine_profiles([c, c, a], 0.1).steps_until_warm is None
+
+
+def test_each_reason_says_which_side_of_its_threshold():
+    hi = bound_verdict(fixed_share=0.05, utilisation_mean=0.98, arithmetic=0.72).reasons
+    assert any("(matmul FLOPs explain the step)" in r for r in hi)
+    assert any("(the device is busy)" in r for r in hi)
+    assert any("(the step grows with the batch)" in r for r in hi)
+    lo = bound_verdict(fixed_share=0.93, utilisation_mean=0.15, arithmetic=0.004).reasons
+    assert any("(matmul FLOPs explain little)" in r for r in lo)
+    assert any("(the device waits for the host)" in r for r in lo)
+    assert any("(launch)" in r for r in lo)

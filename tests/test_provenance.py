@@ -42,3 +42,8 @@ def test_struck_needs_a_reason():
 def test_not_executable_keeps_the_reason():
     ne = NotExecutable(what="nvml", reason="No module named 'pynvml'")
     assert ne.status == "NOT EXECUTABLE" and "pynvml" in ne.reason
+
+
+def test_str_shows_value_unit_and_tag():
+    assert str(measured(2.5, "s", "run 1")) == "2.5 s [MEASURED]"
+    assert str(assumed(3, "", "guess")) == "3 [ASSUMED]"  # no unit, no gap

@@ -94,6 +94,16 @@ def test_growth_and_premise_by_hand():
     assert premise(rows, 10**6, 10**8)[0] == "holds"
 
 
+def test_a_phase_timed_at_zero_seconds_is_left_out_of_the_growth():
+    # an optimizer too fast to time (0 s, e.g. SGD without state on a tiny model) has no
+    # ratio or exponent; the other phases and the step keep theirs
+    rows = growth(_split(10**6, 2e-3, 4e-3, 0.0, 6e-3), _split(10**8, 2e-2, 4e-2, 1e-3, 6.1e-2))
+    assert [g.phase for g in rows] == ["forward", "backward", "step"]
+    assert rows[0].exponent == pytest.approx(0.5)  # 10x over N x100
+    rows = growth(_split(10**6, 2e-3, 4e-3, 1e-3, 7e-3), _split(10**8, 2e-2, 4e-2, 0.0, 6e-2))
+    assert [g.phase for g in rows] == ["forward", "backward", "step"]
+
+
 def test_premise_untested_without_a_split():
     broken = phase_split("x", 10**6, [], [], "child 0 exited with code 1")
     assert broken.error == "child 0 exited with code 1" and broken.forward_seconds is None

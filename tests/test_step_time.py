@@ -5,6 +5,7 @@ recorded H200 grid (benches/device-runs/2026-12-02-h200-grid): the rebuilt fit o
 design certify measures, held-out errors within a stated bound."""
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,8 +16,10 @@ from afford.fit.step_features import CountedShape, fit_scaling, op_class, split_
 from afford.fit.step_time import (FLOOR_WEIGHT, CandidateFit, StepPoint, choose_form,
                                   evaluate_held_out, fit_step_time, top_growth_per_doubling,
                                   work_regime)
-from afford.fit.time_design import (DesignLimits, DesignShape, extension_shapes,
-                                    ladder_shape, plan_time_design, run_ladder, static_design)
+from afford.fit.time_design import (DesignLimits, DesignShape, design_from_ladder,
+                                    extension_shapes, ladder_shape, plan_time_design,
+                                    run_ladder, static_design)
+from afford.fit.time_design import growth as time_growth
 from afford.fit.time_noise import disagreement, noisy_points, time_verdict
 from afford.schema.step_time import evaluate_form
 
@@ -94,6 +97,25 @@ def test_feature_scaling_one_axis():
                                                     "attn_flops": 210.0})
 
 
+def test_a_feature_counted_as_zero_at_one_shape_is_fitted_relative_to_the_others():
+    # 2 n - 2 is 0 at n = 1: the relative weights and errors treat that point in absolute
+    shapes = [CountedShape(n=n, tokens=n, gemm_flops=2.0 * n - 2.0) for n in (1, 2, 4)]
+    law = fit_scaling(shapes).laws["gemm_flops"]
+    assert law.terms == ["n", "1"] and law.coefs == pytest.approx([2.0, -2.0])
+    assert law.max_rel_error < 1e-9
+
+
+def test_feature_laws_weigh_relative_errors_across_a_wide_range():
+    """100 n counted 0.9e-6 high at n = 1 and 0.9e-6 low at n = 1e6: relative least squares
+    meets both within EXACT_REL (1e-6); absolute least squares would let the large count win
+    and miss the small one by 1.8e-6."""
+    e = {1: 0.9e-6, 1000: 0.0, 10**6: -0.9e-6}
+    shapes = [CountedShape(n=n, tokens=n, gemm_flops=100.0 * n * (1 + e[n])) for n in e]
+    law = fit_scaling(shapes).laws["gemm_flops"]
+    assert law.terms == ["n"] and law.coefs == pytest.approx([100.0], rel=1e-9)
+    assert law.max_rel_error < 1e-6
+
+
 def test_feature_scaling_refuses_what_it_cannot_reproduce():
     not_a_polynomial = [CountedShape(n=n, tokens=n, gemm_flops=n ** 1.5) for n in (1, 4, 9, 16)]
     with pytest.raises(ValueError, match="gemm_flops"):
@@ -104,6 +126,19 @@ def test_feature_scaling_refuses_what_it_cannot_reproduce():
         fit_scaling(unchecked)
     with pytest.raises(ValueError, match="batch and seq, or n"):
         fit_scaling([CountedShape(batch=1, seq=2, tokens=2), CountedShape(n=3, tokens=3)])
+
+
+def test_a_law_needs_one_counted_shape_more_than_its_terms_and_no_more():
+    # two shapes decide a one-term law: tokens = n x 16 (the gemm count is held back)
+    two = [CountedShape(n=n, tokens=16.0 * n) for n in (2, 5)]
+    law = fit_scaling(two).laws["tokens"]
+    assert law.terms == ["n"] and law.coefs == pytest.approx([16.0])
+    # ... but not a two-term one: 3 n + 1 at two shapes is refused, at three it is found
+    plus_one = [CountedShape(n=n, tokens=n, gemm_flops=3.0 * n + 1) for n in (2, 5, 7)]
+    with pytest.raises(ValueError, match="gemm_flops: no law"):
+        fit_scaling(plus_one[:2])
+    law = fit_scaling(plus_one).laws["gemm_flops"]
+    assert law.terms == ["n", "1"] and law.coefs == pytest.approx([3.0, 1.0])
 
 
 def test_batch_held_fixed_is_warned():
@@ -127,6 +162,10 @@ def test_an_exact_max_law_is_recovered_and_predicts_held_out_shapes():
     assert max(abs(h.rel_error) for h in m.held_out) < 1e-4
     assert [h.extrapolated for h in m.held_out] == [False, True, True]
     assert m.describe().startswith("t = max(0.01 s, ")
+    # the largest point (8 x 8192): work 0.002 + 4e-15 G 65536 + 1e-15 A 8 8192^2 = 72.57 ms
+    assert "the model's work is 7.26x its floor at the largest point" in m.floor_note
+    # five work points (more than the three work terms) decide the split: no prior, no note
+    assert "not identified" not in (m.chosen.note or "") and m.warnings == []
     # the stored model evaluates without the fit: the schema's own evaluation
     f = m.scaling.features(batch=8, seq=6144)
     assert evaluate_form("max", m.params, f, None) == pytest.approx(max_law(8, 6144), rel=1e-4)
@@ -223,6 +262,9 @@ def test_floor_points_count_a_tenth():
     seconds = [0.010, 0.011, 0.030, 0.060, 0.120]
     judged = work_regime(seconds)
     assert judged == [False, False, True, True, True]
+    # "at least 2x" the smallest step, or a floor given: exactly 2x is work
+    assert work_regime([0.5, 1.0, 0.99]) == [False, True, False]
+    assert work_regime([0.5, 1.0, 3.0], floor=1.5) == [False, False, True]
     mx = cand("max", [0.15, -0.10, 0.01, 0.03, -0.02])
     sm = cand("sum", [-0.40, -0.30, 0.01, 0.01, 0.01])
     got, why = choose_form([sm, mx], judged)
@@ -236,6 +278,25 @@ def test_floor_points_count_a_tenth():
 def test_without_leave_one_out_the_first_form_and_why():
     got, why = choose_form([cand("max", None), cand("sum", None)])
     assert got == "max" and "no leave-one-out check" in why
+
+
+def test_one_token_count_cannot_say_whether_the_floor_was_left():
+    """One axis n at a fixed token count, a one-axis form: no growth per doubling of tokens
+    and no floor parameter to compare the work with."""
+    pts = [StepPoint(n=n, tokens=16, seconds=0.01 * n) for n in (1, 2, 4)]
+    m = fit_step_time(pts, forms=("power",))
+    assert m.form == "power" and m.params["b"] == pytest.approx(1.0)
+    assert not m.floor_left
+    assert m.floor_note == "one token count only: whether the step left the floor is unknown"
+    assert "unsupported" in m.warnings[-1]
+
+
+def test_growth_of_exactly_one_and_a_half_per_doubling_is_the_work_regime():
+    pts = [StepPoint(n=1, tokens=16, seconds=1.0), StepPoint(n=2, tokens=32, seconds=1.5)]
+    m = fit_step_time(pts, forms=("power",))
+    assert m.floor_left and "grew 1.50x per doubling" in m.floor_note
+    slower = [pts[0], StepPoint(n=2, tokens=32, seconds=1.49)]
+    assert not fit_step_time(slower, forms=("power",)).floor_left
 
 
 def test_growth_per_doubling_and_the_floor():
@@ -266,11 +327,75 @@ def test_the_static_design_by_hand():
         (1, 32), (16, 16), (8, 32), (4, 48), (1, 128), (32, 8)]
 
 
+def test_a_base_batch_not_a_multiple_of_four_rounds_its_quarter_down():
+    d = static_design(6, [256, 512, 1024])
+    # across: (6 // 4 = 1, 512), (4 x 6, 256), (2 x 6, 512), each within 6 x 1024 tokens and
+    # B*s^2 <= 6 x 1024^2; held out: (6, 768), (1, 2 x 1024), (2 x 24, 6144 / 48)
+    assert [(p.batch, p.seq) for p in d.across] == [(1, 512), (24, 256), (12, 512)]
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [
+        ("held_out_interpolated", 6, 768), ("held_out_seq", 1, 2048),
+        ("held_out_batch", 48, 128)]
+
+
+def test_the_held_out_batch_stays_within_the_tokens_budget():
+    """A ladder measured past a 3000-token budget (2 x 2048): the held-out batch shape,
+    twice the largest batch, takes the budget's tokens, 4 x round8(3000 / 4) = 4 x 744."""
+    ladder = [DesignShape(batch=2, seq=1024, role="ladder", seconds=0.01),
+              DesignShape(batch=2, seq=2048, role="ladder", seconds=0.02)]
+    d = design_from_ladder(ladder, "work regime reached", DesignLimits(max_tokens=3000))
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [("held_out_batch", 4, 744)]
+    assert "held_out_interpolated 2 x 1536: 2 x 1536: 3072 tokens > 3000; not planned" in d.notes
+
+
+def test_a_sequence_only_design_has_no_across_shapes():
+    ladder = [DesignShape(batch=1, seq=v, role="ladder", seconds=0.01 * v / 256)
+              for v in (256, 512, 1024)]
+    d = design_from_ladder(ladder, "work regime reached", DesignLimits(vary="seq"))
+    assert d.across == [] and d.work_reached
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [
+        ("held_out_interpolated", 1, 768), ("held_out_seq", 1, 2048)]
+
+
+def test_a_design_without_a_ladder_is_empty_and_says_why():
+    why = "2 x 1024 could not be measured; the ladder stops below it"
+    d = design_from_ladder([], why, DesignLimits())
+    assert (d.ladder, d.across, d.held_out, d.work_reached) == ([], [], [], False)
+    assert d.stop_reason == why and d.notes == [why]
+    assert plan_time_design((2, 1024), DesignLimits(), lambda b, s: None).notes == [why]
+
+
+def test_a_base_batch_below_four_holds_out_one_sequence_at_twice_the_length():
+    """B0 = 2 at seqs 256, 512 (envelope: 1024 tokens, B*s^2 <= 2 x 512^2): across, the
+    quarter batch rounds up to 1 (1 x 256); no quarter batch for held_out_seq, so 1 x 1024,
+    whose B*s^2 = 1024^2 is exactly 2x the sweep's largest, the most allowed. B0 = 1: 4x."""
+    d = static_design(2, [256, 512])
+    assert [(p.batch, p.seq) for p in d.across] == [(1, 256)]
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [
+        ("held_out_interpolated", 2, 384), ("held_out_seq", 1, 1024),
+        ("held_out_batch", 4, 256)]
+    assert any(n.startswith("held_out_seq 1 x 1024: its B*s^2 is 2x") for n in d.notes)
+    one = static_design(1, [256, 512])
+    assert [p.role for p in one.held_out] == ["held_out_interpolated", "held_out_batch"]
+    assert "held_out_seq: a base batch of 1 has no quarter batch for 2x the sequence; " \
+        "not planned" in one.notes
+
+
 def test_shapes_beyond_the_envelope_are_not_planned_and_said_so():
     d = static_design(16, [256, 512])  # 4 x 16 x 256 = 16384 tokens > 16 x 512
     assert [(p.batch, p.seq) for p in d.across] == [(4, 256)]
     assert any(n.startswith("across 64 x 256: beyond the sweep's memory envelope")
                for n in d.notes)
+
+
+def test_growth_per_doubling_between_two_design_shapes():
+    lo = DesignShape(batch=2, seq=1024, role="ladder", seconds=1.0)
+    # 4x the seconds over 4x the tokens (two doublings): 2x per doubling
+    assert time_growth(lo, DesignShape(batch=2, seq=4096, role="ladder", seconds=4.0)) == \
+        pytest.approx(2.0)
+    assert time_growth(lo, DesignShape(batch=4, seq=1024, role="ladder", seconds=1.5)) == \
+        pytest.approx(1.5)
+    assert time_growth(lo, DesignShape(batch=2, seq=4096, role="ladder")) is None  # not timed
+    assert time_growth(lo, lo) is None  # no more tokens
 
 
 def test_ladder_shapes_double_seq_then_batch():
@@ -299,6 +424,13 @@ def test_the_ladder_says_when_a_budget_stops_it():
     rungs, why = run_ladder((2, 1024), DesignLimits(point_seconds=3.0), slow)
     # rung 1 (2 x 2048) is estimated at 0.1 x 2 x 2 = 0.4 s a step x 15 > 3 s
     assert len(rungs) == 1 and "point budget of 3 s" in why
+    # out of rungs before the step grew
+    rungs, why = run_ladder((2, 1024), DesignLimits(max_rungs=1), step)
+    assert len(rungs) == 2 and why.startswith("1 doublings without reaching the work regime")
+    # the model's longest sequence stops the ladder before the rung that would pass it
+    rungs, why = run_ladder((2, 1024), DesignLimits(max_seq=2048), step)
+    assert [(r.batch, r.seq) for r in rungs] == [(2, 1024), (2, 2048), (4, 2048)]
+    assert why.startswith("stopped before 4 x 4096: seq 4096 > the model's 2048")
     d = plan_time_design((2, 1024), DesignLimits(point_seconds=3.0), slow)
     assert not d.work_reached
 
@@ -312,6 +444,26 @@ def test_extension_shapes_continue_the_ladder_within_the_budgets():
 
 
 # ---- the noise verdict -----------------------------------------------------------------------
+
+
+def test_a_point_is_noisy_only_past_the_tolerance():
+    # (1.1 - 1.0) / 1.05 = 0.0952...: noisy at 0.05, not at 0.1; one child shows nothing
+    meds = [[1.0, 1.05, 1.1], [1.0, 1.0, 1.0], [2.0]]
+    assert noisy_points(meds, 0.05) == [0]
+    assert noisy_points(meds, 0.1) == []
+    exact = [[1.0, 1.5, 2.0]]  # (2 - 1) / 1.5 = 2/3 exactly as the tolerance: not past it
+    assert noisy_points(exact, disagreement(exact[0])) == []
+
+
+def test_the_one_axis_forms_need_their_points_and_count_their_parameters():
+    pts = [StepPoint(n=n, tokens=16 * n, seconds=0.001 + 0.01 * n) for n in (1, 2, 4, 8)]
+    m = fit_step_time(pts, forms=("power", "floor_power"))
+    by = {c.form: c for c in m.candidates}
+    assert by["floor_power"].n_params == 3 and by["power"].n_params == 2  # F, c, b / a, b
+    two = fit_step_time(pts[:2], forms=("power",))  # two points determine a power law
+    assert two.form == "power" and two.params["b"] == pytest.approx(math.log2(0.021 / 0.011))
+    three = fit_step_time(pts[:3], forms=("power", "floor_power"))
+    assert [c.form for c in three.candidates] == ["power"]  # floor_power needs four
 
 
 def test_noise_verdict_by_hand():

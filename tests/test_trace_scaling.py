@@ -4,10 +4,15 @@ training program recovered exactly at a held-out shape."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from afford.fit.allocator import replay
-from afford.fit.trace_scaling import align, extra_slots, fit_size, from_history, learn
+from afford.fit.trace_scaling import (OpTrace, SizeLaw, _opcodes, _propagate_caps, _stretches,
+                                      _tokens, align, extra_slots, fit_size, from_history,
+                                      learn)
 from tests.alloc_programs import MIB, program
 
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
@@ -25,6 +30,7 @@ def test_size_laws_are_exact_on_integers(law, terms):
     fit = fit_size(SHAPES, [law(B, s) for B, s in SHAPES])
     # (4, 512) and (2, 1024) have the same B*s: two distinct rows cannot evidence 1 + B*s
     assert fit.terms == terms and fit.exact and fit.interpolated == (terms == ("1", "B*s"))
+    assert not fit.ambiguous  # B and s both vary: no other basis as short fits
     assert fit.predict(8, 2048) == law(8, 2048)
 
 
@@ -37,6 +43,17 @@ def test_a_size_that_stops_growing_is_capped_at_its_largest_traced_value():
     assert fit.predict(16, 2048) == cap and fit.predict(2, 1024) == law(2, 1024)
     plain = fit_size(shapes[:3], [law(B, s) for B, s in shapes[:3]])  # all below the cap
     assert plain.cap is None and plain.predict(16, 2048) == 16 * 1024 * 16 * 2048
+
+
+def test_a_cap_beats_three_terms_that_only_interpolate():
+    """16 B a token, capped at 40960 B: 4096, 32768, 40960 B at 256, 2048, 4096 tokens.
+    1 + B*s + s^2 passes through the three sizes too, but three terms on three shapes are
+    no evidence; the per-token law, exact below the cap and reaching it, is."""
+    shapes = [(1, 256), (2, 1024), (4, 1024)]
+    fit = fit_size(shapes, [4096, 32768, 40960])
+    assert (fit.terms, fit.coefs, fit.cap) == (("B*s",), pytest.approx((16.0,)), 40960.0)
+    assert not fit.interpolated and fit.predict(1, 512) == 8192
+    assert fit.predict(8, 1024) == 40960
 
 
 def test_three_terms_on_three_shapes_is_marked_interpolated():
@@ -56,6 +73,81 @@ def test_negative_coefficients_are_refused_and_fall_back_to_nnls():
     fit = fit_size(SHAPES, sizes)
     assert not fit.exact
     assert all(c >= 0 for c in fit.coefs)
+    # the longest basis the shapes determine, solved as scipy's NNLS solves it unscaled
+    # (column scaling is a change of variables: the same minimiser)
+    from scipy.optimize import nnls
+    a = [[1.0, B * s, B * s * s] for B, s in SHAPES]
+    assert fit.terms == ("1", "B*s", "B*s^2") and fit.interpolated
+    assert fit.coefs == pytest.approx(tuple(nnls(np.array(a), np.array(sizes, float))[0]),
+                                      rel=1e-6, abs=1e-9)
+    # four shapes, three terms: least squares proper, not an interpolation
+    four, sizes4 = [*SHAPES, (4, 1024)], [5000, 100, 7000, 9000]
+    fit = fit_size(four, sizes4)
+    a = [[1.0, B * s, B * s * s] for B, s in four]
+    assert not fit.exact and not fit.interpolated and fit.n_points == 4
+    assert fit.coefs == pytest.approx(tuple(nnls(np.array(a), np.array(sizes4, float))[0]),
+                                      rel=1e-6, abs=1e-9)
+
+
+def test_size_law_predicts_each_term_with_its_own_powers():
+    """B*s^2 at B=2, s=3 is 18; B alone 2; s^2 alone 9; a cap bounds it; never below 0."""
+    law = SizeLaw(terms=("B*s^2", "B", "s^2"), coefs=(1.0, 10.0, 100.0), exact=True,
+                  interpolated=False, ambiguous=False, n_points=4)
+    assert law.predict(2, 3) == 18 + 20 + 900
+    assert law.model_copy(update={"cap": 500.0}).predict(2, 3) == 500
+    assert law.model_copy(update={"coefs": (-1.0, 0.0, 0.0)}).predict(2, 3) == 0
+
+
+def test_tokens_carry_each_slots_lifetime_in_ops():
+    # slot 0 lives 0 -> 1, slot 1 lives 2 -> 5, slot 2 lives 3 -> 4; frees are anonymous
+    # without context and carry their slot's lifetime with it
+    t = OpTrace(B=1, s=1, sizes=(8, 16, 32), streams=(0, 0, 0), ops=(0, ~0, 1, 2, ~2, ~1))
+    toks, slots = _tokens(t)
+    assert toks == [("a", True), ("f",), ("a", True), ("a", True), ("f",), ("f",)]
+    assert slots == [0, None, 1, 2, None, None]
+    assert _tokens(t, 1)[0] == [("a", True, 1), ("f", 1), ("a", True, 3), ("a", True, 1),
+                                ("f", 1), ("f", 3)]
+    kept = OpTrace(B=1, s=1, sizes=(8,), streams=(0,), ops=(0,))  # never freed: its size
+    assert _tokens(kept)[0] == [("a", False, 8)] and _tokens(kept, 1)[0] == [("a", False, 8, -1)]
+
+
+def _valid_script(codes, ta, tb):
+    """Opcodes that cover both sequences in order, their equal blocks truly equal."""
+    i = j = 0
+    for tag, i1, i2, j1, j2 in codes:
+        assert (i1, j1) == (i, j) and i2 >= i1 and j2 >= j1
+        if tag == "equal":
+            assert ta[i1:i2] == tb[j1:j2]
+        i, j = i2, j2
+    assert (i, j) == (len(ta), len(tb))
+
+
+def test_opcodes_match_the_head_and_tail_outright():
+    ta, tb = list("abcXdef"), list("abcYYdef")
+    assert _opcodes(ta, tb) == [("equal", 0, 3, 0, 3), ("replace", 3, 4, 3, 5),
+                                ("equal", 4, 7, 5, 8)]
+    assert _opcodes(list("abc"), list("abc")) == [("equal", 0, 3, 0, 3)]
+    assert _opcodes(list("ab"), list("abXY")) == [("equal", 0, 2, 0, 2), ("insert", 2, 2, 2, 4)]
+    assert _opcodes(list("Zab"), list("ab")) == [("delete", 0, 1, 0, 0), ("equal", 1, 3, 0, 2)]
+
+
+@given(st.lists(st.sampled_from("abc"), max_size=12), st.lists(st.sampled_from("abc"),
+                                                               max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_opcodes_are_a_valid_edit_script(ta, tb):
+    _valid_script(_opcodes(ta, tb), ta, tb)
+
+
+def test_stretches_merge_non_equal_runs_and_short_anchors():
+    codes = [("equal", 0, 2, 0, 2), ("replace", 2, 3, 2, 4), ("delete", 3, 4, 4, 4),
+             ("equal", 4, 7, 4, 7)]
+    # the replace and the delete merge into one non-equal stretch
+    assert _stretches(codes, 0) == [(True, 0, 2, 0, 2), (False, 2, 4, 2, 4),
+                                    (True, 4, 7, 4, 7)]
+    # an equal run of at least min_equal ops stays an anchor; a shorter one merges
+    assert _stretches(codes, 2) == _stretches(codes, 0)
+    assert _stretches(codes, 3) == [(False, 0, 4, 0, 4), (True, 4, 7, 4, 7)]
+    assert _stretches(codes, 4) == [(False, 0, 7, 0, 7)]
 
 
 def history(rows):
@@ -81,6 +173,27 @@ def test_alignment_finds_what_a_cold_history_adds():
     match = align(warm, cold)
     assert all(m is not None for m in match)
     assert match == sorted(match)
+
+
+def _long_history(extra: bool):
+    """40 temporaries, a kept weight, 40 more temporaries: each run is longer than an anchor
+    (MIN_ANCHOR ops), so the stretch between them is aligned by the finer passes, away from
+    the start of the history. ``extra``: a kept workspace just before the weight."""
+    rows = []
+    for i in range(40):
+        rows += [("alloc", 1000 + i, 64), ("free_completed", 1000 + i, 64)]
+    rows += [("alloc", 5, 32)] if extra else []
+    rows += [("alloc", 7, 100)]
+    for i in range(40):
+        rows += [("alloc", 2000 + i, 128), ("free_completed", 2000 + i, 128)]
+    return from_history(1, 1, history(rows))
+
+
+def test_alignment_inside_a_long_history_pairs_around_the_extra():
+    ref, other = _long_history(False), _long_history(True)
+    # other's slots: 0-39 temporaries, 40 the workspace, 41 the weight, 42-81 temporaries
+    assert align(ref, other) == [*range(40), 41, *range(42, 82)]
+    assert extra_slots(ref, other) == [40]
 
 
 def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
@@ -121,3 +234,46 @@ def test_a_cap_seen_on_one_staging_buffer_bounds_the_others():
     assert model.laws[4].cap is None
     assert model.sizes(32, 2048) == list(trace(32, 2048).sizes)
     assert any("staging buffers capped" in w for w in model.warnings)
+
+
+def test_one_cap_on_a_staging_buffer_caps_its_siblings():
+    """Slots 0 and 2 grow with the tokens, each followed by 4 KiB of semaphores, both freed
+    within a few ops: reduction staging buffers. Slot 0 was seen capped; slot 2 takes it."""
+    per_token = SizeLaw(terms=("B*s",), coefs=(4096.0,), exact=True, interpolated=False,
+                        ambiguous=False, n_points=3)
+    sema = SizeLaw(terms=("1",), coefs=(4096.0,), exact=True, interpolated=False,
+                   ambiguous=False, n_points=3)
+    capped = per_token.model_copy(update={"cap": 132.0 * MIB})
+    ops = [0, 1, ~1, ~0, 2, 3, ~3, ~2]
+    laws, n = _propagate_caps(ops, [capped, sema, per_token, sema])
+    assert n == 1 and laws[2].cap == 132.0 * MIB and laws[0] == capped
+    # no cap seen anywhere: nothing to propagate, and none counted
+    laws, n = _propagate_caps(ops, [per_token, sema, per_token, sema])
+    assert n == 0 and all(law.cap is None for law in laws)
+    # a buffer held past the staging window is not a staging buffer
+    late = [0, 1, ~1, ~0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ~3, ~2]
+    laws, n = _propagate_caps(late, [capped, sema, per_token, sema] + [sema] * 8)
+    assert n == 0 and laws[2].cap is None
+
+
+def test_shapes_of_one_token_count_are_warned():
+    """2 x 512 and 4 x 256 both hold 1024 tokens: a constant and a per-token size agree at
+    both, so the learned laws cannot tell them apart."""
+    model = learn([program(2, 512), program(4, 256)])
+    assert any("the same B*s" in w for w in model.warnings)
+    assert not any("the same B*s" in w for w in learn([program(2, 512),
+                                                       program(4, 512)]).warnings)
+
+
+def test_a_cap_reached_exactly_by_the_law_is_a_cap():
+    """16 B a token at 256, 512 and 1024 tokens, then still 16384 B at 2048: the law reaches
+    the cap exactly at 1024 tokens and passes it at 2048."""
+    fit = fit_size([(1, 256), (2, 256), (4, 256), (8, 256)], [4096, 8192, 16384, 16384])
+    assert fit.terms == ("B*s",) and fit.coefs == pytest.approx((16.0,)) and fit.cap == 16384.0
+    assert fit.exact and fit.predict(16, 256) == 16384
+
+
+def test_a_coefficient_below_one_byte_is_kept():
+    fit = fit_size(SHAPES, [B * s // 2 for B, s in SHAPES])  # half a byte a token
+    assert fit.terms == ("B*s",) and fit.coefs == pytest.approx((0.5,))
+    assert fit.predict(8, 2048) == 8192

@@ -78,3 +78,48 @@ def test_quota_time_formats_as_gpu_hours():
     assert format_gpu_hours(108000) == "30 GPU-h"
     assert format_gpu_hours(11.134 * 3600) == "11.13 GPU-h"
     assert value_text(inherited(108000.0, "GPU-s", "quota")) == "30 GPU-h"
+
+
+def test_bounded_edges():
+    from afford.units import MAX_COUNT, bounded
+    assert bounded(5, "n") == 5.0 and bounded(MAX_COUNT, "n") == MAX_COUNT  # (0, 1e18]
+    for bad in (0, 0.0, -1, MAX_COUNT * 1.01, math.inf, math.nan, True, "5"):
+        with pytest.raises(UnitError, match="^n: "):
+            bounded(bad, "n")
+    # a closed lower end accepts the end itself, still nothing below it
+    assert bounded(0.0, "n", low_open=False) == 0.0
+    assert bounded(1, "n", low=1, low_open=False) == 1.0
+    with pytest.raises(UnitError, match=r"out of range \[1, 1e\+18\]"):
+        bounded(0.5, "n", low=1, low_open=False)
+    with pytest.raises(UnitError, match=r"out of range \(1, 1e\+18\]"):
+        bounded(1, "n", low=1)
+
+
+def test_a_century_is_the_longest_duration():
+    """MAX_SECONDS: 100 Julian years of 365.25 days of 86400 s."""
+    from afford.units import MAX_SECONDS, bounded
+    century = parse_duration("36525d")
+    assert bounded(century, "t", high=MAX_SECONDS) == century == 3_155_760_000.0
+    with pytest.raises(UnitError, match="out of range"):
+        bounded(parse_duration("36526d"), "t", high=MAX_SECONDS)
+
+
+def test_sizes_with_a_suffix_the_table_lacks_raise():
+    # the pattern admits kiB (k, i, B) but only KiB is a binary kilobyte
+    assert parse_bytes("1KiB") == 1024 and parse_bytes("1kB") == 1000
+    with pytest.raises(UnitError, match="as a size"):
+        parse_bytes("1kiB")
+
+
+def test_format_bytes_scales():
+    assert format_bytes(1536) == "1.50 KiB" and format_bytes(3 * 2**40) == "3.00 TiB"
+    assert format_bytes(2.5e6, binary=False) == "2.50 MB" and format_bytes(999) == "999 B"
+
+
+@pytest.mark.parametrize("seconds,text", [
+    (0.0005, "500.0 us"), (0.001, "1.00 ms"), (0.999, "999.00 ms"), (1.0, "1.00 s"),
+    (119.5, "119.50 s"), (120.0, "2m 00s"), (3599, "59m 59s"), (3600.0, "1h 00m"),
+    (86399, "23h 59m"), (86400.0, "1d 00h"), (90061, "1d 01h")])
+def test_format_duration_switches_unit_at_each_boundary(seconds, text):
+    # each unit from its boundary on: 1 ms, 1 s, 2 min, 1 h, 1 d (90061 s = 1 d 1 h 1 min 1 s)
+    assert format_duration(seconds) == text

@@ -45,8 +45,8 @@ class Tagged(BaseModel):
     extrapolated: bool = Field(False, description="FITTED outside the fitted range")
     provisional: bool = Field(False, description="derived from a data source not pinned")
 
-    def __str__(self) -> str:  # pragma: no cover - convenience only
-        return f"{self.value} {self.unit} [{self.tag.value}]".strip()
+    def __str__(self) -> str:
+        return " ".join(x for x in (f"{self.value}", self.unit, f"[{self.tag.value}]") if x)
 
 
 def measured(value: Scalar, unit: str, source: str) -> Tagged:

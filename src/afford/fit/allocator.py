@@ -117,7 +117,7 @@ class AddressSource:
 
     def next(self, size: int, held: Sequence[Segment]) -> int:
         addr = next(self._recorded, None)
-        if addr is not None and not any(addr < g.addr + max(g.size, g.span) and
+        if addr is not None and not any(addr < g.addr + g.extent and
                                         g.addr < addr + size for g in held):
             return addr
         low = min((g.addr for g in held), default=1 << 47)
@@ -135,7 +135,6 @@ class Block:
     segment: Segment
     allocated: bool = False
     mapped: bool = True
-    requested: int = 0
     prev: Block | None = None
     next: Block | None = None
 
@@ -154,7 +153,12 @@ class Segment:
     stream: int
     expandable: bool = False
     head: Block | None = None
-    span: int = 0  # virtual range of an expandable segment (size counts mapped pages)
+
+    @property
+    def extent(self) -> int:
+        """The address range it holds: an expandable segment its whole virtual range
+        (``size`` counts only its mapped pages), any other its size."""
+        return EXPANDABLE_SPAN if self.expandable else self.size
 
 
 class SegmentDecision(NamedTuple):
@@ -200,7 +204,6 @@ class Allocator:
         if self._should_split(block, rounded):
             block = self._split(block, rounded)
         block.allocated = True
-        block.requested = int(size)
         self._live[key] = block
         self.allocated += block.size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
@@ -367,7 +370,7 @@ class Allocator:
             if room >= size:
                 return c
         seg = Segment(self.addresses.next(EXPANDABLE_SPAN, self.segments), 0, small, stream,
-                      expandable=True, span=EXPANDABLE_SPAN)
+                      expandable=True)
         seg.head = Block(seg.addr, EXPANDABLE_SPAN, small, stream, seg, mapped=False)
         self.segments.append(seg)
         self._insert(seg.head)

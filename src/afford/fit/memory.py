@@ -111,8 +111,8 @@ def _solve(feats: np.ndarray, y: np.ndarray, states: np.ndarray, cols: tuple[str
     res = optimize.lsq_linear(a / scale, (y - states) / norm, bounds=(lower, np.inf),
                               method="bvls")
     theta = res.x / scale * norm
-    return {"c_res": 0.0, "c_op": 0.0, "fixed_bytes": 0.0,
-            **dict(zip(cols, (float(v) for v in theta)))}
+    # c_res is a column of every form; c_op and fixed_bytes are 0 where they are not
+    return {"c_op": 0.0, "fixed_bytes": 0.0, **dict(zip(cols, (float(v) for v in theta)))}
 
 
 def _predict_rows(feats: np.ndarray, states: np.ndarray, p: dict[str, float]) -> np.ndarray:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from statistics import NormalDist
 
 import numpy as np
 
@@ -30,30 +29,18 @@ def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float
     if n < 6:
         return float(x[0]), float(x[-1])
     alpha = 1.0 - confidence
-    # largest 1-based rank r with coverage of [x_(r), x_(n+1-r)] = 1 - 2 P(B <= r-1) >= confidence
-    r = max(0, int(n / 2.0 + NormalDist().inv_cdf(alpha / 2.0) * math.sqrt(n) / 2.0))
-    while r >= 1 and 2.0 * binom_half_cdf(r - 1, n) > alpha:
-        r -= 1
-    while 2.0 * binom_half_cdf(r, n) <= alpha:
+    # the largest 1-based rank r with coverage of [x_(r), x_(n+1-r)] = 1 - 2 P(B <= r-1)
+    # >= confidence: r counts the k with 2 P(B <= k) <= alpha, P summed exactly in integers
+    # (C(n, i) over i <= k, over 2^n; one correctly rounded division), which spares every
+    # child process the ~1-2 s import of scipy.stats
+    r, term, total = 0, 1, 1  # term = C(n, r), total = sum of C(n, i) over i <= r
+    while 2.0 * (total / (1 << n)) <= alpha:
         r += 1
+        term = term * (n - r + 1) // r
+        total += term
     r = max(r, 1)
     j, k = r - 1, n - r
     return float(x[j]), float(x[k])
-
-
-def binom_half_cdf(k: int, n: int) -> float:
-    """P(B <= k) for B ~ Binomial(n, 1/2), summed exactly in integers (sum of C(n, i) over
-    i <= k, over 2^n; one correctly rounded division). Exact where scipy's would do, and it
-    spares every child process the ~1-2 s import of scipy.stats."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    term, total = 1, 1
-    for i in range(k):
-        term = term * (n - i) // (i + 1)
-        total += term
-    return total / (1 << n)
 
 
 def median_precision(samples: Sequence[float], confidence: float = 0.95) -> float:

@@ -221,7 +221,7 @@ def _polish(form: str, theta0: np.ndarray, d: _Design) -> np.ndarray:
                                      x_scale=np.maximum(np.abs(x0), 1e-3), max_nfev=200 * (m + 2))
     except ValueError:
         return x0
-    return res.x if _cost(form, res.x, d) <= _cost(form, x0, d) else x0
+    return min((res.x, x0), key=lambda t: _cost(form, t, d))  # a tie keeps the polished
 
 
 def _fit_sum(d: _Design) -> np.ndarray:
@@ -235,12 +235,12 @@ def _fit_sum(d: _Design) -> np.ndarray:
 def _fit_max(d: _Design) -> np.ndarray:
     """Each split of the points (sorted by seconds) into a floor side and a work side, each
     side's least squares closed; the best polished on the true residuals."""
-    n, m = len(d.y), d.X.shape[1]
+    n = len(d.y)
     order = np.argsort(d.y)
     tries = []
     for k in range(0, n + 1):
         floor_i, work_i = order[:k], order[k:]
-        if k == n or m == 0:
+        if k == n:  # all floor (the max's design always has the const column: m >= 1)
             F = _floor_level(d.y, d.w)
             theta = np.concatenate([[F], np.maximum(d.lb, 0.0)])
         else:
@@ -252,24 +252,16 @@ def _fit_max(d: _Design) -> np.ndarray:
             theta = np.concatenate([[F], coefs])
         tries.append((_cost("max", theta, d), k, theta))
     tries.sort(key=lambda t: t[0])
-    best = None
-    for _, _, theta in tries[:3]:
-        got = _polish("max", theta, d)
-        if best is None or _cost("max", got, d) < _cost("max", best, d):
-            best = got
-    return best
+    return min((_polish("max", theta, d) for _, _, theta in tries[:3]),
+               key=lambda t: _cost("max", t, d))  # a tie keeps the earlier start
 
 
 def _fit_smooth(d: _Design, base_max: np.ndarray, base_sum: np.ndarray) -> np.ndarray:
     starts = [np.concatenate([base_max, [8.0]]), np.concatenate([base_max, [SMOOTH_K[1] - 1]])]
     F = max(base_sum[0], 1e-9)
     starts.append(np.concatenate([[F], base_sum[1:], [1.5]]))
-    best = None
-    for theta in starts:
-        got = _polish("smooth_max", theta, d)
-        if best is None or _cost("smooth_max", got, d) < _cost("smooth_max", best, d):
-            best = got
-    return best
+    return min((_polish("smooth_max", theta, d) for theta in starts),
+               key=lambda t: _cost("smooth_max", t, d))  # a tie keeps the earlier start
 
 
 def _to_params(form: str, theta: np.ndarray, d: _Design) -> dict[str, float]:

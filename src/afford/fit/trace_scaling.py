@@ -78,12 +78,12 @@ BASES: tuple[tuple[str, ...], ...] = (
     ("B*s", "s"), ("B", "B*s"), ("B*s", "s^2"),
     ("1", "B*s", "B*s^2"), ("1", "B*s", "s"), ("1", "B", "B*s"), ("1", "B*s", "s^2"),
     ("B*s", "B*s^2", "s"), ("1", "B*s^2", "s"))
-EXACT_BYTES = 0.5
+EXACT_BYTES = 0.5  # a fit is exact when every traced size is reproduced within this
 CONTEXTS = (6, 1, 0)  # alignment passes: tokens of 6 ops with lifetimes, 1 op, plain kinds
-MIN_ANCHOR = 64
+MIN_ANCHOR = 64  # ops: a shorter run of equal fine tokens is not trusted as an anchor
 MAX_STRETCH = 4000  # ops: a longer stretch the first pass leaves unmatched stays unmatched
 # (another kernel path throughout, e.g. a smaller shape's attention; difflib over common
-# tokens of thousands of ops takes seconds and pairs little)  # ops: a shorter run of equal fine tokens is not trusted as an anchor  # a fit is exact when every traced size is reproduced within this
+# tokens of thousands of ops takes seconds and pairs little)
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def _opcodes(ta: list, tb: list) -> list[tuple[str, int, int, int, int]]:
     return out
 
 
-def _stretches(codes: list[tuple[str, int, int, int, int]], min_equal: int = 0
+def _stretches(codes: list[tuple[str, int, int, int, int]], min_equal: int
                ) -> list[tuple[bool, int, int, int, int]]:
     """The opcodes with every run of non-equal ones merged: (equal?, i1, i2, j1, j2);
     equal runs shorter than ``min_equal`` count as non-equal."""

@@ -43,8 +43,7 @@ class UtilisationStats(BaseModel):
     low_share: float | None
 
 
-def utilisation_stats(t_seconds: Sequence[float], gpu: Sequence[float],
-                      settle_seconds: float = 0.0,
+def utilisation_stats(t_seconds: Sequence[float], gpu: Sequence[float], settle_seconds: float,
                       low: float = LOW_UTILISATION) -> UtilisationStats:
     """Mean utilisation and the share of samples at or under ``low``, over the samples taken
     at or after ``settle_seconds`` (NVML averages over a past period, so the first samples

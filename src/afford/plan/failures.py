@@ -95,7 +95,6 @@ def kill_ledger(restart: Tagged, write: Tagged, step: Tagged, steps: Tagged,
     r, w, t, n, k = num(restart), num(write), num(step), int(num(steps)), int(num(save_every))
     ins = (write, step, steps, save_every)
     periodic = 0 < k <= n
-    tail = n - k * ((n - 1) // k) if n >= 1 else 0  # projected steps since the last periodic save
     lost = derive(r, "s", "the startup before step 1, all of it paid again", restart)
     half = derive(r / 2, "s", "half the startup before step 1", restart)
     chunk = derive(n * t, "s", "the chunk's training: steps x step", step, steps)
@@ -108,6 +107,7 @@ def kill_ledger(restart: Tagged, write: Tagged, step: Tagged, steps: Tagged,
         mid_e = derive((k * t + w) / 2, "s", "half an interval: (save_every x step + write) / 2",
                        *ins)
         write_e = derive(k * t + w / 2, "s", "save_every x step + half the write", *ins)
+        tail = n - k * ((n - 1) // k)  # projected steps since the last periodic save: 1..k
         final_e = derive(tail * t + w / 2, "s", "projected steps since the last periodic save x "
                          "step + half the write", *ins)
     else:

@@ -1,0 +1,55 @@
+"""fit/memory_replay on its own (no torch, no certify): on gpt2 bf16's histories recorded on
+an H200, the traced shapes are ordered base first, the learned model written out at the base
+shape replays to its measured reserved peak, and the largest batch under a budget sits
+exactly where the replayed peaks cross it."""
+
+from __future__ import annotations
+
+import pytest
+
+from afford.fit import memory_replay as mr
+from tests.replay_data import shapes
+
+ROLES = {(4, 1024): "base", (4, 512): "seq", (2, 1024): "batch", (2, 512): "corner",
+         (8, 1024): "heldout-batch"}
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    sh = shapes("gpt2", "bf16", ROLES)
+    return sh, mr.learn_shapes(sh)
+
+
+def test_traced_shapes_base_first_and_held_out_left_out(gpt2):
+    sh, learned = gpt2
+    assert [s.role for s in mr.traced_shapes(list(reversed(sh)))] == \
+        ["base", "seq", "batch", "corner"]
+    assert [s.role for s in learned.traced] == ["base", "seq", "batch", "corner"]
+    # fewer than two traced shapes, or no base among them: nothing to learn
+    assert mr.learn_shapes([s for s in sh if s.role in ("base", "heldout-batch")]) is None
+    assert mr.learn_shapes([s for s in sh if s.role != "base"]) is None
+
+
+def test_the_model_replays_the_reference_shape_to_its_measured_peak(gpt2):
+    """Written out at the base shape, the model is the base's own history: replayed from the
+    base's starting state it gives the reserved peak measured there, as the recording does."""
+    _, learned = gpt2
+    base = learned.traced[0]
+    got = mr.predict(learned.model, base.trace.seed, 4, 1024)
+    assert got.peak_reserved_bytes == base.peak("reserved")
+    assert mr.replay_recorded(base.trace, 4, 1024).peak_reserved_bytes == base.peak("reserved")
+
+
+def test_largest_batch_is_where_the_replayed_peak_crosses_the_budget(gpt2):
+    _, learned = gpt2
+    seed = learned.traced[0].trace.seed
+    at = {b: mr.predict(learned.model, seed, b, 1024).peak_reserved_bytes for b in (5, 6)}
+    assert at[5] < at[6]
+    assert mr.largest_batch(learned.model, seed, 1024, at[5]) == 5
+    assert mr.largest_batch(learned.model, seed, 1024, at[6] - 1) == 5
+    assert mr.largest_batch(learned.model, seed, 1024, at[6]) == 6
+    assert mr.largest_batch(learned.model, seed, 1024, 1.0) == 0  # not even one sequence
+
+
+def test_use_replay_only_when_trusted_and_no_worse_than_the_law():
+    assert mr.use_replay(None) is False

@@ -1,0 +1,120 @@
+"""plan/levers: a levers run read into tagged rows, on a hand-built section (no torch). FLOPs
+of a variant = base FLOPs per token x its tokens; MFU = FLOPs / step seconds / peak (PaLM,
+Chowdhery et al. 2022, appendix B); the values below are worked by hand."""
+
+import pytest
+
+from afford import figures
+from afford.plan import levers
+from afford.provenance import NotExecutable, Tag, measured
+from afford.schema.levers import Lever, LeverRun, LeversSection, LeverVariant
+from tests.synthetic_cert import T0, certificate, point
+
+PEAK = 1e13  # the certificate's measured bf16 GEMM rate, FLOP/s
+
+
+def variant(key, spec, seconds, tokens, step0=None, excluded=None):
+    p = point(seconds, tokens=tokens, excluded=excluded).model_copy(
+        update={"step0_seconds": step0})
+    return LeverVariant(key=key, spec=spec, mode="bf16", label=key.upper(), point=p)
+
+
+def lever(**over):
+    fields = dict(name="compile", description="torch.compile", a="a", b="b",
+                  metric="step_seconds", per_child=[1.5, 1.6, 1.7], speedup=1.6,
+                  speedup_min=1.5, speedup_max=1.7)
+    return Lever(**{**fields, **over})
+
+
+def section(run):
+    return LeversSection(device_name="NVIDIA H200", torch_version="2.11.0", started_at=T0,
+                         command="afford levers", precision="quick", children=3,
+                         clock="fake", runs=[run])
+
+
+def run(variants, lv=None, flops=1e12, warnings=()):
+    # the base variant (spec "tiny+flops") does 1e12 FLOP per 8192-token step
+    return LeverRun(workload="tiny", value=1024, mode="bf16", flops_per_step=flops,
+                    flops_source="counted", variants=variants, levers=[lv or lever()],
+                    warnings=list(warnings))
+
+
+BASE = variant("a", "tiny+flops", 0.5, 8192)
+DOUBLE = variant("b", "tiny+compile", 0.8, 16384, step0=12.0)  # twice the tokens per step
+
+
+@pytest.fixture
+def peak(monkeypatch):
+    monkeypatch.setattr(figures, "gemm_rate", lambda cert, dtype: measured(
+        PEAK, "FLOP/s", f"GEMM {dtype}") if dtype == "bf16" else None)
+
+
+def test_variant_flops_scale_with_tokens_per_step():
+    r = run([BASE, DOUBLE])
+    assert levers.variant_flops(r, BASE) == pytest.approx(1e12)
+    assert levers.variant_flops(r, DOUBLE) == pytest.approx(2e12)  # 1e12 / 8192 x 16384
+    # achieved FLOP/s = FLOPs / measured step seconds
+    assert levers.achieved_flops(r, DOUBLE).value == pytest.approx(2e12 / 0.8)
+    assert levers.achieved_flops(r, BASE).value == pytest.approx(2e12)
+
+
+@pytest.mark.parametrize("r", [
+    run([BASE, DOUBLE], flops=None),                                # no FLOP count
+    run([variant("a", "tiny", 0.5, 8192), DOUBLE]),                 # no base variant
+    run([variant("a", "tiny+flops", 0.5, None), DOUBLE]),           # base without tokens
+])
+def test_no_flops_without_a_count_and_a_base_with_tokens(r):
+    assert levers.variant_flops(r, DOUBLE) is None
+    assert levers.achieved_flops(r, DOUBLE) is None
+
+
+def test_no_flops_for_a_variant_without_tokens_or_a_point():
+    r = run([BASE, DOUBLE])
+    assert levers.variant_flops(r, variant("c", "tiny+x", 0.5, None)) is None
+    blocked = LeverVariant(key="c", spec="tiny+x", mode="bf16", label="C", point=None)
+    assert levers.variant_flops(r, blocked) is None
+    assert levers.achieved_flops(r, variant("c", "tiny+x", None, 8192)) is None  # not timed
+
+
+def test_lever_row_by_hand(peak):
+    row, = levers.lever_rows(certificate(), section(run([BASE, DOUBLE])))
+    assert (row.workload, row.lever, row.a_label, row.b_label) == ("tiny", "compile", "A", "B")
+    assert (row.a_seconds.value, row.b_seconds.value) == (0.5, 0.8)
+    assert (row.speedup.value, row.speedup_min.value, row.speedup_max.value) == (1.6, 1.5, 1.7)
+    assert row.speedup.tag is Tag.MEASURED and "median over 3 children" in row.speedup.source
+    assert row.b_step0.value == 12.0
+    assert row.mfu_a.value == pytest.approx(1e12 / 0.5 / PEAK)   # 0.2
+    assert row.mfu_b.value == pytest.approx(2e12 / 0.8 / PEAK)   # 0.25
+    assert row.mfu_a.tag is Tag.MODULE and row.mfu_note == ""
+    assert row.not_executable is None
+
+
+def test_lever_row_without_step0_or_peak(monkeypatch):
+    monkeypatch.setattr(figures, "gemm_rate", lambda cert, dtype: None)
+    row, = levers.lever_rows(certificate(), section(run([BASE, variant("b", "tiny+c", 0.8,
+                                                                       16384)])))
+    assert row.b_step0 is None and row.mfu_a is None and row.mfu_b is None
+    assert row.mfu_note == "no measured bf16 GEMM rate in the certificate (probes stage)"
+    assert row.achieved_b.value == pytest.approx(2e12 / 0.8)  # needs no peak
+
+
+def test_lever_row_without_a_flop_count_says_why(peak):
+    row, = levers.lever_rows(certificate(), section(run([BASE, DOUBLE], flops=None,
+                                                        warnings=["FLOP counter failed"])))
+    assert row.mfu_a is None and row.mfu_b is None
+    assert row.mfu_note == "no FLOP count (FLOP counter failed)"
+    assert row.speedup.value == 1.6  # the speedup stands without FLOPs
+
+
+def test_not_executable_lever_keeps_only_the_seconds(peak):
+    blocked = lever(speedup=None, speedup_min=None, speedup_max=None, per_child=[],
+                    not_executable=NotExecutable(what="compile", reason="no triton"))
+    excluded = variant("b", "tiny+compile", 0.8, 16384, excluded="failed in child 0")
+    row, = levers.lever_rows(certificate(), section(run([BASE, excluded], lv=blocked)))
+    assert row.not_executable.reason == "no triton"
+    assert row.a_seconds.value == 0.5 and row.b_seconds is None  # excluded: no seconds
+    assert row.speedup is None and row.mfu_a is None and row.b_step0 is None
+    # a lever without a speedup (not measured) is read as not executable too
+    row, = levers.lever_rows(certificate(), section(run([BASE, DOUBLE], lv=lever(
+        speedup=None))))
+    assert row.speedup is None and row.mfu_b is None
