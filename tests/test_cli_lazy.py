@@ -17,11 +17,11 @@ from afford.cli import COMMANDS, app, load
 HELPERS = {"__init__", "common"}
 
 
-def _loaded_commands(argv: list[str]) -> set[str]:
+def _loaded_commands(argv: list[str], prefix: str = "afford.cli.") -> set[str]:
     code = ("import sys\nfrom afford._entry import main\n"
             f"sys.argv = ['afford', *{argv!r}]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('loaded:', *sorted(m for m in sys.modules if m.startswith('afford.cli.')),"
+            f"print('loaded:', *sorted(m for m in sys.modules if m.startswith({prefix!r})),"
             " file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
@@ -52,6 +52,13 @@ def test_a_command_imports_itself_only():
     loaded = _loaded_commands(["plan", "--help"])
     assert "afford.cli.plan" in loaded
     assert not loaded & {"afford.cli.certify", "afford.cli.size", "afford.cli.report"}
+
+
+def test_plan_help_builds_no_certificate_schema():
+    """Its schema and planner modules load when a plan is made, not for --help (building the
+    pydantic classes was most of its start-up)."""
+    loaded = _loaded_commands(["plan", "--help"], prefix="afford.")
+    assert not loaded & {"afford.schema.cert", "afford.plan.planner", "afford.manifest"}
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
