@@ -162,3 +162,16 @@ def test_world_size_law_that_gets_faster_is_flagged():
     assert law.B_seconds < 0 and any("B < 0" in w for w in law.warnings)
     flat = fit_world_size_law([1, 2], [1.0, 1.0])
     assert flat.r2 == 1.0 and flat.B_seconds == pytest.approx(0.0, abs=1e-12)
+
+
+def test_flat_timings_fit_no_bandwidth_even_when_lstsq_leaves_a_roundoff_slope():
+    """Equal times at sizes 0 and 1: lstsq's slope is about +5e-17, not 0; reading it as
+    a bandwidth of 2e16 B/s would be a fabricated figure."""
+    from afford.fit.collectives import fit_alpha_beta
+
+    fit = fit_alpha_beta("all_reduce", 2, [0, 1], [0.3, 0.3])
+    assert fit.beta_bytes_per_second is None
+    assert any("does not grow" in w for w in fit.warnings)
+    real = fit_alpha_beta("all_reduce", 2, [1e6, 2e6, 4e6], [1e-4 + 1e-3, 1e-4 + 2e-3,
+                                                             1e-4 + 4e-3])
+    assert real.beta_bytes_per_second == pytest.approx(1e9) and not real.warnings

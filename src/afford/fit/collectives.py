@@ -61,6 +61,9 @@ def busbw(op: str, n: int, size_bytes: float, seconds: float) -> float:
     return algbw(size_bytes, seconds) * busbw_factor(op, n)
 
 
+FLAT_RELATIVE = 1e-9  # growth over the measured sizes below this share of the time: none
+
+
 def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float],
                    seconds: Sequence[float]) -> AlphaBetaFit:
     """Least squares of ``t = alpha + S * (1/beta)`` (numpy.linalg.lstsq), R^2 on seconds.
@@ -82,10 +85,13 @@ def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float],
     if alpha < 0:
         notes.append(f"{op}: fitted latency alpha is negative ({alpha:.3g} s): small sizes "
                      "do not follow the latency-bandwidth line")
-    if slope <= 0:
+    # growth across the sizes at round-off level is no growth: flat timings give a slope
+    # of +-1e-17 from lstsq, and 1/slope would be a bandwidth of 1e16 B/s
+    grows = slope * (s.max() - s.min()) > FLAT_RELATIVE * float(np.abs(t).max())
+    if not grows:
         notes.append(f"{op}: time does not grow with size here: no bandwidth is fitted")
     return AlphaBetaFit(op=op, world_size=world_size, alpha_seconds=float(alpha),
-                        beta_bytes_per_second=float(1.0 / slope) if slope > 0 else None,
+                        beta_bytes_per_second=float(1.0 / slope) if grows else None,
                         r2=r2, sizes_bytes=[int(v) for v in s], seconds=[float(v) for v in t],
                         residuals=[float(v) for v in pred / t - 1.0], warnings=notes)
 
