@@ -98,24 +98,13 @@ def certify(req: CertifyRequest,
     if plan.designs and plan.device.startswith("cuda"):
         # a child for the step-time stage's rounds (extension, re-measure), spawned while the
         # sweep's last child measures: its start-up is then off the critical path
-        spawners = {**spawners, "time": lambda: spare_child(plan.device, warm),
-                    # a second, when the first child's records called for an extension: that
-                    # round takes the first spare, a re-measure would otherwise start cold
-                    # (about 10 s for a transformers workload on the H200)
-                    "time2": lambda: spare_child(plan.device, warm) if early else None}
+        spawners = {**spawners, "time": lambda: spare_child(plan.device, warm)}
     ahead: dict = {}
-    early: list[dict] = []
-
-    def extension_items(first: dict) -> list[dict]:
-        early.extend(early_extension(plan, first, device.type, env.device_memory_bytes))
-        return early
 
     def spawn_ahead() -> None:
         for name, spawn in spawners.items():
             try:
-                kid = spawn()
-                if kid is not None:
-                    ahead[name] = kid
+                ahead[name] = spawn()
             except OSError:  # the stage starts its own child later, and reports a failure
                 pass
 
@@ -131,7 +120,9 @@ def certify(req: CertifyRequest,
             on_last=spawn_ahead if spawners else None,
             options_for=(lambda c: child_options(c, 0, req.children, cuda))
             if plan.designs else None,
-            after_first=extension_items if plan.designs else None, warm=warm)
+            after_first=(lambda first: early_extension(plan, first, device.type,
+                                                       env.device_memory_bytes))
+            if plan.designs else None, warm=warm)
         seconds["sweep"] = time.perf_counter() - t0
         reg = Registry()
         reg.add(per_child)
@@ -149,10 +140,9 @@ def certify(req: CertifyRequest,
                 device_memory=env.device_memory_bytes, children=req.children,
                 refit=lambda i, r: refit_law(*plan.workloads[i][:3], r))
             seconds["time"] = time.perf_counter() - t0
-        for name in ("time", "time2"):  # spares no round took: not idle through the stages
-            spare = ahead.pop(name, None)
-            if spare is not None:
-                spare.kill()
+        spare = ahead.pop("time", None)
+        if spare is not None:
+            spare.kill()
         failures = sweep_failures(results)  # partial certificate, exit 3 (issue 14)
         sections: dict = {}
         ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
@@ -186,15 +176,13 @@ def certify(req: CertifyRequest,
 def _rounds(req: CertifyRequest, plan: Plan, rule, cuda: bool,
             on_event: Callable[[Event], None], ahead: dict, warm: tuple[str, ...] = ()):
     """The step-time stage's measuring (:data:`afford.certify.step_time.RunRound`): fresh
-    children numbered after the sweep's; the first child of a round takes a spare spawned
-    ahead, while one is left."""
+    children numbered after the sweep's; the first takes the spare child spawned ahead."""
 
     def run_round(items: list[dict], n: int, name: str) -> list[dict]:
         first = req.children if name == "remeasure" else 0
         return run_children(
             items, children=n, device=plan.device, device_class=plan.device_class,
-            rule=rule, seed=req.seed, first=first, early=False,
-            spare=ahead.pop("time", None) or ahead.pop("time2", None),
+            rule=rule, seed=req.seed, first=first, early=False, spare=ahead.pop("time", None),
             on_event=lambda e: None if e["event"] == "start" else on_event(e), warm=warm,
             options_for=lambda c: {**child_options(c, first, n, cuda), "round": name})
 
