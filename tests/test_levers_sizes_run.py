@@ -21,6 +21,7 @@ runner = CliRunner()
 def test_reduced_cpu_sizes_stage(tmp_path, cpu_cert):
     configs = [TinyLMConfig(d=d, L=L, H=2, seq=16, batch=2, sweep=(16,))
                for d, L in ((16, 1), (32, 1), (48, 2))]
+    load_before = os.getloadavg()[0]
     section = measure_sizes(configs, mode="fp32", device="cpu", device_class="cpu",
                             rule=rule_for("quick"), children=3, seed=0,
                             device_memory=cpu_cert.environment.device_memory_bytes)
@@ -43,7 +44,10 @@ def test_reduced_cpu_sizes_stage(tmp_path, cpu_cert):
         # whole step's median inflates with the waits between its phases)
         parts = split.forward_seconds + split.backward_seconds + split.optimizer_seconds
         assert parts <= 1.05 * split.step_seconds
-        if os.getloadavg()[0] < (os.cpu_count() or 1):
+        # the 1-minute load average lags: judge by it before and after the stage, with a
+        # core to spare (a CPU hog that started during the stage shows in the later one)
+        spare = (os.cpu_count() or 1) - 0.5
+        if load_before < spare and os.getloadavg()[0] < spare:
             assert parts >= 0.5 * split.step_seconds
     assert {g.phase for g in section.growth} == {"forward", "backward", "optimizer", "step"}
     assert section.premise in ("holds", "fails") and "optimizer" in section.finding
