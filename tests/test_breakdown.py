@@ -63,3 +63,14 @@ def test_a_history_without_repeated_steps_is_refused():
     t = from_history(1, 1, [["alloc", 1, 100, 0], ["alloc", 2, 200, 0]])
     with pytest.raises(ValueError, match="do not repeat"):
         find_steps(t)
+
+
+def test_two_identical_steps_are_not_enough_a_third_is_needed():
+    """Steps are told apart by the sizes repeating after a first step; two steps and
+    nothing before them (n = 2 x period) cannot show where the warm step starts."""
+    step = [["alloc", 1, 100, 0], ["alloc", 2, 200, 0], ["free_completed", 1, 100, 0],
+            ["free_completed", 2, 200, 0]]
+    with pytest.raises(ValueError, match="do not repeat"):
+        find_steps(from_history(1, 1, step * 2))
+    three = find_steps(from_history(1, 1, step * 3))
+    assert (three.period, three.second_step, three.last_step) == (2, 2, 4)

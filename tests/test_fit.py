@@ -91,6 +91,8 @@ def test_median_precision_and_spread():
     assert median([3.0, 1.0, 2.0]) == 2.0
     assert median_precision([1.0] * 20) == 0.0
     assert relative_spread([1.0, 1.1, 1.05]) == pytest.approx(0.1 / 1.05)
+    assert relative_spread([0.0, 0.0, 0.0]) == math.inf  # no median to be relative to
+    assert relative_spread([-1.0, 0.0, 0.0]) == math.inf
 
 
 def test_four_points_give_the_floor_law_a_leave_one_out_check():

@@ -139,6 +139,9 @@ def test_scaling_figures_by_hand():
     assert efficiency(0.10, 0.125) == pytest.approx(0.8)
     assert throughput_multiplier(4, 0.10, 0.125) == pytest.approx(3.2)
     assert exposed_comm_share(0.125, 0.100) == pytest.approx(0.2)
+    for bad in (0.0, -0.1):  # no step time: no share, a clear error (not a ZeroDivisionError)
+        with pytest.raises(ValueError, match="positive"):
+            exposed_comm_share(bad, 0.1)
     assert exposed_comm_share(0.100, 0.110) == pytest.approx(-0.1)  # noise kept, not clipped
     for t1, tw in ((0.0, 0.1), (0.1, 0.0), (-0.1, 0.1), (0.1, -0.1)):
         with pytest.raises(ValueError, match="must be positive"):
