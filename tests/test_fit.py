@@ -70,6 +70,23 @@ def test_fit_rejects_bad_input():
         fit_power([1], [1.0])
     with pytest.raises(ValueError):
         fit_power([1, 2], [1.0, -1.0])
+    # one x value, repeated: polyfit would hand back a slope (b = -0.18 for these), a law
+    # fitted to nothing
+    for fit, n in ((fit_power, 3), (fit_floor_power, 4), (fit_linear_floor, 2)):
+        with pytest.raises(ValueError, match="two distinct"):
+            fit([512] * n, [0.1, 0.11, 0.12, 0.1][:n])
+
+
+def test_the_old_law_candidates_need_two_distinct_sizes():
+    import numpy as np
+
+    from afford.fit.step_time import _candidate_old
+
+    x, y = np.array([512.0] * 4), np.array([0.1, 0.11, 0.12, 0.1])
+    assert _candidate_old("power", x, y, "seq") is None
+    assert _candidate_old("floor_power", x, y, "seq") is None
+    assert _candidate_old("power", np.array([256.0, 512.0]), np.array([0.1, 0.2]),
+                          "seq").params["b"] == pytest.approx(1.0)
 
 
 @settings(max_examples=40, deadline=None)

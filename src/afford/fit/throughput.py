@@ -38,6 +38,8 @@ def _check(x: Sequence[float], y: Sequence[float], need: int) -> tuple[np.ndarra
         raise ValueError(f"need at least {need} points, got {len(xa)}")
     if np.any(xa <= 0) or np.any(ya <= 0) or not np.all(np.isfinite(ya)):
         raise ValueError("x and y must be positive and finite")
+    if len(np.unique(xa)) < 2:  # polyfit would return a slope anyway (a RankWarning)
+        raise ValueError("need at least two distinct x values: one says nothing of a law")
     return xa, ya
 
 
