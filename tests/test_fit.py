@@ -68,8 +68,9 @@ def test_linear_floor_fixed_share():
 def test_fit_rejects_bad_input():
     with pytest.raises(ValueError):
         fit_power([1], [1.0])
-    with pytest.raises(ValueError):
-        fit_power([1, 2], [1.0, -1.0])
+    for x, y in (([1, 2], [1.0, -1.0]), ([-1, 2], [1.0, 2.0]), ([1, 2], [1.0, math.inf])):
+        with pytest.raises(ValueError, match="positive and finite"):
+            fit_power(x, y)
     # one x value, repeated: polyfit would hand back a slope (b = -0.18 for these), a law
     # fitted to nothing
     for fit, n in ((fit_power, 3), (fit_floor_power, 4), (fit_linear_floor, 2)):

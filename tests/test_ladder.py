@@ -235,7 +235,8 @@ def test_entries():
 
 def test_bad_budget_ratio_fraction():
     cert = certificate(linear_sizes())
-    for kw in ({"budget_seconds": 0}, {"ratio": -1.0}, {"memory_fraction": 1.5}):
+    for kw in ({"budget_seconds": 0}, {"ratio": -1.0}, {"ratio": 0.0},
+               {"memory_fraction": 1.5}):
         with pytest.raises(InputError):
             build_ladder(cert, [Entry(1e6)], constants=load_scaling(),
                          **{"budget_seconds": WEEK, **kw})

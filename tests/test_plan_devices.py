@@ -114,6 +114,14 @@ def test_beyond_node_latency_from_the_fitted_intra_node_ring():
     assert "optimistic" in lat.source
 
 
+def test_beyond_node_at_one_device_is_a_projection_and_below_one_is_refused():
+    one = scaling.beyond_node(section(), 1, inter_node_bytes_per_second=10e9)
+    assert one is not None
+    for bad in (0, -2):
+        with pytest.raises(InputError, match="n >= 1"):
+            scaling.beyond_node(section(), bad, inter_node_bytes_per_second=10e9)
+
+
 def test_beyond_node_without_bandwidth_is_refused():
     with pytest.raises(InputError, match="inter-node bandwidth"):
         scaling.scaling(section(), 16)

@@ -113,10 +113,8 @@ def _candidate_old(form: str, x: np.ndarray, y: np.ndarray, x_name: str
     from afford.fit.throughput import fit_floor_power, fit_power
 
     need = 4 if form == "floor_power" else 2
-    if len(y) < need or len(set(x.tolist())) < 2:
-        return None
     fit = (fit_floor_power if form == "floor_power" else fit_power)
-    try:
+    try:  # fewer than ``need`` points or one distinct x: the fit refuses (ValueError)
         law = fit(x, y)
     except (ValueError, RuntimeError):
         return None
