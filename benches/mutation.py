@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import os
 import random
 import re
@@ -50,6 +51,7 @@ class Site:
     kind: str        # binop, cmp, const, boolop, return
     line: int
     what: str
+    identity: str = ""  # file, enclosing function, kind, edit, the node's source, occurrence
 
 
 def targets() -> list[Path]:
@@ -86,15 +88,46 @@ def _kind(node: ast.AST, skip: set[int]) -> tuple[str, str] | None:
     return None
 
 
+def _owners(tree: ast.AST) -> dict[int, str]:
+    """id(node) -> the qualified name of the innermost function or class around it."""
+    out: dict[int, str] = {}
+
+    def visit(node: ast.AST, owner: str) -> None:
+        out[id(node)] = owner
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            owner = f"{owner}.{node.name}" if owner else node.name
+        for child in ast.iter_child_nodes(node):
+            visit(child, owner)
+
+    visit(tree, "")
+    return out
+
+
 def sites(rel: Path) -> list[Site]:
     tree = ast.parse((PKG / rel).read_text())
     skip = _docstrings(tree)
+    owners = _owners(tree)
     out = []
+    seen: dict[str, int] = {}
     for i, node in enumerate(ast.walk(tree)):
         k = _kind(node, skip)
         if k is not None:
-            out.append(Site(rel, i, k[0], getattr(node, "lineno", 0), k[1]))
+            base = f"{rel}|{owners.get(id(node), '')}|{k[0]}|{k[1]}|{ast.unparse(node)[:200]}"
+            seen[base] = seen.get(base, 0) + 1
+            out.append(Site(rel, i, k[0], getattr(node, "lineno", 0), k[1],
+                            f"{base}|{seen[base]}"))
     return out
+
+
+def draw(pool: list[Site], n: int, seed: int, stable: bool) -> list[Site]:
+    """``n`` sites: by position in the pool (``random.sample``: any source change draws other
+    sites), or (``stable``) the ``n`` whose identity hashes lowest with the seed, so a site
+    stays drawn while its function and its own expression are unchanged, and a figure can be
+    measured again on the same mutants after tests or other code change."""
+    if not stable:
+        return random.Random(seed).sample(pool, min(n, len(pool)))
+    rank = lambda s: hashlib.sha256(f"{seed}|{s.identity}".encode()).hexdigest()  # noqa: E731
+    return sorted(pool, key=rank)[:n]
 
 
 def mutate(site: Site) -> str:
@@ -169,13 +202,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=18)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--stable", action="store_true",
+                    help="draw by each site's identity (stays drawn across source changes "
+                         "elsewhere), not by its position in the list of sites")
     ap.add_argument("--only", default="", help="restrict to paths containing this text")
     ap.add_argument("--out", type=Path, help="write outcome, path, line, kind, what (TSV)")
     ap.add_argument("--again", type=Path, help="a previous --out: rerun only its survivors "
                     "(same sample), keep its other outcomes")
     args = ap.parse_args()
     pool = [s for rel in targets() for s in sites(rel) if args.only in str(rel)]
-    chosen = sorted(random.Random(args.seed).sample(pool, min(args.sample, len(pool))),
+    chosen = sorted(draw(pool, args.sample, args.seed, args.stable),
                     key=lambda s: (str(s.path), s.line))
     kept = []
     if args.again:
