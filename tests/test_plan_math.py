@@ -239,6 +239,20 @@ def test_save_every_is_at_least_one_step():
     assert cadence.save_every(0.0, 1.0, 0.01) == 1
 
 
+def test_save_every_needs_a_step_that_takes_time():
+    for step in (0.0, -1.0):
+        with pytest.raises(ValueError, match="positive"):
+            cadence.save_every(10.0, step, 0.01)
+
+
+def test_cadence_without_a_chunk_still_says_how_often_to_save():
+    # write 10 s, step 2 s, 5 %: k = ceil(10 x 0.95 / (0.05 x 2)) = 95; interval 95 x 2 + 10
+    c = cadence.cadence(s(10.0), s(2.0), inherited(0.05, "ratio", "run"))
+    assert c.save_every.value == 95 and c.interval_seconds.value == 200.0
+    assert c.overhead_share.value == pytest.approx(0.05)
+    assert c.writes_per_chunk is None
+
+
 def test_bad_budget_is_refused():
     with pytest.raises(ValueError):
         cadence.save_every(10.0, 1.0, 1.0)

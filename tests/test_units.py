@@ -69,6 +69,7 @@ def test_decimal_k_and_binary_ki_counts():
     from afford.units import parse_count
     assert parse_count("4k") == 4000 and parse_count("4Ki") == 4096
     assert parse_count("1Mi") == 2**20 and parse_count("32Ki") == 32768
+    assert parse_count("2048") == 2048 and parse_count("7.5") == 7.5  # no suffix: x 1
 
 
 def test_quota_time_formats_as_gpu_hours():
