@@ -16,7 +16,7 @@ def test_parse_count(text, value):
 
 @pytest.mark.parametrize("text,seconds", [("11h", 39600), ("90s", 90), ("7d", 604800),
                                           ("1h30m", 5400), ("2w", 1209600), ("45", 45),
-                                          ("30min", 1800), ("250ms", 0.25)])
+                                          ("30min", 1800), ("250ms", 0.25), ("2sec", 2)])
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
