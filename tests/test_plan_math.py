@@ -455,3 +455,13 @@ def test_save_every_at_the_costs_inputs_differs_by_definition():
     <= 1 % gives ceil(203.7) = 204."""
     assert cadence.save_every(0.609, 0.299025, 0.01) == 202
     assert math.ceil(0.609 / (0.01 * 0.299025)) == 204
+
+
+def test_floor_and_ceil_div_snap_float_error_only():
+    from afford.plan.derive import ceil_div, floor_div
+
+    assert floor_div(0.3, 0.1) == 3 and ceil_div(0.3, 0.1) == 3  # 2.9999999999999996
+    assert floor_div(10.0, 3.0) == 3 and ceil_div(10.0, 3.0) == 4
+    # a huge quotient is not moved by whole units (1e-9 x 5e12 = 5263 of them)
+    assert floor_div(9999999999999.998, 1.9) in (5263157894736, 5263157894737)
+    assert floor_div(1e13 - 1e4, 1.0) == 9999999990000

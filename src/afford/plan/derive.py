@@ -41,7 +41,7 @@ def floor_div(a: float, b: float) -> int:
     if b <= 0:
         raise ValueError(f"divisor must be positive, got {b}")
     q = a / b
-    return max(0, math.floor(q + REL_TOL * max(1.0, q)))
+    return max(0, _snapped(q) if _near_integer(q) else math.floor(q))
 
 
 def ceil_div(a: float, b: float) -> int:
@@ -49,4 +49,15 @@ def ceil_div(a: float, b: float) -> int:
     if b <= 0:
         raise ValueError(f"divisor must be positive, got {b}")
     q = a / b
-    return max(0, math.ceil(q - REL_TOL * max(1.0, q)))
+    return max(0, _snapped(q) if _near_integer(q) else math.ceil(q))
+
+
+def _near_integer(q: float) -> bool:
+    """Within 1e-9 (relative, at least absolute) of the nearest integer: float error, not a
+    fraction. (Adding the tolerance before floor() instead moved a quotient of 5e12 by
+    5000 whole units.)"""
+    return abs(q - round(q)) <= REL_TOL * max(1.0, abs(q))
+
+
+def _snapped(q: float) -> int:
+    return int(round(q))
