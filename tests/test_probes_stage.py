@@ -129,8 +129,7 @@ def test_workload_items_probe_the_smallest_resident_point_and_count_flops_at_bot
     r.points[0] = r.points[0].model_copy(update={"resident": False,
                                                  "excluded_reason": "not resident: OOM"})
     assert workload_items([r]) == [{"index": 0, "spec": "tinylm", "mode": "bf16",
-                                    "value": 1024, "flop_values": [1024, 2048],
-                                    "wanted_flop_values": [1024, 2048], "x1_flops": True}]
+                                    "value": 1024, "flop_values": [1024, 2048]}]
 
 
 def test_flops_the_sweep_counted_are_not_counted_again_and_reach_the_section():
@@ -143,8 +142,8 @@ def test_flops_the_sweep_counted_are_not_counted_again_and_reach_the_section():
     r.points[0] = r.points[0].model_copy(update={"flops": counted})
     r.points[2] = r.points[2].model_copy(update={"flops": StepFlops(error="no formula")})
     [it] = workload_items([r])
-    assert it["flop_values"] == [2048] and it["wanted_flop_values"] == [512, 2048]
-    assert it["x1_flops"] is False
+    assert it["flop_values"] == [2048]  # 512 is counted, 2048's count failed: counted again
+    assert it["value"] not in it["flop_values"]  # the probe child skips the x1 count
     ev = {"w0.flops.2048": {"result": {"value": 2048, "shape": {"seq": 2048}, "flops": 1.6e13,
                                        "by_op": {"mm": 1.6e13}, "counter": "fake"}}}
     sec = assemble_section(probe_protocol("adaptive", "cuda", "large-gpu"), e, [it], [r], ev,

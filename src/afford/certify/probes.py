@@ -81,21 +81,22 @@ def run_probes(req, env: Environment, plan, results: list[WorkloadResult],
 
 def workload_items(results: list[WorkloadResult]) -> list[dict]:
     """Per workload: the smallest resident sweep value (ladder, checkpoint, FLOPs) and the
-    largest (FLOPs); ``value`` None when no point was resident. ``flop_values``: where the
-    probe child counts FLOPs, the values among those the sweep's first child has not counted
-    already (the same counter at the same shape: :func:`sweep_flops`); ``x1_flops``: whether
-    it counts them at ``value``."""
+    largest (FLOPs); ``value`` None when no point was resident. ``flop_values``: the values
+    of :func:`flop_ends` the probe child counts FLOPs at, those the sweep's first child has
+    not counted already (the same counter at the same shape: :func:`sweep_flops`)."""
     items = []
     for i, r in enumerate(results):
-        ok = sorted(p.value for p in r.points if p.usable)
-        wanted = sorted({ok[0], ok[-1]}) if ok else []
-        counted = sweep_flops(r)
+        ends, counted = flop_ends(r), sweep_flops(r)
         items.append({"index": i, "spec": r.name, "mode": r.mode,
-                      "value": ok[0] if ok else None,
-                      "flop_values": [v for v in wanted if v not in counted],
-                      "wanted_flop_values": wanted,
-                      "x1_flops": bool(ok) and ok[0] not in counted})
+                      "value": ends[0] if ends else None,
+                      "flop_values": [v for v in ends if v not in counted]})
     return items
+
+
+def flop_ends(r: WorkloadResult) -> list[int]:
+    """The smallest and the largest resident sweep value: where a step's FLOPs are given."""
+    ok = sorted(p.value for p in r.points if p.usable)
+    return sorted({ok[0], ok[-1]}) if ok else []
 
 
 def sweep_flops(r: WorkloadResult) -> dict[int, FlopCount]:
@@ -206,7 +207,7 @@ def _workload(it: dict, r: WorkloadResult, env: Environment, gemm: dict, events:
     counted = sweep_flops(r)
     flops = [counted[v] if v in counted else
              _flop(_get(events, f"w{i}.flops.{v}", "FLOPs of a step", after), r)
-             for v in it.get("wanted_flop_values", it["flop_values"])]
+             for v in flop_ends(r)]
     ckpt = _model(CheckpointProbe, _get(events, f"w{i}.checkpoint", "checkpoint write", after))
     shapes = _shape_gemms(_get(events, f"w{i}.gemm_shapes", "GEMM at the workload's shapes",
                                after), gemm, env)

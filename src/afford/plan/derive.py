@@ -38,26 +38,20 @@ def num(t: Tagged) -> float:
 
 def floor_div(a: float, b: float) -> int:
     """floor(a / b) for a >= 0, b > 0, counting a quotient within 1e-9 of an integer as it."""
-    if b <= 0:
-        raise ValueError(f"divisor must be positive, got {b}")
-    q = a / b
-    return max(0, _snapped(q) if _near_integer(q) else math.floor(q))
+    return _whole(a, b, math.floor)
 
 
 def ceil_div(a: float, b: float) -> int:
     """ceil(a / b) for a >= 0, b > 0, counting a quotient within 1e-9 of an integer as it."""
+    return _whole(a, b, math.ceil)
+
+
+def _whole(a: float, b: float, direction) -> int:
+    """a / b rounded by ``direction`` (floor or ceil), or to the nearest integer when the
+    quotient is within 1e-9 of it (relative, at least absolute): float error, not a fraction.
+    (Adding the tolerance before floor() moved a quotient of 5e12 by 5263 whole units.)"""
     if b <= 0:
         raise ValueError(f"divisor must be positive, got {b}")
     q = a / b
-    return max(0, _snapped(q) if _near_integer(q) else math.ceil(q))
-
-
-def _near_integer(q: float) -> bool:
-    """Within 1e-9 (relative, at least absolute) of the nearest integer: float error, not a
-    fraction. (Adding the tolerance before floor() instead moved a quotient of 5e12 by
-    5000 whole units.)"""
-    return abs(q - round(q)) <= REL_TOL * max(1.0, abs(q))
-
-
-def _snapped(q: float) -> int:
-    return int(round(q))
+    nearest = round(q)
+    return max(0, nearest if abs(q - nearest) <= REL_TOL * max(1.0, abs(q)) else direction(q))

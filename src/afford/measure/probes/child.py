@@ -100,7 +100,7 @@ def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
     rule = rung_rule(p["ladder_floor_seconds"], p["ladder_warmup_seconds"], p["ladder_min_steps"])
 
     def with_x1(built) -> None:
-        if item.get("x1_flops", True):  # else the sweep counted them at this shape
+        if item["value"] in item["flop_values"]:  # else the sweep counted them here
             em.run(f"w{i}.flops.{item['value']}", "FLOPs of a step",
                    lambda: _flops(built, item, item["value"], workload, device))
         em.run(f"w{i}.checkpoint", "checkpoint write", lambda: _checkpoint(built, item, workload,
