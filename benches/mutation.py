@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import json
 import os
 import random
 import re
@@ -52,6 +53,7 @@ class Site:
     line: int
     what: str
     identity: str = ""  # file, enclosing function, kind, edit, the node's source, occurrence
+    scope: str = ""     # the top-level name whose calls run it ("" outside any function)
 
 
 def targets() -> list[Path]:
@@ -88,18 +90,22 @@ def _kind(node: ast.AST, skip: set[int]) -> tuple[str, str] | None:
     return None
 
 
-def _owners(tree: ast.AST) -> dict[int, str]:
-    """id(node) -> the qualified name of the innermost function or class around it."""
-    out: dict[int, str] = {}
+def _owners(tree: ast.AST) -> dict[int, tuple[str, str]]:
+    """id(node) -> (the qualified name of the innermost function or class around it, the
+    top-level name of the outermost function or class around it when the node is inside a
+    function: what ``mutation_calls`` records a call of; else "")."""
+    out: dict[int, tuple[str, str]] = {}
 
-    def visit(node: ast.AST, owner: str) -> None:
-        out[id(node)] = owner
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            owner = f"{owner}.{node.name}" if owner else node.name
+    def visit(node: ast.AST, owner: str, in_def: bool) -> None:
+        out[id(node)] = (owner, owner.split(".")[0] if in_def else "")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            in_def = in_def or not isinstance(node, ast.ClassDef)
+            if not isinstance(node, ast.Lambda):
+                owner = f"{owner}.{node.name}" if owner else node.name
         for child in ast.iter_child_nodes(node):
-            visit(child, owner)
+            visit(child, owner, in_def)
 
-    visit(tree, "")
+    visit(tree, "", False)
     return out
 
 
@@ -112,10 +118,11 @@ def sites(rel: Path) -> list[Site]:
     for i, node in enumerate(ast.walk(tree)):
         k = _kind(node, skip)
         if k is not None:
-            base = f"{rel}|{owners.get(id(node), '')}|{k[0]}|{k[1]}|{ast.unparse(node)[:200]}"
+            owner, scope = owners.get(id(node), ("", ""))
+            base = f"{rel}|{owner}|{k[0]}|{k[1]}|{ast.unparse(node)[:200]}"
             seen[base] = seen.get(base, 0) + 1
             out.append(Site(rel, i, k[0], getattr(node, "lineno", 0), k[1],
-                            f"{base}|{seen[base]}"))
+                            f"{base}|{seen[base]}", scope))
     return out
 
 
@@ -130,8 +137,8 @@ def draw(pool: list[Site], n: int, seed: int, stable: bool) -> list[Site]:
     return sorted(pool, key=rank)[:n]
 
 
-def mutate(site: Site) -> str:
-    tree = ast.parse((PKG / site.path).read_text())
+def mutate(site: Site, source: str) -> str:
+    tree = ast.parse(source)
     node = list(ast.walk(tree))[site.index]
     if site.kind == "binop":
         node.op = BINOPS[type(node.op)]()
@@ -168,32 +175,99 @@ def tests_for(rel: Path, hop: bool = True) -> list[str]:
     return [f for f in files if not any(x in f for x in ("cuda", "browser", "test_layers"))]
 
 
-def _pytest(tests: list[str], src: Path, timeout: float) -> bool:
-    env = dict(os.environ, PYTHONPATH=str(src), PYTHONDONTWRITEBYTECODE="1")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                        "-m", "not slow and not cuda", "-o", "addopts=", *tests],
-                       cwd=ROOT, env=env, capture_output=True, timeout=timeout)
-    return r.returncode == 0
+class Workspace:
+    """A copy of src/, tests/ and the pytest configuration (benches/, docs/ and the README
+    linked, for the tests that read them), so a run is blind to edits made while it goes, and
+    a fork server (``mutation_worker``) that runs pytest there without a fresh interpreter."""
+
+    PYTEST = ["-q", "-p", "no:cacheprovider", "-m", "not slow and not cuda", "-o", "addopts="]
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="afford-mut-"))
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(ROOT / "src", self.root / "src", ignore=ignore)
+        shutil.copytree(ROOT / "tests", self.root / "tests", ignore=ignore)
+        shutil.copy2(ROOT / "pyproject.toml", self.root / "pyproject.toml")
+        for name in ("benches", "docs", "README.md"):
+            (self.root / name).symlink_to(ROOT / name)
+        self.worker = subprocess.Popen(
+            [sys.executable, str(ROOT / "benches" / "mutation_worker.py"), str(self.root)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.worker.stdout.readline().strip() == "ready"
+
+    def pytest(self, tests: list[str], timeout: float) -> bool:
+        """Whether ``tests`` pass (``-x``: stop at the first failure) in a forked child."""
+        self.worker.stdin.write(json.dumps([timeout, "-x", *self.PYTEST, *tests]) + "\n")
+        self.worker.stdin.flush()
+        answer = self.worker.stdout.readline().strip()
+        if answer == "timeout":
+            raise subprocess.TimeoutExpired("pytest", timeout)
+        return answer == "0"
+
+    def record_calls(self, path: Path) -> None:
+        """The whole fast suite once in a fresh interpreter, with ``mutation_calls``."""
+        skip = [f"--ignore=tests/{p.name}" for p in (self.root / "tests").glob("test_*.py")
+                if any(x in p.name for x in ("cuda", "browser", "test_layers"))]
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": f"{self.root / 'src'}{os.pathsep}{ROOT / 'benches'}",
+               "AFFORD_MUT_PKG": str(self.root / "src" / "afford"),
+               "AFFORD_MUT_CALLS": str(path.resolve())}
+        subprocess.run([sys.executable, "-m", "pytest", *self.PYTEST, *skip,
+                        "-p", "mutation_calls", "tests"],
+                       cwd=self.root, env=env, capture_output=True, check=False)
+
+    def close(self) -> None:
+        self.worker.stdin.close()
+        self.worker.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
-def run_one(site: Site, src: Path, timeout: float) -> str:
-    """The module's own test files first (cheap: most mutants die there), then the files of
-    the modules that import it."""
-    direct, everything = tests_for(site.path, hop=False), tests_for(site.path)
-    if not everything:
-        return "untested"
-    target = src / "afford" / site.path
-    original = target.read_text()
-    target.write_text(mutate(site))
+def calls_map(path: Path, space: Workspace) -> dict[str, set[tuple[str, str]]]:
+    """Which functions of the pure modules each fast test calls (``mutation_calls``), made
+    once over the whole fast suite and kept in ``path`` while no test file is newer."""
+    newest = max(p.stat().st_mtime for p in (ROOT / "tests").rglob("*.py"))
+    if not path.exists() or path.stat().st_mtime < newest:
+        t0 = time.monotonic()
+        space.record_calls(path)
+        print(f"calls of {len(json.loads(path.read_text()))} tests recorded in "
+              f"{time.monotonic() - t0:.0f} s -> {path}", flush=True)
+    return {k: {tuple(c) for c in v} for k, v in json.loads(path.read_text()).items()}
+
+
+def tests_calling(site: Site, calls: dict[str, set[tuple[str, str]]]) -> list[str]:
+    """The fast tests that call the site's top-level function (any function of its file,
+    for a site outside every function: a constant or default read at import)."""
+    rel = str(site.path)
+    if site.scope:
+        return [t for t, c in calls.items() if (rel, site.scope) in c]
+    return [t for t, c in calls.items() if any(p == rel for p, _ in c)]
+
+
+def run_one(site: Site, source: str, space: Workspace, timeout: float,
+            calls: dict[str, set[tuple[str, str]]] | None) -> str:
+    """With ``calls``: the tests that call the mutated function, those in the module's own
+    test files first. Without: the module's own test files, then the files of the modules
+    that import it (the selection of the rows in mutation.md before 2026-12-04)."""
+    if calls is not None:
+        calling = tests_calling(site, calls)
+        if not calling:
+            return "uncovered"
+        own = set(tests_for(site.path, hop=False))  # their tests first: most mutants die there
+        first = [t for t in calling if t.split("::")[0] in own]
+        groups = [g for g in (first, [t for t in calling if t not in set(first)]) if g]
+    else:
+        direct, everything = tests_for(site.path, hop=False), tests_for(site.path)
+        if not everything:
+            return "untested"
+        groups = [g for g in (direct, [f for f in everything if f not in direct]) if g]
+    target = space.root / "src" / "afford" / site.path
+    target.write_text(mutate(site, source))
     try:
-        if direct and not _pytest(direct, src, timeout):
-            return "killed"
-        rest = [f for f in everything if f not in direct]
-        return "survived" if not rest or _pytest(rest, src, timeout) else "killed"
+        return "killed" if any(not space.pytest(g, timeout) for g in groups) else "survived"
     except subprocess.TimeoutExpired:
         return "timeout"
     finally:
-        target.write_text(original)
+        target.write_text(source)
 
 
 def main() -> int:
@@ -209,8 +283,15 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write outcome, path, line, kind, what (TSV)")
     ap.add_argument("--again", type=Path, help="a previous --out: rerun only its survivors "
                     "(same sample), keep its other outcomes")
+    ap.add_argument("--select", choices=("calls", "files"), default="calls",
+                    help="which tests judge a mutant: those that call its function (default), "
+                         "or the test files that import its module (the older selection)")
+    ap.add_argument("--calls", type=Path, default=Path(tempfile.gettempdir()) / "afford-calls.json",
+                    help="where the map of test -> called functions is kept (remade when a "
+                         "test file is newer)")
     args = ap.parse_args()
     pool = [s for rel in targets() for s in sites(rel) if args.only in str(rel)]
+    sources = {rel: (PKG / rel).read_text() for rel in {s.path for s in pool}}
     chosen = sorted(draw(pool, args.sample, args.seed, args.stable),
                     key=lambda s: (str(s.path), s.line))
     kept = []
@@ -221,35 +302,35 @@ def main() -> int:
         done = ("killed", "timeout", "untested")
         kept = [(s, before[key(s)]) for s in chosen if before.get(key(s)) in done]
         chosen = [s for s in chosen if before.get(key(s)) not in done]
-    copies = []
-    for _ in range(args.jobs):
-        d = Path(tempfile.mkdtemp(prefix="afford-mut-"))
-        shutil.copytree(ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__"))
-        copies.append(d)
+    copies = [Workspace() for _ in range(args.jobs)]
     free = list(copies)
     t0 = time.monotonic()
-
-    def work(site: Site) -> tuple[Site, str]:
-        d = free.pop()
-        try:
-            return site, run_one(site, d / "src", args.timeout)
-        finally:
-            free.append(d)
-
     results = list(kept)
     try:
+        calls = None if args.select == "files" else calls_map(args.calls, copies[0])
+
+        def work(site: Site) -> tuple[Site, str, float]:
+            d = free.pop()
+            t = time.monotonic()
+            try:
+                return site, run_one(site, sources[site.path], d, args.timeout, calls), \
+                    time.monotonic() - t
+            finally:
+                free.append(d)
+
         with ThreadPoolExecutor(args.jobs) as ex:
-            for site, outcome in ex.map(work, chosen):
+            for site, outcome, took in ex.map(work, chosen):
                 results.append((site, outcome))
-                print(f"{outcome:9s} {site.path}:{site.line} {site.kind} {site.what}", flush=True)
+                print(f"{outcome:9s} {site.path}:{site.line} {site.kind} {site.what} "
+                      f"({took:.1f} s)", flush=True)
     finally:
         for d in copies:
-            shutil.rmtree(d, ignore_errors=True)
+            d.close()
     if args.out:
         args.out.write_text("".join(f"{o}\t{s.path}\t{s.line}\t{s.kind}\t{s.what}\n"
                                     for s, o in results))
     counts = {k: sum(1 for _, o in results if o == k)
-              for k in ("killed", "timeout", "survived", "untested")}
+              for k in ("killed", "timeout", "survived", "uncovered", "untested")}
     dead = counts["killed"] + counts["timeout"]
     print(f"\n{len(pool)} sites, {len(results)} mutants sampled (seed {args.seed}), "
           f"{time.monotonic() - t0:.0f} s")

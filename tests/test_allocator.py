@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
-                                  is_small, replay, round_size, segment_size)
+                                  SeedSegment, is_small, replay, round_size, seed, segment_size)
 
 DATA = Path(__file__).parent / "data"
 
@@ -144,6 +144,21 @@ def test_replay_starts_from_a_given_state():
     res, _ = replay([AllocEvent("alloc", 1, 5 * MIB)], allocator=a)
     assert res.peak_reserved_bytes == 32 * MIB + 20 * MIB
     assert res.peak_allocated_bytes == 37 * MIB
+
+
+def test_a_seeded_snapshot_keeps_clear_of_the_history_keys_and_serves_stream_zero():
+    """A snapshot's live blocks are keyed -1, -2, ..., so a history's own keys (0, 1, ...)
+    never collide with them; an event without a stream is on the default stream 0, where the
+    snapshot's cached block serves it without a new segment."""
+    snap = [SeedSegment(addr=0, size=20 * MIB, small=False, stream=0,
+                        blocks=((4 * MIB, True), (16 * MIB, False)))]
+    for expandable in (False, True):
+        a = seed(snap, expandable=expandable)
+        assert a.live_keys() == [-1] and a.allocated == 4 * MIB
+    a = seed(snap)
+    res, _ = replay([AllocEvent("alloc", 0, 10 * MIB), AllocEvent("free", 0)], allocator=a)
+    assert res.peak_reserved_bytes == 20 * MIB and res.segments == []
+    assert res.peak_allocated_bytes == 14 * MIB
 
 
 def test_unknown_free_and_double_alloc_are_errors():

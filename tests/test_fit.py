@@ -54,6 +54,10 @@ def test_throughput_keeps_power_on_pure_power_data_and_warns_on_poor_fit():
     assert law.chosen == "power" and not law.warnings
     noisy = fit_throughput("n", n, [1.0, 3.0, 1.5, 4.0])
     assert any("R^2" in w for w in noisy.warnings)
+    # three points allow a leave-one-out check; two do not, and the law says so
+    assert not fit_throughput("n", n[:3], [1e-5 * x for x in n[:3]]).warnings
+    two = fit_throughput("n", n[:2], [1e-5 * x for x in n[:2]])
+    assert two.warnings == ["only 2 resident points: no leave-one-out check is possible"]
 
 
 def test_linear_floor_fixed_share():
@@ -103,6 +107,9 @@ def test_median_ci_order_statistics():
     assert median_ci(list(range(1, 13))) == (3.0, 10.0)
     assert median_ci(list(range(1, 101))) == (40.0, 61.0)
     assert median_ci([5.0, 1.0, 3.0]) == (1.0, 5.0)
+    assert median_ci([2.5]) == (2.5, 2.5)
+    with pytest.raises(ValueError, match="no samples"):
+        median_ci([])
 
 
 def test_median_precision_and_spread():

@@ -257,3 +257,13 @@ def test_as_many_shapes_as_coefficients_fit_without_a_check():
     assert fit.c_res == pytest.approx(34) and fit.residuals == pytest.approx([0.0], abs=1e-12)
     two = fit_memory(observations(34, 5)[:2], "allocated", s2_term=True)
     assert two.n_points == 2 and two.loo_rel_errors is None
+
+
+def test_a_model_without_attention_heads_fits_no_operator_term():
+    # H = 0 (an MLP): the L*B*H*s^2 column is all zeros; the solver must not divide by its
+    # zero norm, and the law comes out with c_op = 0 and the residual coefficient exact
+    obs = [MemoryObservation(B=B, s=s, d=512, L=8, H=0, states_bytes=4e8,
+                             peak_bytes=4e8 + 30.0 * 8 * B * s * 512) for B, s in SHAPES]
+    fit = fit_form(obs, "allocated", "states_measured", s2_term=True)
+    assert fit.c_op == 0.0 and fit.c_res == pytest.approx(30.0, rel=1e-9)
+    assert all(abs(r) < 1e-9 for r in fit.residuals)

@@ -465,3 +465,6 @@ def test_floor_and_ceil_div_snap_float_error_only():
     # a huge quotient is not moved by whole units (1e-9 x 5e12 = 5263 of them)
     assert floor_div(9999999999999.998, 1.9) in (5263157894736, 5263157894737)
     assert floor_div(1e13 - 1e4, 1.0) == 9999999990000
+    for div in (floor_div, ceil_div):
+        with pytest.raises(ValueError, match="divisor must be positive, got 0"):
+            div(1.0, 0.0)

@@ -7,7 +7,7 @@ import pytest
 
 from afford.fit.verdicts import arithmetic_share, bound_verdict, ladder_fit, mfu, utilisation_stats
 from afford.fit.warmup import combine_profiles, steps_until_warm, warmup_profile
-from afford.schema.probes import LAUNCH_FIXED_SHARE
+from afford.schema.probes import COMPUTE_SHARE, LAUNCH_FIXED_SHARE
 
 
 def test_utilisation_stats_drop_the_settle_window_and_count_idle_samples():
@@ -73,6 +73,12 @@ def test_fixed_share_alone_can_say_launch_bound_on_a_cpu():
     assert v.label == "launch-bound" and v.utilisation_mean is None
 
 
+def test_arithmetic_exactly_at_the_compute_share_is_compute_bound():
+    assert bound_verdict(fixed_share=0.0, arithmetic=COMPUTE_SHARE).label == "compute-bound"
+    assert bound_verdict(fixed_share=0.0, arithmetic=COMPUTE_SHARE * 0.99).label == \
+        "memory-bound"
+
+
 def test_busy_device_with_matmul_arithmetic_is_compute_bound():
     v = bound_verdict(fixed_share=0.05, utilisation_mean=0.98, utilisation_low_share=0.0,
                       arithmetic=0.72)
@@ -111,6 +117,9 @@ def test_warmup_profile_worked_by_hand():
 def test_steps_until_warm_searches_timed_steps_by_their_indices():
     assert steps_until_warm(1.0, [0.5], [0.2, 0.101], [2, 3], warm=0.1) == 3
     assert steps_until_warm(1.0, [0.5], [0.08, 0.12], [2, 3], warm=0.1) is None
+    # exactly at the tolerance counts as warm, in the early steps and in the timed ones
+    assert steps_until_warm(1.25, [], [], [], warm=1.0, tol=0.25) == 0
+    assert steps_until_warm(4.0, [2.0], [1.25], [5], warm=1.0, tol=0.25) == 5
 
 
 def test_combine_takes_medians_and_the_median_count():

@@ -228,3 +228,16 @@ def test_batch_ladder_fixed_share_by_hand():
     assert share == pytest.approx(6 / 7)
     del variants[point_key("w+x4", "bf16", 64)]
     assert lv.batch_ladder("w", "bf16", 64, variants) == (None, None)
+
+
+def test_growth_needs_two_parameter_counts_in_order():
+    small, large = _split(10**6, 2e-3, 4e-3, 1e-3, 8e-3), _split(10**8, 2e-2, 4e-2, 1e-2, 8e-2)
+    assert growth(large, small) == [] and growth(small, small) == []
+    no_n = _split(None, 2e-3, 4e-3, 1e-3, 8e-3)
+    assert growth(no_n, large) == [] and growth(small, no_n) == []
+    # phases timed but no whole-step median (no step timings came back): no shares, no rows
+    kids = [PhaseChild(child=0, step_indices=[5], forward_seconds=[2e-3],
+                       backward_seconds=[4e-3], optimizer_seconds=[1e-3])]
+    no_step = phase_split("x", 10**6, kids, [])
+    assert no_step.step_seconds is None and no_step.forward_seconds == 2e-3
+    assert growth(no_step, large) == [] and growth(small, phase_split("x", 10**8, kids, [])) == []

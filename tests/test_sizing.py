@@ -48,6 +48,8 @@ def test_four_x_rule_on_gpt2_small_is_1_85_gib():
 def test_korthikanti_fused_attention_folds_softmax_statistics_into_c_res():
     k = sizing.korthikanti_zero("bf16", "fused", 768, 12)
     assert (k.c_res, k.c_op) == (34.0 + 4 * 12 / 768, 0.0)  # 34 s b h + 4 a s b
+    # fp32 activations double the 34 s b h term; the 4 a s b softmax statistics stay
+    assert sizing.korthikanti_zero("fp32", "fused", 768, 12).c_res == 68.0 + 4 * 12 / 768
     assert sizing.korthikanti_zero("fp32", "materialised", 64, 1).c_res == 68.0
     assert sizing.korthikanti_zero("fp32", None, 64, 1) is None  # not attention
 

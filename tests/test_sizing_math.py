@@ -43,6 +43,10 @@ def test_budgeted_bytes_never_below_allocated_when_the_reserved_law_dips():
     pred = sizing.predict(lw, {}, "run")
     assert pred.budgeted == pytest.approx(264.0) and pred.ratio.value == pytest.approx(1.0)
     assert any("fell below allocated" in n for n in pred.notes)
+    # a reserved law that meets allocated exactly has not fallen below it
+    same = sizing.predict(law(mfit(1.0), mfit(1.0, quantity="reserved")), {}, "run")
+    assert same.budgeted == pytest.approx(264.0) and same.ratio.value == pytest.approx(1.0)
+    assert not any("fell below" in n for n in same.notes)
 
 
 def test_budgeted_bytes_without_a_reserved_law_uses_the_worst_measured_ratio():

@@ -42,6 +42,18 @@ def test_work_side_counts_the_points_whose_work_reaches_the_floor():
     assert sf.work_side("sum", np.array([2.0 * (1 + 1e-12), 1.0]), d) == 2  # exact for sum
 
 
+def test_a_start_the_solver_refuses_comes_back_as_it_was():
+    # least_squares raises ValueError on a start whose residuals are not finite (a NaN from
+    # a degenerate earlier fit): the polish keeps that start, the caller's cost ranks it last
+    d = sf._Design(["tokens"], np.array([[1.0], [2.0], [3.0], [4.0]]), np.ones(1),
+                   np.ones(4), 1.0, np.ones(4), np.zeros(1), np.zeros((0, 1)))
+    got = sf._polish("max", np.array([np.nan, 1.0]), d)
+    assert got is not None and np.isnan(got[0]) and got[1] == 1.0
+    # a finite start is polished to the exact law: F = 0.5, W = 0.25 x tokens
+    d.y[:] = [0.5, 0.5, 0.75, 1.0]
+    assert sf._polish("max", np.array([0.4, 0.3]), d) == pytest.approx([0.5, 0.25], abs=1e-6)
+
+
 def test_weights_floor_the_uncertainty_at_one_percent():
     got = sf.weights(np.array([0.005, 0.01, 0.04, np.nan]))
     assert got == pytest.approx([1.0, 1.0, 0.25, 1.0])

@@ -84,6 +84,8 @@ def test_feature_scaling_two_axes_with_a_constant():
     assert law.terms == ["B*s", "1"] and law.coefs == pytest.approx([100.0, 7.0])
     assert law.warnings == []
     assert scaling.laws["attn_flops"].terms == []  # counted zero: the empty law
+    empty = scaling.laws["attn_flops"]
+    assert empty.coefs == [] and empty.max_rel_error == 0.0 and empty.n_counted == 4
     assert scaling.features(batch=3, seq=10)["gemm_flops"] == pytest.approx(3007.0)
 
 
@@ -413,6 +415,10 @@ def test_the_ladder_keeps_doubling_until_the_step_grows():
     assert why.startswith("work regime reached at 4 x 4096: the step grew 1.64x")
     design = plan_time_design((2, 1024), DesignLimits(), step)
     assert design.work_reached and len(design.held_out) == 3
+    # a step that doubles with its tokens is in the work regime from the first doubling
+    rungs, why = run_ladder((2, 1024), DesignLimits(), lambda b, s: 1e-6 * b * s)
+    assert [(r.batch, r.seq) for r in rungs] == [(2, 1024), (2, 2048)]
+    assert why.startswith("work regime reached at 2 x 2048: the step grew 2.00x")
 
 
 def test_the_ladder_says_when_a_budget_stops_it():

@@ -208,7 +208,7 @@ def _floor_state(form: str, params: dict[str, float], rows: Sequence[dict], x: n
         top = int(np.argmax(np.asarray(tokens, dtype=float) * 1e12 + y))
         r = rows[top]
         W = evaluate("sum", {**params, "F": 0.0}, r, x[top])
-        F = params.get("F", 0.0)
+        F = params["F"]  # every new form has a floor parameter (0 when fitted away)
         if F > 0:
             ratio = W / F
             parts.append(f"the model's work is {ratio:.2f}x its floor at the largest point "

@@ -1,0 +1,72 @@
+"""A pytest plugin for benches/mutation.py: which functions of the pure modules each test calls.
+
+Loaded with ``-p mutation_calls`` (benches/ on the path) and ``AFFORD_MUT_CALLS=FILE``: every
+Python-level call into a file under ``AFFORD_MUT_PKG`` (src/afford) is recorded, through
+``sys.setprofile``, as (path relative to it, top-level name of the called code: ``f`` for
+``f``, ``f.<locals>.g`` and ``f.<lambda>``; ``C`` for ``C.method``). A test is credited with
+its own calls and with those of every fixture it uses, including a module- or session-scoped
+fixture set up once for an earlier test. At the end of the session FILE holds
+``{node id: [[path, name], ...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+PKG = str(Path(os.environ.get("AFFORD_MUT_PKG", "src/afford")).resolve()) + os.sep
+_current: set[tuple[str, str]] = set()
+_fixtures: dict[int, set[tuple[str, str]]] = {}
+_tests: dict[str, list[list[str]]] = {}
+
+
+def _profile(frame, event, arg):  # noqa: ARG001 (the profile-function signature)
+    if event == "call":
+        name = frame.f_code.co_filename
+        if name.startswith(PKG):
+            _current.add((name[len(PKG):], frame.f_code.co_qualname.split(".")[0]))
+
+
+def _swap(new: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    global _current
+    old, _current = _current, new
+    return old
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):  # noqa: ARG001
+    outer = _swap(set())
+    try:
+        yield
+    finally:
+        mine = _swap(outer)
+        _fixtures[id(fixturedef)] = mine
+        _current.update(mine)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
+    _swap(set())
+    sys.setprofile(_profile)
+    threading.setprofile(_profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+        calls = set(_current)
+        for defs in item._fixtureinfo.name2fixturedefs.values():
+            for d in defs:
+                calls |= _fixtures.get(id(d), set())
+        _tests[item.nodeid] = sorted([p, n] for p, n in calls)
+
+
+def pytest_sessionfinish(session):  # noqa: ARG001
+    out = os.environ.get("AFFORD_MUT_CALLS")
+    if out:
+        Path(out).write_text(json.dumps(_tests))
