@@ -130,6 +130,8 @@ def test_largest_batch_worked_by_hand():
     assert largest_batch(f, 170) == 7        # exactly on the budget fits
     assert largest_batch(f, 169.9) == 6
     assert largest_batch(f, 109) == 0        # not even one sequence
+    assert largest_batch(f, 110) == 1        # one sequence exactly on the budget
+    assert largest_batch(lambda b: 0.0, 0.0) == 0  # no budget: nothing fits, even a free model
     assert largest_batch(lambda b: 1.0, 2.0) == BATCH_CAP  # no per-sequence cost
 
 

@@ -122,6 +122,9 @@ def test_speedups_paired_within_children():
     with pytest.raises(ValueError):
         per_child_speedups(a, b, "tokens_per_second")
     assert summarize([]) == (None, None, None)
+    # a child that timed a side at 0 s (a broken timing) is left out, on either side
+    assert per_child_speedups({0: 1.0, 1: 0.0, 2: 2.0}, {0: 0.5, 1: 1.0, 2: 0.0},
+                              "step_seconds") == [2.0]
     assert mfu(1e12, 0.01, 5e14) == pytest.approx(0.2)
 
 

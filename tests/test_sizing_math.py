@@ -60,6 +60,13 @@ def test_cpu_budget_is_baseline_plus_rss_increment():
     assert sizing.budgeted_bytes(lw, DIMS, P) == pytest.approx(1264.0)
 
 
+def test_frozen_weights_scale_as_layers_times_width_squared():
+    lw = law(mfit(1.0)).model_copy(update={"frozen_params": 1000.0, "frozen_bytes": 2000.0})
+    assert sizing.frozen_at(lw, DIMS) == (1000.0, 2000.0)
+    # d 4 -> 8 and L 1 -> 2: x (2 x 64) / (1 x 16) = 8
+    assert sizing.frozen_at(lw, {**DIMS, "d": 8, "L": 2}) == (8000.0, 16000.0)
+
+
 def test_a_cuda_peak_must_be_positive_but_may_be_tiny():
     # fixed -199.5 B: the law predicts 200 - 199.5 + 0 = 0.5 B, a (silly) positive peak
     assert sizing.law_bytes(law(mfit(0.0, fixed=-199.5)), DIMS, P) == pytest.approx(0.5)
