@@ -4,9 +4,10 @@ Loaded with ``-p mutation_calls`` (benches/ on the path) and ``AFFORD_MUT_CALLS=
 Python-level call into a file under ``AFFORD_MUT_PKG`` (src/afford) is recorded, through
 ``sys.setprofile``, as (path relative to it, top-level name of the called code: ``f`` for
 ``f``, ``f.<locals>.g`` and ``f.<lambda>``; ``C`` for ``C.method``). A test is credited with
-its own calls and with those of every fixture it uses, including a module- or session-scoped
-fixture set up once for an earlier test. At the end of the session FILE holds
-``{node id: [[path, name], ...]}``.
+its own calls, with those of every fixture it uses (including a module- or session-scoped
+fixture set up once for an earlier test) and with those its test file made when it was
+imported (module-level data built by afford's functions). At the end of the session FILE
+holds ``{node id: [[path, name], ...]}``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 PKG = str(Path(os.environ.get("AFFORD_MUT_PKG", "src/afford")).resolve()) + os.sep
 _current: set[tuple[str, str]] = set()
 _fixtures: dict[int, set[tuple[str, str]]] = {}
+_imports: dict[str, set[tuple[str, str]]] = {}
 _tests: dict[str, list[list[str]]] = {}
 
 
@@ -36,6 +38,20 @@ def _swap(new: set[tuple[str, str]]) -> set[tuple[str, str]]:
     global _current
     old, _current = _current, new
     return old
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    if not isinstance(collector, pytest.Module):
+        yield
+        return
+    outer = _swap(set())
+    sys.setprofile(_profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+        _imports[collector.nodeid] = _swap(outer)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -59,7 +75,7 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-        calls = set(_current)
+        calls = set(_current) | _imports.get(item.nodeid.split("::")[0], set())
         for defs in item._fixtureinfo.name2fixturedefs.values():
             for d in defs:
                 calls |= _fixtures.get(id(d), set())

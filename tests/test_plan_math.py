@@ -241,7 +241,7 @@ def test_save_every_is_at_least_one_step():
 
 def test_save_every_needs_a_step_that_takes_time():
     for step in (0.0, -1.0):
-        with pytest.raises(ValueError, match="positive"):
+        with pytest.raises(ValueError, match="step seconds must be positive"):
             cadence.save_every(10.0, step, 0.01)
 
 
@@ -265,11 +265,20 @@ def test_chunk_that_cannot_reach_one_checkpoint_and_the_budget_that_would():
     need = c.min_budget_to_reach.value
     assert need == pytest.approx(10 / 510)
     assert cadence.save_every(10.0, 1.0, need) == 500  # exactly reaches it
+    exact = cadence.cadence(s(10.0), s(1.0), inherited(need, "ratio", "run"),
+                            measured(500, "steps", "c"), s(500.0))
+    assert exact.reaches_checkpoint is True and exact.min_budget_to_reach is None
+    assert exact.writes_per_chunk.value == 1
     # one step a chunk (a slow step in a short session): the budget that saves every step
     one = cadence.cadence(s(10.0), s(30.0), inherited(0.01, "ratio", "run"),
                           measured(1, "steps", "c"), s(30.0))
     assert one.reaches_checkpoint is False and one.save_every.value == 33  # ceil(9.9 / 0.3)
     assert one.min_budget_to_reach.value == pytest.approx(10 / 40)
+    # at that budget (or any above it) the one step is followed by a save
+    every = cadence.cadence(s(10.0), s(30.0), inherited(0.5, "ratio", "run"),
+                            measured(1, "steps", "c"), s(30.0))
+    assert every.save_every.value == 1 and every.reaches_checkpoint is True
+    assert every.writes_per_chunk.value == 1 and every.min_budget_to_reach is None
     # no whole step in the chunk: no budget reaches a checkpoint
     none = cadence.cadence(s(10.0), s(30.0), inherited(0.01, "ratio", "run"),
                            measured(0, "steps", "c"), s(20.0))
@@ -340,8 +349,13 @@ def test_kill_ledger_of_a_one_step_chunk_saving_every_step():
     # expected loss is that one step + half the write
     rows = failures.kill_ledger(s(300.0), s(10.0), s(2.0), measured(1, "steps", "c"),
                                 measured(1, "steps", "k"))
-    final = next(r for r in rows if r.point == "final save")
-    assert final.expected_with.value == 2 + 5 and final.worst_with.value == 2 + 10
+    by = {r.point: r for r in rows}
+    assert by["final save"].expected_with.value == 2 + 5
+    assert by["final save"].worst_with.value == 2 + 10
+    # saving after every step is periodic checkpointing: a mid-chunk kill expects half an
+    # interval, (2 + 10) / 2, and a kill during the write loses the step and the write
+    assert by["mid-chunk"].expected_with.value == 6 and by["mid-chunk"].worst_with.value == 2
+    assert by["checkpoint write"].worst_with.value == 12
 
 
 def test_kill_ledger_when_no_periodic_checkpoint_fits_in_the_chunk():

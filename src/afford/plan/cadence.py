@@ -60,4 +60,4 @@ def cadence(write: Tagged, step: Tagged, budget: Tagged,
     return Cadence(write_seconds=write, overhead_budget=budget, save_every=k_t,
                    interval_seconds=interval_t, overhead_share=share, writes_per_chunk=writes_t,
                    write_seconds_per_chunk=total_t, share_of_chunk=chunk_share,
-                   reaches_checkpoint=n > 0 and k <= n, min_budget_to_reach=need)
+                   reaches_checkpoint=k <= n, min_budget_to_reach=need)  # k >= 1
