@@ -214,6 +214,9 @@ def test_tf32_runs_use_the_tf32_rate(monkeypatch):
 def test_ratio_changes_tokens_and_notes_say_each_reason_once():
     lad_ = lad(certificate(linear_sizes()), "7.5M,20M", ratio=10)
     assert [r.tokens.value for r in lad_.rows] == [7.5e7, 2e8]
+    # any positive ratio is a ratio: one token per parameter, or half of one
+    assert lad(certificate(linear_sizes()), "7.5M", ratio=1).rows[0].tokens.value == 7.5e6
+    assert lad(certificate(linear_sizes()), "7.5M", ratio=0.5).rows[0].tokens.value == 3.75e6
     notes = ladder_notes(lad_)
     assert sum("(b):" in n for n in notes) == 1
 
@@ -222,6 +225,8 @@ def test_ratio_changes_tokens_and_notes_say_each_reason_once():
     ("", "at least one"), ("abc", "cannot read"), ("0", r"out of range \[1"),
     ("1e30", r"out of range \[1"),
     ("124M:d768", "N:d<width>L<layers>"), ("124M:L12d768", "N:d<width>L<layers>"),
+    ("124M:d0L12", "N:d<width>L<layers>"), ("124M:d768L0", "N:d<width>L<layers>"),
+    ("124M:d768L12H0", "N:d<width>L<layers>"),
 ])
 def test_bad_params(text, match):
     with pytest.raises(InputError, match=match):
@@ -231,6 +236,7 @@ def test_bad_params(text, match):
 def test_entries():
     assert parse_entries("7.5M, 124M:d768L12H12,1B") == [
         Entry(7.5e6), Entry(124e6, 768, 12, 12), Entry(1e9)]
+    assert parse_entries("1M:d1L1H1") == [Entry(1e6, 1, 1, 1)]  # the smallest shape
 
 
 def test_bad_budget_ratio_fraction():
@@ -336,6 +342,7 @@ def test_offload_variant_by_hand(with_link):
     row = lad(certificate(linear_sizes()), "124M").rows[0]
     o = row.offload
     assert o.device_memory.value == pytest.approx(124e6 * 4) and o.device_memory.tag is Tag.ASSUMED
+    assert o.device_memory.source.endswith("4 B/param (Ren et al. 2021, 'ZeRO-Offload)")
     assert o.host_memory.value == pytest.approx(124e6 * 12)
     per_step = 124e6 * 2 / 25e9 + 124e6 * 2 / 20e9                    # 0.02232 s
     assert o.link_seconds_per_step.value == pytest.approx(per_step)
@@ -343,6 +350,8 @@ def test_offload_variant_by_hand(with_link):
     assert o.wall.value == pytest.approx(row.wall_a.value + steps * per_step)
     assert o.wall.extrapolated == row.wall_a.extrapolated
     assert "not timed" in o.note and o.resident.value is True
+    # with the link measured the offload wall clock is priced, so affordability is decided
+    assert o.affordable.value is True and o.reason.startswith("(a) (extrapolated) within 7d")
 
 
 def test_offload_uses_the_memory_law_accounting_when_the_row_does(with_link, monkeypatch):
@@ -358,7 +367,8 @@ def test_offload_uses_the_memory_law_accounting_when_the_row_does(with_link, mon
 def test_offload_without_a_measured_link_prices_no_wall_clock():
     o = lad(certificate(linear_sizes()), "124M").rows[0].offload
     assert o.link_seconds_per_step is None and o.wall is None and o.affordable is None
-    assert "host link" in o.reason and "no measured host link" in o.note
+    assert o.reason == "the offload wall clock needs the host link measured by the probes"
+    assert "no measured host link" in o.note and o.resident.value is True
 
 
 def test_reference_points_are_inherited_and_never_pooled():
