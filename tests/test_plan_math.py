@@ -215,6 +215,15 @@ def test_target_exactly_whole_sessions():
     assert t.gpu_seconds.value == 40200 + 600 + 79200 * 0.5
 
 
+def test_a_target_of_no_steps_costs_one_startup_capped_or_not():
+    zero = measured(0, "steps", "r")
+    capped = quota.time_to_target(zero, measured(0, "tokens", "r"), s(0.5), start(600.0),
+                                  measured(79200, "steps", "c"))
+    free = quota.time_to_target(zero, measured(0, "tokens", "r"), s(0.5), start(600.0))
+    assert capped.sessions.value == free.sessions.value == 1
+    assert capped.gpu_seconds.value == free.gpu_seconds.value == 600
+
+
 # --- cadence ------------------------------------------------------------------------------
 
 def test_save_every_worked_example():

@@ -94,6 +94,11 @@ def test_bounded_edges():
         bounded(0.5, "n", low=1, low_open=False)
     with pytest.raises(UnitError, match=r"out of range \(1, 1e\+18\]"):
         bounded(1, "n", low=1)
+    # an integer that is a float is judged by its size; one past every float is not finite
+    with pytest.raises(UnitError, match=r"out of range \(0, 1e\+18\]"):
+        bounded(10**30, "n")
+    with pytest.raises(UnitError, match="not a finite quantity"):
+        bounded(10**400, "n")
 
 
 def test_a_century_is_the_longest_duration():

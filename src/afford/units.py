@@ -95,7 +95,10 @@ def bounded(value: float, what: str, *, low: float = 0.0, high: float = MAX_COUN
     number read from a file or a flag goes through."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UnitError(f"{what}: {value!r} is not a number")
-    v = float(value) if not isinstance(value, int) or abs(value) < 10**30 else math.inf
+    try:
+        v = float(value)
+    except OverflowError:  # an integer past the largest float (JSON and TOML allow one)
+        v = math.inf
     if not math.isfinite(v):
         raise UnitError(f"{what}: {value!r} is not a finite quantity")
     if v < low or (low_open and v == low) or v > high:
