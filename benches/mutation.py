@@ -2,18 +2,34 @@
 
 Each mutant is one AST edit: an arithmetic operator flipped (+ <-> -, * <-> /, // -> /), a
 comparison flipped (< <-> <=, > <-> >=, == <-> !=), an int/float constant 0 <-> 1, and <-> or,
-or a returned value replaced by None. Mutants are sampled with a fixed seed; each runs the test
-files that import its module (``-x``, not slow, not cuda) against a temporary copy of src/,
-so nothing in the tree changes. A mutant is killed when those tests fail, survives when they
-pass, and times out past ``--timeout`` seconds (counted as killed: the mutant hung the tests,
-which the suite would notice).
+or a returned value replaced by None. Mutants are sampled with a fixed seed (``--stable``: by
+each site's identity, so a sample survives source changes elsewhere).
 
-    PYTHONPATH=src python3 benches/mutation.py --sample 120 --seed 18 --jobs 2 --out s18.tsv
+Which tests judge a mutant (``--select``):
+- ``calls`` (the default): the fast tests that call the mutated function. The whole fast suite
+  runs once under ``mutation_calls`` (a profiler plugin) to record which functions of the pure
+  modules each test calls, directly, through its fixtures or when its file was imported; the
+  map is kept in ``--calls`` and remade when a test file is newer. A site outside every
+  function (a constant, a default read at import) is judged by every test that calls into its
+  file. Tests from the module's own test files run first: most mutants die there.
+- ``files``: the test files that import the module, then those importing a pure module that
+  imports it (the selection of the rows in mutation.md before 2026-12-04). It misses the tests
+  that reach a module through the schema, figure, report or CLI layers.
+
+A mutant is killed when its tests fail (``-x``, not slow, not cuda), survives when they pass,
+is ``uncovered`` when no test calls its function (counted against, like a survivor), and
+times out past ``--timeout`` seconds (counted as killed: the mutant hung the tests, which the
+suite would notice). Each job works in its own copy of src/ and tests/ (benches/, docs/ and
+the README linked), made when the run starts, so edits made while it runs do not leak in; a
+fork server per copy (``mutation_worker``) runs pytest without a fresh interpreter.
+
+    PYTHONPATH=src python3 benches/mutation.py --sample 120 --seed 18 --stable --jobs 2 \
+        --out s18.tsv
 
 ``--out`` lists every mutant with its outcome (``grep survived``); ``--again`` re-runs only the
-survivors of such a list (valid while the source is unchanged: a changed file draws another
-sample, since the sample is taken from the list of every site). The figures measured, and the
-survivors judged equivalent, are in benches/mutation.md.
+survivors of such a list (the same sample while the source is unchanged, or with
+``--stable`` while each drawn site's function and expression are). The figures measured, and
+the survivors judged equivalent, are in benches/mutation.md.
 """
 
 from __future__ import annotations
