@@ -102,6 +102,10 @@ def test_too_few_or_bad_points_are_refused():
         bad = [o.model_copy(update={"states_bytes": states}) for o in observations(34, 5)]
         with pytest.raises(ValueError, match="states bytes must be finite and >= 0"):
             fit_memory(bad, "allocated")
+    # no states at rest (nothing trained, or states not counted) is a valid observation
+    none = [o.model_copy(update={"states_bytes": 0.0, "peak_bytes": o.peak_bytes - o.states_bytes})
+            for o in observations(34, 5)]
+    assert fit_form(none, "allocated", "states_measured").c_res == pytest.approx(34.0, rel=1e-9)
 
 
 def test_params_affine_in_s():
