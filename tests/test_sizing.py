@@ -43,6 +43,11 @@ def test_korthikanti_plus_zero_reproduces_the_gpt2_table(mode, B, gib):
 def test_four_x_rule_on_gpt2_small_is_1_85_gib():
     dims = {"B": 8, "s": 1024, "d": 768, "L": 12, "H": 12}
     assert sizing.four_x_model_size().bytes(124.4e6, dims) / GiB == pytest.approx(1.85, abs=0.005)
+    # frozen parameters are counted at the rule's frozen bytes per parameter, on top
+    assert sizing.four_x_model_size().bytes(10.0, dims, frozen=5.0) == 16 * 10 + 16 * 5
+    # a constant a default leaves out (None) counts 0; a fixed workspace adds its bytes
+    part = sizing.Defaults(key="k", name="partial", citation="c", c_res=2.0, fixed_bytes=100.0)
+    assert part.bytes(10.0, dims, frozen=5.0) == 100 + 12 * 2.0 * 8 * 1024 * 768
 
 
 def test_korthikanti_fused_attention_folds_softmax_statistics_into_c_res():
