@@ -50,9 +50,17 @@ def test_tokens_flops_and_both_wall_clocks_by_hand(with_rate):
     # memory: states only, 16 B/param, assumed with the reason
     assert row.memory.value == pytest.approx(124e6 * 16) and row.memory.tag is Tag.ASSUMED
     assert "activations not counted" in row.memory.source
+    assert "16 B/param (Rajbhandari et al. 2020 (ZeRO), section 3.1)" in row.memory.source
     assert row.affordable.value is True and "(a)" in row.reason
     # Besiroglu et al. 2024: 1.8172 + 482.01/N^0.3478 + 2085.43/D^0.3658
     assert row.loss.value == pytest.approx(3.3187003618, rel=1e-9)
+
+
+def test_a_sizes_section_without_a_law_says_so_in_place_of_wall_clock_a():
+    sizes = linear_sizes().model_copy(update={"law": None, "warnings": ["two sizes only"]})
+    row = lad(certificate(sizes), "124M").rows[0]
+    assert row.wall_a is None
+    assert row.wall_a_note == "the sizes section has no law (two sizes only)"
 
 
 def test_in_range_row_is_not_extrapolated_and_one_billion_is_not_affordable():

@@ -488,6 +488,8 @@ def test_floor_and_ceil_div_snap_float_error_only():
     # a huge quotient is not moved by whole units (1e-9 x 5e12 = 5263 of them)
     assert floor_div(9999999999999.998, 1.9) in (5263157894736, 5263157894737)
     assert floor_div(1e13 - 1e4, 1.0) == 9999999990000
+    # the snap is relative: 3e9 - 1e-6 is float error at 3e9 (3e-16 of it), so 3e9
+    assert floor_div(3e9 - 1e-6, 1.0) == 3_000_000_000 and ceil_div(3e9 + 1e-6, 1.0) == 3 * 10**9
     for div in (floor_div, ceil_div):
         with pytest.raises(ValueError, match="divisor must be positive, got 0"):
             div(1.0, 0.0)
