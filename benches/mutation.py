@@ -13,7 +13,7 @@ Which tests judge a mutant (``--select``):
   function (a constant, a default read at import) is judged by every test that calls into its
   file. Tests from the module's own test files run first: most mutants die there.
 - ``files``: the test files that import the module, then those importing a pure module that
-  imports it (the selection of the rows in mutation.md before 2026-12-04). It misses the tests
+  imports it (the selection of the earlier rows in mutation.md). It misses the tests
   that reach a module through the schema, figure, report or CLI layers.
 
 A mutant is killed when its tests fail (``-x``, not slow, not cuda), survives when they pass,
@@ -263,7 +263,7 @@ def run_one(site: Site, source: str, space: Workspace, timeout: float,
             calls: dict[str, set[tuple[str, str]]] | None) -> str:
     """With ``calls``: the tests that call the mutated function, those in the module's own
     test files first. Without: the module's own test files, then the files of the modules
-    that import it (the selection of the rows in mutation.md before 2026-12-04)."""
+    that import it (the selection of the earlier rows in mutation.md)."""
     if calls is not None:
         calling = tests_calling(site, calls)
         if not calling:
