@@ -60,6 +60,15 @@ def test_cpu_budget_is_baseline_plus_rss_increment():
     assert sizing.budgeted_bytes(lw, DIMS, P) == pytest.approx(1264.0)
 
 
+def test_max_batch_of_none_is_flagged_and_of_one_in_range_is_not():
+    # reserved = allocated = 200 + 64 B at B = 2 (32 B per sequence): B = 1 needs 232 B
+    lw = law(mfit(1.0))
+    one = sizing.max_batch(lw, {}, 240.0, "run")
+    assert one.value == 1 and one.extrapolated is False and "<= 240 B at s=8" in one.source
+    none = sizing.max_batch(lw, {}, 231.0, "run")
+    assert none.value == 0 and none.extrapolated is True  # nothing fits: no fitted shape says so
+
+
 def test_frozen_weights_scale_as_layers_times_width_squared():
     lw = law(mfit(1.0)).model_copy(update={"frozen_params": 1000.0, "frozen_bytes": 2000.0})
     assert sizing.frozen_at(lw, DIMS) == (1000.0, 2000.0)

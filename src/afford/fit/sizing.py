@@ -310,7 +310,7 @@ def max_batch(law: MemoryLaw, shape: dict[str, int], budget_bytes: float, run: s
         return budgeted_bytes(law, {**dims, "B": b}, params)
 
     n = largest_batch(at, budget_bytes)
-    extra = n == 0 or extrapolated(law, {**dims, "B": n})
+    extra = extrapolated(law, {**dims, "B": n})  # n = 0 lies below every fitted batch
     what = "peak RSS" if law.device_type == "cpu" else "predicted peak reserved"
     return fitted(n, "sequences", f"largest B with {what} <= {budget_bytes:.0f} B at "
                   f"s={dims['s']}; {law.workload} {law.mode} memory law; {run}",
