@@ -64,6 +64,8 @@ def test_a_sizes_section_without_a_law_says_so_in_place_of_wall_clock_a():
 
 
 def test_in_range_row_is_not_extrapolated_and_one_billion_is_not_affordable():
+    in_range = lad(certificate(linear_sizes()), "20M")
+    assert not any("extrapolated" in w for w in in_range.warnings)
     rows = lad(certificate(linear_sizes()), "20M,1B").rows
     # 20M: 4e8 tokens / 8192 = 48,828.125 steps x 0.02 s = 976.5625 s
     assert rows[0].wall_a.value == pytest.approx(976.5625) and not rows[0].wall_a.extrapolated

@@ -71,6 +71,9 @@ def test_utilisation_alone_can_say_launch_bound():
 def test_fixed_share_alone_can_say_launch_bound_on_a_cpu():
     v = bound_verdict(fixed_share=LAUNCH_FIXED_SHARE, arithmetic=0.01)
     assert v.label == "launch-bound" and v.utilisation_mean is None
+    # the reason says which side of the threshold the share is on: exactly on it is launch
+    assert v.reasons[0].startswith(f"fixed share F/t {LAUNCH_FIXED_SHARE:.0%} >= ")
+    assert v.reasons[0].endswith("(launch)")
 
 
 def test_arithmetic_exactly_at_the_compute_share_is_compute_bound():

@@ -23,7 +23,7 @@ def test_parse_duration(text, seconds):
 
 @pytest.mark.parametrize("text,nbytes", [("20GB", 20 * 10**9), ("16GiB", 16 * 2**30),
                                          ("512MiB", 512 * 2**20), ("1000", 1000),
-                                         ("1.5TB", 1.5e12)])
+                                         ("1.5TB", 1.5e12), ("512B", 512), ("512", 512)])
 def test_parse_bytes(text, nbytes):
     assert parse_bytes(text) == nbytes
 
