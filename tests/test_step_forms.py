@@ -108,3 +108,32 @@ def test_fit_sum_solves_the_exact_sum_in_closed_form():
     theta = sf._fit_sum(d)
     assert theta * d.ys / np.array([1.0, *d.col_scale]) == pytest.approx([0.004, 2e-9],
                                                                          rel=1e-6)
+
+
+def test_with_counted_flops_an_unidentified_split_puts_no_work_on_tokens():
+    """Tokens not proportional to GEMM FLOPs (FLOPs per token grow with the shape), one point
+    on the work side: the data cannot split its 20 ms between const, FLOPs and tokens. With
+    FLOPs counted the prior gives tokens nothing (the FLOPs are the better measure of work),
+    so all the work is w_gemm x FLOPs: 2e-12 s/FLOP; the note says the split is a prior."""
+    rows = [{"gemm_flops": g, "tokens": t} for g, t in ((1e9, 1e3), (3e9, 2e3), (1e10, 4e3))]
+    y = np.array([0.010, 0.010, 0.020])
+    params, n, notes = sf.fit_forms(("max",), rows, y, np.full(3, np.nan), None)["max"]
+    assert n == 4  # F, w0, w_gemm, w_tokens: tokens is kept as a column
+    assert params["F"] == pytest.approx(0.010, rel=1e-6)
+    assert params["w_gemm"] == pytest.approx(2e-12, rel=1e-4)
+    assert params["w_tokens"] * 4e3 < 1e-4 * 0.020  # under 0.01 % of the step
+    assert params["w0"] < 1e-4 * 0.020
+    assert "not identified" in notes[0]
+
+
+def test_an_exact_smooth_max_law_is_recovered_with_its_k():
+    """t = (F^2 + W^2)^(1/2): neither the max (k -> 50) nor the sum (k = 1) describes it;
+    the smooth max finds k = 2 and the law's F and seconds per FLOP."""
+    rows = [{"gemm_flops": g} for g in (1e9, 2e9, 4e9, 8e9, 16e9, 32e9)]
+    y = np.array([np.hypot(0.010, 1e-12 * r["gemm_flops"]) for r in rows])
+    params, n, _ = sf.fit_forms(("smooth_max",), rows, y, np.full(6, np.nan),
+                                None)["smooth_max"]
+    assert n == 4  # F, w0, w_gemm, k
+    assert params["k"] == pytest.approx(2.0, rel=1e-3)
+    assert params["F"] == pytest.approx(0.010, rel=1e-3)
+    assert params["w_gemm"] == pytest.approx(1e-12, rel=1e-3)
