@@ -171,7 +171,7 @@ def _nnls_rel(X: np.ndarray, y: np.ndarray, w: np.ndarray, lb: np.ndarray,
     A = np.vstack([X * (w / y)[:, None], ridge * P, 1e-9 * np.eye(m)])
     b = np.concatenate([w, np.zeros(len(P) + m)])
     b = b - A @ lb  # c = lb + v, v >= 0
-    v, _ = optimize.nnls(A, b, maxiter=50 * max(1, A.shape[1]))
+    v, _ = optimize.nnls(A, b, maxiter=50 * m)  # m >= 1: every caller has a column
     return lb + v
 
 
