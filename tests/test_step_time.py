@@ -382,6 +382,14 @@ def test_a_base_batch_below_four_holds_out_one_sequence_at_twice_the_length():
         "not planned" in one.notes
 
 
+def test_a_static_design_needs_a_base_batch_and_a_sequence():
+    """Either missing is refused with the same clear message: a batch below 1 is no shape
+    (its envelope would hold no tokens), and without a sequence there is no ladder."""
+    for base, seqs in ((0, [256, 512]), (-2, [256]), (4, []), (0, [])):
+        with pytest.raises(ValueError, match="needs a base batch and at least one sequence"):
+            static_design(base, seqs)
+
+
 def test_shapes_beyond_the_envelope_are_not_planned_and_said_so():
     d = static_design(16, [256, 512])  # 4 x 16 x 256 = 16384 tokens > 16 x 512
     assert [(p.batch, p.seq) for p in d.across] == [(4, 256)]
