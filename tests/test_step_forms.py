@@ -137,3 +137,16 @@ def test_an_exact_smooth_max_law_is_recovered_with_its_k():
     assert params["k"] == pytest.approx(2.0, rel=1e-3)
     assert params["F"] == pytest.approx(0.010, rel=1e-3)
     assert params["w_gemm"] == pytest.approx(1e-12, rel=1e-3)
+
+
+def test_the_smooth_max_stops_at_the_sum_when_the_steps_want_more():
+    """t = (F^(1/2) + W^(1/2))^2 is longer than F + W (a k of 1/2): the smooth max is bounded
+    at k >= 1 (k = 1 is the sum, the most a floor and work that overlap nowhere can cost),
+    so it stops at k = 1 and equals the sum fit: its F + w0 the sum's F, the same w_gemm."""
+    rows = [{"gemm_flops": g} for g in (1e9, 2e9, 4e9, 8e9, 16e9, 32e9)]
+    y = np.array([(0.1 + np.sqrt(1e-12 * r["gemm_flops"])) ** 2 for r in rows])
+    out = sf.fit_forms(("smooth_max", "sum"), rows, y, np.full(6, np.nan), None)
+    smooth, total = out["smooth_max"][0], out["sum"][0]
+    assert smooth["k"] == pytest.approx(1.0, abs=1e-6)
+    assert smooth["F"] + smooth["w0"] == pytest.approx(total["F"], rel=1e-6)
+    assert smooth["w_gemm"] == pytest.approx(total["w_gemm"], rel=1e-6)
