@@ -67,8 +67,8 @@ class _Design:
     dropped: list[str] = field(default_factory=list)
 
     def without_const(self) -> _Design:
-        if "const" not in self.columns:
-            return self
+        """The sum's design: the same without the const column (:func:`design` always keeps
+        const, its first column: nothing before it can make it collinear)."""
         i = self.columns.index("const")
         keep = [j for j in range(len(self.columns)) if j != i]
         P = self.penalty[:, keep]
