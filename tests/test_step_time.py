@@ -173,6 +173,24 @@ def test_an_exact_max_law_is_recovered_and_predicts_held_out_shapes():
     assert evaluate_form("max", m.params, f, None) == pytest.approx(max_law(8, 6144), rel=1e-4)
 
 
+def test_the_floor_note_reads_the_work_at_the_point_with_the_most_tokens():
+    """Heavy attention (w_attn = 1e-14): 1 x 8192 (8192 tokens) takes 45 ms, longer than
+    16 x 1024 (16384 tokens, 21.6 ms). The largest point is the one with the most tokens:
+    work 0.002 + 4e-15 G 16384 + 1e-14 A 16 1024^2 = 21.57 ms, 2.16x the 10 ms floor (not
+    the 4.55x of the slower, smaller shape). Of two shapes with the most tokens the slower
+    (more work) one is read, in whatever order the points come: 4 x 4096, 50.4 ms, 5.04x."""
+    law = lambda b, s: max_law(b, s, wa=1e-14)  # noqa: E731
+    shapes = [(8, 256), (8, 512), (8, 1024), (2, 2048), (1, 4096), (1, 8192), (16, 1024)]
+    for order in (shapes, shapes[::-1]):
+        m = fit_step_time([point(b, s, law(b, s)) for b, s in order], forms=("max",))
+        assert "the model's work is 2.16x its floor at the largest point" in m.floor_note
+        assert m.floor_left  # 2.16x >= 2x, though the step fell at the top (0.75x)
+    tied = shapes + [(4, 4096)]
+    for order in (tied, tied[::-1]):
+        m = fit_step_time([point(b, s, law(b, s)) for b, s in order], forms=("max",))
+        assert "the model's work is 5.04x its floor at the largest point" in m.floor_note
+
+
 def test_an_exact_sum_law_is_recovered():
     law = lambda b, s: 0.004 + 3e-15 * G * b * s + 2e-15 * A * b * s * s  # noqa: E731
     m = fit_step_time([point(b, s, law(b, s)) for b, s in DESIGN])
