@@ -191,6 +191,20 @@ def test_the_floor_note_reads_the_work_at_the_point_with_the_most_tokens():
         assert "the model's work is 5.04x its floor at the largest point" in m.floor_note
 
 
+def test_each_fitted_point_carries_the_models_own_prediction_and_its_error():
+    """Steps 1-4 % off the max law (no form fits them exactly): each fitted point's
+    predicted seconds is what the stored model predicts at that shape, and its rel_error
+    predicted / measured - 1, so the table of points and a later prediction agree."""
+    noise = [1.03, 0.97, 1.02, 0.99, 1.04, 0.96, 1.01]
+    m = fit_step_time([point(b, s, max_law(b, s) * e) for (b, s), e in zip(DESIGN, noise)])
+    assert max(abs(p.rel_error) for p in m.points) > 0.01  # the fit is not exact
+    for p in m.points:
+        assert p.predicted_seconds == pytest.approx(m.predict(batch=p.batch, seq=p.seq)[0],
+                                                    rel=1e-9)
+        assert p.rel_error == pytest.approx(p.predicted_seconds / p.measured_seconds - 1,
+                                            abs=1e-12)
+
+
 def test_an_exact_sum_law_is_recovered():
     law = lambda b, s: 0.004 + 3e-15 * G * b * s + 2e-15 * A * b * s * s  # noqa: E731
     m = fit_step_time([point(b, s, law(b, s)) for b, s in DESIGN])
