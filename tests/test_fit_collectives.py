@@ -102,6 +102,16 @@ def test_ring_allreduce_worked_by_hand():
     assert ring_allreduce_seconds(1, GiB, 5e-6, 100e9) == 0.0
 
 
+def test_ring_allreduce_refuses_no_ranks_and_no_bandwidth():
+    """Zero ranks is no ring and a bandwidth of 0 (or less) moves nothing: both refused with
+    a clear ValueError (not a division by zero). Any positive bandwidth is a bandwidth, even
+    a slow link's 0.5 B/s: 2 ranks, 1 B, no latency: 2 (1/2) 1 B / 0.5 B/s = 2 s."""
+    for n, bw in ((0, 100e9), (-1, 100e9), (8, 0.0), (8, -1e9)):
+        with pytest.raises(ValueError, match="n >= 1 and a positive bandwidth"):
+            ring_allreduce_seconds(n, GiB, 5e-6, bw)
+    assert ring_allreduce_seconds(2, 1.0, 0.0, 0.5) == pytest.approx(2.0)
+
+
 def test_ring_parameters_invert_a_fitted_ring():
     n, a, B = 8, 4e-6, 200e9
     sizes = [2**20 * 4**k for k in range(6)]
