@@ -461,6 +461,30 @@ def test_the_ladder_keeps_doubling_until_the_step_grows():
     assert why.startswith("work regime reached at 2 x 2048: the step grew 2.00x")
 
 
+def test_a_one_token_sequence_is_a_shape_and_an_empty_one_is_not():
+    """Seq 1 (a workload whose sample is one token) is the smallest shape: the ladder starts
+    there, 4 x 1 then 4 x 2 (2x the seconds: the work regime). A batch or sequence of 0
+    is no shape: the ladder stops before it and says why."""
+    step = lambda b, s: 1e-3 * b * s  # noqa: E731
+    rungs, why = run_ladder((4, 1), DesignLimits(), step)
+    assert [(r.batch, r.seq) for r in rungs] == [(4, 1), (4, 2)]
+    assert why.startswith("work regime reached at 4 x 2")
+    for base in ((4, 0), (0, 8)):
+        rungs, why = run_ladder(base, DesignLimits(), step)
+        assert rungs == [] and f"{base[0]} x {base[1]} is not a shape" in why
+
+
+def test_two_sequences_ask_for_all_three_across_shapes_and_say_which_do_not_fit():
+    """Rule 2 at B0 = 4, seqs 256, 512 (envelope: 2048 tokens): (1, 256) is planned;
+    (16, 256) and (8, 512) hold 4096 tokens, beyond the envelope: not planned, and the notes
+    name both (the design accounts for every rule-2 shape)."""
+    d = static_design(4, [256, 512])
+    assert [(p.batch, p.seq) for p in d.across] == [(1, 256)]
+    for shape in ("16 x 256", "8 x 512"):
+        assert f"across {shape}: beyond the sweep's memory envelope ({shape}: 4096 tokens " \
+            "> 2048); not planned" in d.notes
+
+
 def test_the_ladder_says_when_a_budget_stops_it():
     step = lambda b, s: 0.010  # noqa: E731  (never leaves the floor)
     rungs, why = run_ladder((2, 1024), DesignLimits(), step, fits=lambda b, s: b * s <= 8192)
