@@ -176,3 +176,26 @@ def test_r2_of_a_constant_series_is_one_only_when_predicted_exactly():
     assert r2_score(y, y.copy()) == 1.0 and r2_score(y, y + 0.1) == 0.0
     # 1 - SS_res / SS_tot: y = 1, 2, 3 predicted 1, 2, 4: 1 - 1 / 2
     assert r2_score(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 4.0])) == 0.5
+
+
+def test_the_poor_fit_warning_is_given_exactly_when_r2_is_below_the_threshold():
+    """The warning says "R^2 r < 0.99": it must appear for every R^2 below the threshold and
+    never for one at or above it, including right at the boundary. y = 1, m, 4 at x = 1, 2, 4
+    falls from R^2 = 1 (m = 2) as m grows; bisect m to where R^2 crosses R2_WARN and check
+    every float m within a few hundred ulps either side (on this numpy some give R^2 of
+    exactly 0.99)."""
+    from afford.fit.throughput import R2_WARN
+
+    x = [1.0, 2.0, 4.0]
+    lo, hi = 2.0, 4.0  # R^2(lo) >= R2_WARN > R^2(hi)
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fit_power(x, [1.0, mid, 4.0]).r2 >= R2_WARN else (lo, mid)
+    seen = set()
+    for k in range(-300, 301):
+        m = lo + k * np.spacing(lo)
+        law = fit_throughput("n", x, [1.0, m, 4.0])
+        warned = any(w.startswith("R^2 ") for w in law.warnings)
+        assert warned == (law.power.r2 < R2_WARN), (m, law.power.r2)
+        seen.add(warned)
+    assert seen == {True, False}  # the scan straddles the threshold

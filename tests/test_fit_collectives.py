@@ -102,6 +102,16 @@ def test_ring_allreduce_worked_by_hand():
     assert ring_allreduce_seconds(1, GiB, 5e-6, 100e9) == 0.0
 
 
+def test_ring_allreduce_refuses_no_ranks_and_no_bandwidth():
+    """Zero ranks is no ring and a bandwidth of 0 (or less) moves nothing: both refused with
+    a clear ValueError (not a division by zero). Any positive bandwidth is a bandwidth, even
+    a slow link's 0.5 B/s: 2 ranks, 1 B, no latency: 2 (1/2) 1 B / 0.5 B/s = 2 s."""
+    for n, bw in ((0, 100e9), (-1, 100e9), (8, 0.0), (8, -1e9)):
+        with pytest.raises(ValueError, match="n >= 1 and a positive bandwidth"):
+            ring_allreduce_seconds(n, GiB, 5e-6, bw)
+    assert ring_allreduce_seconds(2, 1.0, 0.0, 0.5) == pytest.approx(2.0)
+
+
 def test_ring_parameters_invert_a_fitted_ring():
     n, a, B = 8, 4e-6, 200e9
     sizes = [2**20 * 4**k for k in range(6)]
@@ -178,3 +188,19 @@ def test_flat_timings_fit_no_bandwidth_even_when_lstsq_leaves_a_roundoff_slope()
     real = fit_alpha_beta("all_reduce", 2, [1e6, 2e6, 4e6], [1e-4 + 1e-3, 1e-4 + 2e-3,
                                                              1e-4 + 4e-3])
     assert real.beta_bytes_per_second == pytest.approx(1e9) and not real.warnings
+
+
+def test_growth_is_judged_over_the_span_of_the_sizes_not_where_they_sit():
+    """1 ms at 1 MiB and 2 MiB: a rise of 6e-10 of the time across that span is round-off
+    level (below FLAT_RELATIVE = 1e-9): no bandwidth. The same 1 MiB span at 100-101 MiB
+    says the same (where the sizes sit does not make a rise larger). A rise of 2e-9 is
+    growth: beta = 1 MiB / 2e-12 s."""
+    from afford.fit.collectives import fit_alpha_beta
+
+    M = 2 ** 20
+    for lo in (M, 100 * M):
+        flat = fit_alpha_beta("all_reduce", 2, [lo, lo + M], [1e-3, 1e-3 * (1 + 6e-10)])
+        assert flat.beta_bytes_per_second is None, lo
+        assert any("does not grow" in w for w in flat.warnings)
+    grows = fit_alpha_beta("all_reduce", 2, [M, 2 * M], [1e-3, 1e-3 * (1 + 2e-9)])
+    assert grows.beta_bytes_per_second == pytest.approx(M / 2e-12, rel=1e-4)

@@ -108,3 +108,45 @@ def test_fit_sum_solves_the_exact_sum_in_closed_form():
     theta = sf._fit_sum(d)
     assert theta * d.ys / np.array([1.0, *d.col_scale]) == pytest.approx([0.004, 2e-9],
                                                                          rel=1e-6)
+
+
+def test_with_counted_flops_an_unidentified_split_puts_no_work_on_tokens():
+    """Tokens not proportional to GEMM FLOPs (FLOPs per token grow with the shape), one point
+    on the work side: the data cannot split its 20 ms between const, FLOPs and tokens. With
+    FLOPs counted the prior gives tokens nothing (the FLOPs are the better measure of work),
+    so all the work is w_gemm x FLOPs: 2e-12 s/FLOP; the note says the split is a prior."""
+    rows = [{"gemm_flops": g, "tokens": t} for g, t in ((1e9, 1e3), (3e9, 2e3), (1e10, 4e3))]
+    y = np.array([0.010, 0.010, 0.020])
+    params, n, notes = sf.fit_forms(("max",), rows, y, np.full(3, np.nan), None)["max"]
+    assert n == 4  # F, w0, w_gemm, w_tokens: tokens is kept as a column
+    assert params["F"] == pytest.approx(0.010, rel=1e-6)
+    assert params["w_gemm"] == pytest.approx(2e-12, rel=1e-4)
+    assert params["w_tokens"] * 4e3 < 1e-4 * 0.020  # under 0.01 % of the step
+    assert params["w0"] < 1e-4 * 0.020
+    assert "not identified" in notes[0]
+
+
+def test_an_exact_smooth_max_law_is_recovered_with_its_k():
+    """t = (F^2 + W^2)^(1/2): neither the max (k -> 50) nor the sum (k = 1) describes it;
+    the smooth max finds k = 2 and the law's F and seconds per FLOP."""
+    rows = [{"gemm_flops": g} for g in (1e9, 2e9, 4e9, 8e9, 16e9, 32e9)]
+    y = np.array([np.hypot(0.010, 1e-12 * r["gemm_flops"]) for r in rows])
+    params, n, _ = sf.fit_forms(("smooth_max",), rows, y, np.full(6, np.nan),
+                                None)["smooth_max"]
+    assert n == 4  # F, w0, w_gemm, k
+    assert params["k"] == pytest.approx(2.0, rel=1e-3)
+    assert params["F"] == pytest.approx(0.010, rel=1e-3)
+    assert params["w_gemm"] == pytest.approx(1e-12, rel=1e-3)
+
+
+def test_the_smooth_max_stops_at_the_sum_when_the_steps_want_more():
+    """t = (F^(1/2) + W^(1/2))^2 is longer than F + W (a k of 1/2): the smooth max is bounded
+    at k >= 1 (k = 1 is the sum, the most a floor and work that overlap nowhere can cost),
+    so it stops at k = 1 and equals the sum fit: its F + w0 the sum's F, the same w_gemm."""
+    rows = [{"gemm_flops": g} for g in (1e9, 2e9, 4e9, 8e9, 16e9, 32e9)]
+    y = np.array([(0.1 + np.sqrt(1e-12 * r["gemm_flops"])) ** 2 for r in rows])
+    out = sf.fit_forms(("smooth_max", "sum"), rows, y, np.full(6, np.nan), None)
+    smooth, total = out["smooth_max"][0], out["sum"][0]
+    assert smooth["k"] == pytest.approx(1.0, abs=1e-6)
+    assert smooth["F"] + smooth["w0"] == pytest.approx(total["F"], rel=1e-6)
+    assert smooth["w_gemm"] == pytest.approx(total["w_gemm"], rel=1e-6)

@@ -173,6 +173,38 @@ def test_an_exact_max_law_is_recovered_and_predicts_held_out_shapes():
     assert evaluate_form("max", m.params, f, None) == pytest.approx(max_law(8, 6144), rel=1e-4)
 
 
+def test_the_floor_note_reads_the_work_at_the_point_with_the_most_tokens():
+    """Heavy attention (w_attn = 1e-14): 1 x 8192 (8192 tokens) takes 45 ms, longer than
+    16 x 1024 (16384 tokens, 21.6 ms). The largest point is the one with the most tokens:
+    work 0.002 + 4e-15 G 16384 + 1e-14 A 16 1024^2 = 21.57 ms, 2.16x the 10 ms floor (not
+    the 4.55x of the slower, smaller shape). Of two shapes with the most tokens the slower
+    (more work) one is read, in whatever order the points come: 4 x 4096, 50.4 ms, 5.04x."""
+    law = lambda b, s: max_law(b, s, wa=1e-14)  # noqa: E731
+    shapes = [(8, 256), (8, 512), (8, 1024), (2, 2048), (1, 4096), (1, 8192), (16, 1024)]
+    for order in (shapes, shapes[::-1]):
+        m = fit_step_time([point(b, s, law(b, s)) for b, s in order], forms=("max",))
+        assert "the model's work is 2.16x its floor at the largest point" in m.floor_note
+        assert m.floor_left  # 2.16x >= 2x, though the step fell at the top (0.75x)
+    tied = shapes + [(4, 4096)]
+    for order in (tied, tied[::-1]):
+        m = fit_step_time([point(b, s, law(b, s)) for b, s in order], forms=("max",))
+        assert "the model's work is 5.04x its floor at the largest point" in m.floor_note
+
+
+def test_each_fitted_point_carries_the_models_own_prediction_and_its_error():
+    """Steps 1-4 % off the max law (no form fits them exactly): each fitted point's
+    predicted seconds is what the stored model predicts at that shape, and its rel_error
+    predicted / measured - 1, so the table of points and a later prediction agree."""
+    noise = [1.03, 0.97, 1.02, 0.99, 1.04, 0.96, 1.01]
+    m = fit_step_time([point(b, s, max_law(b, s) * e) for (b, s), e in zip(DESIGN, noise)])
+    assert max(abs(p.rel_error) for p in m.points) > 0.01  # the fit is not exact
+    for p in m.points:
+        assert p.predicted_seconds == pytest.approx(m.predict(batch=p.batch, seq=p.seq)[0],
+                                                    rel=1e-9)
+        assert p.rel_error == pytest.approx(p.predicted_seconds / p.measured_seconds - 1,
+                                            abs=1e-12)
+
+
 def test_an_exact_sum_law_is_recovered():
     law = lambda b, s: 0.004 + 3e-15 * G * b * s + 2e-15 * A * b * s * s  # noqa: E731
     m = fit_step_time([point(b, s, law(b, s)) for b, s in DESIGN])
@@ -382,6 +414,14 @@ def test_a_base_batch_below_four_holds_out_one_sequence_at_twice_the_length():
         "not planned" in one.notes
 
 
+def test_a_static_design_needs_a_base_batch_and_a_sequence():
+    """Either missing is refused with the same clear message: a batch below 1 is no shape
+    (its envelope would hold no tokens), and without a sequence there is no ladder."""
+    for base, seqs in ((0, [256, 512]), (-2, [256]), (4, []), (0, [])):
+        with pytest.raises(ValueError, match="needs a base batch and at least one sequence"):
+            static_design(base, seqs)
+
+
 def test_shapes_beyond_the_envelope_are_not_planned_and_said_so():
     d = static_design(16, [256, 512])  # 4 x 16 x 256 = 16384 tokens > 16 x 512
     assert [(p.batch, p.seq) for p in d.across] == [(4, 256)]
@@ -419,6 +459,30 @@ def test_the_ladder_keeps_doubling_until_the_step_grows():
     rungs, why = run_ladder((2, 1024), DesignLimits(), lambda b, s: 1e-6 * b * s)
     assert [(r.batch, r.seq) for r in rungs] == [(2, 1024), (2, 2048)]
     assert why.startswith("work regime reached at 2 x 2048: the step grew 2.00x")
+
+
+def test_a_one_token_sequence_is_a_shape_and_an_empty_one_is_not():
+    """Seq 1 (a workload whose sample is one token) is the smallest shape: the ladder starts
+    there, 4 x 1 then 4 x 2 (2x the seconds: the work regime). A batch or sequence of 0
+    is no shape: the ladder stops before it and says why."""
+    step = lambda b, s: 1e-3 * b * s  # noqa: E731
+    rungs, why = run_ladder((4, 1), DesignLimits(), step)
+    assert [(r.batch, r.seq) for r in rungs] == [(4, 1), (4, 2)]
+    assert why.startswith("work regime reached at 4 x 2")
+    for base in ((4, 0), (0, 8)):
+        rungs, why = run_ladder(base, DesignLimits(), step)
+        assert rungs == [] and f"{base[0]} x {base[1]} is not a shape" in why
+
+
+def test_two_sequences_ask_for_all_three_across_shapes_and_say_which_do_not_fit():
+    """Rule 2 at B0 = 4, seqs 256, 512 (envelope: 2048 tokens): (1, 256) is planned;
+    (16, 256) and (8, 512) hold 4096 tokens, beyond the envelope: not planned, and the notes
+    name both (the design accounts for every rule-2 shape)."""
+    d = static_design(4, [256, 512])
+    assert [(p.batch, p.seq) for p in d.across] == [(1, 256)]
+    for shape in ("16 x 256", "8 x 512"):
+        assert f"across {shape}: beyond the sweep's memory envelope ({shape}: 4096 tokens " \
+            "> 2048); not planned" in d.notes
 
 
 def test_the_ladder_says_when_a_budget_stops_it():

@@ -67,8 +67,8 @@ class _Design:
     dropped: list[str] = field(default_factory=list)
 
     def without_const(self) -> _Design:
-        if "const" not in self.columns:
-            return self
+        """The sum's design: the same without the const column (:func:`design` always keeps
+        const, its first column: nothing before it can make it collinear)."""
         i = self.columns.index("const")
         keep = [j for j in range(len(self.columns)) if j != i]
         P = self.penalty[:, keep]
@@ -171,7 +171,7 @@ def _nnls_rel(X: np.ndarray, y: np.ndarray, w: np.ndarray, lb: np.ndarray,
     A = np.vstack([X * (w / y)[:, None], ridge * P, 1e-9 * np.eye(m)])
     b = np.concatenate([w, np.zeros(len(P) + m)])
     b = b - A @ lb  # c = lb + v, v >= 0
-    v, _ = optimize.nnls(A, b, maxiter=50 * max(1, A.shape[1]))
+    v, _ = optimize.nnls(A, b, maxiter=50 * m)  # m >= 1: every caller has a column
     return lb + v
 
 

@@ -205,7 +205,9 @@ def _floor_state(form: str, params: dict[str, float], rows: Sequence[dict], x: n
                      f"(work regime: >= {GROWTH_WORK:g}x)")
         left = growth >= GROWTH_WORK
     if form in NEW_FORMS:
-        top = int(np.argmax(np.asarray(tokens, dtype=float) * 1e12 + y))
+        # the largest point: the most tokens, of those the slowest (a key, not tokens x 1e12
+        # + seconds: at 1e12 x tokens a float's step is above any step's seconds)
+        top = max(range(len(y)), key=lambda i: (float(tokens[i]), float(y[i])))
         r = rows[top]
         W = evaluate("sum", {**params, "F": 0.0}, r, x[top])
         F = params["F"]  # every new form has a floor parameter (0 when fitted away)

@@ -181,22 +181,23 @@ def _held_out(fit_shapes: Sequence[DesignShape], top: DesignShape, limits: Desig
     ladder_seqs = sorted({p.seq for p in fit_shapes if p.batch == b0})
     taken = {(p.batch, p.seq) for p in fit_shapes}
     asks: list[tuple[int, int, str]] = []
+    held: list[DesignShape] = []
+    notes: list[str] = []
     if len(ladder_seqs) >= 2:
         mid = _round_seq((ladder_seqs[-1] + ladder_seqs[-2]) / 2, limits.seq_multiple)
         asks.append((b0, mid, "held_out_interpolated"))
     if limits.vary == "seq":
         asks.append((b0, 2 * top.seq, "held_out_seq"))
     else:
-        if b0 // 4 >= 1:
+        if b0 >= 4:  # a quarter batch exists
             asks.append((b0 // 4, 2 * top.seq, "held_out_seq"))
+        else:
+            notes.append(f"held_out_seq: a base batch of {b0} has no quarter batch for 2x the "
+                         "sequence; not planned")
         max_b = max(p.batch for p in fit_shapes)
         tokens = limits.max_tokens or top.tokens
         hb = 2 * max_b
         asks.append((hb, _round_seq(tokens / hb, limits.seq_multiple), "held_out_batch"))
-    held, notes = [], []
-    if limits.vary != "seq" and b0 // 4 < 1:
-        notes.append(f"held_out_seq: a base batch of {b0} has no quarter batch for 2x the "
-                     "sequence; not planned")
     for b, s, role in asks:
         if limits.vary == "seq" and role == "held_out_seq":
             why = None  # one axis: 2x beyond is the point of holding it out
