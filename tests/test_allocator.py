@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
-                                  SeedSegment, is_small, replay, round_size, seed, segment_size)
+                                  SeedSegment, is_small, parse_alloc_conf, replay, round_size,
+                                  seed, segment_size)
 
 DATA = Path(__file__).parent / "data"
 
@@ -125,6 +126,71 @@ def test_expandable_small_pool_pages_are_2mib_and_empty_cache_unmaps_free_pages(
         a.free(k)
     a.empty_cache()  # block 0 keeps its page mapped
     assert a.reserved == 2 * MIB
+
+
+def test_a_hole_unmapped_by_empty_cache_is_mapped_whole_and_rejoins_its_neighbours():
+    """Three 20 MiB blocks, one large page each; the middle one freed and its page unmapped
+    by empty_cache leaves a one-page hole. A 20 MiB request maps the hole exactly (one page,
+    nothing left over), and once it and its right neighbour are freed they are one 40 MiB
+    free block: a 40 MiB request is served from the cache at the hole's address, mapping
+    nothing (c10's map_block splits off an unmapped rest only when one is left)."""
+    a = Allocator(expandable=True)
+    for k in (1, 2, 3):
+        a.malloc(k, 20 * MIB)
+    base = a.block_of(1).addr
+    a.free(2)
+    a.empty_cache()
+    assert a.reserved == 40 * MIB
+    res, _ = replay([AllocEvent("alloc", 4, 20 * MIB)], allocator=a)
+    assert res.segments == [(0, 20 * MIB)] and a.block_of(4).addr == base + 20 * MIB
+    # the segment tiles as three live pages and the unmapped tail: no empty block between
+    layout, b = [], a.segments[0].head
+    while b is not None:
+        layout.append((b.addr - base, b.size > 0, b.allocated, b.mapped))
+        b = b.next
+    assert layout == [(0, True, True, True), (20 * MIB, True, True, True),
+                      (40 * MIB, True, True, True), (60 * MIB, True, False, False)]
+    res, _ = replay([AllocEvent("free", 4), AllocEvent("free", 3),
+                     AllocEvent("alloc", 5, 40 * MIB)], allocator=a)
+    assert res.segments == [] and res.peak_reserved_bytes == 60 * MIB
+    assert a.block_of(5).addr == base + 20 * MIB
+
+
+def test_empty_cache_unmaps_only_whole_free_pages():
+    """Small pool, expandable: 1 MiB + 1 MiB fill the first 2 MiB page, 512 KiB takes the
+    start of a second. With the first 1 MiB freed, no whole page is free (each holds a live
+    block), so empty_cache unmaps nothing; with both halves of the first page freed, it
+    unmaps that page and only it."""
+    a = Allocator(expandable=True)
+    a.malloc(1, MIB)
+    a.malloc(2, MIB)
+    a.malloc(3, 512 * 1024)
+    assert a.reserved == 4 * MIB
+    a.free(1)
+    a.empty_cache()
+    assert a.reserved == 4 * MIB
+    a.free(2)
+    a.empty_cache()
+    assert a.reserved == 2 * MIB
+
+
+def test_the_peak_event_is_the_first_to_reach_the_peak():
+    """Allocated peaks at 2 MiB twice (events 0 and 2): the peak event is the first one, as
+    the result documents; a later equal value is not a new peak."""
+    events = [AllocEvent("alloc", 1, 2 * MIB), AllocEvent("free", 1),
+              AllocEvent("alloc", 2, 2 * MIB)]
+    res, _ = replay(events)
+    assert res.peak_allocated_bytes == 2 * MIB and res.peak_event == 0
+
+
+def test_alloc_conf_reports_every_option_the_model_does_not_follow():
+    """expandable_segments is modelled and backend:native is the default; any other backend
+    (cudaMallocAsync is a different allocator altogether) or option is reported."""
+    assert parse_alloc_conf(None) == (False, [])
+    assert parse_alloc_conf("expandable_segments:True, backend:native") == (True, [])
+    assert parse_alloc_conf("backend:cudaMallocAsync") == (False, ["backend:cudaMallocAsync"])
+    assert parse_alloc_conf("max_split_size_mb:native,expandable_segments:false") == \
+        (False, ["max_split_size_mb:native"])
 
 
 def test_an_empty_history_reserves_nothing():
