@@ -73,4 +73,18 @@ def test_two_identical_steps_are_not_enough_a_third_is_needed():
     with pytest.raises(ValueError, match="do not repeat"):
         find_steps(from_history(1, 1, step * 2))
     three = find_steps(from_history(1, 1, step * 3))
-    assert (three.period, three.second_step, three.last_step) == (2, 2, 4)
+    # nothing before the first step: no build, the first step begins at slot 0
+    assert (three.first_step, three.period, three.second_step, three.last_step) == (0, 2, 2, 4)
+
+
+def test_a_prefix_that_shares_no_size_with_the_warm_step_is_all_first_step():
+    """Sizes 7, 8, 9, then the warm step (1, 2) twice: nothing before the second step aligns
+    with it, so no build can be told apart from the first step, and the first step is taken
+    to begin at slot 0 (its never-freed blocks are not claimed as parameters)."""
+    rows = [["alloc", a, size, 0] for a, size in ((1, 7), (2, 8), (3, 9))]
+    step = [["alloc", 10, 1, 0], ["alloc", 11, 2, 0], ["free_completed", 10, 0, 0],
+            ["free_completed", 11, 0, 0]]
+    t = from_history(1, 1, rows + step * 2)
+    steps = find_steps(t)
+    assert (steps.first_step, steps.period, steps.second_step) == (0, 2, 3)
+    assert "parameters" not in classify(t, steps)[:3]
