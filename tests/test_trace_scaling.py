@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import replay
-from afford.fit.trace_scaling import (OpTrace, SizeLaw, _opcodes, _propagate_caps, _stretches,
-                                      _tokens, align, extra_slots, fit_size, from_history,
-                                      learn)
+from afford.fit.trace_scaling import (OpTrace, SizeLaw, TraceModel, _opcodes, _propagate_caps,
+                                      _stretches, _tokens, align, extra_slots, fit_size,
+                                      from_history, learn)
 from tests.alloc_programs import MIB, program
 
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
@@ -54,6 +54,16 @@ def test_a_cap_beats_three_terms_that_only_interpolate():
     assert (fit.terms, fit.coefs, fit.cap) == (("B*s",), pytest.approx((16.0,)), 40960.0)
     assert not fit.interpolated and fit.predict(1, 512) == 8192
     assert fit.predict(8, 1024) == 40960
+
+
+def test_a_two_term_law_with_evidence_is_not_capped_at_its_largest_size():
+    """2040 + 4 B s at 256, 512, 1024 and 2048 tokens: two terms through four distinct
+    points is evidence of the law, so it keeps growing past the largest traced size (the
+    three sizes below the largest follow it too, but that is no sign of a cap)."""
+    shapes = [(1, 256), (2, 256), (2, 512), (4, 512)]
+    fit = fit_size(shapes, [2040 + 4 * B * s for B, s in shapes])
+    assert fit.terms == ("1", "B*s") and fit.exact and not fit.interpolated
+    assert fit.cap is None and fit.predict(8, 512) == 2040 + 4 * 8 * 512
 
 
 def test_three_terms_on_three_shapes_is_marked_interpolated():
@@ -207,6 +217,23 @@ def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
     r_truth, _ = replay(truth.events())
     r_got, _ = replay(model.synthesise(8, 2048))
     assert r_got == r_truth
+
+
+def test_summary_counts_the_slots_of_each_basis_and_each_flag():
+    """Three slots per token, two constant (one of them seen at one shape only: a constant
+    is never counted as interpolated), one capped, one inexact, one interpolated, one
+    ambiguous: each basis counted once per slot that took it."""
+    def law(terms, **kw):
+        flags = {"exact": True, "interpolated": False, "ambiguous": False} | kw
+        return SizeLaw(terms=terms, coefs=(1.0,) * len(terms), n_points=3, **flags)
+
+    laws = [law(("B*s",)), law(("B*s",), cap=64.0), law(("B*s",), ambiguous=True),
+            law(("1",)), law(("1",), interpolated=True),
+            law(("1", "B*s", "B*s^2"), exact=False, interpolated=True)]
+    model = TraceModel(shapes=[(1, 1)], ops=list(range(6)), streams=[0] * 6, laws=laws,
+                       unmatched=[], extras=[])
+    assert model.summary() == {"B*s": 3, "1": 2, "1+B*s+B*s^2": 1, "inexact": 1, "capped": 1,
+                               "interpolated": 1, "ambiguous": 1}
 
 
 def test_learn_refuses_a_shape_given_twice():
