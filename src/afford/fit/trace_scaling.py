@@ -342,7 +342,7 @@ def _capped(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
     at the largest size. ``None`` when the sizes do not look like that."""
     top = float(y.max())
     below = [i for i in range(len(y)) if y[i] < top]
-    if len(below) < 2 or len(below) == len(y):
+    if len(below) < 2:
         return None
     law = _exact([shapes[i] for i in below], y[below])
     if law is None or law.interpolated:
