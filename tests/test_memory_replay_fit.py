@@ -32,6 +32,23 @@ def test_traced_shapes_base_first_and_held_out_left_out(gpt2):
     assert mr.learn_shapes([s for s in sh if s.role != "base"]) is None
 
 
+def test_a_shape_without_its_peaks_or_that_failed_is_not_learned_from(gpt2):
+    """A traced shape is learned from only when it ran (no error, no out-of-memory) and its
+    allocated and reserved peaks were both read: a shape that ran out of memory keeps its
+    history but it is not a training step's, and a replay without a measured peak cannot be
+    validated."""
+    sh, _ = gpt2
+    base = next(s for s in sh if s.role == "base")
+    assert mr.usable(base)
+    for broken in (base.model_copy(update={"oom": True}),
+                   base.model_copy(update={"error": "RuntimeError: boom"}),
+                   base.model_copy(update={"reserved_by_step": []}),
+                   base.model_copy(update={"allocated_by_step": []})):
+        assert not mr.usable(broken)
+        assert [s.role for s in mr.traced_shapes([broken, *(s for s in sh if s is not base)])] == \
+            ["seq", "batch", "corner"]
+
+
 def test_the_model_replays_the_reference_shape_to_its_measured_peak(gpt2):
     """Written out at the base shape, the model is the base's own history: replayed from the
     base's starting state it gives the reserved peak measured there, as the recording does."""
