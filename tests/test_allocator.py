@@ -89,6 +89,8 @@ def test_blocks_are_reused_only_on_their_stream():
     a.free(1)
     a.malloc(2, 2 * MIB, stream=7)
     assert a.reserved == 40 * MIB
+    a.malloc(3, 2 * MIB)  # no stream given: the default stream 0, whose free block serves it
+    assert a.reserved == 40 * MIB
 
 
 def test_reserved_never_decreases_until_empty_cache():
@@ -156,6 +158,23 @@ def test_a_hole_unmapped_by_empty_cache_is_mapped_whole_and_rejoins_its_neighbou
     assert a.block_of(5).addr == base + 20 * MIB
 
 
+def test_a_two_page_hole_refills_page_by_page_and_then_is_full():
+    """Four 20 MiB blocks, the middle two freed and unmapped: a 40 MiB hole. Two 20 MiB
+    requests map it a page at a time, in address order; then it is full, and a 40 MiB
+    request maps fresh pages after the last block (80 MiB), never over a live one."""
+    a = Allocator(expandable=True)
+    for k in (1, 2, 3, 4):
+        a.malloc(k, 20 * MIB)
+    base = a.block_of(1).addr
+    a.free(2)
+    a.free(3)
+    a.empty_cache()
+    assert a.reserved == 40 * MIB
+    assert a.malloc(5, 20 * MIB).addr - base == 20 * MIB
+    assert a.malloc(6, 20 * MIB).addr - base == 40 * MIB and a.reserved == 80 * MIB
+    assert a.malloc(7, 40 * MIB).addr - base == 80 * MIB and a.reserved == 120 * MIB
+
+
 def test_empty_cache_unmaps_only_whole_free_pages():
     """Small pool, expandable: 1 MiB + 1 MiB fill the first 2 MiB page, 512 KiB takes the
     start of a second. With the first 1 MiB freed, no whole page is free (each holds a live
@@ -172,6 +191,24 @@ def test_empty_cache_unmaps_only_whole_free_pages():
     a.free(2)
     a.empty_cache()
     assert a.reserved == 2 * MIB
+
+
+def test_pages_unmapped_at_a_segments_start_are_unmapped_again_after_reuse():
+    """Large pool, expandable: 30 MiB then 10 MiB fill two 20 MiB pages. With the 30 MiB
+    block freed, empty_cache unmaps the first page (the second still holds the 10 MiB
+    block); a 20 MiB request maps it again, and once freed, empty_cache unmaps it again:
+    the cycle leaves the allocator where it was."""
+    a = Allocator(expandable=True)
+    a.malloc(1, 30 * MIB)
+    a.malloc(2, 10 * MIB)
+    assert a.reserved == 40 * MIB
+    a.free(1)
+    a.empty_cache()
+    assert a.reserved == 20 * MIB
+    assert a.malloc(3, 20 * MIB).addr == a.segments[0].addr and a.reserved == 40 * MIB
+    a.free(3)
+    a.empty_cache()
+    assert a.reserved == 20 * MIB
 
 
 def test_the_peak_event_is_the_first_to_reach_the_peak():
@@ -225,6 +262,28 @@ def test_a_seeded_snapshot_keeps_clear_of_the_history_keys_and_serves_stream_zer
     res, _ = replay([AllocEvent("alloc", 0, 10 * MIB), AllocEvent("free", 0)], allocator=a)
     assert res.peak_reserved_bytes == 20 * MIB and res.segments == []
     assert res.peak_allocated_bytes == 14 * MIB
+
+
+def test_every_live_block_of_a_seeded_snapshot_has_its_own_key():
+    """Two live blocks in a native snapshot are keyed -1 and -2: each can be freed on its
+    own, so a teardown frees both and returns the whole segment to the driver."""
+    snap = [SeedSegment(addr=0, size=20 * MIB, small=False, stream=0,
+                        blocks=((4 * MIB, True), (6 * MIB, True), (10 * MIB, False)))]
+    a = seed(snap)
+    assert a.live_keys() == [-1, -2] and a.allocated == 10 * MIB
+    assert a.block_of(-2).addr == 4 * MIB
+    a.teardown()
+    assert a.reserved == a.allocated == 0
+
+
+def test_a_replay_that_never_rises_above_its_start_has_no_peak_event():
+    """The peak event is -1 when allocated never rises above where the replay began: an
+    empty history, or one that only frees a block held before it."""
+    assert replay([])[0].peak_event == -1
+    a = Allocator()
+    a.malloc(1, 2 * MIB)
+    res, _ = replay([AllocEvent("free", 1)], allocator=a)
+    assert res.peak_event == -1 and res.peak_allocated_bytes == 2 * MIB
 
 
 def test_unknown_free_and_double_alloc_are_errors():
