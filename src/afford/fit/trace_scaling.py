@@ -187,11 +187,10 @@ def _opcodes(ta: list, tb: list) -> list[tuple[str, int, int, int, int]]:
     while tail < n - head and ta[-1 - tail] == tb[-1 - tail]:
         tail += 1
     out = [("equal", 0, head, 0, head)] if head else []
-    if head < len(ta) - tail or head < len(tb) - tail:
-        sm = difflib.SequenceMatcher(None, ta[head:len(ta) - tail], tb[head:len(tb) - tail],
-                                     autojunk=False)
-        out += [(tag, i1 + head, i2 + head, j1 + head, j2 + head)
-                for tag, i1, i2, j1, j2 in sm.get_opcodes()]
+    sm = difflib.SequenceMatcher(None, ta[head:len(ta) - tail], tb[head:len(tb) - tail],
+                                 autojunk=False)  # two empty middles: no opcodes
+    out += [(tag, i1 + head, i2 + head, j1 + head, j2 + head)
+            for tag, i1, i2, j1, j2 in sm.get_opcodes()]
     if tail:
         out.append(("equal", len(ta) - tail, len(ta), len(tb) - tail, len(tb)))
     return out
