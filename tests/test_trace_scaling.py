@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import replay
-from afford.fit.trace_scaling import (OpTrace, SizeLaw, TraceModel, _opcodes, _propagate_caps,
-                                      _stretches, _tokens, align, extra_slots, fit_size,
-                                      from_history, learn)
+from afford.fit.trace_scaling import (MAX_STRETCH, STAGING_WINDOW, OpTrace, SizeLaw, TraceModel,
+                                      _opcodes, _propagate_caps, _stretches, _tokens, align,
+                                      extra_slots, fit_size, from_history, learn)
 from tests.alloc_programs import MIB, program
 
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
@@ -206,6 +206,20 @@ def test_alignment_inside_a_long_history_pairs_around_the_extra():
     assert extra_slots(ref, other) == [40]
 
 
+def test_a_mismatched_stretch_is_paired_up_to_max_stretch_ops_and_left_beyond():
+    """Two histories of kept allocations whose sizes all differ (nothing to anchor on): the
+    whole history is one mismatched stretch. Up to MAX_STRETCH ops it goes on to the finer
+    passes, and the last pairs it in order (both sides allocate as many); one op longer, it
+    stays unmatched."""
+    def kept(n, size0):
+        return OpTrace(B=1, s=1, sizes=tuple(range(size0, size0 + n)), streams=(0,) * n,
+                       ops=tuple(range(n)))
+
+    n = MAX_STRETCH
+    assert align(kept(n, 1000), kept(n, 100000)) == list(range(n))
+    assert align(kept(n + 1, 1000), kept(n + 1, 100000)) == [None] * (n + 1)
+
+
 def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
     traces = [program(4, 512), program(2, 512, cold=True), program(2, 1024)]
     model = learn(traces, reference=0)
@@ -277,6 +291,13 @@ def test_one_cap_on_a_staging_buffer_caps_its_siblings():
     # no cap seen anywhere: nothing to propagate, and none counted
     laws, n = _propagate_caps(ops, [per_token, sema, per_token, sema])
     assert n == 0 and all(law.cap is None for law in laws)
+    # freed STAGING_WINDOW ops after it was allocated it still is one; one op later, not
+    for extra, capped_too in ((STAGING_WINDOW - 3, True), (STAGING_WINDOW - 2, False)):
+        filler = list(range(4, 4 + extra))  # kept allocations between its semaphores' free
+        ops = [0, 1, ~1, ~0, 2, 3, ~3, *filler, ~2]  # and its own
+        assert len(ops) - 1 - ops.index(2) == STAGING_WINDOW + (not capped_too)
+        laws, n = _propagate_caps(ops, [capped, sema, per_token, sema] + [sema] * extra)
+        assert n == capped_too and (laws[2].cap is not None) == capped_too
     # a buffer held past the staging window is not a staging buffer
     late = [0, 1, ~1, ~0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ~3, ~2]
     laws, n = _propagate_caps(late, [capped, sema, per_token, sema] + [sema] * 8)
