@@ -196,8 +196,9 @@ def test_empty_cache_unmaps_only_whole_free_pages():
 def test_pages_unmapped_at_a_segments_start_are_unmapped_again_after_reuse():
     """Large pool, expandable: 30 MiB then 10 MiB fill two 20 MiB pages. With the 30 MiB
     block freed, empty_cache unmaps the first page (the second still holds the 10 MiB
-    block); a 20 MiB request maps it again, and once freed, empty_cache unmaps it again:
-    the cycle leaves the allocator where it was."""
+    block, and keeps the freed 10 MiB before it cached); a 20 MiB request maps the first
+    page again, and once freed, empty_cache unmaps it again: the cycle leaves the allocator
+    where it was."""
     a = Allocator(expandable=True)
     a.malloc(1, 30 * MIB)
     a.malloc(2, 10 * MIB)
@@ -205,10 +206,31 @@ def test_pages_unmapped_at_a_segments_start_are_unmapped_again_after_reuse():
     a.free(1)
     a.empty_cache()
     assert a.reserved == 20 * MIB
+    # the 10 MiB left mapped past the unmapped page (20..30 MiB) still serves a request
+    assert a.malloc(4, 10 * MIB).addr == a.segments[0].addr + 20 * MIB
+    a.free(4)
     assert a.malloc(3, 20 * MIB).addr == a.segments[0].addr and a.reserved == 40 * MIB
     a.free(3)
     a.empty_cache()
     assert a.reserved == 20 * MIB
+
+
+def test_expandable_best_fit_counts_a_block_next_to_unmapped_space_as_big_as_it_can_grow():
+    """Large pool, expandable, five 20 MiB pages (MiB offsets). Free blocks: 4 MiB at 96
+    touching the unmapped tail (as big as the span), 5 MiB at 15 touching a one-page hole
+    (counts 25 MiB), 6 MiB at 54 between live blocks (counts 6 MiB). A 4 MiB request takes
+    the 6 MiB block: the smallest once growth room is counted, leaving both ends to grow."""
+    a = Allocator(expandable=True)
+    for k in range(5):
+        a.malloc(k, 20 * MIB)
+    base = a.block_of(0).addr
+    for old, new, size in ((0, 10, 15), (2, 12, 14), (4, 14, 16)):
+        a.free(old)
+        a.malloc(new, size * MIB)  # the low end of the freed page; the rest stays free
+    a.free(1)
+    a.empty_cache()  # 15..40 free: its whole page 20..40 is unmapped, 15..20 stays
+    assert a.reserved == 80 * MIB
+    assert a.malloc(20, 4 * MIB).addr - base == 54 * MIB and a.reserved == 80 * MIB
 
 
 def test_the_peak_event_is_the_first_to_reach_the_peak():
