@@ -77,6 +77,15 @@ def test_two_identical_steps_are_not_enough_a_third_is_needed():
     assert (three.first_step, three.period, three.second_step, three.last_step) == (0, 2, 2, 4)
 
 
+def test_one_allocation_before_two_identical_steps_shows_where_the_second_begins():
+    """The boundary of the rule above: anything before the last two repeated steps (here a
+    single allocation) shows where the second step starts, so the steps are found."""
+    step = [["alloc", 1, 100, 0], ["alloc", 2, 200, 0], ["free_completed", 1, 100, 0],
+            ["free_completed", 2, 200, 0]]
+    steps = find_steps(from_history(1, 1, [["alloc", 9, 50, 0]] + step * 2))
+    assert (steps.period, steps.second_step, steps.last_step) == (2, 1, 3)
+
+
 def test_a_prefix_that_shares_no_size_with_the_warm_step_is_all_first_step():
     """Sizes 7, 8, 9, then the warm step (1, 2) twice: nothing before the second step aligns
     with it, so no build can be told apart from the first step, and the first step is taken
@@ -88,3 +97,25 @@ def test_a_prefix_that_shares_no_size_with_the_warm_step_is_all_first_step():
     steps = find_steps(t)
     assert (steps.first_step, steps.period, steps.second_step) == (0, 2, 3)
     assert "parameters" not in classify(t, steps)[:3]
+
+
+def test_at_a_tie_the_breakdown_is_taken_when_the_peak_is_first_reached():
+    """A weight (8 KiB), then three steps: free the last gradient, activation 4 KiB,
+    temporary 2 KiB (freed), gradient 2 KiB, activation freed. The last step reaches its
+    peak (14 KiB) twice: with the temporary live, then with the gradient in the temporary's
+    block. As the replay's peak event, the breakdown takes the first moment."""
+    rows, addr = [["alloc", 1, 8192, 0]], 100
+    for k in range(3):
+        if k:
+            rows.append(["free_completed", addr - 1, 0, 0])  # zero_grad: last step's grad
+        rows += [["alloc", addr, 4096, 0], ["alloc", addr + 2, 2048, 0],
+                 ["free_completed", addr + 2, 0, 0], ["alloc", addr + 3, 2048, 0],
+                 ["free_completed", addr, 0, 0]]
+        addr += 4
+    t = from_history(1, 1, rows)
+    b = breakdown(t)
+    assert b.allocated_bytes == 8192 + 4096 + 2048
+    assert (b.parameters_bytes, b.activations_bytes, b.temporaries_bytes,
+            b.gradients_bytes) == (8192, 4096, 2048, 0)
+    # the last step's ops: free, alloc act, alloc tmp, free tmp, alloc grad, free act
+    assert b.peak_event == len(t.ops) - 4  # the temporary's allocation, not the gradient's
