@@ -119,3 +119,17 @@ def test_at_a_tie_the_breakdown_is_taken_when_the_peak_is_first_reached():
             b.gradients_bytes) == (8192, 4096, 2048, 0)
     # the last step's ops: free, alloc act, alloc tmp, free tmp, alloc grad, free act
     assert b.peak_event == len(t.ops) - 4  # the temporary's allocation, not the gradient's
+
+
+def test_a_last_step_that_peaks_at_its_first_allocation():
+    """A weight (8 KiB), then three steps of a 4 KiB temporary then a 1 KiB one, each freed
+    at once: the last step peaks at its very first op, which the breakdown counts."""
+    rows = [["alloc", 1, 8192, 0]]
+    for k in range(3):
+        rows += [["alloc", 10 + k, 4096, 0], ["free_completed", 10 + k, 0, 0],
+                 ["alloc", 20 + k, 1024, 0], ["free_completed", 20 + k, 0, 0]]
+    t = from_history(1, 1, rows)
+    b = breakdown(t)
+    assert b.steps.last_step == 5 and b.peak_event == t.ops.index(5) == len(t.ops) - 4
+    assert (b.allocated_bytes, b.parameters_bytes, b.temporaries_bytes) == \
+        (8192 + 4096, 8192, 4096)
