@@ -121,6 +121,22 @@ def test_tokens_carry_each_slots_lifetime_in_ops():
     assert _tokens(kept)[0] == [("a", False, 8)] and _tokens(kept, 1)[0] == [("a", False, 8, -1)]
 
 
+def test_freed_is_the_set_of_slots_freed_within_the_history():
+    t = OpTrace(B=1, s=1, sizes=(8, 16, 32), streams=(0, 0, 0), ops=(0, 1, ~0, 2, ~2))
+    assert t.freed() == {0, 2}  # slot 1 is kept
+
+
+def test_a_trace_made_without_external_frees_learns_without_their_warning():
+    """An OpTrace built directly (not from a recorded history) frees nothing it did not
+    allocate unless told: learning from it warns of no external frees."""
+    def trace(B, s):
+        return OpTrace(B=B, s=s, sizes=(64 * B * s, 4096), streams=(0, 0), ops=(0, 1, ~0))
+
+    assert trace(1, 1).external_frees == 0
+    model = learn([trace(2, 512), trace(4, 512), trace(2, 1024)])
+    assert not any("did not allocate" in w for w in model.warnings)
+
+
 def _valid_script(codes, ta, tb):
     """Opcodes that cover both sequences in order, their equal blocks truly equal."""
     i = j = 0
