@@ -170,7 +170,7 @@ def _tokens(t: OpTrace, context: int = 0) -> tuple[list, list[int | None]]:
             toks.append(tok + (life.get(o, -1),) if context else tok)
             slots.append(o)
         else:
-            toks.append(("f", life.get(~o, -1)) if context else ("f",))
+            toks.append(("f", life[~o]) if context else ("f",))  # a freed slot has one
             slots.append(None)
     if context > 1:  # with the next ops' tokens: short-lived temporaries are everywhere alike
         n = len(toks)
