@@ -236,6 +236,31 @@ def test_a_mismatched_stretch_is_paired_up_to_max_stretch_ops_and_left_beyond():
     assert align(kept(n + 1, 1000), kept(n + 1, 100000)) == [None] * (n + 1)
 
 
+# 37 allocations with nested, interleaved lifetimes ("aK" allocates K, "fK" frees it)
+TANGLE = ("a0 f0 a1 f1 a2 a3 a4 a5 a6 f6 a7 a8 a9 a10 a11 a12 f12 f11 a13 a14 a15 f15 a16 a17 "
+          "a18 f18 f17 a19 a20 a21 a22 a23 a24 a25 f23 f25 f3 f21 f14 f24 a26 a27 f27 a28 f8 "
+          "f22 a29 f29 f28 f26 f20 f19 a30 f7 a31 a32 f32 a33 f4 a34 f34 f33 f31 a35 a36 f36 "
+          "f16 f2 f35 f5 f30 f13 f10 f9").split()
+
+
+def test_lifetimes_align_a_tangle_of_temporaries_around_two_extras():
+    """The tangle, and the same with a kept workspace before it and one more short-lived
+    temporary before its allocation 36. As plain kinds (alloc freed / free) the stretch
+    around the temporary is ambiguous: which alloc/free pair is the extra one? Each
+    allocation's lifetime tells: the extras are exactly the workspace and the temporary."""
+    def rows(tokens):
+        return [["alloc" if t[0] == "a" else "free_completed", int(t[1:]), 512, 0]
+                for t in tokens]
+
+    at = TANGLE.index("a36")
+    ref = from_history(1, 1, rows(TANGLE))
+    other = from_history(1, 1, [["alloc", 100, 32 * MIB, 0]] + rows(TANGLE[:at])
+                         + [["alloc", 101, 512, 0], ["free_completed", 101, 512, 0]]
+                         + rows(TANGLE[at:]))
+    assert align(ref, other) == [*range(1, 37), 38]
+    assert extra_slots(ref, other) == [0, 37]
+
+
 def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
     traces = [program(4, 512), program(2, 512, cold=True), program(2, 1024)]
     model = learn(traces, reference=0)
