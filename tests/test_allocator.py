@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
-                                  SeedSegment, is_small, replay, round_size, seed, segment_size)
+                                  SeedSegment, is_small, parse_alloc_conf, replay, round_size,
+                                  seed, segment_size)
 
 DATA = Path(__file__).parent / "data"
 
@@ -88,6 +89,8 @@ def test_blocks_are_reused_only_on_their_stream():
     a.free(1)
     a.malloc(2, 2 * MIB, stream=7)
     assert a.reserved == 40 * MIB
+    a.malloc(3, 2 * MIB)  # no stream given: the default stream 0, whose free block serves it
+    assert a.reserved == 40 * MIB
 
 
 def test_reserved_never_decreases_until_empty_cache():
@@ -127,6 +130,128 @@ def test_expandable_small_pool_pages_are_2mib_and_empty_cache_unmaps_free_pages(
     assert a.reserved == 2 * MIB
 
 
+def test_a_hole_unmapped_by_empty_cache_is_mapped_whole_and_rejoins_its_neighbours():
+    """Three 20 MiB blocks, one large page each; the middle one freed and its page unmapped
+    by empty_cache leaves a one-page hole. A 20 MiB request maps the hole exactly (one page,
+    nothing left over), and once it and its right neighbour are freed they are one 40 MiB
+    free block: a 40 MiB request is served from the cache at the hole's address, mapping
+    nothing (c10's map_block splits off an unmapped rest only when one is left)."""
+    a = Allocator(expandable=True)
+    for k in (1, 2, 3):
+        a.malloc(k, 20 * MIB)
+    base = a.block_of(1).addr
+    a.free(2)
+    a.empty_cache()
+    assert a.reserved == 40 * MIB
+    res, _ = replay([AllocEvent("alloc", 4, 20 * MIB)], allocator=a)
+    assert res.segments == [(0, 20 * MIB)] and a.block_of(4).addr == base + 20 * MIB
+    # the segment tiles as three live pages and the unmapped tail: no empty block between
+    layout, b = [], a.segments[0].head
+    while b is not None:
+        layout.append((b.addr - base, b.size > 0, b.allocated, b.mapped))
+        b = b.next
+    assert layout == [(0, True, True, True), (20 * MIB, True, True, True),
+                      (40 * MIB, True, True, True), (60 * MIB, True, False, False)]
+    res, _ = replay([AllocEvent("free", 4), AllocEvent("free", 3),
+                     AllocEvent("alloc", 5, 40 * MIB)], allocator=a)
+    assert res.segments == [] and res.peak_reserved_bytes == 60 * MIB
+    assert a.block_of(5).addr == base + 20 * MIB
+
+
+def test_a_two_page_hole_refills_page_by_page_and_then_is_full():
+    """Four 20 MiB blocks, the middle two freed and unmapped: a 40 MiB hole. Two 20 MiB
+    requests map it a page at a time, in address order; then it is full, and a 40 MiB
+    request maps fresh pages after the last block (80 MiB), never over a live one."""
+    a = Allocator(expandable=True)
+    for k in (1, 2, 3, 4):
+        a.malloc(k, 20 * MIB)
+    base = a.block_of(1).addr
+    a.free(2)
+    a.free(3)
+    a.empty_cache()
+    assert a.reserved == 40 * MIB
+    assert a.malloc(5, 20 * MIB).addr - base == 20 * MIB
+    assert a.malloc(6, 20 * MIB).addr - base == 40 * MIB and a.reserved == 80 * MIB
+    assert a.malloc(7, 40 * MIB).addr - base == 80 * MIB and a.reserved == 120 * MIB
+
+
+def test_empty_cache_unmaps_only_whole_free_pages():
+    """Small pool, expandable: 1 MiB + 1 MiB fill the first 2 MiB page, 512 KiB takes the
+    start of a second. With the first 1 MiB freed, no whole page is free (each holds a live
+    block), so empty_cache unmaps nothing; with both halves of the first page freed, it
+    unmaps that page and only it."""
+    a = Allocator(expandable=True)
+    a.malloc(1, MIB)
+    a.malloc(2, MIB)
+    a.malloc(3, 512 * 1024)
+    assert a.reserved == 4 * MIB
+    a.free(1)
+    a.empty_cache()
+    assert a.reserved == 4 * MIB
+    a.free(2)
+    a.empty_cache()
+    assert a.reserved == 2 * MIB
+
+
+def test_pages_unmapped_at_a_segments_start_are_unmapped_again_after_reuse():
+    """Large pool, expandable: 30 MiB then 10 MiB fill two 20 MiB pages. With the 30 MiB
+    block freed, empty_cache unmaps the first page (the second still holds the 10 MiB
+    block, and keeps the freed 10 MiB before it cached); a 20 MiB request maps the first
+    page again, and once freed, empty_cache unmaps it again: the cycle leaves the allocator
+    where it was."""
+    a = Allocator(expandable=True)
+    a.malloc(1, 30 * MIB)
+    a.malloc(2, 10 * MIB)
+    assert a.reserved == 40 * MIB
+    a.free(1)
+    a.empty_cache()
+    assert a.reserved == 20 * MIB
+    # the 10 MiB left mapped past the unmapped page (20..30 MiB) still serves a request
+    assert a.malloc(4, 10 * MIB).addr == a.segments[0].addr + 20 * MIB
+    a.free(4)
+    assert a.malloc(3, 20 * MIB).addr == a.segments[0].addr and a.reserved == 40 * MIB
+    a.free(3)
+    a.empty_cache()
+    assert a.reserved == 20 * MIB
+
+
+def test_expandable_best_fit_counts_a_block_next_to_unmapped_space_as_big_as_it_can_grow():
+    """Large pool, expandable, five 20 MiB pages (MiB offsets). Free blocks: 4 MiB at 96
+    touching the unmapped tail (as big as the span), 5 MiB at 15 touching a one-page hole
+    (counts 25 MiB), 6 MiB at 54 between live blocks (counts 6 MiB). A 4 MiB request takes
+    the 6 MiB block: the smallest once growth room is counted, leaving both ends to grow."""
+    a = Allocator(expandable=True)
+    for k in range(5):
+        a.malloc(k, 20 * MIB)
+    base = a.block_of(0).addr
+    for old, new, size in ((0, 10, 15), (2, 12, 14), (4, 14, 16)):
+        a.free(old)
+        a.malloc(new, size * MIB)  # the low end of the freed page; the rest stays free
+    a.free(1)
+    a.empty_cache()  # 15..40 free: its whole page 20..40 is unmapped, 15..20 stays
+    assert a.reserved == 80 * MIB
+    assert a.malloc(20, 4 * MIB).addr - base == 54 * MIB and a.reserved == 80 * MIB
+
+
+def test_the_peak_event_is_the_first_to_reach_the_peak():
+    """Allocated peaks at 2 MiB twice (events 0 and 2): the peak event is the first one, as
+    the result documents; a later equal value is not a new peak."""
+    events = [AllocEvent("alloc", 1, 2 * MIB), AllocEvent("free", 1),
+              AllocEvent("alloc", 2, 2 * MIB)]
+    res, _ = replay(events)
+    assert res.peak_allocated_bytes == 2 * MIB and res.peak_event == 0
+
+
+def test_alloc_conf_reports_every_option_the_model_does_not_follow():
+    """expandable_segments is modelled and backend:native is the default; any other backend
+    (cudaMallocAsync is a different allocator altogether) or option is reported."""
+    assert parse_alloc_conf(None) == (False, [])
+    assert parse_alloc_conf("expandable_segments:True, backend:native") == (True, [])
+    assert parse_alloc_conf("backend:cudaMallocAsync") == (False, ["backend:cudaMallocAsync"])
+    assert parse_alloc_conf("max_split_size_mb:native,expandable_segments:false") == \
+        (False, ["max_split_size_mb:native"])
+
+
 def test_an_empty_history_reserves_nothing():
     fresh = Allocator()  # holds and has held nothing
     assert (fresh.allocated, fresh.reserved, fresh.peak_allocated, fresh.peak_reserved) == \
@@ -159,6 +284,28 @@ def test_a_seeded_snapshot_keeps_clear_of_the_history_keys_and_serves_stream_zer
     res, _ = replay([AllocEvent("alloc", 0, 10 * MIB), AllocEvent("free", 0)], allocator=a)
     assert res.peak_reserved_bytes == 20 * MIB and res.segments == []
     assert res.peak_allocated_bytes == 14 * MIB
+
+
+def test_every_live_block_of_a_seeded_snapshot_has_its_own_key():
+    """Two live blocks in a native snapshot are keyed -1 and -2: each can be freed on its
+    own, so a teardown frees both and returns the whole segment to the driver."""
+    snap = [SeedSegment(addr=0, size=20 * MIB, small=False, stream=0,
+                        blocks=((4 * MIB, True), (6 * MIB, True), (10 * MIB, False)))]
+    a = seed(snap)
+    assert a.live_keys() == [-1, -2] and a.allocated == 10 * MIB
+    assert a.block_of(-2).addr == 4 * MIB
+    a.teardown()
+    assert a.reserved == a.allocated == 0
+
+
+def test_a_replay_that_never_rises_above_its_start_has_no_peak_event():
+    """The peak event is -1 when allocated never rises above where the replay began: an
+    empty history, or one that only frees a block held before it."""
+    assert replay([])[0].peak_event == -1
+    a = Allocator()
+    a.malloc(1, 2 * MIB)
+    res, _ = replay([AllocEvent("free", 1)], allocator=a)
+    assert res.peak_event == -1 and res.peak_allocated_bytes == 2 * MIB
 
 
 def test_unknown_free_and_double_alloc_are_errors():

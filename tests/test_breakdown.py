@@ -73,4 +73,63 @@ def test_two_identical_steps_are_not_enough_a_third_is_needed():
     with pytest.raises(ValueError, match="do not repeat"):
         find_steps(from_history(1, 1, step * 2))
     three = find_steps(from_history(1, 1, step * 3))
-    assert (three.period, three.second_step, three.last_step) == (2, 2, 4)
+    # nothing before the first step: no build, the first step begins at slot 0
+    assert (three.first_step, three.period, three.second_step, three.last_step) == (0, 2, 2, 4)
+
+
+def test_one_allocation_before_two_identical_steps_shows_where_the_second_begins():
+    """The boundary of the rule above: anything before the last two repeated steps (here a
+    single allocation) shows where the second step starts, so the steps are found."""
+    step = [["alloc", 1, 100, 0], ["alloc", 2, 200, 0], ["free_completed", 1, 100, 0],
+            ["free_completed", 2, 200, 0]]
+    steps = find_steps(from_history(1, 1, [["alloc", 9, 50, 0]] + step * 2))
+    assert (steps.period, steps.second_step, steps.last_step) == (2, 1, 3)
+
+
+def test_a_prefix_that_shares_no_size_with_the_warm_step_is_all_first_step():
+    """Sizes 7, 8, 9, then the warm step (1, 2) twice: nothing before the second step aligns
+    with it, so no build can be told apart from the first step, and the first step is taken
+    to begin at slot 0 (its never-freed blocks are not claimed as parameters)."""
+    rows = [["alloc", a, size, 0] for a, size in ((1, 7), (2, 8), (3, 9))]
+    step = [["alloc", 10, 1, 0], ["alloc", 11, 2, 0], ["free_completed", 10, 0, 0],
+            ["free_completed", 11, 0, 0]]
+    t = from_history(1, 1, rows + step * 2)
+    steps = find_steps(t)
+    assert (steps.first_step, steps.period, steps.second_step) == (0, 2, 3)
+    assert "parameters" not in classify(t, steps)[:3]
+
+
+def test_at_a_tie_the_breakdown_is_taken_when_the_peak_is_first_reached():
+    """A weight (8 KiB), then three steps: free the last gradient, activation 4 KiB,
+    temporary 2 KiB (freed), gradient 2 KiB, activation freed. The last step reaches its
+    peak (14 KiB) twice: with the temporary live, then with the gradient in the temporary's
+    block. As the replay's peak event, the breakdown takes the first moment."""
+    rows, addr = [["alloc", 1, 8192, 0]], 100
+    for k in range(3):
+        if k:
+            rows.append(["free_completed", addr - 1, 0, 0])  # zero_grad: last step's grad
+        rows += [["alloc", addr, 4096, 0], ["alloc", addr + 2, 2048, 0],
+                 ["free_completed", addr + 2, 0, 0], ["alloc", addr + 3, 2048, 0],
+                 ["free_completed", addr, 0, 0]]
+        addr += 4
+    t = from_history(1, 1, rows)
+    b = breakdown(t)
+    assert b.allocated_bytes == 8192 + 4096 + 2048
+    assert (b.parameters_bytes, b.activations_bytes, b.temporaries_bytes,
+            b.gradients_bytes) == (8192, 4096, 2048, 0)
+    # the last step's ops: free, alloc act, alloc tmp, free tmp, alloc grad, free act
+    assert b.peak_event == len(t.ops) - 4  # the temporary's allocation, not the gradient's
+
+
+def test_a_last_step_that_peaks_at_its_first_allocation():
+    """A weight (8 KiB), then three steps of a 4 KiB temporary then a 1 KiB one, each freed
+    at once: the last step peaks at its very first op, which the breakdown counts."""
+    rows = [["alloc", 1, 8192, 0]]
+    for k in range(3):
+        rows += [["alloc", 10 + k, 4096, 0], ["free_completed", 10 + k, 0, 0],
+                 ["alloc", 20 + k, 1024, 0], ["free_completed", 20 + k, 0, 0]]
+    t = from_history(1, 1, rows)
+    b = breakdown(t)
+    assert b.steps.last_step == 5 and b.peak_event == t.ops.index(5) == len(t.ops) - 4
+    assert (b.allocated_bytes, b.parameters_bytes, b.temporaries_bytes) == \
+        (8192 + 4096, 8192, 4096)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from afford.fit import memory_replay as mr
+from afford.schema.memory import AllocTrace, pack_ints
+from tests.alloc_programs import MIB, program
 from tests.replay_data import shapes
 
 ROLES = {(4, 1024): "base", (4, 512): "seq", (2, 1024): "batch", (2, 512): "corner",
@@ -28,6 +30,23 @@ def test_traced_shapes_base_first_and_held_out_left_out(gpt2):
     # fewer than two traced shapes, or no base among them: nothing to learn
     assert mr.learn_shapes([s for s in sh if s.role in ("base", "heldout-batch")]) is None
     assert mr.learn_shapes([s for s in sh if s.role != "base"]) is None
+
+
+def test_a_shape_without_its_peaks_or_that_failed_is_not_learned_from(gpt2):
+    """A traced shape is learned from only when it ran (no error, no out-of-memory) and its
+    allocated and reserved peaks were both read: a shape that ran out of memory keeps its
+    history but it is not a training step's, and a replay without a measured peak cannot be
+    validated."""
+    sh, _ = gpt2
+    base = next(s for s in sh if s.role == "base")
+    assert mr.usable(base)
+    for broken in (base.model_copy(update={"oom": True}),
+                   base.model_copy(update={"error": "RuntimeError: boom"}),
+                   base.model_copy(update={"reserved_by_step": []}),
+                   base.model_copy(update={"allocated_by_step": []})):
+        assert not mr.usable(broken)
+        assert [s.role for s in mr.traced_shapes([broken, *(s for s in sh if s is not base)])] == \
+            ["seq", "batch", "corner"]
 
 
 def test_the_model_replays_the_reference_shape_to_its_measured_peak(gpt2):
@@ -53,3 +72,20 @@ def test_largest_batch_is_where_the_replayed_peak_crosses_the_budget(gpt2):
 
 def test_use_replay_only_when_trusted_and_no_worse_than_the_law():
     assert mr.use_replay(None) is False
+
+
+def _alloc_trace(t):
+    return AllocTrace(n_allocs=t.n_allocs, n_ops=len(t.ops), sizes=pack_ints(t.sizes),
+                      streams=pack_ints(t.streams), ops=pack_ints(t.ops))
+
+
+def test_the_first_trace_given_is_the_reference_whose_structure_is_synthesised():
+    """A first-in-process (cold) history holds a 32 MiB workspace that a warm one lacks.
+    Learned with the cold one first, the model is the cold one's structure: written out at a
+    shape nobody traced it still makes the workspace; with the warm one first, it does not."""
+    cold, warm = program(4, 512, cold=True), program(2, 512)
+    model = mr.learn_traces([(_alloc_trace(cold), 4, 512), (_alloc_trace(warm), 2, 512)])
+    assert model.shapes[0] == (4, 512) and model.ops == list(cold.ops)
+    assert 32 * MIB in model.trace(8, 512).sizes
+    flipped = mr.learn_traces([(_alloc_trace(warm), 2, 512), (_alloc_trace(cold), 4, 512)])
+    assert 32 * MIB not in flipped.trace(8, 512).sizes

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import replay
-from afford.fit.trace_scaling import (OpTrace, SizeLaw, _opcodes, _propagate_caps, _stretches,
-                                      _tokens, align, extra_slots, fit_size, from_history,
-                                      learn)
+from afford.fit.trace_scaling import (MAX_STRETCH, STAGING_WINDOW, OpTrace, SizeLaw, TraceModel,
+                                      _opcodes, _propagate_caps, _stretches, _tokens, align,
+                                      extra_slots, fit_size, from_history, learn)
 from tests.alloc_programs import MIB, program
 
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary
@@ -54,6 +54,16 @@ def test_a_cap_beats_three_terms_that_only_interpolate():
     assert (fit.terms, fit.coefs, fit.cap) == (("B*s",), pytest.approx((16.0,)), 40960.0)
     assert not fit.interpolated and fit.predict(1, 512) == 8192
     assert fit.predict(8, 1024) == 40960
+
+
+def test_a_two_term_law_with_evidence_is_not_capped_at_its_largest_size():
+    """2040 + 4 B s at 256, 512, 1024 and 2048 tokens: two terms through four distinct
+    points is evidence of the law, so it keeps growing past the largest traced size (the
+    three sizes below the largest follow it too, but that is no sign of a cap)."""
+    shapes = [(1, 256), (2, 256), (2, 512), (4, 512)]
+    fit = fit_size(shapes, [2040 + 4 * B * s for B, s in shapes])
+    assert fit.terms == ("1", "B*s") and fit.exact and not fit.interpolated
+    assert fit.cap is None and fit.predict(8, 512) == 2040 + 4 * 8 * 512
 
 
 def test_three_terms_on_three_shapes_is_marked_interpolated():
@@ -109,6 +119,22 @@ def test_tokens_carry_each_slots_lifetime_in_ops():
                                 ("f", 1), ("f", 3)]
     kept = OpTrace(B=1, s=1, sizes=(8,), streams=(0,), ops=(0,))  # never freed: its size
     assert _tokens(kept)[0] == [("a", False, 8)] and _tokens(kept, 1)[0] == [("a", False, 8, -1)]
+
+
+def test_freed_is_the_set_of_slots_freed_within_the_history():
+    t = OpTrace(B=1, s=1, sizes=(8, 16, 32), streams=(0, 0, 0), ops=(0, 1, ~0, 2, ~2))
+    assert t.freed() == {0, 2}  # slot 1 is kept
+
+
+def test_a_trace_made_without_external_frees_learns_without_their_warning():
+    """An OpTrace built directly (not from a recorded history) frees nothing it did not
+    allocate unless told: learning from it warns of no external frees."""
+    def trace(B, s):
+        return OpTrace(B=B, s=s, sizes=(64 * B * s, 4096), streams=(0, 0), ops=(0, 1, ~0))
+
+    assert trace(1, 1).external_frees == 0
+    model = learn([trace(2, 512), trace(4, 512), trace(2, 1024)])
+    assert not any("did not allocate" in w for w in model.warnings)
 
 
 def _valid_script(codes, ta, tb):
@@ -196,6 +222,45 @@ def test_alignment_inside_a_long_history_pairs_around_the_extra():
     assert extra_slots(ref, other) == [40]
 
 
+def test_a_mismatched_stretch_is_paired_up_to_max_stretch_ops_and_left_beyond():
+    """Two histories of kept allocations whose sizes all differ (nothing to anchor on): the
+    whole history is one mismatched stretch. Up to MAX_STRETCH ops it goes on to the finer
+    passes, and the last pairs it in order (both sides allocate as many); one op longer, it
+    stays unmatched."""
+    def kept(n, size0):
+        return OpTrace(B=1, s=1, sizes=tuple(range(size0, size0 + n)), streams=(0,) * n,
+                       ops=tuple(range(n)))
+
+    n = MAX_STRETCH
+    assert align(kept(n, 1000), kept(n, 100000)) == list(range(n))
+    assert align(kept(n + 1, 1000), kept(n + 1, 100000)) == [None] * (n + 1)
+
+
+# 37 allocations with nested, interleaved lifetimes ("aK" allocates K, "fK" frees it)
+TANGLE = ("a0 f0 a1 f1 a2 a3 a4 a5 a6 f6 a7 a8 a9 a10 a11 a12 f12 f11 a13 a14 a15 f15 a16 a17 "
+          "a18 f18 f17 a19 a20 a21 a22 a23 a24 a25 f23 f25 f3 f21 f14 f24 a26 a27 f27 a28 f8 "
+          "f22 a29 f29 f28 f26 f20 f19 a30 f7 a31 a32 f32 a33 f4 a34 f34 f33 f31 a35 a36 f36 "
+          "f16 f2 f35 f5 f30 f13 f10 f9").split()
+
+
+def test_lifetimes_align_a_tangle_of_temporaries_around_two_extras():
+    """The tangle, and the same with a kept workspace before it and one more short-lived
+    temporary before its allocation 36. As plain kinds (alloc freed / free) the stretch
+    around the temporary is ambiguous: which alloc/free pair is the extra one? Each
+    allocation's lifetime tells: the extras are exactly the workspace and the temporary."""
+    def rows(tokens):
+        return [["alloc" if t[0] == "a" else "free_completed", int(t[1:]), 512, 0]
+                for t in tokens]
+
+    at = TANGLE.index("a36")
+    ref = from_history(1, 1, rows(TANGLE))
+    other = from_history(1, 1, [["alloc", 100, 32 * MIB, 0]] + rows(TANGLE[:at])
+                         + [["alloc", 101, 512, 0], ["free_completed", 101, 512, 0]]
+                         + rows(TANGLE[at:]))
+    assert align(ref, other) == [*range(1, 37), 38]
+    assert extra_slots(ref, other) == [0, 37]
+
+
 def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
     traces = [program(4, 512), program(2, 512, cold=True), program(2, 1024)]
     model = learn(traces, reference=0)
@@ -207,6 +272,23 @@ def test_learned_model_writes_the_history_out_exactly_at_a_held_out_shape():
     r_truth, _ = replay(truth.events())
     r_got, _ = replay(model.synthesise(8, 2048))
     assert r_got == r_truth
+
+
+def test_summary_counts_the_slots_of_each_basis_and_each_flag():
+    """Three slots per token, two constant (one of them seen at one shape only: a constant
+    is never counted as interpolated), one capped, one inexact, one interpolated, one
+    ambiguous: each basis counted once per slot that took it."""
+    def law(terms, **kw):
+        flags = {"exact": True, "interpolated": False, "ambiguous": False} | kw
+        return SizeLaw(terms=terms, coefs=(1.0,) * len(terms), n_points=3, **flags)
+
+    laws = [law(("B*s",)), law(("B*s",), cap=64.0), law(("B*s",), ambiguous=True),
+            law(("1",)), law(("1",), interpolated=True),
+            law(("1", "B*s", "B*s^2"), exact=False, interpolated=True)]
+    model = TraceModel(shapes=[(1, 1)], ops=list(range(6)), streams=[0] * 6, laws=laws,
+                       unmatched=[], extras=[])
+    assert model.summary() == {"B*s": 3, "1": 2, "1+B*s+B*s^2": 1, "inexact": 1, "capped": 1,
+                               "interpolated": 1, "ambiguous": 1}
 
 
 def test_learn_refuses_a_shape_given_twice():
@@ -250,6 +332,13 @@ def test_one_cap_on_a_staging_buffer_caps_its_siblings():
     # no cap seen anywhere: nothing to propagate, and none counted
     laws, n = _propagate_caps(ops, [per_token, sema, per_token, sema])
     assert n == 0 and all(law.cap is None for law in laws)
+    # freed STAGING_WINDOW ops after it was allocated it still is one; one op later, not
+    for extra, capped_too in ((STAGING_WINDOW - 3, True), (STAGING_WINDOW - 2, False)):
+        filler = list(range(4, 4 + extra))  # kept allocations between its semaphores' free
+        ops = [0, 1, ~1, ~0, 2, 3, ~3, *filler, ~2]  # and its own
+        assert len(ops) - 1 - ops.index(2) == STAGING_WINDOW + (not capped_too)
+        laws, n = _propagate_caps(ops, [capped, sema, per_token, sema] + [sema] * extra)
+        assert n == capped_too and (laws[2].cap is not None) == capped_too
     # a buffer held past the staging window is not a staging buffer
     late = [0, 1, ~1, ~0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ~3, ~2]
     laws, n = _propagate_caps(late, [capped, sema, per_token, sema] + [sema] * 8)

@@ -170,7 +170,7 @@ def _tokens(t: OpTrace, context: int = 0) -> tuple[list, list[int | None]]:
             toks.append(tok + (life.get(o, -1),) if context else tok)
             slots.append(o)
         else:
-            toks.append(("f", life.get(~o, -1)) if context else ("f",))
+            toks.append(("f", life[~o]) if context else ("f",))  # a freed slot has one
             slots.append(None)
     if context > 1:  # with the next ops' tokens: short-lived temporaries are everywhere alike
         n = len(toks)
@@ -187,11 +187,10 @@ def _opcodes(ta: list, tb: list) -> list[tuple[str, int, int, int, int]]:
     while tail < n - head and ta[-1 - tail] == tb[-1 - tail]:
         tail += 1
     out = [("equal", 0, head, 0, head)] if head else []
-    if head < len(ta) - tail or head < len(tb) - tail:
-        sm = difflib.SequenceMatcher(None, ta[head:len(ta) - tail], tb[head:len(tb) - tail],
-                                     autojunk=False)
-        out += [(tag, i1 + head, i2 + head, j1 + head, j2 + head)
-                for tag, i1, i2, j1, j2 in sm.get_opcodes()]
+    sm = difflib.SequenceMatcher(None, ta[head:len(ta) - tail], tb[head:len(tb) - tail],
+                                 autojunk=False)  # two empty middles: no opcodes
+    out += [(tag, i1 + head, i2 + head, j1 + head, j2 + head)
+            for tag, i1, i2, j1, j2 in sm.get_opcodes()]
     if tail:
         out.append(("equal", len(ta) - tail, len(ta), len(tb) - tail, len(tb)))
     return out
@@ -342,7 +341,7 @@ def _capped(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
     at the largest size. ``None`` when the sizes do not look like that."""
     top = float(y.max())
     below = [i for i in range(len(y)) if y[i] < top]
-    if len(below) < 2 or len(below) == len(y):
+    if len(below) < 2:
         return None
     law = _exact([shapes[i] for i in below], y[below])
     if law is None or law.interpolated:
