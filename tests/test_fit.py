@@ -108,6 +108,10 @@ def test_median_ci_order_statistics():
     assert median_ci(list(range(1, 101))) == (40.0, 61.0)
     assert median_ci([5.0, 1.0, 3.0]) == (1.0, 5.0)
     assert median_ci([2.5]) == (2.5, 2.5)
+    # below 6 samples the whole range at any confidence; from 6 on the binomial ranks: at 50 %
+    # confidence n = 6 gives ranks 2 and 5 (P(2 <= rank of the median <= 5) = 50/64 >= 0.5)
+    assert median_ci([1.0, 2.0, 3.0, 4.0, 5.0], confidence=0.5) == (1.0, 5.0)
+    assert median_ci([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], confidence=0.5) == (2.0, 5.0)
     with pytest.raises(ValueError, match="no samples"):
         median_ci([])
 
@@ -115,6 +119,7 @@ def test_median_ci_order_statistics():
 def test_median_precision_and_spread():
     assert median([3.0, 1.0, 2.0]) == 2.0
     assert median_precision([1.0] * 20) == 0.0
+    assert median_precision([0.0] * 8) == math.inf  # no positive median: precision unknown
     assert relative_spread([1.0, 1.1, 1.05]) == pytest.approx(0.1 / 1.05)
     assert relative_spread([0.0, 0.0, 0.0]) == math.inf  # no median to be relative to
     assert relative_spread([-1.0, 0.0, 0.0]) == math.inf

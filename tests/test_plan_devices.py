@@ -125,6 +125,9 @@ def test_beyond_node_at_one_device_is_a_projection_and_below_one_is_refused():
 def test_beyond_node_without_bandwidth_is_refused():
     with pytest.raises(InputError, match="inter-node bandwidth"):
         scaling.scaling(section(), 16)
+    # the node's own size needs no bandwidth: it was measured
+    on = scaling.scaling(section(), 4)
+    assert on.scope == "measured" and on.step_seconds.value == pytest.approx(0.115)
     with pytest.raises(InputError):
         figures.on_node(section(), 9)
 
