@@ -247,7 +247,12 @@ def calls_map(path: Path, space: Workspace) -> dict[str, set[tuple[str, str]]]:
         space.record_calls(path)
         print(f"calls of {len(json.loads(path.read_text()))} tests recorded in "
               f"{time.monotonic() - t0:.0f} s -> {path}", flush=True)
-    return {k: {tuple(c) for c in v} for k, v in json.loads(path.read_text()).items()}
+    calls = json.loads(path.read_text())
+    failed = calls.pop("", [])
+    if failed:
+        print(f"{len(failed)} test(s) fail on the unmutated tree and judge no mutant: "
+              + ", ".join(failed[:5]), flush=True)
+    return {k: {tuple(c) for c in v} for k, v in calls.items()}
 
 
 def tests_calling(site: Site, calls: dict[str, set[tuple[str, str]]]) -> list[str]:

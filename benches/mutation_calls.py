@@ -7,7 +7,9 @@ Python-level call into a file under ``AFFORD_MUT_PKG`` (src/afford) is recorded,
 its own calls, with those of every fixture it uses (including a module- or session-scoped
 fixture set up once for an earlier test) and with those its test file made when it was
 imported (module-level data built by afford's functions). At the end of the session FILE
-holds ``{node id: [[path, name], ...]}``.
+holds ``{node id: [[path, name], ...]}`` for the tests that passed (a test that fails on the
+unmutated tree would "kill" every mutant it is given: it is left out, and named under the
+key ``""``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ _current: set[tuple[str, str]] = set()
 _fixtures: dict[int, set[tuple[str, str]]] = {}
 _imports: dict[str, set[tuple[str, str]]] = {}
 _tests: dict[str, list[list[str]]] = {}
+_failed: list[str] = []
 
 
 def _profile(frame, event, arg):  # noqa: ARG001 (the profile-function signature)
@@ -82,7 +85,13 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
         _tests[item.nodeid] = sorted([p, n] for p, n in calls)
 
 
+def pytest_runtest_logreport(report):
+    if report.failed and report.nodeid not in _failed:
+        _failed.append(report.nodeid)
+
+
 def pytest_sessionfinish(session):  # noqa: ARG001
     out = os.environ.get("AFFORD_MUT_CALLS")
     if out:
-        Path(out).write_text(json.dumps(_tests))
+        kept = {k: v for k, v in _tests.items() if k not in _failed}
+        Path(out).write_text(json.dumps({**kept, "": _failed}))
