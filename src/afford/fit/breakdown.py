@@ -63,7 +63,8 @@ class MemoryBreakdown(BaseModel):
     B: int
     s: int
     expandable: bool
-    peak_event: int = Field(description="index of the op at which the last step peaked")
+    peak_event: int = Field(description="index of the first op at which the last step "
+                            "reached its peak")
     allocated_bytes: int = Field(description="allocated at that moment (whole blocks)")
     reserved_bytes: int = Field(description="reserved at that moment")
     peak_reserved_bytes: int = Field(description="reserved at the end of the history")
@@ -84,14 +85,16 @@ class MemoryBreakdown(BaseModel):
 
 def find_steps(trace: OpTrace) -> Steps:
     """The step structure of ``trace`` (see the module docstring); ``ValueError`` when the
-    sizes do not repeat (fewer than three steps, or steps that differ)."""
+    sizes do not repeat: the last two steps must allocate alike, after at least one
+    allocation of an earlier step (record three steps or more)."""
     sizes = trace.sizes
     n = len(sizes)
     period = next((p for p in range(n // 2, 0, -1)
                    if sizes[n - 2 * p:n - p] == sizes[n - p:]), None)
     if period is None or period < 2 or n - 2 * period < 1:
         raise ValueError("the allocation sizes do not repeat: a breakdown needs a history "
-                         "of at least three identical training steps")
+                         "whose last two training steps allocate alike, after at least one "
+                         "allocation of an earlier step (record three steps or more)")
     second = n - 2 * period
     blocks = difflib.SequenceMatcher(None, sizes[:second], sizes[second:second + period],
                                      autojunk=False).get_matching_blocks()
