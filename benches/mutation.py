@@ -18,8 +18,9 @@ Which tests judge a mutant (``--select``):
 
 A mutant is killed when its tests fail (``-x``, not slow, not cuda), survives when they pass,
 is ``uncovered`` when no test calls its function (counted against, like a survivor), and
-times out past ``--timeout`` seconds (counted as killed: the mutant hung the tests, which the
-suite would notice). Each job works in its own copy of src/ and tests/ (benches/, docs/ and
+times out past ``--timeout`` seconds or 60 s + 10x its tests' recorded seconds, whichever is
+longer (counted as killed: the mutant hung the tests, which the suite would notice; a fixed
+120 s limit had counted a slow run of an equivalent mutant on a loaded machine as a hang). Each job works in its own copy of src/ and tests/ (benches/, docs/ and
 the README linked), made when the run starts, so edits made while it runs do not leak in; a
 fork server per copy (``mutation_worker``) runs pytest without a fresh interpreter.
 
@@ -249,10 +250,20 @@ def calls_map(path: Path, space: Workspace) -> dict[str, set[tuple[str, str]]]:
               f"{time.monotonic() - t0:.0f} s -> {path}", flush=True)
     calls = json.loads(path.read_text())
     failed = calls.pop("", [])
+    SECONDS.update(calls.pop("#seconds", {}))
     if failed:
         print(f"{len(failed)} test(s) fail on the unmutated tree and judge no mutant: "
               + ", ".join(failed[:5]), flush=True)
     return {k: {tuple(c) for c in v} for k, v in calls.items()}
+
+
+SECONDS: dict[str, float] = {}  # each test's seconds in the recorded run (under the profiler)
+
+
+def time_limit(tests: list[str], floor: float) -> float:
+    """A mutant's tests time out past ``floor`` or 60 s + 10x their recorded seconds, whichever
+    is longer: a time-out then means a hang, not a slow machine or a slower start."""
+    return max(floor, 60.0 + 10.0 * sum(SECONDS.get(t, 0.0) for t in tests))
 
 
 def tests_calling(site: Site, calls: dict[str, set[tuple[str, str]]]) -> list[str]:
@@ -284,7 +295,8 @@ def run_one(site: Site, source: str, space: Workspace, timeout: float,
     target = space.root / "src" / "afford" / site.path
     target.write_text(mutate(site, source))
     try:
-        return "killed" if any(not space.pytest(g, timeout) for g in groups) else "survived"
+        return "killed" if any(not space.pytest(g, time_limit(g, timeout)) for g in groups) \
+            else "survived"
     except subprocess.TimeoutExpired:
         return "timeout"
     finally:

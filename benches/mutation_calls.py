@@ -9,7 +9,8 @@ fixture set up once for an earlier test) and with those its test file made when 
 imported (module-level data built by afford's functions). At the end of the session FILE
 holds ``{node id: [[path, name], ...]}`` for the tests that passed (a test that fails on the
 unmutated tree would "kill" every mutant it is given: it is left out, and named under the
-key ``""``).
+key ``""``), and each test's seconds (setup, call and teardown, under the profiler) under the
+key ``"#seconds"``, from which a mutant's time-out is set.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _fixtures: dict[int, set[tuple[str, str]]] = {}
 _imports: dict[str, set[tuple[str, str]]] = {}
 _tests: dict[str, list[list[str]]] = {}
 _failed: list[str] = []
+_seconds: dict[str, float] = {}
 
 
 def _profile(frame, event, arg):  # noqa: ARG001 (the profile-function signature)
@@ -86,6 +88,7 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
 
 
 def pytest_runtest_logreport(report):
+    _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
     if report.failed and report.nodeid not in _failed:
         _failed.append(report.nodeid)
 
@@ -94,4 +97,4 @@ def pytest_sessionfinish(session):  # noqa: ARG001
     out = os.environ.get("AFFORD_MUT_CALLS")
     if out:
         kept = {k: v for k, v in _tests.items() if k not in _failed}
-        Path(out).write_text(json.dumps({**kept, "": _failed}))
+        Path(out).write_text(json.dumps({**kept, "": _failed, "#seconds": _seconds}))
