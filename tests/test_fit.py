@@ -112,6 +112,11 @@ def test_median_ci_order_statistics():
     # confidence n = 6 gives ranks 2 and 5 (P(2 <= rank of the median <= 5) = 50/64 >= 0.5)
     assert median_ci([1.0, 2.0, 3.0, 4.0, 5.0], confidence=0.5) == (1.0, 5.0)
     assert median_ci([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], confidence=0.5) == (2.0, 5.0)
+    # ranks 2 and 5 of 6 cover exactly 1 - 2 x 7/64 = 78.125 %: enough when that is asked,
+    # not when 79.6875 % is (then the whole range); both confidences are exact binary
+    six = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert median_ci(six, confidence=0.78125) == (2.0, 5.0)
+    assert median_ci(six, confidence=0.796875) == (1.0, 6.0)
     with pytest.raises(ValueError, match="no samples"):
         median_ci([])
 

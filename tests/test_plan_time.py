@@ -343,6 +343,20 @@ def test_predict_budgets_memory_on_the_measured_card():
     assert half.memory.budget_bytes.value == 8 * 2**30 and half.memory.reserved_ratio.value == 1.2
 
 
+def test_predict_without_device_memory_gives_the_peaks_and_no_verdict():
+    """No device memory in the certificate: the measured peaks are the figures (reserved as
+    measured, not allocated x a ratio), and whether they fit is not judged."""
+    c = make_time_cert()
+    blind = c.model_copy(update={"environment": c.environment.model_copy(
+        update={"device_memory_bytes": None})})
+    r = predict(blind, batch=8, seq=256)
+    row = r.rows[0].row
+    assert r.memory is None and row.fits is None and row.budget_share is None
+    assert row.allocated_bytes.value == 8 * 2**30
+    assert row.projected_reserved_bytes.value == 9 * 2**30
+    assert row.projected_reserved_bytes.tag is Tag.MEASURED
+
+
 def test_predict_at_a_point_with_only_an_allocated_peak_has_a_memory_figure():
     """A CPU certificate records no reserved peak: the allocated one (RSS) is the figure, and
     no reason for a missing one is given; an unmeasured shape without a law gets the reason."""

@@ -115,6 +115,8 @@ def test_warmup_profile_worked_by_hand():
         warmup_profile(2.0, [0.5], [], [])
     with pytest.raises(ValueError, match="timed steps with their indices"):
         warmup_profile(2.0, [0.5], [0.1, 0.1], [4])
+    with pytest.raises(ValueError, match="warm median must be positive"):  # a broken clock
+        warmup_profile(2.0, [0.5], [0.0, 0.0], [2, 3])
 
 
 def test_steps_until_warm_searches_timed_steps_by_their_indices():

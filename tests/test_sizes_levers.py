@@ -86,6 +86,8 @@ def test_growth_and_premise_by_hand():
     assert opt.share_small == pytest.approx(0.125) and opt.share_large == pytest.approx(0.125)
     verdict, finding = premise(rows, 10**6, 10**8)
     assert verdict == "fails" and "N^0.50" in finding and "grows with N" in finding
+    assert finding.startswith("from N=1,000,000 to N=100,000,000 (x100) the optimizer step "
+                              "went x10.00")
     # optimizer 1 ms -> 1.2 ms: b = ln 1.2 / ln 100 = 0.0396: flat, premise holds
     flat = _split(10**8, 2e-2, 4e-2, 1.2e-3, 6.2e-2)
     rows = growth(small, flat)

@@ -68,6 +68,9 @@ def test_inherited_defaults_absent_until_filled():
     d, _ = sizing.inherited_defaults("bf16", data)
     assert (d.c_res, d.fixed_bytes, d.tag) == (41.5, 1e8, Tag.INHERITED)
     assert "commit abc" in d.citation
+    # a table without a fixed term has none (the law's fixed bytes default to 0)
+    del data["modes"]["bf16"]["fixed_bytes"]
+    assert sizing.inherited_defaults("bf16", data)[0].fixed_bytes == 0.0
     # the shipped data file parses (its tables may still be empty)
     assert isinstance(load_memory_defaults(), dict)
 

@@ -102,13 +102,19 @@ def budget_share(projected: Tagged | None, budget: Tagged) -> Tagged | None:
 
 def chunk_row(*, workload: str, mode: str, sweep_param: str, value: int,
               step: Tagged | None, allocated: Tagged | None, reserved: Tagged | None,
-              memory: MemoryBudget, chunk_seconds: Tagged | None, is_run: bool = False,
-              tokens_per_step: Tagged | None = None, params: Tagged | None = None,
-              excluded: str | None = None, note: str = "") -> ChunkRow:
-    """One row of the chunk table; the run's row adds tokens per chunk and parameters."""
+              memory: MemoryBudget | None, chunk_seconds: Tagged | None,
+              is_run: bool = False, tokens_per_step: Tagged | None = None,
+              params: Tagged | None = None, excluded: str | None = None,
+              note: str = "") -> ChunkRow:
+    """One row of the chunk table; the run's row adds tokens per chunk and parameters.
+    Without a memory budget (the device memory unknown) the reserved peak is the measured one
+    and whether it fits is not judged."""
     spc = steps_per_chunk(chunk_seconds, step)
-    proj = projected_reserved(allocated, memory.reserved_ratio, reserved)
-    share = budget_share(proj, memory.budget_bytes)
+    if memory is None:
+        proj, share = reserved, None
+    else:
+        proj = projected_reserved(allocated, memory.reserved_ratio, reserved)
+        share = budget_share(proj, memory.budget_bytes)
     tpc = None
     if is_run and spc is not None and tokens_per_step is not None:
         tpc = derive(int(num(spc)) * int(num(tokens_per_step)), "tokens",
@@ -117,6 +123,7 @@ def chunk_row(*, workload: str, mode: str, sweep_param: str, value: int,
                     is_run=is_run, step_seconds=step, steps_per_chunk=spc,
                     steps_per_hour=steps_per_hour(step), allocated_bytes=allocated,
                     projected_reserved_bytes=proj, budget_share=share,
-                    fits=None if proj is None else num(proj) <= num(memory.budget_bytes),
+                    fits=None if proj is None or memory is None
+                    else num(proj) <= num(memory.budget_bytes),
                     tokens_per_step=tokens_per_step if is_run else None,
                     tokens_per_chunk=tpc, params=params, excluded=excluded, note=note)

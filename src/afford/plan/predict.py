@@ -157,15 +157,11 @@ def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
     tokens = tokens or ft.tokens_at(r, shape)
     mem_why = "" if alloc is not None or res is not None else \
         f"no memory law for {r.name} ({r.mode}) in the certificate and the shape not measured"
-    budget = memory or _no_budget()
     row = chunkmod.chunk_row(workload=r.name, mode=r.mode, sweep_param=r.sweep_param,
                              value=shape.get(r.sweep_param, seq), step=at.step,
-                             allocated=alloc, reserved=res, memory=budget,
+                             allocated=alloc, reserved=res, memory=memory,
                              chunk_seconds=chunk, is_run=True, tokens_per_step=tokens,
                              note=at.why)
-    if memory is None:
-        row = row.model_copy(update={"budget_share": None, "fits": None,
-                                     "projected_reserved_bytes": res})
     tps = None
     if at.step is not None and tokens is not None:
         tps = derive(num(tokens) / num(at.step), "tokens/s", "tokens per step / step seconds",
@@ -173,10 +169,3 @@ def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
     return PredictRow(workload=r.name, mode=r.mode, shape=shape, row=row,
                       tokens_per_second=tps, step_why=at.why, memory_why=mem_why,
                       time_verdict=verdict)
-
-
-def _no_budget() -> MemoryBudget:
-    """A stand-in budget where the device memory is unknown (its verdicts are dropped)."""
-    one = module(1, "B", "device memory unknown")
-    return chunkmod.memory_budget(one, module(1.0, "ratio", "unused"),
-                                  module(1.0, "x", "unused"))

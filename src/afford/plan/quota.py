@@ -95,7 +95,7 @@ def time_to_target(steps: Tagged, tokens: Tagged, step: Tagged, start: Startup,
         gpu_t = derive(gpu, "s", "(sessions - 1) x (steps per chunk x step + startup) + "
                        "startup + last session's steps x step", steps, step, st, steps_per_chunk)
     else:
-        sessions, gpu = 1, s + n * t
+        gpu = s + n * t
         sess_t = derive(1, "sessions", "no session cap: one session", steps)
         gpu_t = derive(gpu, "s", "startup + target steps x step seconds", steps, step, st)
     if quota is not None:
