@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
-                                  SeedSegment, is_small, parse_alloc_conf, replay, round_size,
+                                  Segment, SeedSegment, is_small, parse_alloc_conf, replay, round_size,
                                   seed, segment_size)
 
 DATA = Path(__file__).parent / "data"
@@ -356,3 +356,19 @@ def test_a_recorded_h200_history_replays_block_for_block():
     assert misplaced == 0
     assert [d.size for d in a.decisions] == recorded_segments
     assert a.reserved == doc["reserved_bytes_after"]
+
+
+def test_a_recorded_address_is_used_unless_it_overlaps_a_held_segment():
+    """Segments are half-open ranges [addr, addr + extent): a recorded address whose segment
+    would end exactly where a held one starts is used as recorded; one whose segment would
+    run into a held one above it is skipped for the address below the lowest held
+    segment (rounded down to 2 MiB)."""
+    held = [Segment(10 * LARGE_BUFFER, LARGE_BUFFER, False, 0),
+            Segment(2 * LARGE_BUFFER, LARGE_BUFFER, False, 0)]
+    touching = AddressSource([9 * LARGE_BUFFER])
+    assert touching.next(LARGE_BUFFER, held) == 9 * LARGE_BUFFER
+    overlapping = AddressSource([9 * LARGE_BUFFER + 2 * MIB])
+    assert overlapping.next(LARGE_BUFFER, held) == LARGE_BUFFER
+    # and one lying wholly inside a held segment is skipped too
+    inside = AddressSource([10 * LARGE_BUFFER + 2 * MIB])
+    assert inside.next(2 * MIB, held) == 2 * LARGE_BUFFER - 2 * MIB
