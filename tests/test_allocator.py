@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
-                                  SeedSegment, is_small, parse_alloc_conf, replay, round_size,
-                                  seed, segment_size)
+                                  Segment, SeedSegment, is_small, parse_alloc_conf, replay,
+                                  round_size, seed, segment_size)
 
 DATA = Path(__file__).parent / "data"
 
@@ -356,3 +356,38 @@ def test_a_recorded_h200_history_replays_block_for_block():
     assert misplaced == 0
     assert [d.size for d in a.decisions] == recorded_segments
     assert a.reserved == doc["reserved_bytes_after"]
+
+
+def test_a_recorded_address_is_used_unless_it_overlaps_a_held_segment():
+    """Segments are half-open ranges [addr, addr + extent): a recorded address whose segment
+    would end exactly where a held one starts is used as recorded; one whose segment would
+    run into a held one above it is skipped for the address below the lowest held
+    segment (rounded down to 2 MiB)."""
+    held = [Segment(10 * LARGE_BUFFER, LARGE_BUFFER, False, 0),
+            Segment(2 * LARGE_BUFFER, LARGE_BUFFER, False, 0)]
+    touching = AddressSource([9 * LARGE_BUFFER])
+    assert touching.next(LARGE_BUFFER, held) == 9 * LARGE_BUFFER
+    overlapping = AddressSource([9 * LARGE_BUFFER + 2 * MIB])
+    assert overlapping.next(LARGE_BUFFER, held) == LARGE_BUFFER
+    # and one lying wholly inside a held segment is skipped too
+    inside = AddressSource([10 * LARGE_BUFFER + 2 * MIB])
+    assert inside.next(2 * MIB, held) == 2 * LARGE_BUFFER - 2 * MIB
+
+
+def test_best_fit_reuses_an_exact_size_hole_whatever_its_address():
+    """Past recorded addresses, segments are placed descending from 2^47, and an expandable
+    one spans 16 TiB, so the ninth expandable segment (nine pools: one per stream) lies
+    below address 0. A 20 MiB hole between two live blocks there still serves a 20 MiB
+    request, reserving nothing more, as it does in the eighth segment (at address 0)."""
+    for n in (8, 9):
+        a = Allocator(expandable=True)
+        for stream in range(n):
+            a.malloc(stream, 20 * MIB, stream)
+        last = n - 1
+        a.malloc(100, 20 * MIB, last)
+        a.malloc(101, 20 * MIB, last)
+        hole = a.block_of(100).addr
+        a.free(100)
+        reserved = a.reserved
+        assert a.malloc(102, 20 * MIB, last).addr == hole and a.reserved == reserved
+        assert (hole < 0) == (n == 9)

@@ -133,3 +133,48 @@ def test_a_last_step_that_peaks_at_its_first_allocation():
     assert b.steps.last_step == 5 and b.peak_event == t.ops.index(5) == len(t.ops) - 4
     assert (b.allocated_bytes, b.parameters_bytes, b.temporaries_bytes) == \
         (8192 + 4096, 8192, 4096)
+
+
+def test_a_gradient_freed_by_the_next_zero_grad_marks_where_optimizer_state_begins():
+    """Step one: activation A, a cuBLAS workspace W, gradient G, A freed, then the moment M
+    made lazily by optimizer.step (the step's last allocation); zero_grad frees G at the
+    start of step two, before step two allocates anything. G outlives step one's last
+    allocation, so it is step one's last gradient: W (allocated before it, kept) is a
+    workspace and M (after it, kept) optimizer state."""
+    MB = 1 << 20
+    P, A, W, G, M = 1 * MB, 2 * MB, 3 * MB, 4 * MB, 5 * MB
+    h = [["alloc", 10, P, 0],                                          # build: a parameter
+         ["alloc", 11, A, 0], ["alloc", 12, W, 0], ["alloc", 13, G, 0],
+         ["free_completed", 11, A, 0], ["alloc", 14, M, 0],           # step one
+         ["free_completed", 13, G, 0], ["alloc", 15, A, 0], ["alloc", 16, G, 0],
+         ["free_completed", 15, A, 0],                                 # step two
+         ["free_completed", 16, G, 0], ["alloc", 17, A, 0], ["alloc", 18, G, 0],
+         ["free_completed", 17, A, 0]]                                 # step three
+    t = from_history(1, 1, h)
+    steps = find_steps(t)
+    assert (steps.first_step, steps.second_step, steps.period) == (1, 5, 2)
+    kinds = classify(t, steps)
+    assert kinds[:5] == ["parameters", "temporaries", "workspaces", "temporaries",
+                         "optimizer_state"]
+    # the last step: A is freed after G is made (saved for backward), G is kept
+    assert kinds[7:] == ["activations", "gradients"]
+
+
+def test_without_a_gradient_freed_later_every_block_step_one_keeps_is_optimizer_state():
+    """Nothing allocated in step one outlives the step's last allocation (no gradient freed
+    by the next zero_grad), so no block marks where the gradients end: every block step
+    one keeps counts as optimizer state, its very first allocation included."""
+    MB = 1 << 20
+    P, X, T, M = 1 * MB, 2 * MB, 3 * MB, 4 * MB
+    h = [["alloc", 10, P, 0],                                          # build
+         ["alloc", 11, X, 0], ["alloc", 12, T, 0], ["free_completed", 12, T, 0],
+         ["alloc", 13, M, 0],                                          # step one keeps X, M
+         ["alloc", 14, X, 0], ["alloc", 15, T, 0], ["free_completed", 15, T, 0],
+         ["free_completed", 14, X, 0],                                 # step two
+         ["alloc", 16, X, 0], ["alloc", 17, T, 0], ["free_completed", 17, T, 0],
+         ["free_completed", 16, X, 0]]                                 # step three
+    t = from_history(1, 1, h)
+    steps = find_steps(t)
+    assert (steps.first_step, steps.second_step, steps.period) == (1, 4, 2)
+    assert classify(t, steps)[:4] == ["parameters", "optimizer_state", "temporaries",
+                                      "optimizer_state"]

@@ -281,7 +281,7 @@ class Allocator:
         """``get_free_block``: the smallest free block >= size, lowest address at a tie; in
         an expandable segment a block touching unmapped space counts as big as it can grow."""
         lst = self._free.get(pool, [])
-        i = bisect.bisect_left(lst, (size, -1))
+        i = bisect.bisect_left(lst, (size,))  # (size,) sorts before (size, any address)
         if i == len(lst):
             return None
         block = self._by_addr[lst[i][1]]
