@@ -209,3 +209,11 @@ def test_the_poor_fit_warning_is_given_exactly_when_r2_is_below_the_threshold():
         assert warned == (law.power.r2 < R2_WARN), (m, law.power.r2)
         seen.add(warned)
     assert seen == {True, False}  # the scan straddles the threshold
+
+
+def test_fit_rejects_x_and_y_of_different_shapes():
+    # each fit needs one y per x, on one axis: a missing y, or a 2-d table whose entries are
+    # all positive, is refused with the same clear message (not numpy's error from inside)
+    for x, y in (([1, 2, 3], [1.0, 2.0]), ([[1, 2], [3, 4]], [[1.0, 2.0], [3.0, 4.0]])):
+        with pytest.raises(ValueError, match="1-d and of equal length"):
+            fit_power(x, y)

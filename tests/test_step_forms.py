@@ -150,3 +150,17 @@ def test_the_smooth_max_stops_at_the_sum_when_the_steps_want_more():
     assert smooth["k"] == pytest.approx(1.0, abs=1e-6)
     assert smooth["F"] + smooth["w0"] == pytest.approx(total["F"], rel=1e-6)
     assert smooth["w_gemm"] == pytest.approx(total["w_gemm"], rel=1e-6)
+
+
+def test_the_sums_design_keeps_the_attention_prior_and_drops_the_const_one():
+    """GEMM FLOPs 10 x tokens (tokens dropped as proportional) and attention FLOPs tokens^2:
+    columns const, gemm_flops, attn_flops; the prior asks for no constant work and for a FLOP
+    of attention to cost what a GEMM FLOP costs. The sum has no const column, so its design
+    keeps only the second row, over the normalised columns: (ref / 40, -ref / 16), ref = 40."""
+    rows = [{"gemm_flops": 10.0 * t, "attn_flops": float(t * t), "tokens": float(t)}
+            for t in (1, 2, 4)]
+    full = sf.design(rows, np.array([0.5, 1.0, 2.0]), np.full(3, np.nan), None)
+    assert full.columns == ["const", "gemm_flops", "attn_flops"] and full.dropped == ["tokens"]
+    d = full.without_const()
+    assert d.columns == ["gemm_flops", "attn_flops"]
+    assert d.penalty == pytest.approx(np.array([[1.0, -40.0 / 16.0]]))

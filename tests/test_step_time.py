@@ -632,3 +632,70 @@ def test_a_reproduced_held_out_miss_is_the_models_error_not_noise():
     still = time_verdict(noisy, [0.08], held_out_tolerance=0.05, remeasured=True)
     assert still.label == "NOISY" and still.model_misses == []
     assert any("+8.0%" in r for r in still.reasons)
+
+
+def test_a_growth_of_exactly_the_threshold_stops_the_ladder_at_the_first_doubling():
+    """1/64 s at 2 x 1024, 1.5/64 s at 2 x 2048 (exact in binary): 1.5x per doubling,
+    exactly GROWTH_WORK; the threshold is inclusive (>= 1.5x is the work regime), so the
+    ladder stops there."""
+    step = lambda b, s: (1.0 if b * s <= 2048 else 1.5) / 64  # noqa: E731
+    rungs, why = run_ladder((2, 1024), DesignLimits(), step)
+    assert [(r.batch, r.seq) for r in rungs] == [(2, 1024), (2, 2048)]
+    assert why.startswith("work regime reached at 2 x 2048: the step grew 1.50x")
+
+
+def test_a_measured_design_keeps_within_the_callers_memory_budget():
+    """Around a ladder 2 x 1024, 2 x 2048, the held-out batch shape is 4 x 1024 (twice the
+    largest batch). A memory budget that allows only batches up to 2 refuses it, on top of
+    the sweep's envelope: both limits apply, and the notes say which refused what."""
+    ladder = [DesignShape(batch=2, seq=1024, role="ladder", seconds=0.01),
+              DesignShape(batch=2, seq=2048, role="ladder", seconds=0.02)]
+    free = design_from_ladder(ladder, "work regime reached", DesignLimits())
+    assert ("held_out_batch", 4, 1024) in [(p.role, p.batch, p.seq) for p in free.held_out]
+    d = design_from_ladder(ladder, "work regime reached", DesignLimits(),
+                           fits=lambda b, s: b <= 2)
+    assert [(p.role, p.batch, p.seq) for p in d.across + d.held_out] == [
+        ("across", 1, 1024), ("held_out_interpolated", 2, 1536)]
+    assert "held_out_batch 4 x 1024: 4 x 1024 does not fit the memory budget; not planned" \
+        in d.notes
+    assert any(n.startswith("across 8 x 1024: beyond the sweep's memory envelope")
+               for n in d.notes)
+
+
+def test_a_one_sequence_sweep_below_four_holds_out_in_the_rules_order():
+    """B0 = 2 at one sequence, 512: no interpolated shape (one length only); the sequence
+    held out at twice the length (1 x 1024) comes first, then the batch one (4 x 256): the
+    held-out shapes keep the order of the rules (interpolated, sequence, batch)."""
+    d = static_design(2, [512])
+    assert [(p.role, p.batch, p.seq) for p in d.held_out] == [
+        ("held_out_seq", 1, 1024), ("held_out_batch", 4, 256)]
+
+
+def test_a_model_without_a_floor_has_left_it():
+    """A new form whose floor F was fitted to 0: the step is all work, so whatever the growth
+    between the two token counts (1.2x here, below GROWTH_WORK), it has left the floor; there
+    is no work-over-floor ratio to state (it would divide by 0)."""
+    from afford.fit.step_time import _floor_state
+
+    params = {"F": 0.0, "w_tokens": 1e-3, "w_gemm": 0.0, "w_attn": 0.0, "w_seq_tokens": 0.0}
+    rows = [{"tokens": 1000.0}, {"tokens": 2000.0}]
+    left, note = _floor_state("sum", params, rows, np.array([1000.0, 2000.0]),
+                              [1000, 2000], np.array([1.0, 1.2]))
+    assert left
+    assert note.startswith("the step grew 1.20x per doubling")
+    assert note.endswith("; the model has no floor")
+
+
+def test_work_of_exactly_twice_the_floor_has_left_it():
+    """A sum form with floor F = 0.5 s and 2^-11 s a token: at the largest point, 2048 tokens,
+    the work is 1.0 s, exactly WORK_OVER_FLOOR x the floor (exact in binary). The threshold
+    is inclusive, so the step has left the floor although it grew only 1.2x per doubling."""
+    from afford.fit.step_time import _floor_state
+
+    params = {"F": 0.5, "w_tokens": 2.0 ** -11, "w_gemm": 0.0, "w_attn": 0.0,
+              "w_seq_tokens": 0.0}
+    rows = [{"tokens": 1024.0}, {"tokens": 2048.0}]
+    left, note = _floor_state("sum", params, rows, np.array([1024.0, 2048.0]),
+                              [1024, 2048], np.array([1.0, 1.2]))
+    assert left
+    assert "the model's work is 2.00x its floor at the largest point" in note

@@ -166,10 +166,9 @@ def _nnls_rel(X: np.ndarray, y: np.ndarray, w: np.ndarray, lb: np.ndarray,
     """argmin sum(w_i (X_i c / y_i - 1))^2 + ridge^2 |P c|^2 subject to c >= lb."""
     from scipy import optimize  # here: evaluating a stored model needs no scipy
 
-    m = X.shape[1]
-    P = penalty if penalty.size else np.zeros((0, m))
-    A = np.vstack([X * (w / y)[:, None], ridge * P, 1e-9 * np.eye(m)])
-    b = np.concatenate([w, np.zeros(len(P) + m)])
+    m = X.shape[1]  # penalty: (rows, m), (0, m) without a prior; every caller passes it 2-d
+    A = np.vstack([X * (w / y)[:, None], ridge * penalty, 1e-9 * np.eye(m)])
+    b = np.concatenate([w, np.zeros(len(penalty) + m)])
     b = b - A @ lb  # c = lb + v, v >= 0
     v, _ = optimize.nnls(A, b, maxiter=50 * m)  # m >= 1: every caller has a column
     return lb + v
