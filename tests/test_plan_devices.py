@@ -114,6 +114,18 @@ def test_beyond_node_latency_from_the_fitted_intra_node_ring():
     assert "optimistic" in lat.source
 
 
+def test_beyond_node_without_a_latency_assumes_none_and_needs_a_bandwidth():
+    # section() has no collectives: no hop latency fitted or stated, 0 s assumed (optimistic)
+    s = scaling.beyond_node(section(), 8, inter_node_bytes_per_second=10e9)
+    lat = s.assumptions[1]
+    assert lat.value == 0.0 and lat.tag == Tag.ASSUMED and "optimistic" in lat.source
+    # the ratio is against the one-device step as measured: t(1) = 0.100 s
+    assert s.step_ratio.value == pytest.approx(s.step_seconds.value / 0.100)
+    for bad in (0.0, -1.0):
+        with pytest.raises(InputError, match="positive inter-node bandwidth"):
+            scaling.beyond_node(section(), 8, inter_node_bytes_per_second=bad)
+
+
 def test_beyond_node_at_one_device_is_a_projection_and_below_one_is_refused():
     one = scaling.beyond_node(section(), 1, inter_node_bytes_per_second=10e9)
     assert one is not None

@@ -38,6 +38,13 @@ def test_chunk_is_cap_less_margin_and_margin_covers_startup_six_times():
     assert "ASSUMED" in c.chunk_seconds.source  # the margin is assumed
 
 
+def test_a_margin_must_leave_some_chunk():
+    # one second left is a (short) chunk; nothing left is refused
+    assert chunk.chunk(CAP, assumed(43199.0, "s", "m"), start(0.5)).chunk_seconds.value == 1.0
+    with pytest.raises(ValueError, match="leaves no chunk"):
+        chunk.chunk(CAP, assumed(43200.0, "s", "m"), start(0.5))
+
+
 def test_margin_that_does_not_cover_the_startup():
     c = chunk.chunk(CAP, MARGIN, start(3601.0))
     assert c.covered is False and c.margin_covers.value == pytest.approx(3600 / 3601)
