@@ -54,6 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "afford"
 TARGETS = ["fit", "plan", "units.py", "provenance.py"]
+SKIP_TESTS = ("cuda", "browser", "test_layers")  # GPU, browser, imports-only test files
 
 BINOPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
           ast.FloorDiv: ast.Div}
@@ -189,7 +190,7 @@ def tests_for(rel: Path, hop: bool = True) -> list[str]:
                          if r != rel and _imports((PKG / r).read_text(), dotted)} if hop else set())
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")
                    if any(_imports(p.read_text(), n) for n in names))
-    return [f for f in files if not any(x in f for x in ("cuda", "browser", "test_layers"))]
+    return [f for f in files if not any(x in f for x in SKIP_TESTS)]
 
 
 class Workspace:
@@ -224,7 +225,7 @@ class Workspace:
     def record_calls(self, path: Path) -> None:
         """The whole fast suite once in a fresh interpreter, with ``mutation_calls``."""
         skip = [f"--ignore=tests/{p.name}" for p in (self.root / "tests").glob("test_*.py")
-                if any(x in p.name for x in ("cuda", "browser", "test_layers"))]
+                if any(x in p.name for x in SKIP_TESTS)]
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": f"{self.root / 'src'}{os.pathsep}{ROOT / 'benches'}",
                "AFFORD_MUT_PKG": str(self.root / "src" / "afford"),
@@ -239,44 +240,51 @@ class Workspace:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def calls_map(path: Path, space: Workspace) -> dict[str, set[tuple[str, str]]]:
+@dataclass(frozen=True)
+class Calls:
+    """What ``mutation_calls`` recorded: per passing fast test, the (file, top-level name)
+    pairs it called, and each test's seconds in that run (under the profiler)."""
+
+    tests: dict[str, set[tuple[str, str]]]
+    seconds: dict[str, float]
+
+
+def calls_map(path: Path, space: Workspace) -> Calls:
     """Which functions of the pure modules each fast test calls (``mutation_calls``), made
     once over the whole fast suite and kept in ``path`` while no test file is newer."""
     newest = max(p.stat().st_mtime for p in (ROOT / "tests").rglob("*.py"))
-    if not path.exists() or path.stat().st_mtime < newest:
-        t0 = time.monotonic()
+    fresh = not path.exists() or path.stat().st_mtime < newest
+    t0 = time.monotonic()
+    if fresh:
         space.record_calls(path)
-        print(f"calls of {len(json.loads(path.read_text()))} tests recorded in "
-              f"{time.monotonic() - t0:.0f} s -> {path}", flush=True)
-    calls = json.loads(path.read_text())
-    failed = calls.pop("", [])
-    SECONDS.update(calls.pop("#seconds", {}))
+    raw = json.loads(path.read_text())
+    failed, seconds = raw.pop("", []), raw.pop("#seconds", {})
+    if fresh:
+        print(f"calls of {len(raw)} tests recorded in {time.monotonic() - t0:.0f} s -> {path}",
+              flush=True)
     if failed:
         print(f"{len(failed)} test(s) fail on the unmutated tree and judge no mutant: "
               + ", ".join(failed[:5]), flush=True)
-    return {k: {tuple(c) for c in v} for k, v in calls.items()}
+    return Calls({k: {tuple(c) for c in v} for k, v in raw.items()}, seconds)
 
 
-SECONDS: dict[str, float] = {}  # each test's seconds in the recorded run (under the profiler)
-
-
-def time_limit(tests: list[str], floor: float) -> float:
+def time_limit(tests: list[str], floor: float, seconds: dict[str, float]) -> float:
     """A mutant's tests time out past ``floor`` or 60 s + 10x their recorded seconds, whichever
     is longer: a time-out then means a hang, not a slow machine or a slower start."""
-    return max(floor, 60.0 + 10.0 * sum(SECONDS.get(t, 0.0) for t in tests))
+    return max(floor, 60.0 + 10.0 * sum(seconds.get(t, 0.0) for t in tests))
 
 
-def tests_calling(site: Site, calls: dict[str, set[tuple[str, str]]]) -> list[str]:
+def tests_calling(site: Site, calls: Calls) -> list[str]:
     """The fast tests that call the site's top-level function (any function of its file,
     for a site outside every function: a constant or default read at import)."""
     rel = str(site.path)
     if site.scope:
-        return [t for t, c in calls.items() if (rel, site.scope) in c]
-    return [t for t, c in calls.items() if any(p == rel for p, _ in c)]
+        return [t for t, c in calls.tests.items() if (rel, site.scope) in c]
+    return [t for t, c in calls.tests.items() if any(p == rel for p, _ in c)]
 
 
 def run_one(site: Site, source: str, space: Workspace, timeout: float,
-            calls: dict[str, set[tuple[str, str]]] | None) -> str:
+            calls: Calls | None) -> str:
     """With ``calls``: the tests that call the mutated function, those in the module's own
     test files first. Without: the module's own test files, then the files of the modules
     that import it (the selection of the earlier rows in mutation.md)."""
@@ -286,7 +294,8 @@ def run_one(site: Site, source: str, space: Workspace, timeout: float,
             return "uncovered"
         own = set(tests_for(site.path, hop=False))  # their tests first: most mutants die there
         first = [t for t in calling if t.split("::")[0] in own]
-        groups = [g for g in (first, [t for t in calling if t not in set(first)]) if g]
+        rest = [t for t in calling if t.split("::")[0] not in own]
+        groups = [g for g in (first, rest) if g]
     else:
         direct, everything = tests_for(site.path, hop=False), tests_for(site.path)
         if not everything:
@@ -295,8 +304,9 @@ def run_one(site: Site, source: str, space: Workspace, timeout: float,
     target = space.root / "src" / "afford" / site.path
     target.write_text(mutate(site, source))
     try:
-        return "killed" if any(not space.pytest(g, time_limit(g, timeout)) for g in groups) \
-            else "survived"
+        seconds = calls.seconds if calls is not None else {}
+        return "killed" if any(not space.pytest(g, time_limit(g, timeout, seconds))
+                               for g in groups) else "survived"
     except subprocess.TimeoutExpired:
         return "timeout"
     finally:

@@ -111,10 +111,11 @@ def chunk_row(*, workload: str, mode: str, sweep_param: str, value: int,
     and whether it fits is not judged."""
     spc = steps_per_chunk(chunk_seconds, step)
     if memory is None:
-        proj, share = reserved, None
+        proj, share, fits = reserved, None, None
     else:
         proj = projected_reserved(allocated, memory.reserved_ratio, reserved)
         share = budget_share(proj, memory.budget_bytes)
+        fits = None if proj is None else num(proj) <= num(memory.budget_bytes)
     tpc = None
     if is_run and spc is not None and tokens_per_step is not None:
         tpc = derive(int(num(spc)) * int(num(tokens_per_step)), "tokens",
@@ -123,7 +124,6 @@ def chunk_row(*, workload: str, mode: str, sweep_param: str, value: int,
                     is_run=is_run, step_seconds=step, steps_per_chunk=spc,
                     steps_per_hour=steps_per_hour(step), allocated_bytes=allocated,
                     projected_reserved_bytes=proj, budget_share=share,
-                    fits=None if proj is None or memory is None
-                    else num(proj) <= num(memory.budget_bytes),
+                    fits=fits,
                     tokens_per_step=tokens_per_step if is_run else None,
                     tokens_per_chunk=tpc, params=params, excluded=excluded, note=note)
