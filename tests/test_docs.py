@@ -45,3 +45,20 @@ def test_every_quoted_references_heading_exists():
     for p in CITING:
         for m in quoted.finditer(p.read_text(encoding="utf-8")):
             assert m.group(1) in headings, f"{p.relative_to(ROOT)} cites {m.group(0)}"
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```bash\n(python3 -m pip install [^\n]+)\n```", text)
+
+
+def test_ci_runs_the_readme_test_command_verbatim_in_a_fresh_venv():
+    install_and_certify, install_and_test = _readme_commands()[:2]
+    assert install_and_certify.endswith("&& afford certify")
+    assert install_and_test.endswith("&& python3 -m pytest -q")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    lines = [ln.strip() for ln in ci.splitlines()]
+    assert install_and_test in lines
+    venv = lines.index("python3 -m venv .venv-ci")
+    assert venv < lines.index(". .venv-ci/bin/activate") < lines.index("python3 -m pip check") \
+        < lines.index(install_and_test)

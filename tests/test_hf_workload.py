@@ -95,7 +95,7 @@ def test_configs_by_name_and_path_with_overrides(tmp_path):
     ("hf:not_a_model_type", "not a model type"), ("hf:missing/config.json", "no such"),
     ("hf:gpt2@d100H3", "multiple of the number of heads"),
     ("hf:llama@d96H6K4", "key/value heads"), ("hf:llama@H6", "not a multiple"),
-    ("hf:gpt2@K2", "no num_key_value_heads")])
+    ("hf:gpt2@K2", "none of num_key_value_heads")])
 def test_bad_configs_are_input_errors(bad, why):
     with pytest.raises(InputError, match=why):
         resolve(bad, "cpu")
@@ -163,3 +163,80 @@ def test_cli_without_transformers_exits_2(monkeypatch, tmp_path):
                                  "--out", str(tmp_path / "c.json")])
     assert r.exit_code == 2 and "afford[hf]" in r.output
     assert not (tmp_path / "c.json").exists()
+
+
+# ------------------------------------------------ size overrides across every model type
+
+
+def test_per_layer_kinds_follow_the_layer_count():
+    from afford.workloads.hf import _cycle_kinds
+
+    assert _cycle_kinds(["a", "b", "a", "b"], 2) == ["a", "b"]
+    assert _cycle_kinds(["a", "b"], 5) == ["a", "b", "a", "b", "a"]
+    # a hybrid whose first layers are all linear keeps one full-attention layer
+    assert _cycle_kinds(["lin", "lin", "lin", "full"] * 3, 2) == ["lin", "full"]
+    assert _cycle_kinds(["x", "y", "z"], 2) == ["x", "y"]  # fewer layers than kinds: cut
+    assert _cycle_kinds([1, 1, 1, 2], 2) == [1, 1]  # numbers are values, not kinds
+
+
+@needs_tf
+def test_layer_types_follow_L_and_grouped_heads_keep_their_group():
+    from afford.workloads.hf import base_config, with_sizes
+
+    c = with_sizes(base_config("qwen2"), {"d": 256, "L": 3, "H": 8})  # 32 heads, 32 kv
+    assert c.num_hidden_layers == 3 and len(c.layer_types) == 3
+    assert c.num_attention_heads == 8 and c.num_key_value_heads == 8  # multi-head stays so
+    m = with_sizes(base_config("mistral"), {"d": 256, "L": 2, "H": 16})  # 32 heads, 8 kv
+    assert m.num_key_value_heads == 4  # group of 4 kept
+
+
+@needs_tf
+def test_a_composite_config_sizes_its_text_decoder():
+    w = resolve("hf:gemma3@d64L2H2K1", "cpu")  # multimodal config: its text decoder
+    assert w.config.model_type == "gemma3_text"
+    assert (w.config.hidden_size, w.config.num_hidden_layers) == (64, 2)
+    assert len(w.config.layer_types) == 2
+
+
+@needs_tf
+@pytest.mark.parametrize("spec, field", [
+    ("hf:mamba@d64L2H2", "num_attention_heads"),  # no attention heads to size
+    ("hf:gpt2@d64L2H3", "multiple of the number of heads"),
+    ("hf:mistral@d64L2H2", "key/value heads")])
+def test_a_size_the_family_cannot_take_is_one_line_naming_the_field(spec, field):
+    with pytest.raises(InputError, match=field) as err:
+        resolve(spec, "cpu")
+    assert "\n" not in str(err.value)
+
+
+@needs_tf
+def test_every_causal_lm_type_builds_a_sized_config_or_says_why():
+    """Every model type in the installed transformers' causal-LM mapping, at @d64L2H2 (with
+    K1 where the family groups its key/value heads): a config, or a one-line InputError;
+    never another exception. Configs only: no weights."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from afford.workloads.hf import SIZE_FIELDS
+
+    transformers.logging.set_verbosity_error()
+    built, refused = [], {}
+    for t in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        for size in ("d64L2H2", "d64L2H2K1"):
+            try:
+                w = resolve(f"hf:{t}@{size}", "cpu")
+            except InputError as exc:
+                refused[t] = str(exc)
+                if "key/value heads" in str(exc):
+                    continue
+            else:
+                refused.pop(t, None)
+                built.append(t)
+                assert w.config.hidden_size == 64  # L2 is the family's own layer count field
+                assert 2 in [getattr(w.config, k, None) for k in SIZE_FIELDS["L"]]
+            break
+    assert all("\n" not in why for why in refused.values())
+    print(f"{len(built)} of {len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} built; refused:")
+    for t, why in sorted(refused.items()):
+        print(f"  {t}: {why}")
+    assert len(built) >= 0.9 * len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)

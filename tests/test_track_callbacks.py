@@ -167,7 +167,7 @@ def test_lightning_callback_without_lightning_names_it(monkeypatch):
 
 
 @pytest.mark.skipif(not HAS_LIGHTNING, reason="Lightning is not installed "
-                    "(pip install lightning)")
+                    "(pip install 'afford[lightning]')")
 def test_lightning_callback_subclasses_the_real_callback(tmp_path):
     import afford.track.lightning as lt
 

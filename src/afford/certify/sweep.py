@@ -20,7 +20,6 @@ from afford.schema.point import ChildPoint, Point
 from afford.workloads.base import Workload
 from afford.workloads.clock import clock_name
 
-SPREAD_WARN = 0.05
 
 
 def point_key(spec: str, mode: str, value: int, batch: int | None = None) -> str:
@@ -118,12 +117,7 @@ def fit_workload(spec: str, w: Workload, mode: str, points: list[Point]) -> Work
     elif not refused:
         notes.append(f"only {len(used)} resident point(s): no law fitted")
     for p in used:
-        if p.child_spread is not None and p.child_spread > SPREAD_WARN:
-            notes.append(f"{w.sweep_param}={p.value}: children disagree by "
-                         f"{p.child_spread:.1%} (> {SPREAD_WARN:.0%})")
-        if p.worst_precision is not None and p.worst_precision > 0.01:
-            notes.append(f"{w.sweep_param}={p.value}: a child's median is known to "
-                         f"+/-{p.worst_precision:.1%} only (target 1%)")
+        notes.extend(p.quality_notes(w.sweep_param))
     return WorkloadResult(name=spec, source="builtin" if ":" not in spec else spec,
                           description=getattr(w, "description", ""), mode=mode,
                           sweep_param=w.sweep_param, points=points, law=law, refused=refused,

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import importlib
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 #: name -> (module under afford.cli, attribute, one line for ``afford --help``). The
 #: attribute is the command function, or a ``typer.Typer`` for a command with subcommands.
@@ -40,8 +39,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def load(name: str) -> click.Command:
-    """The click command for ``name``, importing only its module."""
+def load(name: str) -> TyperCommand:
+    """The command for ``name``, importing only its module."""
     module, attr, _ = COMMANDS[name]
     target = getattr(importlib.import_module(f"afford.cli.{module}"), attr)
     if isinstance(target, typer.Typer):
@@ -60,21 +59,21 @@ class LazyGroup(TyperGroup):
 
     _listing = False
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: typer.Context) -> list[str]:
         return list(COMMANDS)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> TyperCommand | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
         if cmd_name not in COMMANDS:
             return None
         if self._listing:
             line = COMMANDS[cmd_name][2]
-            return click.Command(cmd_name, help=line, short_help=line)
+            return TyperCommand(cmd_name, help=line, short_help=line)
         self.commands[cmd_name] = load(cmd_name)
         return self.commands[cmd_name]
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_help(self, ctx: typer.Context, formatter) -> None:
         self._listing = True
         try:
             super().format_help(ctx, formatter)

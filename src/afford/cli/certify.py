@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError, MeasurementError
+from afford.figures.noise import summarize_noise
 from afford.figures.probes import probes_json, summarize_probes
 from afford.figures.summary import summarize
 from afford.figures.time import summarize_times
@@ -82,6 +83,10 @@ def command(
     probes: Annotated[bool, typer.Option(
         "--probes/--no-probes", help="After the sweep, probe the device: GEMM and copy "
         "ceilings, launch-boundness, FLOPs and MFU, checkpoint I/O, startup costs.")] = True,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Also print every point's precision warning (the "
+        "certificate keeps them all; by default one line per workload names its worst "
+        "point).")] = False,
     checkpoint_dir: Annotated[Optional[Path], typer.Option(
         "--checkpoint-dir", help="Folder the checkpoint probe writes to (a temporary file, "
         "removed after). Default: the current folder.")] = None,
@@ -132,7 +137,7 @@ def command(
                         "gates": cert.gates.verdict if cert.gates else None,
                         "probes": probes_json(cert), **time_json(cert)})
             _exit_on_partial(cert, path)
-            _exit_on_halt(cert, as_json, noisy=_noisy(cert))
+            _exit_on_halt(cert, as_json, noisy=_noisy(cert, verbose))
             return
         env = cert.environment
         out.print(certificate_table(rows, f"{env.device_name} ({env.device_type}), "
@@ -146,8 +151,7 @@ def command(
         _print_time(cert)
         if cert.memory is not None:
             out.print(memory_summary_table(cert))
-        for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
-            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
+        _print_warnings(cert, verbose)
         for line in stage_lines(cert.sizes, cert.levers):
             out.print(line, soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
@@ -155,7 +159,20 @@ def command(
         _exit_on_partial(cert, path)
         if refused:
             raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
-        _exit_on_halt(cert, as_json, noisy=_noisy(cert))
+        _exit_on_halt(cert, as_json, noisy=_noisy(cert, verbose))
+
+
+def _print_warnings(cert, verbose: bool) -> None:
+    """The certificate's warnings on stderr; the point-by-point precision ones (two a point
+    on a busy host) only with --verbose, else one line per workload with its worst point."""
+    noise = summarize_noise(cert)
+    for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
+        if verbose or w not in noise.point_notes:
+            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
+    if not verbose and noise.point_notes and not _is_noisy(cert):
+        for line in noise.worst:
+            err.print(labelled("[yellow]warning:[/]", line + " (--verbose: every point)"),
+                      soft_wrap=True)
 
 
 def _exit_on_partial(cert, path: Path) -> None:
@@ -166,17 +183,27 @@ def _exit_on_partial(cert, path: Path) -> None:
                                + f". The partial certificate is written to {path}")
 
 
-def _noisy(cert) -> bool:
-    """Say why a NOISY certificate is NOISY (stderr); True when it is."""
-    v = cert.time_verdict
-    if v is None or v.label != "NOISY":
+def _is_noisy(cert) -> bool:
+    return cert.time_verdict is not None and cert.time_verdict.label == "NOISY"
+
+
+def _noisy(cert, verbose: bool = False) -> bool:
+    """Say why a NOISY certificate is NOISY (stderr), cause first: the host's load against
+    its cores and the fix, then one line per workload with its worst point; the verdict's
+    every reason with --verbose. True when it is NOISY."""
+    if not _is_noisy(cert):
         return False
-    err.print(labelled("[red]time verdict NOISY[/]", f"(after one re-measurement; {v.rule}):"),
-              soft_wrap=True)
-    for why in v.reasons:
+    v = cert.time_verdict
+    noise = summarize_noise(cert)
+    err.print(labelled("[red]time verdict NOISY:[/]", noise.load or
+                       "the host's load was not recorded"), soft_wrap=True)
+    for line in noise.worst:
+        err.print(f"  {line}", soft_wrap=True)
+    for why in v.reasons if verbose or not noise.worst else []:
         err.print(f"  {why}", soft_wrap=True)
-    err.print("the certificate is written; plans and preflight repeat this (preflight is "
-              "NO-GO unless --accept-noisy). Re-run certify on a quieter host.", soft_wrap=True)
+    err.print(f"({v.rule}, after one re-measurement.) The certificate is written; plans and "
+              "preflight repeat this (preflight is NO-GO unless --accept-noisy).",
+              soft_wrap=True)
     return True
 
 

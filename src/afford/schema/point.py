@@ -85,6 +85,10 @@ class ChildPoint(_Model):
     error: str | None = None
 
 
+#: children whose medians differ by more than this are warned about, point by point
+SPREAD_WARN = 0.05
+
+
 class Point(_Model):
     value: int
     shape: dict[str, int]
@@ -128,3 +132,15 @@ class Point(_Model):
         asks the point."""
         return self.resident is True and self.excluded_reason is None \
             and self.median_seconds is not None
+
+    def quality_notes(self, sweep_param: str) -> list[str]:
+        """The point's own precision warnings: children that disagree by more than
+        :data:`SPREAD_WARN`, a child median known to worse than 1 %."""
+        out = []
+        if self.child_spread is not None and self.child_spread > SPREAD_WARN:
+            out.append(f"{sweep_param}={self.value}: children disagree by "
+                       f"{self.child_spread:.1%} (> {SPREAD_WARN:.0%})")
+        if self.worst_precision is not None and self.worst_precision > 0.01:
+            out.append(f"{sweep_param}={self.value}: a child's median is known to "
+                       f"+/-{self.worst_precision:.1%} only (target 1%)")
+        return out

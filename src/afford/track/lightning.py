@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-EXTRA = "pip install lightning"
+EXTRA = "pip install 'afford[lightning]'"
 
 
 def _callback_base() -> type:

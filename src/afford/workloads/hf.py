@@ -34,7 +34,6 @@ model. The transformer dims of the memory and time models (d, L, H) are read fro
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,62 +174,162 @@ def base_config(source: str):
             raise InputError(f"hf:{source}: no such config file or folder")
         try:
             return tf.AutoConfig.from_pretrained(str(path))
-        except (OSError, ValueError, json.JSONDecodeError) as exc:
-            raise InputError(f"hf:{source}: cannot read the config: {exc}") from None
-    try:
-        return tf.AutoConfig.for_model(source)
-    except ValueError:
+        except Exception as exc:  # noqa: BLE001 - OSError, JSON errors, validators' errors
+            raise InputError(f"hf:{source}: cannot read the config: {_line(exc)}") from None
+    if source not in tf.CONFIG_MAPPING:
         known = ", ".join(k for k in ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi",
                                       "opt", "gpt_neox") if k in tf.CONFIG_MAPPING)
         raise InputError(f"hf:{source}: not a model type transformers knows (e.g. {known}), "
-                         "nor a path to a config.json") from None
+                         "nor a path to a config.json")
+    try:
+        return tf.AutoConfig.for_model(source)
+    except Exception as exc:  # noqa: BLE001 - a family's own default may fail its validators
+        raise InputError(f"hf:{source}: transformers cannot build this model type's default "
+                         f"config: {_line(exc)}") from None
+
+
+def causal_part(config):
+    """The config a causal LM is built from: the config itself, or the text decoder of a
+    composite (multimodal, audio) config, as ``get_text_config(decoder=True)`` names it."""
+    if _readable(config, "hidden_size"):
+        return config
+    try:
+        text = config.get_text_config(decoder=True)
+    except (ValueError, AttributeError) as exc:
+        raise InputError(f"the {config.model_type} config has no hidden size and no single "
+                         f"text decoder config ({_line(exc)})") from None
+    if text is config or not _readable(text, "hidden_size"):
+        raise InputError(f"the {config.model_type} config has no hidden size (none of "
+                         f"{', '.join(SIZE_FIELDS['d'])})")
+    return text
+
+
+def _readable(config, name: str) -> bool:
+    try:
+        return getattr(config, name) is not None
+    except Exception:  # noqa: BLE001 - a config's property may raise anything (per-layer fields)
+        return False
+
+
+def _line(exc: BaseException) -> str:
+    """The last non-empty line of an exception's text (a validator's own words), shortened."""
+    text = str(exc.__cause__ or exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
 def with_sizes(config, sizes: dict[str, int]):
-    """A copy of ``config`` with the size letters applied to the family's own fields."""
+    """A copy of ``config`` with the size letters applied to the family's own fields.
+
+    ``L`` also resizes every per-layer field (a list as long as the old layer count, such as
+    ``layer_types``, cycled or cut; a dict keyed by layer index, cut); a head dimension that
+    was d / H is derived again; a grouped-query config keeps its group size where ``H``
+    allows. A size the family cannot take is an InputError naming the field."""
     if not sizes:
         return config
     d = config.to_dict()
     amap = dict(getattr(config, "attribute_map", {}) or {})
-    old_d, old_h = config.hidden_size, config.num_attention_heads
-    old_k = d.get("num_key_value_heads")
+    keys = {letter: _key(letter, d, amap) for letter in SIZE_FIELDS}
+    keys["F"] = next((k for k in FFN_KEYS if k in d), None)
+    old = {letter: d.get(key) for letter, key in keys.items() if key is not None}
+    if "L" in sizes and keys["L"] is None and isinstance(d.get(_layer_list(amap)), list):
+        old["L"] = len(d[_layer_list(amap)])  # counted by its per-layer list alone
     for letter, value in sizes.items():
-        key = _field(letter, d, amap, config)
-        d[key] = value
-    new_d = d[amap.get("hidden_size", "hidden_size")]
-    new_h = d[amap.get("num_attention_heads", "num_attention_heads")]
-    if "K" not in sizes and old_k is not None and old_k == old_h:
-        d["num_key_value_heads"] = new_h  # multi-head stays multi-head
-    _check_heads(d, sizes, new_d, new_h, old_d, old_h)
+        if keys[letter] is None and not (letter == "L" and "L" in old):
+            raise InputError(f"size {letter}: the {config.model_type} config has none of "
+                             f"{', '.join(FFN_KEYS if letter == 'F' else SIZE_FIELDS[letter])}")
+        if keys[letter] is not None:
+            d[keys[letter]] = value
+    if "L" in sizes:
+        _resize_layers(d, old["L"], sizes["L"])
+    if "d" in sizes or "H" in sizes:
+        _derive_heads(d, keys, old, sizes)
     if "V" in sizes:  # special tokens beyond a smaller vocabulary name no token
         for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
             if isinstance(d.get(key), int) and d[key] >= sizes["V"]:
                 d[key] = None
-    return type(config).from_dict(d)
+    try:
+        return type(config).from_dict(d)
+    except Exception as exc:  # noqa: BLE001 - transformers' validators raise many kinds
+        size = "".join(f"{k}{v}" for k, v in sizes.items())
+        raise InputError(f"size {size}: transformers refuses the {config.model_type} config "
+                         f"at this size: {_line(exc)}") from None
 
 
-def _field(letter: str, d: dict, amap: dict, config) -> str:
-    if letter == "F":
-        key = next((k for k in FFN_KEYS if k in d), None)
-        if key is None:
-            raise InputError(f"size F: the {config.model_type} config has none of "
-                             f"{', '.join(FFN_KEYS)}")
-        return key
-    key = amap.get(SIZE_KEYS[letter], SIZE_KEYS[letter])
-    if key not in d:
-        raise InputError(f"size {letter}: the {config.model_type} config has no {key}")
-    return key
+#: the fields a size letter sets, first match wins (through the family's attribute_map)
+SIZE_FIELDS = {"d": ("hidden_size", "d_model", "n_embd"),
+               "L": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
+               "H": ("num_attention_heads", "num_heads", "n_head"),
+               "K": ("num_key_value_heads", "num_kv_heads"),
+               "V": ("vocab_size",)}
+HEAD_DIM_KEYS = ("head_dim", "d_head", "kv_channels")  # derived as d / H where they were
 
 
-def _check_heads(d: dict, sizes: dict, new_d: int, new_h: int, old_d: int, old_h: int) -> None:
-    if d.get("head_dim") is not None and ("d" in sizes or "H" in sizes) \
-            and d["head_dim"] == old_d // old_h:
-        d["head_dim"] = new_d // new_h  # derived from d and H, so derived again
-    if (d.get("head_dim") is None or d["head_dim"] == new_d // new_h) and new_d % new_h:
+def _key(letter: str, d: dict, amap: dict) -> str | None:
+    for name in SIZE_FIELDS[letter]:
+        real = amap.get(name, name)
+        if real in d and isinstance(d[real], int) and not isinstance(d[real], bool):
+            return real
+    return None
+
+
+def _layer_list(amap: dict) -> str:
+    return amap.get("layer_types", "layer_types")
+
+
+def _resize_layers(d: dict, old_l: int | None, new_l: int) -> None:
+    """Per-layer fields follow the new layer count: lists of the old length are cycled or
+    cut, dicts keyed by layer index are cut."""
+    if not old_l:
+        return
+    for key, value in list(d.items()):
+        if isinstance(value, list) and len(value) == old_l and old_l > 1:
+            d[key] = _cycle_kinds(value, new_l)
+        elif isinstance(value, dict) and value and all(
+                isinstance(k, str) and k.isdigit() and int(k) < old_l for k in value):
+            d[key] = {k: v for k, v in value.items() if int(k) < new_l}
+
+
+def _cycle_kinds(values: list, n: int) -> list:
+    """``values`` cycled or cut to ``n``; a list of layer kinds (strings) keeps every kind it
+    had where ``n`` allows (a hybrid whose first layers are all linear attention keeps one
+    full-attention layer), each missing kind replacing the last entry of a kind seen twice."""
+    out = [values[i % len(values)] for i in range(n)]
+    if not all(isinstance(v, str) for v in values):
+        return out
+    kinds = list(dict.fromkeys(values))
+    missing = [k for k in kinds if k not in out]
+    if len(kinds) > n:
+        return out
+    for kind in missing:
+        i = max(j for j, v in enumerate(out) if out.count(v) > 1)
+        out[i] = kind
+    return out
+
+
+def _derive_heads(d: dict, keys: dict, old: dict, sizes: dict) -> None:
+    """Head dimensions that were d / H stay d / H; a grouped-query config keeps its group
+    size (H / K) where the new H allows, and multi-head stays multi-head."""
+    if keys["d"] is None or keys["H"] is None:
+        return
+    old_d, old_h = old.get("d"), old.get("H")
+    new_d, new_h = d[keys["d"]], d[keys["H"]]
+    for key in HEAD_DIM_KEYS:
+        if d.get(key) is not None and old_d and old_h and d[key] == old_d // old_h:
+            d[key] = new_d // new_h
+    k_key, old_k = keys["K"], old.get("K")
+    if "K" not in sizes and k_key is not None and old_k and old_h:
+        group = old_h // old_k if old_h % old_k == 0 else None
+        if old_k == old_h:
+            d[k_key] = new_h
+        elif group and new_h % group == 0:
+            d[k_key] = new_h // group
+    derived = [d[k] for k in HEAD_DIM_KEYS if d.get(k) is not None]
+    if (not derived or derived[0] == new_d // new_h) and new_d % new_h:
         raise InputError(f"size d{new_d}H{new_h}: the hidden size is not a multiple of the "
                          "number of heads")
-    k = d.get("num_key_value_heads")
-    if k is not None and new_h % k:
+    k = d.get(k_key) if k_key else None
+    if isinstance(k, int) and k and new_h % k:
         raise InputError(f"size H{new_h}: not a multiple of the {k} key/value heads; give K "
                          "too (e.g. H12K4)")
 
@@ -377,10 +476,33 @@ def resolve_hf(spec: str, device_class: str) -> Workload:
         if importlib.util.find_spec("peft") is None:
             raise InputError(f"workload {spec!r}: LoRA needs peft, which is not installed "
                              f"here: {LORA_EXTRA}")
-    config = with_sizes(base_config(parsed.source), parsed.sizes)
+    base = base_config(parsed.source)  # its errors name the source
+    try:
+        config = with_sizes(causal_part(base), parsed.sizes)
+    except InputError as exc:
+        raise InputError(f"workload {spec!r}: {exc}") from None
+    _check_dims(spec, config)
     workload: Workload = HFCausalLM(parsed, config, device_class)
     if parsed.step_options:
         from afford.workloads.tuned import Tuned
 
         workload = Tuned(workload, parsed.step_options)
     return workload
+
+
+def _check_dims(spec: str, config) -> None:
+    """The memory and time models read d, L, H and V of the config: a family without one of
+    them (an attention-free model such as Mamba or RWKV) is refused here, naming it."""
+    missing = [SIZE_KEYS[k] for k in ("d", "L", "H", "V")
+               if not isinstance(_value(config, SIZE_KEYS[k]), int)]
+    if missing:
+        raise InputError(f"workload {spec!r}: the {config.model_type} config has no "
+                         f"{' or '.join(missing)}, which afford's memory and time models read "
+                         "(attention-free or per-layer families are not supported)")
+
+
+def _value(config, name: str):
+    try:
+        return getattr(config, name)
+    except Exception:  # noqa: BLE001 - a per-layer attribute raises its own error type
+        return None

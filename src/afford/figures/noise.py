@@ -1,0 +1,76 @@
+"""Why a certificate is noisy, in a few lines: the host's recorded load against its cores
+(the usual cause, and its fix), then per workload its worst point. The point-by-point
+precision warnings stay in the certificate; ``afford certify --verbose`` prints them.
+
+Derived from the certificate alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from afford.schema.cert import Certificate
+
+#: a 1-minute load average at or above this share of the cores is a busy host
+BUSY_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class NoiseSummary:
+    load: str | None                 # the host's load and the fix, one line; None: not read
+    busy: bool                       # the load is a likely cause
+    worst: tuple[str, ...]           # per workload, its worst point, one line each
+    point_notes: frozenset[str]      # the per-point warnings as cert.warnings holds them
+
+
+def load_line(cert: Certificate) -> tuple[str | None, bool]:
+    """(one line on the recorded host load against the core count, whether it is busy)."""
+    loads = [h for h in cert.host_load or [] if h.load_average is not None]
+    if not loads:
+        return None, False
+    cores = next((h.cpu_count for h in loads if h.cpu_count), None)
+    one_minute = {h.at: h.load_average[0] for h in loads}
+    worst = max(one_minute.values())
+    text = ", ".join(f"{v:.1f} {at}" for at, v in one_minute.items())
+    if cores is None:
+        return f"host load average {text} measuring (core count unknown)", False
+    busy = worst >= BUSY_SHARE * cores
+    line = f"host load average {text} measuring, on {cores} core(s)"
+    if busy:
+        line += (": other work shared the CPU with the timed steps; re-run on an idle machine, "
+                 "or with more independent children (--children 5) so that a median outvotes "
+                 "the disturbed ones")
+    else:
+        line += ": the host was not busy, so the spread is the workload's own (a launch-bound "
+        line += "step varies from process to process)"
+    return line, busy
+
+
+def worst_points(cert: Certificate) -> tuple[str, ...]:
+    """Per workload with a point whose children disagree beyond the warning threshold: that
+    worst point, and how many such points there are."""
+    out = []
+    for r in cert.workloads:
+        noisy = [p for p in r.points + r.design_points
+                 if p.usable and p.child_spread is not None and p.quality_notes(r.sweep_param)]
+        if not noisy:
+            continue
+        top = max(noisy, key=lambda p: p.child_spread)
+        shape = f"{top.batch} x {top.seq}" if top.batch and top.seq else \
+            f"{r.sweep_param}={top.value}"
+        out.append(f"{r.name} ({r.mode}): worst point {shape}, children "
+                   f"{top.child_spread:.0%} apart; {len(noisy)} of "
+                   f"{sum(1 for p in r.points + r.design_points if p.usable)} points warned")
+    return tuple(out)
+
+
+def point_notes(cert: Certificate) -> frozenset[str]:
+    """The point-by-point warnings, spelt as the certificate's ``warnings`` holds them."""
+    return frozenset(f"{r.name} ({r.mode}): {n}" for r in cert.workloads for p in r.points
+                     if p.usable for n in p.quality_notes(r.sweep_param))
+
+
+def summarize_noise(cert: Certificate) -> NoiseSummary:
+    load, busy = load_line(cert)
+    return NoiseSummary(load=load, busy=busy, worst=worst_points(cert),
+                        point_notes=point_notes(cert))
