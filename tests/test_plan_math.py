@@ -234,25 +234,30 @@ def test_a_target_of_no_steps_costs_one_startup_capped_or_not():
 # --- cadence ------------------------------------------------------------------------------
 
 def test_save_every_worked_example():
-    # write 10 s, step 1 s, 1 %: k = ceil(10 x 0.99 / 0.01) = 990; 10 / (990 + 10) = 1 %
+    """write 10 s, step 1 s, 39,600 steps in 39,600 s, 1 %: the budget holds
+    M = floor(0.01 x 39600 / 10) = 39 writes, so k = floor(39600 / 40) + 1 = 991 (39 writes,
+    390 s = 0.985 % of the chunk); k = 990 would write 40 times, 400 s = 1.01 %."""
     c = cadence.cadence(s(10.0), s(1.0), inherited(0.01, "ratio", "run"),
                         measured(39600, "steps", "c"), s(39600.0))
-    assert c.save_every.value == 990
-    assert c.interval_seconds.value == 1000.0
-    assert c.overhead_share.value == pytest.approx(0.01)
-    assert c.writes_per_chunk.value == 40  # floor(39600 / 990)
-    assert c.write_seconds_per_chunk.value == 400.0
-    assert c.share_of_chunk.value == pytest.approx(400 / 39600)
+    assert c.save_every.value == 991
+    assert c.interval_seconds.value == 1001.0
+    assert c.writes_per_chunk.value == 39  # floor(39600 / 991)
+    assert c.write_seconds_per_chunk.value == 390.0
+    assert c.share_of_chunk.value == pytest.approx(390 / 39600)
+    assert c.overhead_share.value == c.share_of_chunk.value  # one share, the one bounded
     assert c.reaches_checkpoint is True and c.min_budget_to_reach is None
+    assert 40 * 10.0 / 39600 > 0.01  # one step fewer breaks the budget
 
 
-@pytest.mark.parametrize("budget,k", [(0.02, 490), (0.5, 10), (0.9, 2), (0.99, 1)])
+@pytest.mark.parametrize("budget,k", [(0.02, 500), (0.5, 20), (0.9, 12), (0.99, 11)])
 def test_save_every_for_other_budgets(budget, k):
+    # without a chunk: k = ceil(write / (budget x step))
     assert cadence.save_every(10.0, 1.0, budget) == k
 
 
 def test_save_every_is_at_least_one_step():
     assert cadence.save_every(0.0, 1.0, 0.01) == 1
+    assert cadence.save_every(0.0, 1.0, 0.01, 100, 100.0) == 1
 
 
 def test_save_every_needs_a_step_that_takes_time():
@@ -262,11 +267,11 @@ def test_save_every_needs_a_step_that_takes_time():
 
 
 def test_cadence_without_a_chunk_still_says_how_often_to_save():
-    # write 10 s, step 2 s, 5 %: k = ceil(10 x 0.95 / (0.05 x 2)) = 95; interval 95 x 2 + 10
+    # write 10 s, step 2 s, 5 %: k = ceil(10 / (0.05 x 2)) = 100; interval 100 x 2 + 10
     c = cadence.cadence(s(10.0), s(2.0), inherited(0.05, "ratio", "run"))
-    assert c.save_every.value == 95 and c.interval_seconds.value == 200.0
-    assert c.overhead_share.value == pytest.approx(0.05)
-    assert c.writes_per_chunk is None
+    assert c.save_every.value == 100 and c.interval_seconds.value == 210.0
+    assert c.overhead_share.value == pytest.approx(0.05)  # write / (k x step)
+    assert c.writes_per_chunk is None and c.share_of_chunk is None
 
 
 def test_bad_budget_is_refused():
@@ -274,22 +279,37 @@ def test_bad_budget_is_refused():
         cadence.save_every(10.0, 1.0, 1.0)
 
 
+def test_the_share_printed_never_exceeds_the_budget_at_the_costs_inputs():
+    """Issue 30, item 3: afford printed "share of the chunk 1.01 %" beside "overhead budget
+    1.00 %" (its old k = 202 wrote 655 times, 398.9 s). Solved for the share of the chunk,
+    COSTS's inputs give its save_every 204, 395.2 s, 0.998 %."""
+    c = cadence.cadence(s(0.609), s(0.299025), inherited(0.01, "ratio", "COSTS 3.4"),
+                        measured(132430, "steps", "COSTS 3.2"), s(39600.0))
+    assert c.save_every.value == 204
+    assert c.writes_per_chunk.value == 649
+    assert c.write_seconds_per_chunk.value == pytest.approx(649 * 0.609)  # 395.2 s
+    assert c.share_of_chunk.value == pytest.approx(0.00998, rel=1e-3)
+    assert c.share_of_chunk.value <= 0.01
+    assert c.overhead_share.value <= c.overhead_budget.value
+
+
 def test_chunk_that_cannot_reach_one_checkpoint_and_the_budget_that_would():
+    # 10 s writes in a 500 s chunk at 1 %: 5 s of budget holds no write; 2 % holds one
     c = cadence.cadence(s(10.0), s(1.0), inherited(0.01, "ratio", "run"),
                         measured(500, "steps", "c"), s(500.0))
     assert c.reaches_checkpoint is False and c.writes_per_chunk.value == 0
+    assert c.save_every.value == 501
     need = c.min_budget_to_reach.value
-    assert need == pytest.approx(10 / 510)
-    assert cadence.save_every(10.0, 1.0, need) == 500  # exactly reaches it
+    assert need == pytest.approx(10 / 500)
     exact = cadence.cadence(s(10.0), s(1.0), inherited(need, "ratio", "run"),
                             measured(500, "steps", "c"), s(500.0))
     assert exact.reaches_checkpoint is True and exact.min_budget_to_reach is None
-    assert exact.writes_per_chunk.value == 1
+    assert exact.save_every.value == 251 and exact.writes_per_chunk.value == 1  # 500 // 2 + 1
     # one step a chunk (a slow step in a short session): the budget that saves every step
     one = cadence.cadence(s(10.0), s(30.0), inherited(0.01, "ratio", "run"),
                           measured(1, "steps", "c"), s(30.0))
-    assert one.reaches_checkpoint is False and one.save_every.value == 33  # ceil(9.9 / 0.3)
-    assert one.min_budget_to_reach.value == pytest.approx(10 / 40)
+    assert one.reaches_checkpoint is False and one.save_every.value == 2
+    assert one.min_budget_to_reach.value == pytest.approx(10 / 30)
     # at that budget (or any above it) the one step is followed by a save
     every = cadence.cadence(s(10.0), s(30.0), inherited(0.5, "ratio", "run"),
                             measured(1, "steps", "c"), s(30.0))
@@ -477,14 +497,6 @@ def test_disk_unknown():
     d = disk.disk_plan(assumed(None, "B", "not published"), measured(1, "B", "c"),
                        inherited(2, "copies", "r"))
     assert d.fits is None and d.copies_fit is None
-
-
-def test_save_every_at_the_costs_inputs_differs_by_definition():
-    """afford charges the write inside the interval: write / (k x step + write) <= 1 % gives
-    ceil(0.609 x 0.99 / (0.01 x 0.299025)) = ceil(201.6) = 202; COSTS 3.4's write / (k x step)
-    <= 1 % gives ceil(203.7) = 204."""
-    assert cadence.save_every(0.609, 0.299025, 0.01) == 202
-    assert math.ceil(0.609 / (0.01 * 0.299025)) == 204
 
 
 def test_floor_and_ceil_div_snap_float_error_only():

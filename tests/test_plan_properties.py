@@ -28,7 +28,21 @@ def test_more_overhead_budget_never_increases_save_every(w, t, b1, b2):
     k_lo, k_hi = cadence.save_every(w, t, lo), cadence.save_every(w, t, hi)
     assert k_hi <= k_lo
     if w > 0:
-        assert w / (k_lo * t + w) <= lo * (1 + 1e-6)
+        assert w / (k_lo * t) <= lo * (1 + 1e-6)
+
+
+@given(st.floats(min_value=1e-3, max_value=1e3), steps, st.floats(min_value=1e-4, max_value=0.5),
+       st.integers(min_value=1, max_value=10**6))
+def test_save_every_is_the_smallest_k_whose_writes_stay_within_the_chunk_budget(w, t, b, n):
+    """COSTS 3.4's share, write seconds over the chunk: at the solved k it is within the
+    budget, at k - 1 it is not; never more than the interval rule's k."""
+    c = n * t  # a chunk the steps fill
+    k = cadence.save_every(w, t, b, n, c)
+    assert 1 <= k <= n + 1
+    assert (n // k) * w <= b * c * (1 + 1e-9)
+    if k > 1:
+        assert (n // (k - 1)) * w > b * c * (1 - 1e-9)
+    assert k <= cadence.save_every(w, t, b) or k == n + 1
 
 
 @given(st.floats(min_value=3600.0, max_value=1e6), st.floats(min_value=600.0, max_value=1e5),

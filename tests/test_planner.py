@@ -71,15 +71,17 @@ def test_quota_and_target(p):
 def test_cadence_failures_disk(p):
     c = p.cadence
     assert c.overhead_budget.tag is Tag.ASSUMED and c.overhead_budget.value == 0.01
-    assert c.save_every.value == 149  # ceil(1.5 x 0.99 / 0.01)
-    assert c.writes_per_chunk.value == 265 and c.write_seconds_per_chunk.value == 397.5
+    # the budget holds floor(0.01 x 39600 / 1.5) = 264 writes: k = floor(39600 / 265) + 1
+    assert c.save_every.value == 150
+    assert c.writes_per_chunk.value == 264 and c.write_seconds_per_chunk.value == 396.0
+    assert c.share_of_chunk.value == pytest.approx(0.01)
     by = {r.point: r for r in p.failures.rows}
     assert by["mid-chunk"].expected_without.value == 19800
     assert by["mid-chunk"].restart.value == 328.5
-    assert by["mid-chunk"].expected_with.value == pytest.approx(150.5 / 2)
-    assert by["mid-chunk"].worst_with.value == 149
-    assert by["final save"].expected_with.value == pytest.approx(115 + 0.75)  # 39600 - 149 x 265
-    assert p.failures.worth.saved_share_of_quota.value == pytest.approx((39600 - 149) / 108000)
+    assert by["mid-chunk"].expected_with.value == pytest.approx(151.5 / 2)
+    assert by["mid-chunk"].worst_with.value == 150
+    assert by["final save"].expected_with.value == pytest.approx(150 + 0.75)  # 39600 - 150 x 263
+    assert p.failures.worth.saved_share_of_quota.value == pytest.approx((39600 - 150) / 108000)
     assert p.failures.daly is None
     d = p.disk
     assert d.copies_fit.value == 66 and d.fits is True
@@ -94,15 +96,15 @@ def test_plan_at_a_step_of_0_299_seconds():
     assert run.steps_per_chunk.value == 132441                 # floor(39600 / 0.299)
     assert run.steps_per_hour.value == pytest.approx(3600 / 0.299, abs=1)
     c = p.cadence
-    assert c.save_every.value == 497                           # ceil(1.5 x 0.99 / 0.00299)
-    assert c.interval_seconds.value == pytest.approx(497 * 0.299 + 1.5)
-    assert c.writes_per_chunk.value == 266                     # floor(132441 / 497)
+    assert c.save_every.value == 500                           # floor(132441 / 265) + 1
+    assert c.interval_seconds.value == pytest.approx(500 * 0.299 + 1.5)
+    assert c.writes_per_chunk.value == 264                     # floor(132441 / 500)
     by = {r.point: r for r in p.failures.rows}
     assert by["mid-chunk"].expected_without.value == pytest.approx(132441 * 0.299 / 2)
-    assert by["mid-chunk"].expected_with.value == pytest.approx((497 * 0.299 + 1.5) / 2)
+    assert by["mid-chunk"].expected_with.value == pytest.approx((500 * 0.299 + 1.5) / 2)
     assert by["mid-chunk"].restart.value == pytest.approx(328.5)
-    # last periodic save at 266 x 497 = 132202: 239 steps before the final save
-    assert by["final save"].expected_with.value == pytest.approx(239 * 0.299 + 1.5 / 2)  # tail + half the write
+    # last periodic save at 264 x 500 = 132000: 441 steps before the final save
+    assert by["final save"].expected_with.value == pytest.approx(441 * 0.299 + 1.5 / 2)  # tail + half the write
     assert by["final save"].expected_without.value == pytest.approx(132441 * 0.299 + 1.5 / 2)
     q = p.quota
     assert q.steps_per_week.value == 2 * 132441 + 93010       # floor(27810 / 0.299)
@@ -209,7 +211,8 @@ def test_no_cap_treats_the_run_as_one_session():
     assert p.device_matches is None and p.quota is None
     assert p.chunk.chunk_seconds is None and p.rows[0].steps_per_chunk is None
     assert p.target.limited_by == "wall clock" and p.target.gpu_seconds.value == 330 + 10_000
-    assert p.cadence.writes_per_chunk.value == 10_000 // 149
+    assert p.cadence.save_every.value == 150  # floor(10000 / 67) + 1: 66 writes of 1.5 s
+    assert p.cadence.writes_per_chunk.value == 10_000 // 150
     assert p.failures.rows[1].expected_without.value == 5000  # half the run
     assert p.disk.fits is None
     v = planner.preflight(make_cert(), plat, make_run(target_steps=10_000, target_tokens=None))

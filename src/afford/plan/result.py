@@ -112,19 +112,23 @@ class Target(_Frozen):
 
 
 class Cadence(_Frozen):
-    """save_every = the smallest step count whose write stays within the overhead budget."""
+    """save_every = the smallest step count whose writes stay within the overhead budget, the
+    share being write seconds over the training seconds (COSTS 3.4): over the chunk where
+    there is one, else over one interval."""
 
     write_seconds: Tagged
     overhead_budget: Tagged
     save_every: Tagged
     interval_seconds: Tagged = Field(description="save_every x step + write")
-    overhead_share: Tagged = Field(description="write / interval at save_every")
+    overhead_share: Tagged = Field(description="the share the budget bounds: write seconds / "
+                                   "chunk, or write / (save_every x step) without a chunk")
     writes_per_chunk: Tagged | None = None
     write_seconds_per_chunk: Tagged | None = None
     share_of_chunk: Tagged | None = None
     reaches_checkpoint: bool | None = Field(None, description="a chunk holds save_every steps")
     min_budget_to_reach: Tagged | None = Field(
-        None, description="the smallest overhead budget whose save_every fits in a chunk")
+        None, description="the smallest overhead budget that holds one periodic write in a "
+        "chunk: write / chunk")
 
 
 class KillRow(_Frozen):

@@ -153,10 +153,11 @@ def cadence_block(p: PlanResult) -> Block | None:
         ("checkpoint write", c.write_seconds, "-"), ("overhead budget", c.overhead_budget, "-"),
         ("save_every", c.save_every, "-"), ("interval = save_every x step + write",
                                             c.interval_seconds, "-"),
-        ("write share of the interval", c.overhead_share, "-"),
+        *([("write share = write / (save_every x step)", c.overhead_share, "-")]
+          if c.share_of_chunk is None else []),
         (f"writes per {per}", c.writes_per_chunk, "-"),
         (f"write time per {per}", c.write_seconds_per_chunk, "-"),
-        (f"share of the {per}", c.share_of_chunk, "-"),
+        (f"write share = write seconds / {per}", c.share_of_chunk, "-"),
         ("budget needed to reach one checkpoint", c.min_budget_to_reach, "-")])
 
 
