@@ -20,16 +20,22 @@ from afford.provenance import Tag, Tagged
 
 
 def startup(components: Sequence[StartupComponent]) -> Startup:
-    """Total and restart cost (the components paid before step 1) of a session's startup."""
+    """Total and restart cost (the components paid before step 1) of a session's startup,
+    and its measured floor (the MEASURED components alone, COSTS 3.1), so that what was
+    assumed is seen apart from what this box measured."""
     total = sum(num(c.seconds) for c in components)
     restart = sum(num(c.seconds) for c in components if not c.final)
     names = " + ".join(c.name for c in components) or "nothing"
     before = " + ".join(c.name for c in components if not c.final) or "nothing"
+    meas = [c for c in components if c.seconds.tag is Tag.MEASURED]
+    floor = derive(sum(num(c.seconds) for c in meas), "s", "measured floor: " + " + ".join(
+        c.name for c in meas), *(c.seconds for c in meas)) if meas else None
     return Startup(components=tuple(components),
                    total_seconds=derive(total, "s", f"startup: {names}",
                                         *(c.seconds for c in components)),
                    restart_seconds=derive(restart, "s", f"restart: {before}",
-                                          *(c.seconds for c in components if not c.final)))
+                                          *(c.seconds for c in components if not c.final)),
+                   measured_seconds=floor)
 
 
 def chunk(cap: Tagged, margin: Tagged, start: Startup) -> Chunk:

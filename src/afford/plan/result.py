@@ -37,6 +37,9 @@ class Startup(_Frozen):
     total_seconds: Tagged
     restart_seconds: Tagged = Field(description="the components paid before step 1: what a "
                                     "restart after a kill costs (Daly's R)")
+    measured_seconds: Tagged | None = Field(None, description="the MEASURED components alone: "
+                                            "the floor this box measured (COSTS 3.1); None "
+                                            "when none was measured")
 
 
 class Chunk(_Frozen):

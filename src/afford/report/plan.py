@@ -70,6 +70,7 @@ def chunk_blocks(p: PlanResult) -> list[Block]:
             ("margin", None if no_cap else c.margin_seconds, "-"),
             ("chunk = cap - margin", c.chunk_seconds, "no cap: one session"),
             ("startup total", c.startup.total_seconds, "-"),
+            ("of it measured here", c.startup.measured_seconds, "nothing measured"),
             ("restart (startup before step 1)", c.startup.restart_seconds, "-"),
             ("margin covers startup", c.margin_covers, "-")]
     comps = Table(("component", "what", "seconds", "from"), tuple(
