@@ -78,6 +78,48 @@ def test_other_quantities_need_no_step_index(quantity):
     assert reading(quantity=quantity, step_indices="").step_indices == ""
 
 
+@pytest.mark.parametrize("quantity,unit", [
+    ("step_time", "s"), ("tinylm/fp32/seq=64/step_time", "ms"), ("time_per_step", "s"),
+    ("warm_step_ms", "ms"), ("tokens_per_second", "tokens/s"), ("throughput", "samples/s"),
+    ("hf:gpt2/bf16/b=8/speed", "it/s"), ("iteration_time", "s/step")])
+def test_a_reading_of_a_step_needs_its_index_whatever_its_name(quantity, unit):
+    """Issue 30, item 5: decided by the unit and kind of the quantity (a measured time of a
+    step, a measured throughput of steps), not by the name ending in step_seconds."""
+    assert ledger.is_step_time(quantity, unit, Tag.MEASURED)
+    with pytest.raises(InputError, match="is a reading of a step"):
+        reading(quantity=quantity, unit=unit, step_indices="")
+    assert reading(quantity=quantity, unit=unit, step_indices="c0:3-14").step_indices
+
+
+@pytest.mark.parametrize("quantity,unit,tag", [
+    ("checkpoint_write_seconds", "s", Tag.MEASURED), ("import_seconds", "s", Tag.MEASURED),
+    ("gemm_fp32_flop_per_second", "FLOP/s", Tag.MEASURED),
+    ("copy_bytes_per_second", "B/s", Tag.MEASURED), ("steps_per_chunk", "steps", Tag.MODULE),
+    ("save_every_steps", "s", Tag.MEASURED), ("step_time", "s", Tag.FITTED),
+    ("tokens_per_second", "tokens/s", Tag.ASSUMED)])
+def test_not_a_reading_of_a_step(quantity, unit, tag):
+    """A time that is not a step's, a rate of something else (a GEMM, a copy), a count, and a
+    prediction or assumption (no step was read) need no step index."""
+    assert not ledger.is_step_time(quantity, unit, tag)
+    assert reading(quantity=quantity, unit=unit, tag=tag, step_indices="").step_indices == ""
+
+
+def test_a_warm_throughput_at_step_0_is_refused():
+    with pytest.raises(InputError, match="step 0 is never warm"):
+        reading(quantity="warm_tokens_per_second", unit="tokens/s", step_indices="0-11")
+    assert reading(quantity="warm_tokens_per_second", unit="tokens/s", step_indices="2-11")
+
+
+def test_history_add_refuses_a_step_time_of_any_name_without_steps(tmp_path):
+    p = tmp_path / "h.tsv"
+    res = runner.invoke(app, ["history", "add", "--file", str(p), "--quantity",
+                              "tinylm/step_time", "--value", "0.2", "--unit", "s", "--device",
+                              "cpu", "--command", "afford certify", "--torch", "2.13.0",
+                              "--commit", "abc"])
+    assert res.exit_code == 2 and "reading of a step" in res.output
+    assert "Traceback" not in res.output and not p.exists()
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_a_reading_is_finite(value):
     with pytest.raises(InputError, match="finite"):

@@ -7,14 +7,19 @@ tool reads it. The first line is the header below; it is the format's version ma
 
 Rules this module enforces, each with a test:
 
-- **A step time needs its step indices** (rule 1). A quantity is a *step time* when its name
-  ends in ``step_seconds`` or ``step<N>_seconds`` (``warm_step_seconds``, ``step0_seconds``,
-  ``tinylm/fp32/seq=64/warm_step_seconds``); such a reading without ``step_indices`` is
-  refused, and its unit must be ``s``.
-- **Step 0 is never warm** (the seed rule): a warm step time (a quantity ending in
-  ``warm_step_seconds``) whose step indices include 0 is refused. Step 0 pays for
-  compilation, allocation and caches; it is recorded on its own (``step0_seconds``) and
-  the warm-up is reported apart.
+- **A reading of a step needs its step indices** (rule 1), decided by the unit and kind of
+  the quantity, not by one spelling of its name (issue 30, item 5): a *step reading* is
+  (a) a quantity named ``...step_seconds`` / ``...step<N>_seconds`` (the name states a step
+  time), whatever its tag; (b) a MEASURED time (unit s, ms, us, ns, s/step, ...) of a
+  quantity that names a step in any spelling (``step_time``, ``time_per_step``,
+  ``warm_step_ms``), or any MEASURED figure in a unit per step (s/step); (c) a MEASURED throughput of training work (unit tokens/s, samples/s,
+  steps/s, it/s, ...), whatever its name (``tokens_per_second``): a rate of steps is read
+  off steps. Such a reading without ``step_indices`` is refused; a name ending in
+  ``seconds`` must have the unit ``s``.
+- **Step 0 is never warm** (the seed rule): a warm step reading (a step reading whose name
+  says ``warm``) whose step indices include 0 is refused. Step 0 pays for compilation,
+  allocation and caches; it is recorded on its own (``step0_seconds``) and the warm-up is
+  reported apart.
 - **Readings are only appended; a correction strikes, it never deletes** (rule 6). Striking
   sets ``status`` (withdrawn: replaced or no longer claimed; retracted: it was wrong), a
   ``reason`` (required) and optionally ``superseded_by`` (the id of another reading) on the
@@ -61,7 +66,11 @@ HEADER = "\t".join(COLUMNS)
 STATUSES = ("current", "withdrawn", "retracted")
 
 _STEP_TIME = re.compile(r"(^|[/._:])step\d*_seconds$")
-_WARM_STEP = re.compile(r"(^|[/._:])warm_step_seconds$")
+_NAMES_A_STEP = re.compile(r"(^|[^a-z])step(?!s_per|_count|s$)", re.IGNORECASE)
+TIME_UNITS = frozenset({"s", "ms", "us", "µs", "ns", "min", "h"})
+RATE_UNITS = frozenset({"tokens/s", "tok/s", "token/s", "samples/s", "sample/s",
+                        "sequences/s", "examples/s", "steps/s", "step/s", "it/s",
+                        "images/s", "batches/s"})
 MAX_STEP_INDEX = 2**63 - 1  # an int64 step counter
 MAX_EXPANDED_STEPS = 1_000_000  # parse_step_indices lists at most this many indices
 _RANGE = r"\d{1,19}(?:-\d{1,19})?"
@@ -71,15 +80,25 @@ _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
 
 
-def is_step_time(quantity: str) -> bool:
-    """True for a quantity that times one step: its name ends in ``step_seconds`` or
-    ``step<N>_seconds`` (the rule that decides when step indices are required)."""
-    return bool(_STEP_TIME.search(quantity))
+def is_step_time(quantity: str, unit: str | None = None, tag: Tag | None = None) -> bool:
+    """True for a reading of a step, which must carry the index of the step(s) it read: a
+    quantity named ``...step_seconds`` / ``...step<N>_seconds`` (any tag); or, MEASURED, a
+    time of a quantity that names a step (``step_time`` in ms) or a throughput of training
+    work (``tokens_per_second`` in tokens/s). ``unit`` and ``tag`` None: the name alone."""
+    if _STEP_TIME.search(quantity):
+        return True
+    if tag is not Tag.MEASURED or unit is None:
+        return False
+    u = unit.strip().lower()
+    if u in RATE_UNITS or u.endswith("/step"):  # a throughput, or a unit per step
+        return True
+    return u in TIME_UNITS and bool(_NAMES_A_STEP.search(quantity))
 
 
-def is_warm_step_time(quantity: str) -> bool:
-    """True for a warm step time (``.../warm_step_seconds``): step 0 is never one."""
-    return bool(_WARM_STEP.search(quantity))
+def is_warm_step_time(quantity: str, unit: str | None = None, tag: Tag | None = None) -> bool:
+    """True for a warm step reading (a step reading whose name says warm): step 0 is never
+    one."""
+    return "warm" in quantity.lower() and is_step_time(quantity, unit, tag)
 
 
 def parse_step_ranges(text: str) -> dict[str, list[tuple[int, int]]]:
@@ -170,17 +189,18 @@ class Reading(BaseModel):
     def _rules(self) -> "Reading":
         if not math.isfinite(self.value):
             raise ValueError(f"{self.quantity} = {self.value}: a reading is a finite number")
-        if is_step_time(self.quantity):
+        if is_step_time(self.quantity, self.unit, self.tag):
             if not self.step_indices:
-                raise ValueError(f"{self.quantity} is a step time: a step time without the "
-                                 "index of the step it timed is not a measurement of a step "
-                                 "(give the step indices, e.g. 3-14 or c0:3-14;c1:3-17)")
-            if self.unit != "s":
+                raise ValueError(f"{self.quantity} ({self.unit or 'no unit'}) is a reading of "
+                                 "a step: a step time without the index of the step it timed "
+                                 "is not a measurement of a step (give the step indices, "
+                                 "e.g. 3-14 or c0:3-14;c1:3-17)")
+            if self.quantity.endswith("seconds") and self.unit != "s":
                 raise ValueError(f"{self.quantity} is a step time: its unit must be s, "
                                  f"not {self.unit!r}")
         if self.step_indices:
             groups = parse_step_ranges(self.step_indices)
-            if is_warm_step_time(self.quantity) and any(
+            if is_warm_step_time(self.quantity, self.unit, self.tag) and any(
                     spans[0][0] == 0 for spans in groups.values()):
                 raise ValueError(f"{self.quantity} is a warm step time at step index 0: "
                                  "step 0 is never warm (it pays for compilation, allocation "
@@ -457,7 +477,7 @@ def _contract_readings(cert: Certificate, base: dict) -> list[dict]:
     for quantity, t, steps in found:
         if t is None or isinstance(t.value, (str, bool)) or t.value is None:
             continue
-        if is_step_time(quantity) and not steps:
+        if is_step_time(quantity, t.unit, t.tag) and not steps:
             continue  # an index this function cannot know is never invented
         rows.append({**base, "quantity": quantity, "value": t.value, "unit": t.unit,
                      "tag": t.tag, "step_indices": steps})

@@ -71,8 +71,9 @@ def add(
     tag: Annotated[Tag, typer.Option(help="Provenance tag.")] = Tag.MEASURED,
     steps: Annotated[str, typer.Option(
         help="Step indices it timed: 3-14, or c0:3-14;c1:3-17 per child. Required for a "
-        "step time (a quantity ending in step_seconds); a warm step time never includes "
-        "step 0 (record that as step0_seconds).")] = "",
+        "reading of a step (a quantity ending in step_seconds; a measured time of a step, "
+        "e.g. step_time in ms; a measured throughput, e.g. tokens/s); a warm step time "
+        "never includes step 0 (record that as step0_seconds).")] = "",
     device: Annotated[Optional[str], typer.Option(help="The device it was read on.")] = None,
     torch_version: Annotated[Optional[str], typer.Option(
         "--torch", help="torch version (default: the installed one).")] = None,
