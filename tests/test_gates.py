@@ -10,7 +10,7 @@ from afford.errors import InputError
 from afford.figures.gates import determinism_lines, gate_lines, noise_lines
 from afford.gates import (TOLERANCE_REASONS, GateNotExecutable, GateResult, GateSettings,
                           determinism_gate, evaluate, headroom, init_loss_gate, matched_params_gate,
-                          noise_floor_gate, parity_gate, parse_tolerances, ratio, row,
+                          noise_floor_gate, parity_gate, parse_line, parse_tolerances, ratio, row,
                           user_gate, verdict, worst_row)
 from afford.measure.determinism import missing_kernel_op
 from afford.provenance import NotExecutable, Tagged
@@ -241,11 +241,55 @@ def test_gate_table_renders_worst_row_and_verdict():
     from afford.report.gates import gate_table
 
     g = init_loss_gate([_init(LN256 * 0.995), _init(LN256 * 0.99, seed=1)], S)
-    con = Console(width=160, record=True)
+    con = Console(width=200, record=True)
     con.print(gate_table(gate_lines(_gates_section([g])), "gates", "GO"))
     text = con.export_text()
     assert "lm 32 seed 1" in text and "0.01 C" in text and "0.02 A" in text
-    assert "0.5 C" in text and "2 C" in text and "PASS" in text and "verdict: GO" in text
+    assert "2, 2, 2 C" in text  # cells, reachable, passing
+    assert "50.00% C" in text and "50.00% A" in text and "1.0x C" in text  # at the line
+    assert "0.5 tolerances C" in text and "PASS" in text and "verdict: GO" in text
+    assert "above the line" not in text
+
+
+def test_the_line_is_a_gate_parameter_and_headroom_is_taken_against_it():
+    """COSTS 1.4: worst delta/tol 8.58 %, the line 50 %, headroom 50 / 8.58 = 5.83x; against
+    the tolerance (100 %) the same row would claim 11.7x."""
+    r = row("e3_t8 / predict_the_mean", 0.0858, 1.0)
+    assert headroom(r, 0.5) == pytest.approx(5.8275, rel=1e-4)
+    assert headroom(r) == pytest.approx(11.655, rel=1e-4)
+    g = evaluate(GateReadings(init_loss=[_init(LN256 * 0.995)]), S)[0]
+    assert g.line == 0.5 and "COSTS" in g.line_source
+    (ln,) = gate_lines(_gates_section([g]))
+    assert ln.line.value == 0.5 and ln.line.tag.value == "ASSUMED"
+    assert ln.delta_over_tol.value == pytest.approx(0.25)  # 0.005 / 0.02
+    assert ln.headroom.value == pytest.approx(2.0) and ln.clears is True  # 0.5 / 0.25
+    strict = evaluate(GateReadings(init_loss=[_init(LN256 * 0.995)]),
+                      parse_line("20%", S))[0]
+    (st,) = gate_lines(_gates_section([strict]))
+    assert st.headroom.value == pytest.approx(0.8) and st.clears is False
+    assert st.status == "PASS" and "--line 0.2" in strict.line_source
+    for bad in ("0", "150%", "x", "nan"):
+        with pytest.raises(InputError, match="--line"):
+            parse_line(bad, S)
+
+
+def test_init_loss_counts_cells_and_quotes_the_worst_margin_in_tolerances():
+    """COSTS 1.5: 30 cells, 30 reachable, 30 pass; worst margin above the 1 - GATE_TOL line
+    1.957e-3, i.e. 1.96x the tolerance (a loss above chance has delta 0, so the margin is
+    loss / ln V - (1 - tol), not tolerance - delta)."""
+    tight = parse_tolerances(["init-loss=1e-3"])
+    cells = [_init(LN256 * (1 + 0.000957 + 0.001 * k), value=v, seed=k, name=n)
+             for n in ("a", "b") for v in (1, 2, 3, 4, 5) for k in range(3)]
+    g = init_loss_gate(cells, tight)
+    (ln,) = gate_lines(_gates_section([g]))
+    assert (ln.cells.value, ln.checked.value, ln.passing.value) == (30, 30, 30)
+    assert ln.margin.value == pytest.approx(1.957, rel=1e-6) and ln.margin_row == "a 1 seed 0"
+    failed = init_loss_gate([_init(LN256 * 0.9), _init(LN256),
+                             InitLossReading(workload="c", value=1, seed=0, mode="fp32",
+                                             vocab=256, error="OOM")], S)
+    (lf,) = gate_lines(_gates_section([failed]))
+    assert (lf.cells.value, lf.checked.value, lf.passing.value) == (3, 2, 1)
+    assert lf.margin.value == pytest.approx((0.9 - 0.98) / 0.02)  # -4: 4 tolerances past it
 
 
 def test_default_init_loss_tolerance_against_the_costs_files_1e3():
@@ -257,3 +301,25 @@ def test_default_init_loss_tolerance_against_the_costs_files_1e3():
     tight = parse_tolerances(["init-loss=1e-3"])
     assert [r.status for r in init_loss_gate(healthy, tight).rows] == ["FAIL", "PASS"]
     assert "1e-3" in TOLERANCE_REASONS["init_loss"]
+
+
+def test_the_report_prints_the_gate_deltas_tagged():
+    """Issue 30, item 11: the Markdown report listed the gate deltas under "not shown, no
+    provenance tag"; its Gates section now opens with the tagged gate table."""
+    from afford.report import markdown
+    from afford.report.certificate import certificate_section
+    from afford.report.model import Report
+    from tests.synthetic import make_cert
+
+    g = init_loss_gate([_init(LN256 * 0.995), _init(LN256 * 0.99, seed=1)], S)
+    cert = make_cert().model_copy(update={"gates": _gates_section([g])})
+    sec = certificate_section(cert, "c.json", {})
+    (gates,) = [s for s in sec.subsections if s.title == "Gates"]
+    table = gates.tables[0]
+    assert table.columns[:4] == ("gate", "cells", "reachable", "passing")
+    (line,) = table.rows
+    assert all(isinstance(c, (str, Tagged)) for c in line)
+    delta = line[table.columns.index("delta")]
+    assert isinstance(delta, Tagged) and delta.value == pytest.approx(0.01)
+    text = markdown.render(Report(title="t", inputs=("c.json",), sections=(sec,)))
+    assert "| init-loss " in text and "0.01 C" in text and "50.00% A" in text

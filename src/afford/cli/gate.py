@@ -14,7 +14,8 @@ import typer
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.figures.gates import cost_summary, determinism_lines, gate_lines, noise_lines
-from afford.gates import GateSettings, headroom, parse_tolerances, ratio, worst_row
+from afford.gates import (GateSettings, headroom, margin, parse_line, parse_tolerances, ratio,
+                          worst_margin, worst_row)
 from afford.report.gates import determinism_table, gate_table, noise_table
 from afford.report.rich_table import labelled
 from afford.report.terminal import fmt
@@ -42,6 +43,9 @@ def command(
         "parity-fp32, parity-bf16, parity-fp16, noise-floor, matched-params. init-loss "
         "defaults to 0.02, looser than a 1e-3 gate: a healthy step-0 loss can sit 3e-3 "
         "below ln V (0.997 at CPU widths), a leaked target ~10 %.")] = None,
+    line: Annotated[Optional[str], typer.Option(
+        "--line", help="The share of its tolerance a gate's worst delta must clear (COSTS "
+        "1.4's 50%, the default): headroom = line / worst delta-over-tolerance.")] = None,
     repeats: Annotated[int, typer.Option(help="K repeats of the determinism audit.")] = 8,
     steps: Annotated[int, typer.Option(help="k steps per noise-floor run.")] = 16,
     audit: Annotated[bool, typer.Option(
@@ -58,7 +62,8 @@ def command(
         from afford.certify.gates import GateRequest
         from afford.certify.request import parse_sweep
 
-        settings = parse_tolerances(tol or [], GateSettings(repeats=repeats, noise_steps=steps))
+        settings = parse_line(line, parse_tolerances(
+            tol or [], GateSettings(repeats=repeats, noise_steps=steps)))
         req = GateRequest(workloads=list(workload or []), device=device,
                           sweeps=dict(parse_sweep(s) for s in sweep or []),
                           pairs=[_parse_pair(p) for p in pair or []], settings=settings,
@@ -142,14 +147,19 @@ def report_document(outcome: GateOutcome) -> dict:
     g = outcome.gates
     summary = []
     for gate in g.gates:
-        worst = worst_row(gate)
+        worst, near = worst_row(gate), worst_margin(gate)
         summary.append({
             "name": gate.name, "status": gate.status, "source": gate.source,
+            "cells": len(gate.rows), "reachable": sum(r.delta is not None for r in gate.rows),
+            "passing": sum(r.status == "PASS" for r in gate.rows),
             "worst_row": worst.label if worst else None,
             "delta": _num(worst.delta) if worst else None,
             "tolerance": worst.tolerance if worst else None,
             "delta_over_tolerance": _num(ratio(worst)) if worst else None,
-            "headroom": _num(headroom(worst)) if worst else None})
+            "line": gate.line,
+            "headroom": _num(headroom(worst, gate.line)) if worst else None,
+            "worst_margin_in_tolerances": _num(margin(near) / near.tolerance)
+            if near is not None and near.tolerance > 0 else None})
     return {"schema": "afford.gate-report/1", "verdict": g.verdict, "device": g.device,
             "device_name": g.device_name, "gates": summary,
             "sections": {"gates": json.loads(g.model_dump_json()),

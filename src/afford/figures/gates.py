@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from afford.fit.stats import median
-from afford.gates import headroom, noise_floor, ratio, worst_row
+from afford.gates import LINE_REASON, headroom, margin, noise_floor, ratio, worst_margin, worst_row
 from afford.provenance import Tagged, assumed, measured, module
 from afford.schema.determinism import (QUANTITIES, AuditRun, DeterminismSection, Gate,
                                        GatesSection)
@@ -21,16 +21,26 @@ from afford.schema.determinism import (QUANTITIES, AuditRun, DeterminismSection,
 
 @dataclass(frozen=True)
 class GateLine:
+    """One gate as COSTS 1.4 and 1.5 quote one: its cells (reachable, passing), the worst
+    row's delta against its tolerance, the line that delta/tol must clear and the headroom
+    line / (delta/tol), and the worst margin in tolerances."""
+
     name: str
     status: str
-    checked: Tagged            # rows checked
+    checked: Tagged            # rows checked (reachable: executed)
     worst: str                 # label of the worst row, or why none
     delta: Tagged | None
     tolerance: Tagged | None
     delta_over_tol: Tagged | None
-    headroom: Tagged | None
+    headroom: Tagged | None    # line / worst delta-over-tolerance
     detail: str
     failing: tuple[str, ...]   # "label: detail" of every failing row
+    cells: Tagged | None = None      # rows of the gate, executed or not
+    passing: Tagged | None = None    # rows that pass
+    line: Tagged | None = None       # the share of the tolerance delta/tol must clear
+    clears: bool | None = None       # worst delta/tol <= line
+    margin: Tagged | None = None     # the worst margin, in tolerances ("1.96x the tolerance")
+    margin_row: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,22 +74,43 @@ def _where(device_name: str) -> str:
     return f"on {device_name}"
 
 
+def _counts(g: Gate) -> dict:
+    """Cells, reachable (executed) and passing rows (COSTS 1.5: 30 / 30 / 30)."""
+    reach = sum(r.delta is not None for r in g.rows)
+    return dict(cells=module(len(g.rows), "", f"{g.name}: rows of the gate"),
+                checked=module(reach, "", f"{g.name}: rows executed of {len(g.rows)}"),
+                passing=module(sum(r.status == "PASS" for r in g.rows), "",
+                               f"{g.name}: rows passing of {len(g.rows)}"))
+
+
+def _margin(g: Gate, src: str) -> dict:
+    row = worst_margin(g)
+    if row is None or row.tolerance <= 0:
+        return {}
+    return dict(margin=module(margin(row) / row.tolerance, "tolerances", f"worst margin / tolerance, "
+                              f"{g.name}, row {row.label}; {src}"), margin_row=row.label)
+
+
 def gate_line(g: Gate, device_name: str) -> GateLine:
     worst = worst_row(g)
     failing = tuple(f"{r.label}: {r.detail}".rstrip(": ") for r in g.rows if r.status == "FAIL")
-    checked = module(sum(r.delta is not None for r in g.rows), "",
-                     f"{g.name}: rows executed of {len(g.rows)}")
+    line = assumed(g.line, "ratio", g.line_source or LINE_REASON)
     if worst is None:
-        return GateLine(g.name, g.status, checked, "-", None, None, None, None, "", failing)
+        return GateLine(g.name, g.status, worst="-", delta=None, tolerance=None,
+                        delta_over_tol=None, headroom=None, detail="", failing=failing,
+                        line=line, **_counts(g))
     src = f"{g.name} ({g.source}), worst row {worst.label}, {_where(device_name)}"
     tag_tol = module if g.name == "noise-floor" else assumed
+    q = ratio(worst)
     return GateLine(
-        name=g.name, status=g.status, checked=checked, worst=worst.label,
+        name=g.name, status=g.status, worst=worst.label,
         delta=(measured if g.name == "deterministic-mode" else module)(worst.delta, "", src),
         tolerance=tag_tol(worst.tolerance, "", g.tolerance_source),
-        delta_over_tol=module(ratio(worst), "", f"delta / tolerance, {g.name}"),
-        headroom=module(headroom(worst), "", f"tolerance / worst delta, {g.name}"),
-        detail=worst.detail, failing=failing)
+        delta_over_tol=module(q, "ratio", f"delta / tolerance, {g.name}"),
+        headroom=module(headroom(worst, g.line), "x", f"line / worst delta-over-tolerance, "
+                        f"{g.name}"),
+        detail=worst.detail, failing=failing, line=line,
+        clears=None if math.isnan(q) else q <= g.line * (1 + 1e-9), **_counts(g), **_margin(g, src))
 
 
 def gate_lines(section: GatesSection) -> list[GateLine]:

@@ -13,6 +13,7 @@ import math
 from afford import figures
 from afford.figures.memory import heldout_accuracy
 from afford.provenance import fitted, measured, module, run_label
+from afford.report.gates import gates_report_table
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
 from afford.report.time_model import time_section
@@ -339,7 +340,8 @@ def memory_breakdown(cert: Certificate) -> Table | None:
 
 def _named(cert: Certificate, key: str, plots: tuple[str, ...]) -> Section:
     section = getattr(cert, key, None)
-    contract = probes(cert) if key == "probes" else None
+    contract = probes(cert) if key == "probes" else \
+        gates_report_table(cert.gates) if key == "gates" and cert.gates else None
     title = key.capitalize()
     if section is None and contract is None:
         note = (f"Not run: this certificate has no {key} section (the stage that writes "

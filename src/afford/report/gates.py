@@ -3,10 +3,11 @@ tagged lines of :mod:`afford.figures.gates`; every number passes :func:`fmt`."""
 
 from __future__ import annotations
 
-from afford.figures.gates import DeterminismLine, GateLine, NoiseLine
+from afford.figures.gates import DeterminismLine, GateLine, NoiseLine, gate_lines
+from afford.report import model
 from afford.report.rich_table import Table, escape, styled
-from afford.report.terminal import LEGEND, fmt
-from afford.schema.determinism import QUANTITIES
+from afford.report.terminal import LEGEND, fmt, fmt_list
+from afford.schema.determinism import QUANTITIES, GatesSection
 
 STATUS_STYLE = {"PASS": "green", "FAIL": "bold red", "NOT EXECUTABLE": "yellow"}
 SHORT = {"forward output": "forward", "loss": "loss", "gradients": "gradients",
@@ -17,17 +18,33 @@ def _status(s: str):
     return styled(f"[{STATUS_STYLE.get(s, '')}]{escape(s)}[/]")
 
 
+def _cells(ln: GateLine) -> str:
+    """``30, 30, 30 C``: cells, reachable, passing (COSTS 1.5)."""
+    return fmt_list([t for t in (ln.cells, ln.checked, ln.passing) if t is not None])
+
+
+def _status_cell(ln: GateLine):
+    if ln.status == "PASS" and ln.clears is False:
+        return styled("[yellow]PASS, above the line[/]")
+    return _status(ln.status)
+
+
 def gate_table(lines: list[GateLine], title: str, verdict: str) -> Table:
+    """COSTS 1.4 and 1.5 per gate: cells reachable and passing, the worst row's delta/tol,
+    the line it must clear, headroom = line / (delta/tol), the worst margin in tolerances."""
     table = Table(title=title, title_justify="left")
     table.add_column("gate", no_wrap=True)
-    for col in ("rows", "worst row", "delta", "tolerance", "delta/tol", "headroom"):
+    for col in ("cells, reachable, passing", "worst row", "delta", "tolerance", "delta/tol",
+                "line", "headroom", "worst margin"):
         table.add_column(col, overflow="fold")
     table.add_column("status", no_wrap=True)
     for ln in lines:
-        table.add_row(ln.name, fmt(ln.checked), ln.worst, fmt(ln.delta), fmt(ln.tolerance),
-                      fmt(ln.delta_over_tol), fmt(ln.headroom), _status(ln.status))
+        table.add_row(ln.name, _cells(ln), ln.worst, fmt(ln.delta), fmt(ln.tolerance),
+                      fmt(ln.delta_over_tol), fmt(ln.line), fmt(ln.headroom), fmt(ln.margin),
+                      _status_cell(ln))
     style = "bold red" if verdict == "HALT" else "bold green"
-    table.caption = styled(f"verdict: [{style}]{escape(verdict)}[/] (any FAIL halts). "
+    table.caption = styled(f"verdict: [{style}]{escape(verdict)}[/] (any FAIL halts; a gate "
+                           "above its line passes its tolerance with headroom under 1x). "
                            f"{escape(LEGEND)}")
     return table
 
@@ -69,3 +86,17 @@ def noise_table(lines: list[NoiseLine], title: str) -> Table:
                       "yes" if ln.bitwise else styled("[red]no[/]"), fmt(ln.between_seeds))
     table.caption = LEGEND
     return table
+
+
+def gates_report_table(section: GatesSection) -> model.Table:
+    """The gate table of the report (Markdown, HTML): the lines :func:`gate_table` prints,
+    every figure tagged (COSTS 1.4 and 1.5: cells, delta/tol, line, headroom, margin)."""
+    rows = tuple((ln.name, ln.cells, ln.checked, ln.passing, ln.worst, ln.delta, ln.tolerance,
+                  ln.delta_over_tol, ln.line, ln.headroom, ln.margin,
+                  "PASS, above the line" if ln.status == "PASS" and ln.clears is False
+                  else ln.status) for ln in gate_lines(section))
+    return model.Table(columns=("gate", "cells", "reachable", "passing", "worst row", "delta",
+                                "tolerance", "delta/tol", "line", "headroom", "worst margin",
+                                "status"), rows=rows,
+                       caption=f"gates on {section.device_name}: verdict {section.verdict} "
+                       "(any FAIL halts); headroom = line / worst delta-over-tolerance")

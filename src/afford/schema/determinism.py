@@ -157,6 +157,9 @@ class GateRow(_Model):
     status: Status
     detail: str = ""
     not_executable: NotExecutable | None = None
+    margin: float | None = Field(None, description="how far the row sits inside its pass "
+                                 "line, in the gate's unit, where that is not tolerance - "
+                                 "delta (init-loss: loss / ln V - (1 - tol), COSTS 1.5)")
 
     @model_validator(mode="after")
     def _status_follows_delta(self) -> "GateRow":
@@ -181,6 +184,11 @@ class Gate(_Model):
     rows: list[GateRow]
     status: Status
     notes: list[str] = []
+    line: float = Field(0.5, gt=0.0, le=1.0, description="the share of its tolerance the "
+                        "worst row's delta must clear (COSTS 1.4: 50 %); headroom = line / "
+                        "worst delta-over-tolerance")
+    line_source: str = Field("", description="why the line is what it is; empty: afford's "
+                             "default")
 
     @model_validator(mode="after")
     def _status_follows_rows(self) -> "Gate":
