@@ -245,3 +245,49 @@ def test_a_certificate_without_a_time_section_is_judged_by_its_throughput_law(pa
     res = compare.compare_files(pair["a"], pair["a"], "5%")
     assert all(law.time is None for law in res.laws)
     assert all(p.shape is None for c in res.checks for p in c.points)
+
+
+def _noisy(cert):
+    from afford.schema.time import CertTimeVerdict
+
+    v = CertTimeVerdict(label="NOISY", reasons=["tinylm (bf16): children disagree by 60%"],
+                        child_tolerance=0.1, held_out_tolerance=0.1, floor_tolerance=0.5,
+                        rule="r")
+    return cert.model_copy(update={"time_verdict": v})
+
+
+def test_a_noisy_certificate_is_named_beside_the_verdict(tmp_path):
+    """Issue 30, item 11: compare said REPRODUCES for a NOISY certificate without a word."""
+    (tmp_path / "a.json").write_text(make_cert().to_json())
+    (tmp_path / "b.json").write_text(_noisy(make_cert("Other GPU", scale=1.03)).to_json())
+    r = run(str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--tol", "5%")
+    assert r.exit_code == 0 and "REPRODUCES" in r.stdout
+    text = " ".join(r.stdout.split())
+    assert "NOISY: B is NOISY (tinylm (bf16): children disagree by 60%)" in text
+    doc = json.loads(run(str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--tol", "5%",
+                         "--json").stdout)
+    assert doc["b_noisy"] == ["tinylm (bf16): children disagree by 60%"] and doc["a_noisy"] == []
+    clean = run(str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--tol", "5%")
+    assert "NOISY" not in clean.stdout
+    res = compare.compare_files(tmp_path / "b.json", tmp_path / "a.json", "5%")
+    assert res.a_noisy and not res.b_noisy and res.noisy
+
+
+@pytest.mark.parametrize("verdict,says,never", [
+    ("REPRODUCES", "A's laws describe B within 5%", "do not describe"),
+    ("DOES NOT REPRODUCE", "A's laws do not describe B within 5%", "laws describe B"),
+    ("NOT COMPARED", "no law of A could be checked against B", "describe"),
+])
+def test_the_verdict_sentence_agrees_with_its_word(pair, tmp_path, verdict, says, never):
+    """Issue 32, item 8: "NOT COMPARED: A's laws do not describe B" said two contradicting
+    things."""
+    from afford.report.compare import footer
+
+    b = {"REPRODUCES": pair["same"], "DOES NOT REPRODUCE": pair["slow"]}.get(verdict)
+    if b is None:
+        b = tmp_path / "empty.json"
+        b.write_text(make_cert("Other GPU").model_copy(update={"workloads": []}).to_json())
+    res = compare.compare_files(pair["a"], b, "5%")
+    first = footer(res).splitlines()[0]
+    assert res.verdict == verdict and first.startswith(f"{verdict}: {says}")
+    assert never not in first.replace(says, "")

@@ -308,3 +308,50 @@ def test_cli_bad_input_exits_2(args, match, tmp_path, monkeypatch):
     r = run(*args)
     assert r.exit_code == 2, r.output
     assert match in r.output and "Traceback" not in r.output
+
+
+def _noisy_cert():
+    from afford.schema.time import CertTimeVerdict, HostLoad
+
+    v = CertTimeVerdict(label="NOISY", reasons=["tinylm (fp32) seq=256: children disagree by "
+                                                 "40% (> 10%)"], child_tolerance=0.1,
+                        held_out_tolerance=0.1, floor_tolerance=0.5, rule="test rule")
+    loads = [HostLoad(at="before", load_average=(3.1, 2.0, 1.0), cpu_count=2),
+             HostLoad(at="after", load_average=(2.4, 2.0, 1.0), cpu_count=2)]
+    return make_cert().model_copy(update={"time_verdict": v, "host_load": loads})
+
+
+def test_history_add_cert_keeps_a_noisy_certificate_noisy(tmp_path):
+    """Issue 30, item 11: a NOISY certificate's readings were appended as plain MEASURED;
+    now each is ``noisy``, with the cause, and says so wherever its value is shown."""
+    rows = ledger.certificate_readings(_noisy_cert(), "afford certify")
+    assert rows and all(r.status == "noisy" and not r.struck for r in rows)
+    why = rows[0].reason
+    assert "children disagree by 40%" in why and "host load average 3.1 before" in why
+    assert "NOISY certificate" in rows[0].tagged().source
+    clean = ledger.certificate_readings(make_cert(), "afford certify")
+    assert all(r.status == "current" and r.reason == "" for r in clean)
+    p = tmp_path / "h.tsv"
+    res = runner.invoke(app, ["history", "add", "--file", str(p), "--cert", _saved(tmp_path)])
+    assert res.exit_code == 0, res.output
+    back = ledger.load(p)
+    assert back == ledger.certificate_readings(_noisy_cert(), "") and back[0].noisy
+    shown = runner.invoke(app, ["history", "show", "--file", str(p)])
+    assert "NOISY: " in shown.output
+
+
+def _saved(tmp_path) -> str:
+    from afford.schema.cert import save_certificate
+
+    path = tmp_path / "noisy.json"
+    save_certificate(_noisy_cert(), path)
+    return str(path)
+
+
+def test_a_strike_keeps_the_noisy_reason(tmp_path):
+    p = tmp_path / "h.tsv"
+    (r, *_) = ledger.append(p, ledger.certificate_readings(_noisy_cert(), "afford certify"))
+    s = ledger.strike(p, r.id, reason="re-measured on an idle box")
+    assert s.struck and s.reason.startswith("re-measured on an idle box (recorded NOISY: ")
+    with pytest.raises(InputError, match="noisy reading needs its reason"):
+        reading(status="noisy")

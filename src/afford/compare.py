@@ -15,6 +15,11 @@ resident, measured points of the same workload, mode and fixed shape; the error 
 REPRODUCES when every point is within the tolerance. A and B are never pooled: no law is
 fitted here, B's own law is not used, and a point of A is never a point of B.
 
+The verdict words: REPRODUCES (A's laws describe B within the tolerance), DOES NOT REPRODUCE
+(they do not), NOT COMPARED (no law of A could be checked against B: nothing is said either
+way). A certificate whose time verdict is NOISY is named with its reasons beside any verdict
+(issue 30, item 11): a REPRODUCES between step times that could not be trusted says little.
+
 A's model is its step-time model where A has one (issue 19: every measured shape of B, the
 sweep's and the time design's, at its batch and sequence), else its throughput law (the
 sweep's points, one axis). With the step-time model, a point that A's model places on the
@@ -43,6 +48,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.errors import InputError
+from afford.figures.time import noisy_reasons, verdict_label
 from afford.fit.step_time import WORK_OVER_FLOOR
 from afford.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult, load_certificate
@@ -93,6 +99,8 @@ class Stated(_Frozen):
     tolerance_text: str
     a: CertRef
     laws: list[LawRef]
+    a_noisy: list[str] = Field([], description="why A's certificate is NOISY (empty: it is "
+                               "not): its laws rest on step times it could not trust")
 
 
 class PointCheck(_Frozen):
@@ -120,6 +128,13 @@ class Comparison(Stated):
     b: CertRef
     checks: list[LawCheck]
     verdict: Verdict
+    b_noisy: list[str] = Field([], description="why B's certificate is NOISY (empty: it is "
+                               "not): its measured points are not to be trusted to the "
+                               "tolerance")
+
+    @property
+    def noisy(self) -> bool:
+        return bool(self.a_noisy or self.b_noisy)
 
 
 def parse_tolerance(text: str) -> float:
@@ -174,7 +189,7 @@ def state(a: Certificate, a_path: str, tolerance: float, tolerance_text: str) ->
         raise InputError(f"{a_path}: certificate A has no law to test (no workload has two "
                          "resident points)")
     return Stated(tolerance=tolerance, tolerance_text=tolerance_text, a=_ref(a, a_path),
-                  laws=laws)
+                  laws=laws, a_noisy=noisy_reasons(a) or _noisy_label(a))
 
 
 def _check_point(law: LawRef, r: WorkloadResult, x: int, secs: float, tol: float,
@@ -277,7 +292,11 @@ def judge(stated: Stated, b: Certificate, b_path: str) -> Comparison:
     verdict = NOT_COMPARED if not judged else \
         REPRODUCES if all(c.verdict == REPRODUCES for c in judged) else NOT_REPRODUCED
     return Comparison(**dict(stated), b=_ref(b, b_path), checks=checks,
-                      verdict=verdict)
+                      verdict=verdict, b_noisy=noisy_reasons(b) or _noisy_label(b))
+
+
+def _noisy_label(cert: Certificate) -> list[str]:
+    return ["its time verdict is NOISY"] if verdict_label(cert) == "NOISY" else []
 
 
 def compare_files(a_path: str | Path, b_path: str | Path, tol_text: str, *,

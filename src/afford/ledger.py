@@ -20,6 +20,11 @@ Rules this module enforces, each with a test:
   says ``warm``) whose step indices include 0 is refused. Step 0 pays for compilation,
   allocation and caches; it is recorded on its own (``step0_seconds``) and the warm-up is
   reported apart.
+- **A NOISY certificate stays marked** (issue 30, item 11): every reading ``history add
+  --cert`` takes from a certificate whose time verdict is NOISY is appended with status
+  ``noisy`` and the reason (the certificate's NOISY reasons, the host load it recorded), and
+  its source says so wherever it is shown; a noisy reading is current (not struck), and a
+  strike keeps the NOISY reason beside its own.
 - **Readings are only appended; a correction strikes, it never deletes** (rule 6). Striking
   sets ``status`` (withdrawn: replaced or no longer claimed; retracted: it was wrong), a
   ``reason`` (required) and optionally ``superseded_by`` (the id of another reading) on the
@@ -52,6 +57,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from afford import figures
+from afford.figures import time as ft
+from afford.figures.noise import load_line
 from afford.errors import InputError
 from afford.io import atomic_write_text
 from afford.lock import locked
@@ -63,7 +70,8 @@ LEDGER_SCHEMA = "afford.history/1"
 COLUMNS = ("id", "date", "device", "torch", "commit", "command", "quantity", "value", "unit",
            "tag", "step_indices", "config_fingerprint", "status", "reason", "superseded_by")
 HEADER = "\t".join(COLUMNS)
-STATUSES = ("current", "withdrawn", "retracted")
+STATUSES = ("current", "noisy", "withdrawn", "retracted")
+LIVE = ("current", "noisy")  # not struck
 
 _STEP_TIME = re.compile(r"(^|[/._:])step\d*_seconds$")
 _NAMES_A_STEP = re.compile(r"(^|[^a-z])step(?!s_per|_count|s$)", re.IGNORECASE)
@@ -181,7 +189,7 @@ class Reading(BaseModel):
     tag: Tag
     step_indices: str = ""
     config_fingerprint: str = ""
-    status: Literal["current", "withdrawn", "retracted"] = "current"
+    status: Literal["current", "noisy", "withdrawn", "retracted"] = "current"
     reason: str = ""
     superseded_by: str = ""
 
@@ -208,19 +216,28 @@ class Reading(BaseModel):
                                  "steps' indices")
         if self.status == "current" and (self.reason or self.superseded_by):
             raise ValueError("a current reading has no reason or superseded_by")
+        if self.status == "noisy" and self.superseded_by:
+            raise ValueError("a noisy reading is current: it has no superseded_by")
         if self.status != "current" and not self.reason.strip():
             raise ValueError(f"a {self.status} reading needs its reason")
         return self
 
     @property
     def struck(self) -> bool:
-        return self.status != "current"
+        return self.status not in LIVE
+
+    @property
+    def noisy(self) -> bool:
+        return self.status == "noisy"
 
     def tagged(self) -> Tagged:
-        """The value as a renderer takes it: tagged, with the run it was read off."""
+        """The value as a renderer takes it: tagged, with the run it was read off (and, for
+        a reading of a NOISY certificate, that it was NOISY and why)."""
         src = f"{self.quantity}, {self.device}, {self.command}, {self.date:%Y-%m-%d}"
         if self.step_indices:
             src += f", steps {self.step_indices}"
+        if self.noisy:
+            src += f"; NOISY certificate: {self.reason}"
         return Tagged(value=self.value, unit=self.unit, tag=self.tag, source=src)
 
     def shown(self) -> Tagged | Struck:
@@ -339,9 +356,9 @@ def append(path: str | Path, new: list[Reading]) -> list[Reading]:
     Load, check and write happen under the ledger's lock: concurrent appends all land."""
     p = Path(path)
     for r in new:
-        if r.status != "current":
-            raise InputError(f"reading {r.id}: only current readings are appended; strike "
-                             "afterwards with `afford history strike`")
+        if r.struck:
+            raise InputError(f"reading {r.id}: only current (or noisy) readings are "
+                             "appended; strike afterwards with `afford history strike`")
     with locked(p):
         lines = _read_lines(p) if p.exists() else [HEADER]
         have = {r.id for r in _rows(p, lines)}
@@ -387,7 +404,8 @@ def _struck_line(p: Path, lines: list[str], reading_id: str, reason: str, status
     if old.struck:
         raise InputError(f"reading {reading_id} is already {old.status} ({old.reason}); a "
                          "strike is final")
-    struck = old.model_copy(update={"status": status, "reason": reason.strip(),
+    why = reason.strip() + (f" (recorded NOISY: {old.reason})" if old.noisy else "")
+    struck = old.model_copy(update={"status": status, "reason": why,
                                     "superseded_by": superseded_by})
     Reading.model_validate(struck.model_dump())
     return struck, idx
@@ -484,14 +502,28 @@ def _contract_readings(cert: Certificate, base: dict) -> list[dict]:
     return rows
 
 
+def noisy_reason(cert: Certificate) -> str:
+    """Why a certificate is NOISY, for the ledger's reason column ('' when it is not): its
+    NOISY reasons, then the host load it recorded (the usual cause)."""
+    if ft.verdict_label(cert) != "NOISY":
+        return ""
+    reasons = ft.noisy_reasons(cert) or ["its time verdict is NOISY"]
+    load = load_line(cert)[0]
+    return "; ".join(reasons + ([load.split(": ")[0]] if load else []))
+
+
 def certificate_readings(cert: Certificate, command: str) -> list[Reading]:
     """The headline readings of a certificate: warm and step-0 seconds per resident point
     (with the timed step indices of every child), peak memory, the chosen law's exponent,
-    R^2, floor and leave-one-out error, and what :mod:`afford.figures` exposes."""
+    R^2, floor and leave-one-out error, and what :mod:`afford.figures` exposes. Those of a
+    NOISY certificate are ``noisy``, with its reason (:func:`noisy_reason`)."""
     e = cert.environment
     commit = (e.git_head or "") + ("-dirty" if e.git_dirty else "")
     base = dict(date=e.started_at, device=e.device_name, torch=e.torch_version,
                 commit=commit, command=command or e.command)
+    why = noisy_reason(cert)
+    if why:
+        base.update(status="noisy", reason=why)
     rows: list[dict] = []
     for r in cert.workloads:
         for p in r.points:

@@ -26,8 +26,9 @@ def command(
     """Does box A's law describe box B, within a tolerance stated before B is read?
 
     A's laws predict B's measured points; the error per point and a verdict per law
-    (REPRODUCES / DOES NOT REPRODUCE). A and B are never pooled. Exit codes: 0 REPRODUCES,
-    1 DOES NOT REPRODUCE, 2 bad input (or nothing comparable).
+    (REPRODUCES / DOES NOT REPRODUCE / NOT COMPARED); a NOISY certificate is named beside
+    the verdict. A and B are never pooled. Exit codes: 0 REPRODUCES, 1 DOES NOT REPRODUCE,
+    2 bad input or NOT COMPARED (nothing comparable).
     """
     with guard():
         try:

@@ -3,7 +3,7 @@ overall. Every number passes :func:`~afford.report.terminal.fmt`."""
 
 from __future__ import annotations
 
-from afford.compare import Comparison, LawCheck
+from afford.compare import NOT_COMPARED, NOT_REPRODUCED, REPRODUCES, Comparison, LawCheck
 from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 
@@ -33,7 +33,25 @@ def comparison_tables(c: Comparison) -> list[Table]:
     return [law_table(check, c.tolerance_text) for check in c.checks]
 
 
+VERDICT_WORDS = {
+    REPRODUCES: "A's laws describe B within {tol}",
+    NOT_REPRODUCED: "A's laws do not describe B within {tol}",
+    NOT_COMPARED: "no law of A could be checked against B, so nothing is said of {tol}",
+}
+
+
+def noisy_lines(c: Comparison) -> list[str]:
+    """A NOISY certificate named beside the verdict, with its reasons."""
+    out = [f"{which} is NOISY ({'; '.join(why)}): its step times are not to be trusted to "
+           f"{c.tolerance_text}, whatever the verdict" for which, why in
+           (("A", c.a_noisy), ("B", c.b_noisy)) if why]
+    return out
+
+
 def footer(c: Comparison) -> str:
-    return (f"{c.verdict}: A's laws "
-            f"{'describe' if c.verdict == 'REPRODUCES' else 'do not describe'} B within "
-            f"{c.tolerance_text} (laws never pooled: A's law, B's measured points)\n{LEGEND}")
+    """The verdict and what it says, one sentence that agrees with the word; then a NOISY
+    certificate, if either is."""
+    said = VERDICT_WORDS[c.verdict].format(tol=c.tolerance_text)
+    lines = [f"{c.verdict}: {said} (laws never pooled: A's law, B's measured points)",
+             *(f"NOISY: {line}" for line in noisy_lines(c)), LEGEND]
+    return "\n".join(lines)

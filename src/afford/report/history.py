@@ -29,6 +29,8 @@ def value_cell(shown: Tagged | Struck, plain: bool) -> Text:
 
 
 def note_cell(r: Reading) -> str:
+    if r.noisy:
+        return f"NOISY: {r.reason}"
     if not r.struck:
         return ""
     note = f"{r.status.upper()}: {r.reason}"
@@ -45,5 +47,6 @@ def history_table(rows: list[Reading], title: str, *, plain: bool) -> Table:
         table.add_row(r.id, f"{r.date:%Y-%m-%d}", r.device, r.quantity,
                       value_cell(r.shown(), plain), r.step_indices or "-",
                       note_cell(r) or r.status)
-    table.caption = LEGEND + "; ~~struck~~ withdrawn or retracted, kept with the reason"
+    table.caption = LEGEND + ("; ~~struck~~ withdrawn or retracted, kept with the reason; "
+                              "NOISY: read off a NOISY certificate, with its cause")
     return table
