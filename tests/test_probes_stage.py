@@ -244,6 +244,21 @@ def test_tables_show_measured_against_datasheet_with_tags():
     assert "40.0x C" in warm and "20.00 ms M" in warm and "NOT EXECUTABLE" in warm
 
 
+def test_the_two_step0_over_warm_ratios_say_which_is_which():
+    """Issue 30, item 11: certify printed tinylm's step-0 / warm as 2.1x in its summary and
+    1.8x in the warm-up table without saying that one is the median over the sweep's points
+    and the other the largest point's."""
+    from afford.figures.summary import summarize
+    from afford.report.terminal import certificate_table
+
+    e, results, sec = section()
+    cert = cert_with(sec, e, results)
+    summary = " ".join(render(certificate_table(summarize(cert), "summary")).split())
+    warm = " ".join(render(warmup_table(summarize_probes(cert), "warm")).split())
+    assert "step0/warm, median of points" in summary
+    assert "step0/warm, at this point" in warm and "median over every point" in warm
+
+
 def test_json_summary_keeps_tags_and_not_executable():
     e, results, sec = section()
     doc = probes_json(cert_with(sec, e, results))

@@ -470,3 +470,26 @@ def test_user_constants_with_every_term_judge_the_whole_formula(gpu_cert):
     got = {v.constant for v in sizing.verdicts(law, law.base_dims, 1e11, extra=(mine,))
            if v.default_name == "mine"}
     assert got == {"bytes_per_param", "c_res", "c_op", "formula"}
+
+
+def test_every_verdict_row_group_names_its_formula(gpu_cert, tmp_path):
+    """Issue 30, item 11: a user's formula without a bytes_per_param constant (here c_res
+    alone) lost its name in the verdict table: the name was printed only on a formula or a
+    bytes_per_param row."""
+    from rich.console import Console
+
+    from afford.report.memory import verdict_table
+    from afford.schema.constants import load_constants
+
+    path = tmp_path / "only_c_res.toml"
+    path.write_text(MY_CONSTANTS.format(c_res=60).split("[[constant]]")[0] + "[[constant]]"
+                    + MY_CONSTANTS.format(c_res=60).split("[[constant]]")[1])
+    mine = sizing.user_defaults(load_constants(path), "bf16")[0]
+    law = gpu_cert.memory.laws[0]
+    rows = [v for v in sizing.verdicts(law, law.base_dims, 1e11, extra=(mine,))]
+    assert [v.constant for v in rows if v.default_name == "my sizing"] == ["c_res"]
+    con = Console(width=250, record=True)
+    con.print(verdict_table(rows, "verdicts"))
+    line = next(ln for ln in con.export_text().splitlines() if "c_res" in ln and "WRONG" in ln
+                and "60" in ln)
+    assert "my sizing" in line

@@ -67,10 +67,13 @@ def verdict_table(verdicts: list[DefaultVerdict], title: str) -> Table:
     for col in ("default", "constant", "default value", "fitted", "effect on peak", "verdict",
                 "largest batch: default / fit"):
         t.add_column(col, overflow="fold")
+    prev = None
     for v in verdicts:
         src = f"verdict on {v.default_name}"
         got = measured if v.constant == "bytes_per_param" else fitted
-        t.add_row(v.default_name if v.constant in ("formula", "bytes_per_param") else "",
+        named = v.default_name != prev or v.constant == "formula"  # each default's first row
+        prev = v.default_name
+        t.add_row(v.default_name if named else "",
                   v.constant, _num(inherited, v.default_value, v.citation),
                   _num(got, v.fitted_value, "this box's memory law"),
                   fmt(module(v.effect, "ratio", src + ": default / fitted - 1")),

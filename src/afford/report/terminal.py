@@ -67,7 +67,7 @@ def fmt(x: object, where: str = "") -> str:
 def certificate_table(rows: list[WorkloadSummary], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("workload", "mode", "law", "R^2", "LOO max", "range", "resident",
-                "warm step (largest)", "step0/warm"):
+                "warm step (largest)", "step0/warm, median of points"):
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(r.name, r.mode, r.law, fmt(r.r2), fmt(r.loo_max), r.fitted_range,
@@ -131,10 +131,12 @@ def probes_workload_table(s: ProbesSummary, title: str) -> Table:
 def warmup_table(s: ProbesSummary, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("workload", "mode", "at", "first steps (0, 1, ...)", "warm median",
-                "step0/warm", "until warm (5 %)", "ckpt write", "ckpt size"):
+                "step0/warm, at this point", "until warm (5 %)", "ckpt write", "ckpt size"):
         table.add_column(col, overflow="fold")
     for r in s.warmup:
         table.add_row(r.name, r.mode, r.at, fmt_list(r.first), fmt(r.warm), fmt(r.ratio),
                       fmt(r.until_warm), cell(r.checkpoint_seconds), cell(r.checkpoint_bytes))
-    table.caption = LEGEND
+    table.caption = (f"{LEGEND}. step0/warm here is at the point under 'at' (the largest "
+                     "resident one; median over its children's steps); the summary's "
+                     "step0/warm is the median over every point of the sweep")
     return table
