@@ -1,6 +1,7 @@
 """Reports: the Markdown golden, the untagged-number refusal, generic sections, empty slots,
 the self-contained HTML with its plots, exports, and the CLI."""
 
+import json
 import re
 from pathlib import Path
 
@@ -323,3 +324,45 @@ def test_empty_slot_lists_every_field_of_the_certificate_schema():
     assert {"status", "failures"} <= scalars
     assert all(row[1] == "" for t in slot.tables[1:] for row in t.rows)
     assert slot.command.startswith("afford certify --out")
+
+
+def test_report_and_plan_mark_the_same_figures_provisional(tmp_path):
+    """Issue 30, item 4: `afford plan` marks only what depends on the unpinned data (the
+    target); `afford report --plan` marked everything, the session cap and the steps-per-hour
+    table included. One rule now (afford.plan.planner.on_unpinned), in both."""
+    from afford.plan import planner
+    from tests.plan_helpers import make_cert as plan_cert, make_platform, make_run
+
+    def marks(sections):
+        out = {}
+        for sec in sections:
+            for sub in (sec, *sec.subsections):
+                for t in sub.tables:
+                    for row in t.rows:
+                        for c in row:
+                            if isinstance(c, Tagged):
+                                out.setdefault(sub.title, set()).add(c.provisional)
+        return out
+
+    run = make_run(data_sources=["enwik8"])
+    unpinned = planner.plan(plan_cert(), make_platform(), run)           # nothing pinned
+    pinned = planner.plan(plan_cert(), make_platform(), run, pins={"enwik8": True})
+    assert unpinned.target.target_steps.provisional and not pinned.target.weeks.provisional
+    assert not unpinned.chunk.chunk_seconds.provisional
+    assert not any(r.steps_per_hour.provisional for r in unpinned.rows if r.steps_per_hour)
+    from afford import manifest as mf
+
+    none_pinned = ("m.json", mf.Manifest())  # the report's manifest pins nothing
+    seen = {}
+    for name, plan in (("unpinned", unpinned), ("pinned then", pinned)):
+        doc = json.loads(plan.model_dump_json(by_alias=True))
+        rep = build_report(Inputs(plans=(("p.json", doc),), manifest=none_pinned))
+        (sec,) = [s for s in rep.sections if s.title.startswith("Cost model")]
+        seen[name] = marks([sec])
+    for got in seen.values():
+        target = next(v for k, v in got.items() if k.startswith("to the target"))
+        assert target == {True}
+        for title, flags in got.items():
+            if not title.startswith("to the target"):
+                assert flags == {False}, title  # chunk, cap, steps per hour, quota, cadence
+    assert seen["unpinned"] == seen["pinned then"]

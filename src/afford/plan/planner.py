@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pydantic import BaseModel
+
 from afford import figures
 from afford.figures import time as ft
 from afford.errors import InputError
@@ -223,6 +225,43 @@ def _params_at(cert, r, shape: RunShape) -> Tagged | None:
         return module(p.params, "params", f"trainable parameters counted at "
                       f"{ft.shape_label(p.shape)} (the batch holds none), {run_label(cert)}")
     return None
+
+
+def on_unpinned(plan: PlanResult, unpinned: tuple[str, ...]) -> PlanResult:
+    """The plan as data not pinned leaves it (docs/DESIGN.md section 3, rule 8): the one rule
+    ``afford plan`` and ``afford report --plan`` share. Only what depends on the data's size
+    is provisional: the target (its tokens or steps count the data) and whatever was
+    derived from it. The session cap, the chunk table, steps per hour and the weekly quota
+    do not depend on the data (COSTS section 0: "the chunk table ... is a steps-per-hour
+    table and does not depend on them").
+
+    A plan computed with these sources unpinned already carries exactly those marks (each
+    figure derived from a provisional one is provisional, :func:`afford.plan.derive.derive`);
+    it is returned as it is. A plan computed while they were pinned gets the target marked,
+    and, without a session cap (the cadence and failure ledger then span the target), the
+    cadence and the failure ledger too."""
+    new = tuple(u for u in unpinned if not plan.run or u not in plan.run.unpinned)
+    if not new or plan.run is None:
+        return plan
+    update: dict = {"run": plan.run.model_copy(update={
+        "unpinned": tuple(dict.fromkeys((*plan.run.unpinned, *new)))})}
+    for key in ("target",) + (("cadence", "failures") if plan.chunk.chunk_seconds is None
+                              else ()):
+        if getattr(plan, key) is not None:
+            update[key] = _provisional(getattr(plan, key))
+    return plan.model_copy(update=update)
+
+
+def _provisional(obj):
+    """``obj`` with every tagged figure in it marked provisional (models, tuples, lists)."""
+    if isinstance(obj, Tagged):
+        return obj.model_copy(update={"provisional": True})
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_provisional(x) for x in obj)
+    if isinstance(obj, BaseModel):
+        return obj.model_copy(update={k: _provisional(getattr(obj, k))
+                                      for k in type(obj).model_fields})
+    return obj
 
 
 def preflight(cert: Certificate, platform: Platform, run: RunFile, *,

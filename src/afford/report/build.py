@@ -16,8 +16,9 @@ from pydantic import BaseModel, ValidationError
 
 from afford import manifest as mf
 from afford.ledger import Reading
+from afford.plan.planner import on_unpinned
 from afford.plan.result import PlanResult, Verdict
-from afford.provenance import Tagged, measured
+from afford.provenance import measured
 from afford.report import certificate as cs
 from afford.report import plan as render_plan
 from afford.report import plotdata
@@ -119,9 +120,8 @@ def plan_section(label: str, doc: Any, manifest: mf.Manifest | None) -> Section:
     plan = typed_plan(doc)
     if plan is None:
         return generic_section(title, doc, provisional=bool(unpinned), notes=notes)
+    plan = on_unpinned(plan, tuple(unpinned))  # afford plan's rule: only what the data sizes
     subs = render_plan.plan_sections(plan)
-    if unpinned:
-        subs = tuple(_provisional(s) for s in subs)
     notes += render_plan.warning_notes(plan) + tuple(plan.notes) + tuple(
         f"Assumed (not measured here): {a}" for a in plan.assumptions)
     return Section(title, notes=notes, subsections=subs)
@@ -137,14 +137,6 @@ def typed_plan(doc: Any) -> PlanResult | None:
             continue
         return got.plan if isinstance(got, Verdict) else got
     return None
-
-
-def _provisional(s: Section) -> Section:
-    def mark(c):
-        return c.model_copy(update={"provisional": True}) if isinstance(c, Tagged) else c
-    tables = tuple(Table(t.columns, tuple(tuple(mark(c) for c in row) for row in t.rows),
-                         t.caption) for t in s.tables)
-    return Section(s.title, s.notes, tables, s.plots, s.command, s.subsections)
 
 
 def history_section(history: tuple[str, tuple[Reading, ...]], devices: list[str]) -> Section:
