@@ -116,3 +116,66 @@ def leaky():
 
 def causal():
     return ShiftMix(leak=False)
+
+
+class _NoDeterministicBackward(torch.autograd.Function):
+    """Identity forward; a backward that refuses as torch does for an op with no
+    deterministic kernel (COSTS 1.6: cumprod's backward calls cumsum_cuda_kernel)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("cumsum_cuda_kernel does not have a deterministic implementation, "
+                           "but you set 'torch.use_deterministic_algorithms(True)'")
+
+
+class BackwardRefuses(Noisy):
+    """Seeded and bitwise in its forward; its backward raises a missing-deterministic-kernel
+    error (on any device, flag or not: the audit's per-quantity handling is what is tested)."""
+
+    name = "backward-refuses"
+    description = "MLP whose backward raises like a missing deterministic kernel"
+
+    def build(self, shape, device, seed):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(16, shape["width"]), nn.Tanh(),
+                              nn.Linear(shape["width"], 1)).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(shape["batch"], 16, device=device)
+
+        def loss():
+            return _NoDeterministicBackward.apply(model(x)).square().mean()
+
+        return Built(model=model, optimizer=opt, loss=loss, tokens_per_step=shape["batch"])
+
+
+class Upsample(Noisy):
+    """A bilinear upsample, whose CUDA backward (upsample_bilinear2d_backward_out_cuda) has
+    no deterministic kernel: under the flag on CUDA the forward runs and the backward
+    raises."""
+
+    name = "upsample"
+    description = "conv + bilinear upsample"
+
+    def build(self, shape, device, seed):
+        torch.manual_seed(seed)
+        model = nn.Conv2d(3, 4, 3, padding=1).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(shape["batch"], 3, 16, 16, device=device)
+
+        def loss():
+            y = F.interpolate(model(x), scale_factor=2, mode="bilinear", align_corners=False)
+            return y.square().mean()
+
+        return Built(model=model, optimizer=opt, loss=loss, tokens_per_step=shape["batch"])
+
+
+def backward_refuses():
+    return BackwardRefuses()
+
+
+def upsample():
+    return Upsample()

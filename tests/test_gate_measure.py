@@ -190,3 +190,43 @@ def test_a_crashed_audit_child_leaves_its_runs_not_executable(monkeypatch):
     assert on.stage == "child" and sec.warnings == ["audit child exited with -9: Killed"]
     gate = evaluate(GateReadings(), S, determinism=sec)[0]
     assert gate.status == "NOT EXECUTABLE"
+
+
+def test_the_audit_keeps_what_ran_when_only_the_backward_cannot():
+    """Issue 30, item 6 (COSTS 1.6): when only the backward has no deterministic kernel, the
+    forward output and the loss are compared (bitwise here) and only the gradients and the
+    parameters after the step are NOT EXECUTABLE, with the op torch names."""
+    from tests.gate_workloads import backward_refuses
+
+    from afford.gates import determinism_gate
+    from afford.schema.determinism import AuditRun, DeterminismSection
+
+    run = audit_workload(backward_refuses(), "tests.gate_workloads:backward_refuses", 16, CPU,
+                         "fp32", repeats=3, seed=0, deterministic=True, timing_steps=3)
+    assert [c["quantity"] for c in run["comparisons"]] == ["forward output", "loss"]
+    assert all(c["bitwise_equal"] for c in run["comparisons"])
+    assert run["stage"] == "backward" and run["op"] == "cumsum_cuda_kernel"
+    assert "gradients, parameters after step (backward)" in run["not_executable"]["what"]
+    sec = DeterminismSection(device="cpu", device_name="box", torch_version="2.x", repeats=3,
+                             seed=0, runs=[AuditRun(**run)])
+    g = determinism_gate(sec)
+    assert [(r.label.split(": ")[-1], r.status) for r in g.rows] == [
+        ("forward output, loss", "PASS"), ("gradients, parameters after step", "NOT EXECUTABLE")]
+    assert g.status == "PASS"
+
+
+@pytest.mark.cuda
+def test_a_bilinear_upsample_keeps_its_forward_bitwise_under_the_flag_on_cuda():
+    """On CUDA with use_deterministic_algorithms(True), upsample_bilinear2d's backward has no
+    deterministic kernel: the audit keeps forward and loss and marks the gradient NOT
+    EXECUTABLE (run in a child, as the audit runs, so the flag is set before CUDA starts)."""
+    from afford.measure.determinism import run_audit
+
+    sec = run_audit([{"workload": "tests.gate_workloads:upsample", "value": 2, "mode": "fp32"}],
+                    device="cuda", device_class="large-gpu", repeats=3, timing_steps=3)
+    on = next(r for r in sec.runs if r.deterministic)
+    got = {c.quantity: c.bitwise_equal for c in on.comparisons}
+    if on.not_executable is None:
+        pytest.skip(f"torch {sec.torch_version} has a deterministic upsample backward here")
+    assert on.stage == "backward" and got == {"forward output": True, "loss": True}
+    assert "upsample" in (on.op or "") and "gradients" in on.not_executable.what

@@ -323,3 +323,21 @@ def test_the_report_prints_the_gate_deltas_tagged():
     assert isinstance(delta, Tagged) and delta.value == pytest.approx(0.01)
     text = markdown.render(Report(title="t", inputs=("c.json",), sections=(sec,)))
     assert "| init-loss " in text and "0.01 C" in text and "50.00% A" in text
+
+
+def test_the_determinism_table_shows_each_quantity_that_ran():
+    """COSTS 1.6's table: forward bitwise beside a gradient NOT EXECUTABLE, on one line."""
+    from rich.console import Console
+
+    from afford.report.gates import determinism_table
+
+    ne = NotExecutable(what="w on: gradients, parameters after step (backward)",
+                       reason="RuntimeError: cumsum_cuda_kernel does not have a deterministic "
+                       "implementation")
+    run = _run(True, [_cmp("forward output"), _cmp("loss")], ne=ne, op="cumsum_cuda_kernel")
+    con = Console(width=200, record=True)
+    con.print(determinism_table(determinism_lines(_section([run])), "audit"))
+    text = con.export_text()
+    row = next(ln for ln in text.splitlines() if ln.startswith("│ w"))
+    assert row.count("bitwise") == 2 and row.count("NOT EXECUTABLE") == 2
+    assert "cumsum_cuda_kernel" in text

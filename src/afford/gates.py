@@ -37,9 +37,10 @@ from typing import Any
 
 from afford.errors import InputError
 from afford.provenance import NotExecutable
-from afford.schema.determinism import (AuditRun, DeterminismSection, Gate, GateReadings,
-                                       GateRow, InitLossReading, NoiseFloorReading,
-                                       ParamCountReading, ParityReading, Status)
+from afford.schema.determinism import (QUANTITIES, AuditRun, DeterminismSection, Gate,
+                                       GateReadings, GateRow, InitLossReading,
+                                       NoiseFloorReading, ParamCountReading, ParityReading,
+                                       Status)
 
 ENTRY_POINT_GROUP = "afford.gates"
 
@@ -342,13 +343,17 @@ def determinism_gate(section: DeterminismSection) -> Gate:
                              "between repeats")
             continue
         label = f"{run.workload} {run.value} ({run.mode})"
-        if run.not_executable is not None:
-            rows.append(not_executable_row(label, 0.0, run.not_executable.what,
+        ran = [c.quantity for c in run.comparisons]
+        missing = [q for q in QUANTITIES if q not in ran]
+        if ran:  # per quantity (COSTS 1.6): what ran is judged, what could not is said
+            rows.append(row(label + (f": {', '.join(ran)}" if missing else ""),
+                            max((c.max_abs_delta for c in run.comparisons
+                                 if not c.bitwise_equal), default=0.0), 0.0,
+                            _comparison_text(run)))
+        if missing and run.not_executable is not None:
+            rows.append(not_executable_row(label + (f": {', '.join(missing)}" if ran else ""),
+                                           0.0, run.not_executable.what,
                                            run.not_executable.reason))
-            continue
-        rows.append(row(label, max((c.max_abs_delta for c in run.comparisons
-                                    if not c.bitwise_equal), default=0.0), 0.0,
-                        _comparison_text(run)))
     return make_gate("deterministic-mode", "with torch.use_deterministic_algorithms(True), "
                      f"{section.repeats} repeats of one step are bitwise equal", rows,
                      unit="max |delta|", notes=notes,

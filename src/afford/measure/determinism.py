@@ -122,40 +122,83 @@ def _timing(workload, shape, device, mode: str, seed: int, steps: int) -> dict:
             "clock": clock.name}
 
 
+#: the stage of the step that produces each compared quantity, in the step's order
+STAGE_OF = {"forward output": "forward", "loss": "forward", "gradients": "backward",
+            "parameters after step": "optimizer step"}
+STAGES = ("build", "forward", "backward", "optimizer step")
+
+
+def _ran_before(stage: str) -> tuple[str, ...]:
+    """The quantities a step that raised in ``stage`` still produced."""
+    n = STAGES.index(stage) if stage in STAGES else 0
+    return tuple(q for q, st in STAGE_OF.items() if STAGES.index(st) < n)
+
+
+def _attempt(workload, shape, device, mode: str, seed: int):
+    """(snapshot, None) of a whole step, or (what ran before the failing stage, its
+    StageError) when a later stage raised; a build or forward failure is raised."""
+    try:
+        return _repeat(workload, shape, device, mode, seed), None
+    except StageError as exc:
+        if exc.partial is None or not _ran_before(exc.stage):
+            raise
+        return exc.partial, exc
+
+
+def _compare(workload, shape, device, mode: str, seed: int, repeats: int, run: dict
+             ) -> StageError | None:
+    """K repeats compared with repeat 0, per quantity: a quantity every repeat produced is
+    compared (COSTS 1.6 keeps forward and replay bitwise beside a gradient NOT EXECUTABLE);
+    returns the error of the stage that stopped the rest, or None."""
+    ref, failed = _attempt(workload, shape, device, mode, seed)
+    run["forward_output_of"] = ref.forward_of
+    ref_parts = _parts(ref)
+    tallies = {q: _Tally(q) for q in STAGE_OF}
+    for _ in range(1, repeats):
+        snap, err = _attempt(workload, shape, device, mode, seed)
+        if err is not None and (failed is None or STAGES.index(err.stage) <
+                                STAGES.index(failed.stage)):
+            failed = err
+        parts = _parts(snap)
+        for q, t in tallies.items():
+            t.add(ref_parts[q], parts[q])
+    ran = _ran_before(failed.stage) if failed is not None else tuple(STAGE_OF)
+    run["comparisons"] = [tallies[q].result() for q in ran]
+    return failed
+
+
 def audit_workload(workload, spec: str, value: int, device, mode: str, repeats: int,
                    seed: int, deterministic: bool, timing_steps: int = TIMING_STEPS) -> dict:
     """K repeats of one step, compared with repeat 0; then a few timed warm steps.
-    Returns the fields of :class:`afford.schema.determinism.AuditRun`."""
+    Returns the fields of :class:`afford.schema.determinism.AuditRun`. A stage that raises
+    after the forward (an op with no deterministic backward) leaves the quantities before it
+    compared and the rest NOT EXECUTABLE (``not_executable`` then names them)."""
     if repeats < 2:
         raise ValueError(f"repeats={repeats}: the audit compares repeats with repeat 0, "
                          "so it needs at least 2")
     run: dict[str, Any] = {"workload": spec, "value": value, "mode": mode,
                            "deterministic": deterministic, "repeats": repeats}
     stage = "build"
+    flag = "on" if deterministic else "off"
     try:
         shape = validate_shape(workload, value)
         run["shape"] = shape
-        tallies = [_Tally(q) for q in ("forward output", "loss", "gradients",
-                                       "parameters after step")]
-        ref = _repeat(workload, shape, device, mode, seed)
-        run["forward_output_of"] = ref.forward_of
-        ref_parts = _parts(ref)
-        for _ in range(1, repeats):
-            parts = _parts(_repeat(workload, shape, device, mode, seed))
-            for t in tallies:
-                t.add(ref_parts[t.quantity], parts[t.quantity])
-        run["comparisons"] = [t.result() for t in tallies]
-        del ref, ref_parts
+        failed = _compare(workload, shape, device, mode, seed, repeats, run)
+        if failed is not None:
+            rest = [q for q in STAGE_OF if q not in _ran_before(failed.stage)]
+            run.update(stage=failed.stage, op=missing_kernel_op(str(failed.exc)),
+                       not_executable={"what": f"{spec} at {value}, deterministic mode "
+                                       f"{flag}: {', '.join(rest)} ({failed.stage})",
+                                       "reason": error_text(failed.exc)})
+            return run
         stage = "timing"
         run["timing"] = _timing(workload, shape, device, mode, seed, timing_steps)
     except Exception as exc:  # recorded, never raised: rule 9
         stage = exc.stage if isinstance(exc, StageError) else stage
         cause = exc.exc if isinstance(exc, StageError) else exc
-        text = error_text(cause)
-        flag = "on" if deterministic else "off"
         run.update(stage=stage, op=missing_kernel_op(str(cause)),
                    not_executable={"what": f"{spec} at {value}, deterministic mode {flag}: "
-                                           f"{stage}", "reason": text})
+                                           f"{stage}", "reason": error_text(cause)})
     return run
 
 

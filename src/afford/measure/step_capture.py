@@ -20,12 +20,17 @@ from afford.workloads.base import Built, autocast_for
 
 
 class StageError(Exception):
-    """An exception raised in a named stage of the step (build, forward, backward, ...)."""
+    """An exception raised in a named stage of the step (build, forward, backward, ...);
+    ``partial``: what the stages before it produced (the forward output and loss when the
+    backward raised), so that what ran is kept (COSTS 1.6: forward bitwise beside a gradient
+    that is NOT EXECUTABLE)."""
 
-    def __init__(self, stage: str, exc: BaseException) -> None:
+    def __init__(self, stage: str, exc: BaseException, partial: "Snapshot | None" = None
+                 ) -> None:
         super().__init__(f"{stage}: {exc}")
         self.stage = stage
         self.exc = exc
+        self.partial = partial
 
 
 @dataclass
@@ -33,7 +38,7 @@ class Snapshot:
     forward: torch.Tensor | None
     forward_of: str | None
     loss: torch.Tensor
-    grads: dict[str, torch.Tensor]
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
     params: dict[str, torch.Tensor] = field(default_factory=dict)  # after the optimizer step
 
 
@@ -54,7 +59,7 @@ def capture_step(built: Built, mode: str, device: torch.device, *,
                  optimizer_step: bool = True) -> Snapshot:
     """Run one step stage by stage and copy what it produced; :class:`StageError` names the
     stage that raised."""
-    stage = "forward"
+    stage, snap = "forward", None
     last, handles = _last_output_hook(built.model)
     try:
         built.optimizer.zero_grad(set_to_none=True)
@@ -63,25 +68,25 @@ def capture_step(built: Built, mode: str, device: torch.device, *,
         for h in handles:
             h.remove()
         fwd = last.get("out")
-        forward = fwd.detach().clone() if isinstance(fwd, torch.Tensor) else None
+        snap = Snapshot(forward=fwd.detach().clone() if isinstance(fwd, torch.Tensor) else None,
+                        forward_of=last.get("name"), loss=loss.detach().clone())
         stage = "backward"
         loss.backward()
         grads = {n: p.grad.detach().clone() for n, p in built.model.named_parameters()
                  if p.grad is not None}
-        params: dict[str, torch.Tensor] = {}
+        snap = Snapshot(snap.forward, snap.forward_of, snap.loss, grads)
         if optimizer_step:
             stage = "optimizer step"
             built.optimizer.step()
-            params = {n: p.detach().clone() for n, p in built.model.named_parameters()}
+            snap.params = {n: p.detach().clone() for n, p in built.model.named_parameters()}
         if device.type == "cuda":
             torch.cuda.synchronize(device)
     except Exception as exc:
-        raise StageError(stage, exc) from exc
+        raise StageError(stage, exc, snap) from exc
     finally:
         for h in handles:
             h.remove()
-    return Snapshot(forward=forward, forward_of=last.get("name"), loss=loss.detach().clone(),
-                    grads=grads, params=params)
+    return snap
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

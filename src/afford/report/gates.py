@@ -64,16 +64,22 @@ def determinism_table(lines: list[DeterminismLine], title: str) -> Table:
     for col in ("workload", "deterministic", *(SHORT[q] for q in QUANTITIES), "warm step",
                 "cost on/off"):
         table.add_column(col, overflow="fold")
+    reasons = []
     for ln in lines:
         if ln.not_executable:
-            reason = styled(f"[yellow]{escape(ln.not_executable)}[/]")
-            table.add_row(ln.workload, ln.flag, reason, "", "", "", fmt(ln.median_step),
-                          fmt(ln.cost))
-            continue
-        table.add_row(ln.workload, ln.flag, *(_cell(ln, q) for q in QUANTITIES),
+            reasons.append(f"{ln.workload}, flag {ln.flag}: {ln.not_executable}")
+        table.add_row(ln.workload, ln.flag, *(_quantity(ln, q) for q in QUANTITIES),
                       fmt(ln.median_step), fmt(ln.cost))
-    table.caption = LEGEND
+    table.caption = "\n".join([LEGEND, *reasons])
     return table
+
+
+def _quantity(ln: DeterminismLine, quantity: str):
+    """The quantity's comparison where it ran, NOT EXECUTABLE where its stage could not run
+    (COSTS 1.6: forward bitwise beside a gradient NOT EXECUTABLE)."""
+    if quantity in ln.cells or not ln.not_executable:
+        return _cell(ln, quantity)
+    return styled("[yellow]NOT EXECUTABLE[/]")
 
 
 def noise_table(lines: list[NoiseLine], title: str) -> Table:
