@@ -147,3 +147,57 @@ def test_each_reason_says_which_side_of_its_threshold():
     assert any("(matmul FLOPs explain little)" in r for r in lo)
     assert any("(the device waits for the host)" in r for r in lo)
     assert any("(launch)" in r for r in lo)
+
+
+def test_a_fixed_share_above_the_step_is_a_failed_fit_never_a_figure():
+    """Issue 30, item 2 (the ladder note: "do not quote it as a measured fixed cost"): on a
+    CPU (utilisation NOT EXECUTABLE) a 1-child ladder gave F / t = 120 % and the verdict
+    cited it as launch-bound evidence. Now the fit is reported failed and the verdict rests
+    on the rungs: here 4x the tokens cost 3.6x the time, so the step grows with the batch."""
+    from afford.fit.verdicts import ladder_growth
+
+    grows = ladder_growth([512, 2048], [0.10, 0.36], [[0.1, 0.1, 0.1, 0.11, 0.1],
+                                                      [0.36, 0.35, 0.37, 0.36, 0.36]])
+    v = bound_verdict(fixed_share=1.2, arithmetic=0.02, growth=grows)
+    assert v.fixed_share is None and v.failed_fixed_share == 1.2
+    assert v.label == "memory-bound" and "120%" not in " ".join(v.reasons[1:])
+    assert v.reasons[0].startswith("the ladder fit failed: F / t = 120% > 100%")
+    assert "4x the tokens cost 3.60x the time" in v.reasons[1]
+    assert "the step grows with the batch" in v.reasons[1]
+    flat = ladder_growth([512, 2048], [0.10, 0.096], [[0.1] * 5, [0.095, 0.096, 0.097] * 2])
+    launch = bound_verdict(fixed_share=1.02, arithmetic=0.003, growth=flat)
+    assert launch.label == "launch-bound" and "(launch)" in launch.reasons[1]
+    assert launch.ladder_time_ratio == pytest.approx(0.96)
+    # a wide spread leaves the rungs inconclusive: they decide nothing
+    wide = ladder_growth([512, 2048], [0.10, 0.20], [[0.05, 0.1, 0.15, 0.2], [0.1, 0.2, 0.3]])
+    unsure = bound_verdict(fixed_share=1.3, growth=wide)
+    assert unsure.label == "undetermined" and "inconclusive" in unsure.reasons[1]
+    # a share of at most 100 % is a share, and decides as before
+    assert bound_verdict(fixed_share=1.0, arithmetic=0.01).fixed_share == 1.0
+
+
+def test_the_probes_table_shows_a_failed_fixed_share_as_a_failed_measurement():
+    from afford.figures.probes import _fixed_share
+    from afford.provenance import NotExecutable
+    from afford.schema.probes import Ladder, Rung
+
+    law, fixed, share = ladder_fit([512, 1024, 2048], [0.05, 0.1, 0.05])  # F / t = 117 %
+    lad = Ladder(batch_key="batch", rungs=[Rung(multiplier=1, shape={})], law=law,
+                 fixed_seconds=fixed, fixed_share=share)
+    assert share > 1
+    cell = _fixed_share(lad)
+    assert isinstance(cell, NotExecutable) and cell.failed and "failed fit" in cell.reason
+
+
+def test_the_levers_batch_line_never_quotes_a_failed_fixed_share():
+    from types import SimpleNamespace
+
+    from afford.report.ladder import batch_lines
+
+    law, _, share = ladder_fit([512, 1024, 2048], [0.05, 0.1, 0.05])
+    ok_law, _, ok_share = ladder_fit([512, 1024, 2048], [0.06, 0.08, 0.12])
+    runs = [SimpleNamespace(workload="w", batch_law=law, fixed_share=share),
+            SimpleNamespace(workload="v", batch_law=ok_law, fixed_share=ok_share)]
+    bad, good = batch_lines(SimpleNamespace(runs=runs))
+    assert "failed" in bad and "%" not in bad.split("(")[0] and f"{share:.0%}" not in bad
+    assert f"{ok_share:.2%} C" in good

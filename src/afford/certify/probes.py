@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 
 from afford.fit.stats import median
-from afford.fit.verdicts import arithmetic_share, bound_verdict, ladder_fit, utilisation_stats
+from afford.fit.verdicts import (arithmetic_share, bound_verdict, ladder_fit, ladder_growth,
+                                 utilisation_stats)
 from afford.measure.children import Event, startup_run
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.probes.runner import run_probe_child
@@ -274,13 +275,18 @@ def _flop(raw, r: WorkloadResult) -> FlopCount | NotExecutable:
 
 def _verdict(ladder, util, flops: list, value: int, gemm) -> BoundVerdict:
     share = ladder.fixed_share if isinstance(ladder, Ladder) else None
+    growth = None
+    if isinstance(ladder, Ladder):
+        ok = [r for r in ladder.rungs if r.median_seconds and r.tokens_per_step]
+        growth = ladder_growth([r.tokens_per_step for r in ok], [r.median_seconds for r in ok],
+                               [r.timed_seconds for r in ok])
     mean = util.mean if isinstance(util, UtilisationTrace) else None
     low = util.low_share if isinstance(util, UtilisationTrace) else None
     arith = None
     f = next((f for f in flops if isinstance(f, FlopCount) and f.value == value), None)
     if f is not None and f.step_seconds and f.flops > 0 and isinstance(gemm, GemmProbe):
         arith = arithmetic_share(f.flops, gemm.flops_per_second, f.step_seconds)
-    return bound_verdict(share, mean, low, arith)
+    return bound_verdict(share, mean, low, arith, growth)
 
 
 def _startup(runs: list[dict], child, error: str | None, cuda: bool) -> Startup | NotExecutable:

@@ -23,13 +23,13 @@ from afford.errors import InputError
 from afford.figures import memory_replay
 from afford.figures.memory import law_or_none
 from afford.figures.time import model_step
-from afford.fit import sizing
+from afford.fit import sizing, verdicts
 from afford.fit.stats import median
 from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.point import Point
-from afford.schema.probes import (CheckpointProbe, CopyProbe, GemmProbe, HostCopyProbe,
+from afford.schema.probes import (CheckpointProbe, CopyProbe, GemmProbe, HostCopyProbe, Ladder,
                                   counted_runs)
 
 
@@ -271,8 +271,26 @@ def boundness(cert: Certificate, name: str, mode: str | None = None) -> Tagged |
     w = workload_probes(cert, name, mode)
     if w is None:
         return None
-    return module(w.verdict.label, "", f"afford.fit.verdicts.bound_verdict at "
-                  f"{w.sweep_param}={w.value}: " + "; ".join(w.verdict.reasons))
+    v = bound_verdict_of(w)
+    return module(v.label, "", f"afford.fit.verdicts.bound_verdict at "
+                  f"{w.sweep_param}={w.value}: " + "; ".join(v.reasons))
+
+
+def bound_verdict_of(w):
+    """The workload's stored verdict; one written before a fixed share above 100 % was
+    refused (issue 30, item 2) is judged again from its own stored figures and rungs, so no
+    certificate quotes a fixed cost larger than the step."""
+    v = w.verdict
+    if v.fixed_share is None or v.fixed_share <= verdicts.FIXED_SHARE_MAX:
+        return v
+    growth = None
+    if isinstance(w.ladder, Ladder):
+        ok = [r for r in w.ladder.rungs if r.median_seconds and r.tokens_per_step]
+        growth = verdicts.ladder_growth([r.tokens_per_step for r in ok],
+                                        [r.median_seconds for r in ok],
+                                        [r.timed_seconds for r in ok])
+    return verdicts.bound_verdict(v.fixed_share, v.utilisation_mean, v.utilisation_low_share,
+                                  v.arithmetic_share, growth)
 
 
 def startup_seconds(cert: Certificate) -> dict[str, Tagged]:

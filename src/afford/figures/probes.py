@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, is_dataclass
 
 from afford import figures
-from afford.fit.verdicts import mfu
+from afford.fit.verdicts import FIXED_SHARE_MAX, mfu
 from afford.fit.warmup import WarmupProfile, combine_profiles, warmup_profile
 from afford.provenance import NotExecutable, Tagged, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
@@ -126,13 +126,27 @@ def _mfu(cert: Certificate, w: WorkloadProbes, f: FlopCount | None):
     return ceil, data
 
 
+def _fixed_share(lad: Ladder) -> Cell:
+    """F / t of the ladder's fit; a share above 100 % is a failed fit, shown as a failed
+    measurement with its cause, never as a figure (the ladder note: "do not quote it as a
+    measured fixed cost")."""
+    if lad.law is None or lad.fixed_share is None:
+        return None
+    if lad.fixed_share > FIXED_SHARE_MAX:
+        return NotExecutable(what="fixed share F / t", failed=True, reason=(
+            f"failed fit: F / t = {lad.fixed_share:.0%} > 100% over {len(lad.law.residuals)} "
+            "rungs (the step did not grow with the batch beyond its noise); the verdict rests "
+            "on the rungs and the utilisation"))
+    return module(lad.fixed_share, "ratio", f"ladder t = F + c tokens, R^2 "
+                  f"{lad.law.r2:.3f}: F / t(x1)")
+
+
 def workload_row(cert: Certificate, w: WorkloadProbes) -> WorkloadProbeRow:
     at = f"{w.sweep_param}={w.value}" if w.value is not None else "-"
     lad = w.ladder
     share: Cell = lad
     if isinstance(lad, Ladder):
-        share = module(lad.fixed_share, "ratio", f"ladder t = F + c tokens, R^2 "
-                       f"{lad.law.r2:.3f}: F / t(x1)") if lad.law is not None else None
+        share = _fixed_share(lad)
     util, idle = _utilisation_cells(w.utilisation)
     counted = [f for f in w.flops if isinstance(f, FlopCount)]
     top = max(counted, key=lambda f: f.value) if counted else None

@@ -14,6 +14,14 @@ The evidence (docs/DESIGN.md section 4, "Batch ladders"; issue 4):
   over the measured step time. It equals MFU against the measured ceiling. When the
   matmul arithmetic accounts for most of the step, the step is compute-bound.
 
+A fixed share is a share: a fit whose F exceeds the step it is part of (F / t > 100 %,
+the step time falling as the batch grows, within noise) is a failed fit, reported as such and
+never quoted as a fixed cost (the ladder note: "do not quote it as a measured fixed cost").
+The verdict then rests on what was measured: utilisation, and the ladder's own rungs, the
+largest timed rung against the first (k x the tokens cost r x the time, with the rungs'
+spread): the share of the step that grows with the batch, (r - 1) / (k - 1), judged at its
+upper end r (1 + spread) so that the claim survives the spread.
+
 What remains (the device is busy, the step grows with the work, and matmul arithmetic
 explains little of it) is memory-bound *by elimination*: the time goes to kernels that move
 bytes (normalisation, activations, the optimizer) rather than to matmul FLOPs. The verdict
@@ -25,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from afford.fit.throughput import fit_linear_floor
@@ -69,6 +78,29 @@ def ladder_fit(tokens: Sequence[float], seconds: Sequence[float]
     return law, fixed, fixed / float(seconds[0])
 
 
+FIXED_SHARE_MAX = 1.0  # a fixed cost is part of the step: F / t above 1 is a failed fit
+
+
+def ladder_growth(tokens: Sequence[float], seconds: Sequence[float],
+                  timed: Sequence[Sequence[float]]) -> tuple[float, float, float] | None:
+    """(tokens ratio, time ratio, spread) of the largest timed rung against the first:
+    measured, no fit; spread = the larger of the two rungs' IQR / median of timed steps
+    (torch.utils.benchmark's quality measure). None with fewer than two rungs."""
+    if len(tokens) < 2 or tokens[-1] <= tokens[0] or seconds[0] <= 0:
+        return None
+    spreads = [_iqr_share(t) for t in (timed[0], timed[-1])]
+    return (tokens[-1] / tokens[0], seconds[-1] / seconds[0],
+            max((x for x in spreads if x is not None), default=0.0))
+
+
+def _iqr_share(samples: Sequence[float]) -> float | None:
+    xs = sorted(samples)
+    if len(xs) < 2:
+        return None
+    q1, med, q3 = (float(np.percentile(xs, q)) for q in (25, 50, 75))
+    return (q3 - q1) / med if med > 0 else None
+
+
 def arithmetic_share(flops: float, gemm_flops_per_second: float, step_seconds: float) -> float:
     """(FLOPs / measured GEMM rate) / measured step time: the share of the step that matmul
     arithmetic at the measured ceiling would take. Equal to MFU against that ceiling."""
@@ -85,32 +117,64 @@ def mfu(flops: float, step_seconds: float, peak_flops_per_second: float) -> floa
 
 def bound_verdict(fixed_share: float | None = None, utilisation_mean: float | None = None,
                   utilisation_low_share: float | None = None,
-                  arithmetic: float | None = None) -> BoundVerdict:
-    """Launch-bound when the ladder's fixed share or NVML's idle time says so; else
-    compute-bound when matmul arithmetic explains the step; else memory-bound by elimination;
-    undetermined when the figures needed are missing."""
-    reasons = _reasons(fixed_share, utilisation_mean, utilisation_low_share, arithmetic)
-    launch = (_known(fixed_share) and fixed_share >= LAUNCH_FIXED_SHARE) or \
+                  arithmetic: float | None = None,
+                  growth: tuple[float, float, float] | None = None) -> BoundVerdict:
+    """Launch-bound when the ladder's fixed share or NVML's idle time says so (or, where the
+    fit failed, the ladder's rungs: the step does not grow with the batch beyond their
+    spread); else compute-bound when matmul arithmetic explains the step; else memory-bound
+    by elimination; undetermined when the figures needed are missing. ``growth``:
+    :func:`ladder_growth`."""
+    failed = _known(fixed_share) and fixed_share > FIXED_SHARE_MAX
+    share = None if failed else fixed_share
+    reasons = _reasons(share, utilisation_mean, utilisation_low_share, arithmetic)
+    if failed:
+        reasons.insert(0, f"the ladder fit failed: F / t = {fixed_share:.0%} > 100% (a fixed "
+                       "cost cannot exceed the step it is part of; the step did not grow with "
+                       "the batch beyond its noise): not quoted as a fixed cost")
+    rungs_say = None
+    if growth is not None and (failed or not _known(share)):
+        rungs_say, text = _growth(*growth)
+        reasons.insert(1 if failed else 0, text)
+    launch = (_known(share) and share >= LAUNCH_FIXED_SHARE) or rungs_say is True or \
              (_known(utilisation_mean) and utilisation_mean < LAUNCH_UTILISATION)
+    grows = _known(share) or rungs_say is False
     if launch:
         label: Label = "launch-bound"
     elif _known(arithmetic) and arithmetic >= COMPUTE_SHARE:
         label = "compute-bound"
-    elif _known(arithmetic) and (_known(fixed_share) or _known(utilisation_mean)):
+    elif _known(arithmetic) and (grows or _known(utilisation_mean)):
         label = "memory-bound"
-        reasons.append("memory-bound by elimination: " + _elimination(fixed_share,
+        reasons.append("memory-bound by elimination: " + _elimination(grows,
                                                                       utilisation_mean))
     else:
         label = "undetermined"
         reasons.append("undetermined: needs the ladder (or NVML) and the arithmetic share")
-    return BoundVerdict(label=label, reasons=reasons, fixed_share=fixed_share,
-                   utilisation_mean=utilisation_mean,
-                   utilisation_low_share=utilisation_low_share, arithmetic_share=arithmetic)
+    k, r, spread = growth if growth is not None else (None, None, None)
+    return BoundVerdict(label=label, reasons=reasons, fixed_share=share,
+                        failed_fixed_share=fixed_share if failed else None,
+                        ladder_tokens_ratio=k, ladder_time_ratio=r, ladder_spread=spread,
+                        utilisation_mean=utilisation_mean,
+                        utilisation_low_share=utilisation_low_share, arithmetic_share=arithmetic)
 
 
-def _elimination(fixed_share: float | None, utilisation_mean: float | None) -> str:
+def _growth(k: float, r: float, spread: float) -> tuple[bool | None, str]:
+    """What the ladder's rungs say: True launch-bound (even at the spread's upper end under
+    half the step grows with the batch), False the step grows (its lower end over half),
+    None neither, within the spread; and the line that says so."""
+    grows_hi = (r * (1 + spread) - 1) / (k - 1)
+    grows_lo = (r * (1 - spread) - 1) / (k - 1)
+    limit = 1 - LAUNCH_FIXED_SHARE
+    says = True if grows_hi <= limit else False if grows_lo > limit else None
+    what = {True: "launch", False: "the step grows with the batch",
+            None: "inconclusive within the spread"}[says]
+    return says, (f"batch ladder, measured: {k:g}x the tokens cost {r:.2f}x the time (rungs' "
+                  f"IQR / median up to {spread:.0%}): {max(0.0, (r - 1) / (k - 1)):.0%} of the "
+                  f"step grows with the batch, at most {max(0.0, grows_hi):.0%} ({what})")
+
+
+def _elimination(grows: bool, utilisation_mean: float | None) -> str:
     seen = []
-    if _known(fixed_share):
+    if grows:
         seen.append("the step grows with the batch")
     if _known(utilisation_mean):
         seen.append("the device is busy")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from afford.fit.verdicts import FIXED_SHARE_MAX
 from afford.plan.ladder import Ladder, LadderRow
 from afford.plan.levers import LeverRow
 from afford.provenance import Tagged, module, require_tagged
@@ -148,6 +149,11 @@ def batch_lines(section) -> list[str]:
         if run.batch_law is None or run.fixed_share is None:
             continue
         p = run.batch_law.params
+        if run.fixed_share > FIXED_SHARE_MAX:  # a failed fit: never quoted as a fixed cost
+            out.append(f"{run.workload} batch ladder: the fit t = F + c tokens failed (F / t "
+                       "at batch x1 above 100%: the step did not grow with the batch beyond "
+                       "its noise); no fixed cost is quoted")
+            continue
         share = module(run.fixed_share, "ratio", "F / t at batch x1 (fit_linear_floor)")
         out.append(f"{run.workload} batch ladder: t = {format_duration(p['F'])} + "
                    f"{p['c']:.3g} s x tokens (R^2 {run.batch_law.r2:.4f}); fixed share at "

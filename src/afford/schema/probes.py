@@ -42,7 +42,15 @@ class BoundVerdict(BaseModel):
 
     label: Label
     reasons: list[str] = Field(description="one line per figure, saying which way it points")
-    fixed_share: float | None = None
+    fixed_share: float | None = Field(None, description="the ladder fit's F / t where it is a "
+                                      "share (at most 1); None when not measured or failed")
+    failed_fixed_share: float | None = Field(None, description="a fit's F / t above 1: a "
+                                             "failed fit, never quoted as a fixed cost")
+    ladder_tokens_ratio: float | None = Field(None, description="tokens of the largest timed "
+                                              "rung / the first's")
+    ladder_time_ratio: float | None = Field(None, description="their median steps' ratio")
+    ladder_spread: float | None = Field(None, description="the larger of the two rungs' "
+                                        "IQR / median of timed steps")
     utilisation_mean: float | None = None
     utilisation_low_share: float | None = None
     arithmetic_share: float | None = None
