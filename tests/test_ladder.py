@@ -391,3 +391,27 @@ def test_reference_points_are_inherited_and_never_pooled():
         assert f.wall.value == pytest.approx(20 * f.params / f.tokens_per_second.value)
         assert "not this box" in f.wall.source
     assert lad(certificate(linear_sizes()), "7.5M").references == []
+
+
+def test_a_row_whose_law_beats_the_roofline_is_not_affordable_by_it(monkeypatch):
+    """Issue 30, item 1 (the note: "an internal inconsistency worth naming"): 1B at 20B
+    tokens, (a) 2.44e6 s (1e-9 s/param a step, 2.44e6 steps) within a 60-day budget, while
+    the floor (b) at a measured 1e13 FLOP/s is 6 x 1e9 x 2e10 / 1e13 = 1.2e7 s: (a) needs
+    492 % of the GEMM rate. The row names it, believes (b), and is not affordable."""
+    monkeypatch.setattr(figures, "gemm_rate",
+                        lambda cert, dtype: measured(1e13, "FLOP/s", f"{dtype} 8192^3 matmul"))
+    budget = 60 * 86400.0
+    row = lad(certificate(linear_sizes()), "1B", budget_seconds=budget).rows[0]
+    assert row.wall_a.value == pytest.approx(2e10 / 8192 * 1.0) and row.wall_a.value < budget
+    assert row.wall_b.value == pytest.approx(1.2e7) and row.wall_b.value > budget
+    assert row.affordable.value is False and "(b)" in row.affordable.source
+    assert "below the roofline floor (b)" in row.inconsistency and "believes (b)" in row.reason
+    assert "492%" in row.inconsistency  # 1.2e7 / 2.44e6
+    # the floor within the budget: (b) is a lower bound and (a) cannot be believed: undecided
+    roomy = lad(certificate(linear_sizes()), "1B", budget_seconds=2e7).rows[0]
+    assert roomy.affordable is None and "lower bound" in roomy.reason
+
+
+def test_a_law_that_agrees_with_the_floor_within_its_error_decides_as_before(with_rate):
+    row = lad(certificate(linear_sizes()), "124M:d768L12").rows[0]
+    assert row.inconsistency == "" and row.affordable.value is True  # (a) 37,539 s > (b)

@@ -14,7 +14,11 @@ For each parameter count N:
 - memory: states + activations at the measured batch x seq from the memory law where the
   certificate has one, else model states only at 16 B/param (ZeRO), tagged ASSUMED;
 - affordable: within the budget by (a) (or, without (a), ruled out when even the floor (b)
-  is over it) and resident within the memory budget; the reason when not;
+  is over it) and resident within the memory budget; the reason when not. Where (a) is
+  below the floor (b) by more than the law's own leave-one-out error, the two disagree (the
+  note's "internal inconsistency worth naming": (a) would need more than the measured GEMM
+  rate); the row names it and believes (b), a lower bound: not affordable when (b) is over
+  the budget, undecided when it is not;
 - the loss the Besiroglu et al. 2024 refit predicts at (N, D) (optional context);
 - the offload variant (Ren et al. 2021, ZeRO-Offload; the note gates 1B on it): the
   optimizer's state on the host. Device memory drops by the state moved (the memory law's
@@ -107,6 +111,8 @@ class LadderRow(_Frozen):
     resident: Tagged | None = None
     affordable: Tagged | None = None
     reason: str = ""
+    inconsistency: str = Field("", description="(a) below the floor (b) beyond the law's "
+                               "error: named, and (b) believed")
     mfu_measured: Tagged | None = None
     mfu_datasheet: Tagged | None = None
     loss: Tagged | None = None
@@ -262,6 +268,7 @@ def ladder_row(ctx: _Context, e: Entry) -> LadderRow:
                      flops_attention=attn, flops=total, wall_a=wall_a, wall_a_note=note_a,
                      wall_b=wall_b, wall_b_note=note_b, memory=memory, memory_note=mem_note,
                      resident=resident, affordable=ok, reason=reason,
+                     inconsistency=disagreement(ctx, wall_a, wall_b),
                      mfu_measured=_mfu(total, wall_a, ctx.rate, "measured GEMM rate"),
                      mfu_datasheet=_mfu(total, wall_a, ctx.peak, "datasheet peak"),
                      loss=predicted_loss(ctx.constants, n, d_tokens), offload=off)
@@ -401,15 +408,47 @@ def _resident(ctx: _Context, memory: Tagged) -> Tagged | None:
                   f"{ctx.memory_budget.value:.4g} B ({memory.tag.value} memory)")
 
 
+def _law_error(ctx: _Context) -> float:
+    """The size law's own stated error: its largest leave-one-out relative error (0 when it
+    reports none)."""
+    law = ctx.sizes.law if ctx.sizes is not None else None
+    return (law.best.loo_max or 0.0) if law is not None else 0.0
+
+
+def disagreement(ctx: _Context, wall_a: Tagged | None, wall_b: Tagged | None) -> str:
+    """'' when (a) and (b) agree within (a)'s stated error; else the inconsistency, named:
+    (a) is below the roofline floor (b), a lower bound no step beats, by more than the law's
+    leave-one-out error."""
+    if wall_a is None or wall_b is None or not wall_b.value:
+        return ""
+    err = _law_error(ctx)
+    if wall_a.value * (1.0 + err) >= wall_b.value:  # type: ignore[operator]
+        return ""
+    share = wall_b.value / wall_a.value  # type: ignore[operator]
+    return (f"(a) {format_duration(wall_a.value)} is below the roofline floor (b) "
+            f"{format_duration(wall_b.value)} by more than the law's leave-one-out error "
+            f"({err:.0%}): it implies {share:.0%} of the measured GEMM rate, which no step "
+            "reaches; this row believes (b)")
+
+
 def affordable(ctx: _Context, wall_a: Tagged | None, wall_b: Tagged | None, memory: Tagged,
                resident: Tagged | None) -> tuple[Tagged | None, str]:
     """Within the time budget by (a) and resident; ruled out by (b) when even the floor is
-    over the budget. Says which column decided. ``None``: not decidable from this box."""
+    over the budget. Says which column decided. ``None``: not decidable from this box. Where
+    (a) and (b) disagree past (a)'s error (:func:`disagreement`), (b) decides: never
+    affordable by the optimistic column."""
     budget = format_duration(ctx.budget_seconds)
     if resident is not None and resident.value is False:
         return _verdict(False, "memory"), (f"not resident: needs {memory.value:.3g} B "
                                            f"({memory.tag.value}), budget "
                                            f"{ctx.memory_budget.value:.3g} B")  # type: ignore[union-attr]
+    clash = disagreement(ctx, wall_a, wall_b)
+    if clash and wall_b.value > ctx.budget_seconds:  # type: ignore[union-attr, operator]
+        return _verdict(False, "(b)"), (f"{clash}: even the floor (b) needs "
+                                        f"{format_duration(wall_b.value)} > budget {budget}")  # type: ignore[union-attr]
+    if clash:
+        return None, (f"{clash}: (b) fits within {budget}, but it is a lower bound, and (a) "
+                      "cannot be believed here")
     if wall_a is not None:
         star = " (extrapolated)" if wall_a.extrapolated else ""
         if wall_a.value > ctx.budget_seconds:  # type: ignore[operator]
