@@ -118,3 +118,40 @@ def test_not_executable_lever_keeps_only_the_seconds(peak):
     row, = levers.lever_rows(certificate(), section(run([BASE, DOUBLE], lv=lever(
         speedup=None))))
     assert row.speedup is None and row.mfu_b is None
+
+
+def test_the_batch_ab_gives_each_rung_its_gain_and_its_memory():
+    """Issue 30, item 9, with the ladder note's own figures: 244 / 440 / 826 ms at batch
+    8 / 16 / 32 x 512 tokens is 16.8k / 18.6k / 19.8k tok/s: +10.9 %, then +6.5 %; the
+    memory each rung costs beside it."""
+    def rung(spec, seconds, batch, reserved):
+        v = variant(spec, f"tiny{spec}", seconds, batch * 512)
+        p = v.point.model_copy(update={"batch": batch, "peak_reserved_bytes": reserved})
+        return v.model_copy(update={"point": p})
+
+    vs = [rung("+flops", 0.244, 8, 2 * 2**30), rung("+x2", 0.440, 16, 4 * 2**30),
+          rung("+x4", 0.826, 32, 8 * 2**30), variant("b", "tiny+compile", 0.2, 4096)]
+    rows = levers.batch_rungs(run(vs), "H200, levers 2026-09-29")
+    assert [r.multiplier for r in rows] == [1, 2, 4] and [r.batch for r in rows] == [8, 16, 32]
+    assert [round(r.tokens_per_second.value, -2) for r in rows] == [16800, 18600, 19800]
+    assert rows[0].gain is None and rows[0].memory_ratio is None
+    assert rows[1].gain.value == pytest.approx((8192 / 0.440) / (4096 / 0.244) - 1)  # +10.9 %
+    assert rows[2].gain.value == pytest.approx(0.0654, abs=5e-4)                      # +6.5 %
+    assert rows[2].memory_ratio.value == 2.0 and rows[2].memory.tag is Tag.MEASURED
+    assert rows[1].step.tag is Tag.MEASURED and rows[1].tokens_per_second.tag is Tag.MODULE
+    from rich.console import Console
+
+    from afford.report.ladder import batch_table
+
+    con = Console(width=200, record=True)
+    con.print(batch_table(rows))
+    text = con.export_text()
+    assert "10.91% C" in text and "6.54% C" in text and "8.00 GiB M" in text and "2.0x C" in text
+
+
+def test_a_missing_rung_is_left_out_and_the_next_compares_with_the_one_before_it():
+    vs = [variant("+flops", "tiny+flops", 0.25, 4096), variant("+x4", "tiny+x4", 0.8, 16384)]
+    rows = levers.batch_rungs(run(vs), "box")
+    assert [r.multiplier for r in rows] == [1, 4]
+    assert rows[1].gain.value == pytest.approx((16384 / 0.8) / (4096 / 0.25) - 1)
+    assert rows[1].memory is None and rows[1].memory_ratio is None

@@ -16,8 +16,9 @@ from afford.cli.common import err, guard, interactive, out, print_json
 from afford.constants import MODES
 from afford.errors import InputError
 from afford.io import check_writable
-from afford.plan.levers import lever_rows
-from afford.report.ladder import batch_lines, levers_table
+from afford.plan.levers import batch_rungs, lever_rows
+from afford.provenance import run_label
+from afford.report.ladder import batch_lines, batch_table, levers_table
 from afford.report.rich_table import labelled
 from afford.schema.cert import Certificate, load_certificate, save_measured
 
@@ -84,6 +85,8 @@ def command(
             print_json({"schema": LEVERS_SCHEMA, "certificate": str(cert),
                         "written": str(out_path) if out_path else None,
                         "rows": [r.model_dump(mode="json") for r in rows],
+                        "batch_rungs": [r.model_dump(mode="json") for run in section.runs
+                                        for r in batch_rungs(run, run_label(section, "levers"))],
                         "levers": section.model_dump(mode="json")})
             return
         out.print(levers_table(rows, f"levers on {section.device_name}, "
@@ -92,6 +95,10 @@ def command(
             out.print(f"MFU: {note}", soft_wrap=True)
         for line in batch_lines(section):
             out.print(line, soft_wrap=True)
+        rungs = [r for run in section.runs
+                 for r in batch_rungs(run, run_label(section, "levers"))]
+        if (table := batch_table(rungs)) is not None:
+            out.print(table)
         for run in section.runs:
             for w in run.warnings:
                 err.print(labelled("[yellow]warning:[/]", f"{run.workload}: {w}"), soft_wrap=True)

@@ -111,3 +111,62 @@ def achieved_flops(run: LeverRun, v: LeverVariant) -> Tagged | None:
         return None
     return module(flops / v.point.median_seconds, "FLOP/s",
                   f"counted FLOPs ({run.flops_source}) / measured step seconds")
+
+
+# --- the batch A/B (the ladder note, item 4) ------------------------------------------
+
+BATCH_SPECS = ("+flops", "+x2", "+x4")  # the levers' batch x1, x2, x4 variants
+
+
+class BatchRung(BaseModel):
+    """One rung of the batch A/B: its step, its tokens/s, the marginal gain over the previous
+    rung, and the memory it costs (the note: "244 / 440 / 826 ms at batch 8 / 16 / 32 is
+    16.8k / 18.6k / 19.8k tok/s ... diminishing (+11 %, then +6.5 %)")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload: str
+    multiplier: int
+    batch: int | None
+    step: Tagged
+    tokens_per_second: Tagged
+    gain: Tagged | None = None          # tokens/s over the previous rung's, - 1
+    memory: Tagged | None = None        # the rung's peak (reserved, else allocated, else RSS)
+    memory_ratio: Tagged | None = None  # over the previous rung's
+
+
+def batch_rungs(run: LeverRun, where: str) -> list[BatchRung]:
+    """The batch x1, x2, x4 rungs that were measured, in order, each against the one before."""
+    out: list[BatchRung] = []
+    for k, suffix in zip((1, 2, 4), BATCH_SPECS):
+        v = next((x for x in run.variants if x.spec == f"{run.workload}{suffix}"
+                  and x.mode == run.mode), None)
+        p = v.point if v is not None else None
+        if p is None or not p.median_seconds or not p.tokens_per_step or p.excluded_reason:
+            continue
+        src = f"{run.workload} {run.mode} batch x{k}, {where}"
+        step = measured(p.median_seconds, "s", f"median of child medians, {src}")
+        tps = module(p.tokens_per_step / p.median_seconds, "tokens/s",
+                     f"{p.tokens_per_step} tokens per step / step, {src}")
+        mem = _peak(p, src)
+        prev = out[-1] if out else None
+        gain = module(tps.value / prev.tokens_per_second.value - 1, "ratio",  # type: ignore[operator]
+                      f"tokens/s x{k} / x{prev.multiplier} - 1") if prev else None
+        ratio = module(mem.value / prev.memory.value, "x",  # type: ignore[operator]
+                       f"peak x{k} / x{prev.multiplier}") \
+            if prev and mem is not None and prev.memory is not None and prev.memory.value \
+            else None
+        out.append(BatchRung(workload=run.workload, multiplier=k,
+                             batch=p.batch or (p.shape or {}).get("batch"), step=step,
+                             tokens_per_second=tps, gain=gain, memory=mem, memory_ratio=ratio))
+    return out
+
+
+def _peak(p, src: str) -> Tagged | None:
+    for field, what in (("peak_reserved_bytes", "peak reserved"),
+                        ("peak_allocated_bytes", "peak allocated"),
+                        ("peak_rss_bytes", "peak RSS")):
+        v = getattr(p, field, None)
+        if v is not None:
+            return measured(v, "B", f"{what}, {src}")
+    return None

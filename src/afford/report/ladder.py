@@ -159,3 +159,22 @@ def batch_lines(section) -> list[str]:
                    f"{p['c']:.3g} s x tokens (R^2 {run.batch_law.r2:.4f}); fixed share at "
                    f"batch x1 {fmt(share)}")
     return out
+
+
+def batch_table(rungs: list) -> Table | None:
+    """The batch A/B per rung (the ladder note, item 4): step, tokens/s, the marginal gain
+    over the previous rung and the memory each costs, so that whether a bigger batch buys
+    speed or only gradient quality reads off the rows."""
+    if not rungs:
+        return None
+    table = Table(title="batch A/B: each rung against the one before", title_justify="left")
+    for col in ("workload", "batch", "step", "tokens/s", "gain over previous", "peak memory",
+                "memory over previous"):
+        table.add_column(col, overflow="fold")
+    for r in rungs:
+        batch = f"x{r.multiplier}" + (f" ({r.batch})" if r.batch else "")
+        table.add_row(r.workload, batch, fmt(r.step), fmt(r.tokens_per_second),
+                      fmt(r.gain) if r.gain else "-", fmt(r.memory) if r.memory else "-",
+                      fmt(r.memory_ratio) if r.memory_ratio else "-")
+    table.caption = LEGEND
+    return table
