@@ -21,8 +21,10 @@ from afford.figures.probes import probes_json, summarize_probes
 from afford.figures.summary import summarize
 from afford.figures.time import summarize_times
 from afford.io import check_writable
+from afford.provenance import measured
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
+from afford.report.prose import prose
 from afford.report.rich_table import labelled
 from afford.report.time_model import held_out_table, model_lines
 from afford.report.terminal import (certificate_table, probes_device_table,
@@ -140,13 +142,9 @@ def command(
             _exit_on_halt(cert, as_json, noisy=_noisy(cert, verbose))
             return
         env = cert.environment
-        out.print(certificate_table(rows, f"{env.device_name} ({env.device_type}), "
-                                    f"{cert.protocol.precision} protocol, "
-                                    f"{cert.protocol.children} children, "
-                                    f"{env.elapsed_seconds:.1f} s"))
+        out.print(certificate_table(rows, summary_title(cert)))
         if env.stage_seconds:
-            out.print("time by stage: " + ", ".join(f"{k} {v:.1f} s"
-                                                    for k, v in env.stage_seconds.items()))
+            out.print(stage_line(cert))
         _print_probes(cert)
         _print_time(cert)
         if cert.memory is not None:
@@ -219,6 +217,23 @@ def _exit_on_halt(cert, as_json: bool, noisy: bool = False) -> None:
             render_sections(cert.determinism, cert.gates)
     if noisy or (cert.gates is not None and cert.gates.verdict == "HALT"):
         raise typer.Exit(1)
+
+
+def summary_title(cert) -> str:
+    """The summary's title, its wall time tagged (issue 30, item 10)."""
+    env, p = cert.environment, cert.protocol
+    elapsed = measured(env.elapsed_seconds, "s", "wall time of afford certify") \
+        if env.elapsed_seconds is not None else "wall time not recorded"
+    return prose("{} ({}), {} protocol, {} children, {}", env.device_name, env.device_type,
+                 p.precision, str(p.children), elapsed)
+
+
+def stage_line(cert) -> str:
+    """``time by stage: sweep 110 s M, ...``: each stage's wall time, tagged."""
+    stages = cert.environment.stage_seconds
+    return prose("time by stage: " + ", ".join("{} {}" for _ in stages),
+                 *(x for k, v in stages.items()
+                   for x in (k, measured(v, "s", f"wall time of the {k} stage"))))
 
 
 def _print_time(cert) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from afford.fit.verdicts import FIXED_SHARE_MAX
 from afford.plan.ladder import Ladder, LadderRow
 from afford.plan.levers import LeverRow
-from afford.provenance import Tagged, module, require_tagged
+from afford.provenance import Tagged, fitted, module, require_tagged
+from afford.report.prose import prose
 from afford.report.rich_table import Table
 from afford.report.terminal import ABBREV, LEGEND, fmt
 from afford.units import format_count, format_duration
@@ -131,9 +132,11 @@ def stage_lines(sizes, levers) -> list[str]:
     """One line each for the sizes and levers sections after ``afford certify``."""
     out = []
     if sizes is not None:
-        law = sizes.law.describe() if sizes.law else "no law (" + "; ".join(sizes.warnings) + ")"
-        out.append(f"sizes ({sizes.mode}, batch x seq {sizes.batch}x{sizes.seq}, "
-                   f"{len(sizes.sizes)} sizes): {law}; phase split: {sizes.premise}")
+        law = fitted(sizes.law.describe(), "", "the size law fitted over the sizes measured") \
+            if sizes.law else "no law (" + "; ".join(sizes.warnings) + ")"
+        out.append(prose("sizes ({}, batch x seq {}x{}, {} sizes): {}; phase split: {}",
+                         sizes.mode, str(sizes.batch), str(sizes.seq), str(len(sizes.sizes)),
+                         law, sizes.premise))
     if levers is not None:
         done = [lv for run in levers.runs for lv in run.levers if lv.speedup is not None]
         left = sum(len(r.levers) for r in levers.runs) - len(done)
@@ -154,10 +157,12 @@ def batch_lines(section) -> list[str]:
                        "at batch x1 above 100%: the step did not grow with the batch beyond "
                        "its noise); no fixed cost is quoted")
             continue
+        src = f"{run.workload} batch ladder: t = F + c tokens (fit_linear_floor)"
         share = module(run.fixed_share, "ratio", "F / t at batch x1 (fit_linear_floor)")
-        out.append(f"{run.workload} batch ladder: t = {format_duration(p['F'])} + "
-                   f"{p['c']:.3g} s x tokens (R^2 {run.batch_law.r2:.4f}); fixed share at "
-                   f"batch x1 {fmt(share)}")
+        out.append(prose("{} batch ladder: t = {} + {} x tokens (R^2 {}); fixed share at "
+                         "batch x1 {}", run.workload, fitted(p["F"], "s", src),
+                         fitted(p["c"], "s/token", src),
+                         module(round(run.batch_law.r2, 4), "", src + ": R^2"), share))
     return out
 
 

@@ -10,7 +10,9 @@ sections (:func:`time_section`, Markdown and HTML) and Rich tables for the termi
 from __future__ import annotations
 
 from afford.figures.time import TimeSummary, summarize_times
+from afford.provenance import fitted
 from afford.report.model import Cell, Section, Table
+from afford.report.prose import prose
 from afford.report.rich_table import Table as RichTable
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.cert import Certificate
@@ -104,7 +106,9 @@ def model_lines(s: TimeSummary) -> list[str]:
     """The chosen form and its reason, what the features are, the floor, the verdict."""
     if s.form is None:
         return [f"{s.name} ({s.mode}): no step-time model: {s.reason}"]
-    lines = [f"{s.name} ({s.mode}) step time: {s.formula or ''}",
+    formula = fitted(s.formula, "", f"{s.name} ({s.mode}) step-time model, fitted") \
+        if s.formula else "-"
+    lines = [prose("{} ({}) step time: {}", s.name, s.mode, formula),
              f"  chosen: {s.reason}", f"  features: {s.features}"]
     if s.held_out_worst is not None:
         lines.append(f"  held-out error: median {fmt(s.held_out_median)}, worst "
