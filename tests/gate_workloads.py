@@ -140,16 +140,11 @@ class BackwardRefuses(Noisy):
     description = "MLP whose backward raises like a missing deterministic kernel"
 
     def build(self, shape, device, seed):
-        torch.manual_seed(seed)
-        model = nn.Sequential(nn.Linear(16, shape["width"]), nn.Tanh(),
-                              nn.Linear(shape["width"], 1)).to(device)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        built = super().build(shape, device, seed)  # the seeded MLP; its noise left unused
+        model = built.model
         x = torch.randn(shape["batch"], 16, device=device)
-
-        def loss():
-            return _NoDeterministicBackward.apply(model(x)).square().mean()
-
-        return Built(model=model, optimizer=opt, loss=loss, tokens_per_step=shape["batch"])
+        built.loss = lambda: _NoDeterministicBackward.apply(model(x)).square().mean()
+        return built
 
 
 class Upsample(Noisy):
