@@ -84,10 +84,14 @@ def test_a_workload_without_dims_keeps_one_axis_and_holds_out_from_five_points()
 
 
 def test_child_options_spread_the_extra_work():
-    assert child_options(0, 0, 3, True) == {"count_flops": True, "synced": False}
-    assert child_options(1, 0, 3, True) == {"count_flops": False, "synced": True}
+    assert child_options(0, 0, 3, True) == {"count_flops": True, "synced": False,
+                                             "profile": True}
+    assert child_options(1, 0, 3, True) == {"count_flops": False, "synced": True,
+                                             "profile": True}
+    assert child_options(1, 0, 3, False)["profile"] is False  # a CPU has no device side
     assert child_options(1, 0, 3, False)["synced"] is False  # a CPU: one clock
-    assert child_options(3, 3, 1, True) == {"count_flops": True, "synced": False}
+    assert child_options(3, 3, 1, True) == {"count_flops": True, "synced": False,
+                                             "profile": True}
 
 
 # ---- the model over the measured design ------------------------------------------------------

@@ -515,6 +515,7 @@ SEMANTICS_CPU = ("a CPU is a synchronous device: each step is timed on the host 
 
 def child_options(child: int, first: int, children: int, cuda: bool) -> dict:
     """The job-wide flags of a child: the first counts FLOPs; on CUDA the second also times
-    synced steps (a round of one child counts FLOPs only)."""
+    synced steps (a round of one child counts FLOPs only), and every child profiles the
+    device side of each point after timing it."""
     return {"count_flops": child == first,
-            "synced": cuda and children > 1 and child == first + 1}
+            "synced": cuda and children > 1 and child == first + 1, "profile": cuda}
