@@ -142,7 +142,7 @@ def plan_design(spec: str, w, mode: str, values: Sequence[int]) -> WorkloadDesig
     if kb is None or ks != w.sweep_param:
         return _one_axis(spec, mode, values, kb, ks)
     b0 = int(shape[kb])
-    design = static_design(b0, values)
+    design = static_design(b0, values, fused=getattr(w, "attention", None) == "fused")
     shapes = [Planned(v, None, "sweep") for v in values]
     notes = list(design.notes)
     for d in [*design.across, *design.held_out]:
@@ -526,6 +526,28 @@ def _reassemble(r: WorkloadResult, design: WorkloadDesign, reg: Registry, keys: 
 
     return r.model_copy(update={"points": [again(p) for p in r.points],
                                 "design_points": [again(p) for p in r.design_points]})
+
+
+def bound_by_ceilings(results: list[WorkloadResult], designs: list[WorkloadDesign],
+                      probes, device_type: str) -> list[WorkloadResult]:
+    """Each two-sided time model fitted again with the certificate's measured matrix ceiling
+    of its mode (the probes stage runs after the sweep), so no device coefficient is cheaper
+    than the card allows (:func:`afford.fit.step_sides.fit_device`). No measuring happens
+    after this, so the verdict is judged as after a re-measurement."""
+    rates = {w.mode: probes.gemm.get(w.gemm_dtype) for w in getattr(probes, "workloads", [])
+             if w.gemm_dtype}
+    out = []
+    for r, d in zip(results, designs):
+        t = r.time
+        rate = getattr(rates.get(r.mode), "flops_per_second", None)
+        if t is None or t.model is None or t.model.sides is None or not rate:
+            out.append(r)
+            continue
+        again = fit_time_model(r, d, device_type, remeasured=True,
+                               first=t.first_verdict or t.verdict, gemm_rate=rate)
+        out.append(r.model_copy(update={"time": again.model_copy(
+            update={"extension": t.extension})}))
+    return out
 
 
 def cert_verdict(results: list[WorkloadResult], device_type: str,
