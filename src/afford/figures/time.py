@@ -32,7 +32,7 @@ from afford.errors import InputError
 from afford.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
-from afford.schema.step_time import StepTimeModel, accuracy_text, held_out_accuracy, predict_at
+from afford.schema.step_time import StepTimeModel, accuracy_at, held_out_accuracy, predict_at
 from afford.schema.time import WorkloadTime
 
 HF_PREFIX = "hf:"
@@ -174,7 +174,7 @@ def model_step(cert: Certificate, r: WorkloadResult, shape: dict[str, int]) -> S
     except ValueError as exc:
         return StepAt(None, f"{r.name} {r.mode}: {exc}")
     src = (f"{r.name} {r.mode} step-time model at {shape_label(kw)}: {m.describe()}; "
-           f"{accuracy_text(m)}; {run_label(cert)}")
+           f"{accuracy_at(m, **kw)}; {run_label(cert)}")
     if pred.beyond:
         src += "; beyond the measured range: " + ", ".join(pred.beyond)
     v = r.time.verdict if r.time is not None else None

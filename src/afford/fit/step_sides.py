@@ -39,7 +39,7 @@ from afford.schema.step_time import (CandidateFit, DeviceLaw, FeatureScaling, Ho
                                      KernelCount, SidesModel)
 
 DEVICE_BOUND = 0.9  # busy >= 90 % of the wall step: the device bounds it (gap readable)
-HOST_BOUND = 0.75  # busy + gap <= 75 % of the wall step: the host bounds it
+HOST_BOUND = 0.9  # busy + gap <= 90 % of the wall step: the host bounds it
 BOUND_SLACK = 1e-6  # a coefficient this close to its bound is at it
 
 
