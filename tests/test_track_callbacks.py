@@ -32,7 +32,8 @@ class StepClock:
 
 
 def _guard(tmp_path, clock):
-    return Session(budget=BUDGET, clock=clock, marker=tmp_path / "resume.json")
+    return Session(budget=BUDGET, clock=clock, marker=tmp_path / "resume.json",
+                   elapsed_seconds=0.0)
 
 
 def test_hf_callback_needs_transformers(monkeypatch):
