@@ -222,7 +222,9 @@ def previous_of(doc: dict | None, record: StepRecord | None) -> Previous | None:
         mine = record is not None and record.session == doc.get("session") and \
             record.pid == doc.get("pid")
         last = record.last_step if mine else None
-        flushed = record.flushed_step if mine else doc.get("flushed_step")
+        logged = [x for x in (doc.get("flushed_step"), record.flushed_step if mine else None)
+                  if x is not None]
+        flushed = max(logged) if logged else None
     return Previous(session=int(doc.get("session") or 0), how=how,
                     last_saved_step=doc.get("last_saved_step"),
                     saved_session=doc.get("saved_session"), last_step=last,

@@ -20,8 +20,10 @@ The warm median over a recent window is compared with the certificate's predicti
 run; a difference beyond ``drift_tol`` is a warning in ``warnings`` and on the
 ``afford.track`` logger. :meth:`Session.readings` gives the figures after each step for a
 logger (:mod:`afford.track.metrics`). At every confirmed save the readings of the steps since
-the save before go to the history ledger (:mod:`afford.track.readings`), the rest at the
-close: a killed session's readings up to its last save are kept.
+the save before go to the history ledger (:mod:`afford.track.readings`) before the marker
+names the save, the rest at the close: a killed session's readings up to its last save are
+kept. (The first flush imports the ledger module, about 0.5 s; that and every flush are kept
+out of the step times, not out of the session's elapsed time.)
 
 When to stop: after each step, with ``t`` the seconds since the *process* started (its
 imports count against the session cap; ``elapsed_seconds=`` overrides it, e.g. with the
@@ -382,13 +384,13 @@ class Session:
         if self.last_saved is not None and step <= self.last_saved:
             return
         t0 = self._clock()
-        self.last_saved, self._saved_session = step, self.session_number
-        self.checkpoint = checkpoint
-        self._write_marker("running")
         end = len(self.indices)
         while end > self._flushed_pos and self.indices[end - 1] > step:
             end -= 1
-        self._flush(end)
+        self._flush(end)  # first: a marker naming step k means its readings are kept
+        self.last_saved, self._saved_session = step, self.session_number
+        self.checkpoint = checkpoint
+        self._write_marker("running")
         self._keep_out(t0)
 
     def _keep_out(self, t0: float) -> None:
