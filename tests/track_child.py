@@ -8,7 +8,8 @@ resumed session checks that the marker's checkpoint is exactly step ``resume_ste
 (``seen == (R (R - 1) / 2, R)``) and that no step was lost or trained twice.
 
 Each session prints, one line each, flushed: ``resumed R ok`` (or ``resumed R BAD ...``),
-``previous HOW LOST FLUSHED`` (how the session before ended, as the guard reports it),
+``marker M`` (the marker's resume step), ``previous HOW LOST FLUSHED`` (how the session
+before ended, as the guard reports it),
 ``first K`` (the first step it trains), ``done K`` after every step, ``saving`` / ``written``
 around every checkpoint write, ``end`` when it returns.
 
@@ -74,6 +75,7 @@ def loop_session(folder: Path, chunk: float | None, save_every: int) -> None:
     seen = [0.0, 0.0]
     if r > 0:
         seen = json.loads((folder / f"ckpt-{r - 1}.json").read_text())["seen"]
+    say("marker", r)
     check_seen(seen, r)
     report_previous(guard)
 
@@ -141,6 +143,7 @@ def hf_session(folder: Path, chunk: float | None, save_every: int) -> None:
                         marker=folder / "resume.json", ledger=folder / "history.tsv")
     r = cb.guard.resume_step
     seen = load_file(str(Path(cb.checkpoint) / "model.safetensors"))["seen"] if r else [0, 0]
+    say("marker", r)
     check_seen(seen, r)
     report_previous(cb.guard)
     torch.manual_seed(0)
@@ -191,22 +194,28 @@ def lightning_session(folder: Path, chunk: float | None, save_every: int) -> Non
 
     class Tick(L.Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if trainer.global_step - 1 == r:  # the guard has read the resumed checkpoint
+                report_previous(cb.guard)
             say("done", trainer.global_step - 1)
 
     cb = AffordCallback(budget=budget("kill-lightning", chunk, save_every),
                         dirpath=folder / "ckpt", keep=2, marker=folder / "resume.json",
                         ledger=folder / "history.tsv")
     cb.checkpoint  # noqa: B018  (the guard is made and reads the marker)
-    r = cb.guard.resume_step
-    seen = [0, 0]
-    if r:
-        state = torch.load(cb.checkpoint, map_location="cpu", weights_only=False)
-        seen = state["state_dict"]["net.seen"]
+    m = cb.guard.resume_step
+    say("marker", m)
+    r, seen = 0, [0, 0]
+    if m:
+        # ckpt_path="last" resumes from last.ckpt: the marker's save, or one save on when a
+        # kill came after last.ckpt was written and before the marker named it
         last = torch.load(folder / "ckpt" / "last.ckpt", map_location="cpu", weights_only=False)
-        if last["global_step"] != r:
-            say(f"resumed {r} BAD last.ckpt is step {last['global_step']}")
+        r = last["global_step"]
+        seen = last["state_dict"]["net.seen"]
+        named = torch.load(cb.checkpoint, map_location="cpu", weights_only=False)
+        if r not in (m, m + save_every) or named["global_step"] != m:
+            say(f"resumed {r} BAD last.ckpt is step {r}, the marker's file step "
+                f"{named['global_step']}, the marker {m}")
     check_seen(seen, r)
-    report_previous(cb.guard)
     torch.manual_seed(0)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, WIDTH)),
                                        batch_size=4)

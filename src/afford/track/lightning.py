@@ -16,7 +16,10 @@ the guard records the step and, before the cap, the callback saves at once (the 
 then ``last.ckpt``) and sets ``trainer.should_stop``. The resume marker is written when
 Lightning's write of ``last.ckpt`` has returned, naming that step's own file (never
 rewritten, so it stays whole whatever happens to ``last.ckpt`` later): a kill inside the save
-leaves the marker, ``last.ckpt`` and the step files at the save before.
+leaves the marker, ``last.ckpt`` and the step files at the save before. (A kill after
+``last.ckpt`` is written and before the marker is leaves ``last.ckpt`` one save ahead:
+``ckpt_path="last"`` resumes from it, a complete checkpoint, and the guard adopts it:
+:meth:`afford.track.Session.adopt`.)
 
 The callback's state (:meth:`state_dict`) rides in each checkpoint: its run, session and
 step, and the checkpoint writes it timed, which the resumed session's write estimate starts
@@ -93,8 +96,13 @@ def _make_class() -> type:
             super().on_train_start(trainer, pl_module)
             g = self.driver.begin(writes=trainer.is_global_zero)
             g.mark_loop_start()
-            if self._restored and self._restored.get("run") == g.budget.run:
-                g.write_observed.extend(float(x) for x in self._restored.get("writes", []))
+            mine = self._restored if self._restored and \
+                self._restored.get("run") == g.budget.run else None
+            if mine is None:
+                return
+            g.write_observed.extend(float(x) for x in mine.get("writes", []))
+            if mine.get("step") == trainer.global_step - 1 and trainer.ckpt_path:
+                g.adopt(trainer.global_step - 1, trainer.ckpt_path)  # last.ckpt, one save on
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs

@@ -67,6 +67,7 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,25 @@ class Session:
         ``afford/drift``, ``afford/chunk_seconds_left``, ... (:mod:`afford.track.metrics`),
         each a :class:`~afford.track.metrics.Metric` (name, value, unit, tag)."""
         return metrics_of(self)
+
+    def adopt(self, step: int, checkpoint: str | os.PathLike | None = None) -> bool:
+        """The framework resumed from a complete checkpoint of ``step`` that the marker does
+        not name yet (the kill came after the framework had written it, before the marker
+        was): the marker names it now and the previous session's report is corrected. False,
+        and nothing changes, when ``step`` is not newer than the marker's save."""
+        if self.last_saved is not None and step <= self.last_saved:
+            return False
+        if self.previous is not None:
+            self.previous = replace(self.previous, last_saved_step=step,
+                                    saved_session=self.previous.session)
+            log.warning("afford.track: resumed from the checkpoint of step %d, newer than the "
+                        "marker's: %s", step, self.previous.line())
+        self.last_saved, self.resume_step = step, step + 1
+        self._saved_session = self.previous.session if self.previous else None
+        self.checkpoint = self.resume_checkpoint = \
+            None if checkpoint is None else os.fspath(checkpoint)
+        self._write_marker("running")
+        return True
 
     def mark_loop_start(self) -> None:
         """The training loop starts now: the first step's time counts from here (the
