@@ -181,8 +181,8 @@ def _write_seconds(out: Output) -> list[float]:
 
 def _lineage(runner, folder: Path, kills: int, seed: int) -> dict:
     rng = random.Random(seed)
-    last_done, last_resume, stats = -1, 0, {"kills": 0, "in_save": 0, "lost": [],
-                                           "adopted": 0}
+    killed_done = last_done = -1
+    last_resume, stats = 0, {"kills": 0, "in_save": 0, "lost": [], "adopted": 0}
     writes: list[float] = []
     t_start = time.monotonic()
     for k in range(kills + 1):
@@ -195,8 +195,8 @@ def _lineage(runner, folder: Path, kills: int, seed: int) -> dict:
         if k:
             assert r - 1 <= last_done, f"kill {k}: the marker names step {r - 1}, " \
                                        f"but only {last_done} was trained"
-            lost_seen = last_done - (r - 1)
-            assert lost_seen <= SAVE_EVERY, f"kill {k}: lost {lost_seen} steps"
+            lost_seen = killed_done - (r - 1)  # the killed session's own last step
+            assert 0 <= lost_seen <= SAVE_EVERY, f"kill {k}: lost {lost_seen} steps"
             assert how == "killed", f"kill {k}: the previous session is reported {how}"
             assert abs(int(lost) - lost_seen) <= 1, (k, lost, lost_seen)
             if m > last_resume:  # it saved: its readings up to the marker's save are kept
@@ -223,7 +223,7 @@ def _lineage(runner, folder: Path, kills: int, seed: int) -> dict:
         writes += _write_seconds(out)
         done = out.done()
         assert done, f"kill {k}: no step trained"
-        last_done, last_resume = max(last_done, done[-1]), r
+        killed_done, last_done, last_resume = done[-1], max(last_done, done[-1]), r
     stats["seconds"] = time.monotonic() - t_start
     return stats
 
