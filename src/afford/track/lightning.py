@@ -164,13 +164,15 @@ def _make_class() -> type:
 
 def _rank_zero_env() -> bool:
     """Rank zero by the launcher's environment (before Lightning has set its trainer up)."""
-    for key in ("RANK", "GLOBAL_RANK", "SLURM_PROCID"):
-        if key in os.environ:
-            try:
+    try:
+        for key in ("RANK", "GLOBAL_RANK", "SLURM_PROCID"):
+            if key in os.environ:
                 return int(os.environ[key]) == 0
-            except ValueError:
-                return True
-    return True
+        # Lightning's own launcher starts rank 1.. with LOCAL_RANK and NODE_RANK
+        return int(os.environ.get("LOCAL_RANK", "0")) == 0 and \
+            int(os.environ.get("NODE_RANK", "0")) == 0
+    except ValueError:
+        return True
 
 
 def __getattr__(name: str) -> Any:
