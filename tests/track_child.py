@@ -54,6 +54,17 @@ def report_previous(guard) -> None:
             -1 if p.flushed_step is None else p.flushed_step)
 
 
+def announced(write):
+    """``write`` (a framework's checkpoint write) between ``saving`` and ``written`` lines."""
+
+    def wrapped(*a, **k):
+        say("saving")
+        write(*a, **k)
+        say("written")
+
+    return wrapped
+
+
 def check_seen(seen, r: int) -> None:
     total, count = float(seen[0]), float(seen[1])
     ok = (total, count) == (r * (r - 1) / 2, float(r))
@@ -155,14 +166,7 @@ def hf_session(folder: Path, chunk: float | None, save_every: int) -> None:
                              remove_unused_columns=False, dataloader_num_workers=0)
     trainer = Trainer(model=counter_module(torch)(), args=args, train_dataset=data,
                       callbacks=[cb, Tick()])
-    plain = trainer._save_checkpoint
-
-    def save(*a, **k):
-        say("saving")
-        plain(*a, **k)
-        say("written")
-
-    trainer._save_checkpoint = save
+    trainer._save_checkpoint = announced(trainer._save_checkpoint)
     say("first", r)
     trainer.train(resume_from_checkpoint=cb.checkpoint)
     logged = [e for e in trainer.state.log_history if "afford/step" in e]
@@ -222,14 +226,7 @@ def lightning_session(folder: Path, chunk: float | None, save_every: int) -> Non
     trainer = L.Trainer(max_steps=10**7, callbacks=[Tick(), cb], accelerator="cpu", devices=1,
                         logger=CSVLogger(folder / "logs"), log_every_n_steps=5,
                         enable_progress_bar=False, enable_model_summary=False)
-    plain = trainer.save_checkpoint
-
-    def save(*a, **k):
-        say("saving")
-        plain(*a, **k)
-        say("written")
-
-    trainer.save_checkpoint = save
+    trainer.save_checkpoint = announced(trainer.save_checkpoint)
     say("first", r)
     trainer.fit(Model(), data, ckpt_path="last")
 

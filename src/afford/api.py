@@ -157,32 +157,38 @@ def _text(v: Any, what: str) -> str:
                      f"{type(v).__name__}")
 
 
+def _parsed(v: Any, parse, what: str) -> Any:
+    """``v``, or the number its text says (``4Ki``, ``90%``); InputError naming ``what``."""
+    from afford.units import UnitError
+
+    if not isinstance(v, str):
+        return v
+    try:
+        return parse(v)
+    except UnitError as exc:
+        raise InputError(f"{what} {v!r}: {exc}") from None
+
+
+def _finite(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
 def _dim(v: Any, what: str) -> int:
     """A batch or sequence length: a whole number (or text such as ``4Ki``) in 1..2^40."""
-    from afford.units import UnitError, parse_count
+    from afford.units import parse_count
 
-    if isinstance(v, str):
-        try:
-            v = parse_count(v)
-        except UnitError as exc:
-            raise InputError(f"{what} {v!r}: {exc}") from None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or \
-            v != int(v) or not 1 <= v <= MAX_DIM:
+    v = _parsed(v, parse_count, what)
+    if not _finite(v) or v != int(v) or not 1 <= v <= MAX_DIM:
         raise InputError(f"{what} {v!r}: give a whole number from 1 to {MAX_DIM}")
     return int(v)
 
 
 def _share(v: Any, what: str) -> float:
     """A share of device memory: a fraction (or text such as ``90%``) above 0, at most 1."""
-    from afford.units import MIN_FRACTION, UnitError, parse_fraction
+    from afford.units import MIN_FRACTION, parse_fraction
 
-    if isinstance(v, str):
-        try:
-            v = parse_fraction(v)
-        except UnitError as exc:
-            raise InputError(f"{what} {v!r}: {exc}") from None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or \
-            not MIN_FRACTION <= v <= 1.0:
+    v = _parsed(v, parse_fraction, what)
+    if not _finite(v) or not MIN_FRACTION <= v <= 1.0:
         raise InputError(f"{what} {v!r}: give a fraction from {MIN_FRACTION:g} to 1")
     return float(v)
 
