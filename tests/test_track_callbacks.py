@@ -341,3 +341,35 @@ def test_a_callback_takes_a_guard_or_a_plan_not_both(tmp_path):
         Driver(_guard(tmp_path, StepClock()), budget=BUDGET)
     g = _guard(tmp_path, StepClock())
     assert Driver(g).guard.confirm == "explicit"  # a framework saves after its hook
+
+
+def test_hf_a_stop_on_any_rank_stops_every_rank(monkeypatch):
+    """Under torch.distributed the HF callback all-reduces the stop flag (MAX): a rank whose
+    own guard says go on still stops when another says stop; alone, its own answer."""
+    import types
+
+    import torch  # noqa: F401  (imported before its distributed module is replaced)
+
+    import afford.track.hf as hf
+
+    calls = []
+
+    class OtherRankStops:
+        ReduceOp = types.SimpleNamespace(MAX="max")
+
+        def is_available(self):
+            return True
+
+        def is_initialized(self):
+            return True
+
+        def get_world_size(self):
+            return 2
+
+        def all_reduce(self, t, op):
+            calls.append((int(t.item()), op))
+            t.fill_(1)
+
+    assert hf.any_rank(False, "cpu") is False  # no process group here
+    monkeypatch.setitem(sys.modules, "torch.distributed", OtherRankStops())
+    assert hf.any_rank(False, "cpu") is True and calls == [(0, "max")]

@@ -13,6 +13,7 @@ trained), and the test checks that:
   steps lost as the killed session's own output shows them (within one step: the print and
   the step log are two stores);
 - its readings reached the ledger up to its last confirmed save (issue 33 item 4);
+- the next session has swept the marker's interrupted temp files before it trains;
 - a last session stops cleanly at its cap, and the ledger is whole.
 
 The plain loop runs in fresh interpreters. The frameworks' sessions are forked from a
@@ -182,7 +183,8 @@ def _write_seconds(out: Output) -> list[float]:
 def _lineage(runner, folder: Path, kills: int, seed: int) -> dict:
     rng = random.Random(seed)
     killed_done = last_done = -1
-    last_resume, stats = 0, {"kills": 0, "in_save": 0, "lost": [], "adopted": 0}
+    last_resume, stats = 0, {"kills": 0, "in_save": 0, "lost": [], "adopted": 0,
+                             "debris": 0}
     writes: list[float] = []
     t_start = time.monotonic()
     for k in range(kills + 1):
@@ -191,6 +193,8 @@ def _lineage(runner, folder: Path, kills: int, seed: int) -> dict:
         r = int(_wait_for(out, "resumed")[1])
         assert _wait_for(out, "resumed")[2] == "ok", " ".join(_wait_for(out, "resumed"))
         m = int(_wait_for(out, "marker")[1])
+        left = [p.name for p in folder.glob(".resume.json.afford-*.tmp")]
+        assert left == [], f"kill {k}: the marker's interrupted writes were not swept: {left}"
         how, lost, flushed = _wait_for(out, "previous")[1:]
         if k:
             assert r - 1 <= last_done, f"kill {k}: the marker names step {r - 1}, " \
@@ -219,6 +223,7 @@ def _lineage(runner, folder: Path, kills: int, seed: int) -> dict:
         runner.wait(handle)
         time.sleep(0.02)
         stats["kills"] += 1
+        stats["debris"] += len(list(folder.glob(".resume.json.afford-*.tmp")))
         stats["in_save"] += out.in_save()
         writes += _write_seconds(out)
         done = out.done()
@@ -232,7 +237,8 @@ def _check_end(folder: Path, stats: dict, name: str) -> None:
     rows = ledger.load(folder / "history.tsv")  # whole after every kill
     assert any(r.quantity.endswith("/warm_step_seconds") for r in rows)
     print(f"\n{name}: {stats['kills']} SIGKILLs ({stats['in_save']} inside a checkpoint "
-          f"write; {stats['adopted']} resumed one save past the marker), at most "
+          f"write; {stats['adopted']} resumed one save past the marker; {stats['debris']} "
+          f"interrupted marker writes swept by the next session), at most "
           f"{max(stats['lost'])} steps lost, {stats['seconds']:.0f} s, "
           f"{len(rows)} ledger readings; load {os.getloadavg()[0]:.1f}")
 
