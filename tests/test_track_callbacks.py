@@ -373,3 +373,23 @@ def test_hf_a_stop_on_any_rank_stops_every_rank(monkeypatch):
     assert hf.any_rank(False, "cpu") is False  # no process group here
     monkeypatch.setitem(sys.modules, "torch.distributed", OtherRankStops())
     assert hf.any_rank(False, "cpu") is True and calls == [(0, "max")]
+
+
+@needs_lightning
+def test_lightning_adopts_a_last_ckpt_one_save_past_the_marker(tmp_path):
+    """A kill after Lightning wrote last.ckpt and before the marker named it: the marker is a
+    save behind. ckpt_path="last" resumes from last.ckpt (complete), and the guard adopts it,
+    naming the step's own file (last.ckpt is rewritten at the next save)."""
+    _, trainer, _ = _fit(tmp_path, StepClock())
+    done = trainer.global_step
+    doc = _marker(tmp_path)
+    behind = {**doc, "state": "running", "last_saved_step": doc["last_saved_step"] - 5,
+              "checkpoint": str(tmp_path / "ckpt" / f"step={done - 5}.ckpt")}
+    (tmp_path / "resume.json").write_text(json.dumps(behind))
+    cb, trainer2, _ = _fit(tmp_path, StepClock(), name="next", max_steps=done + 3)
+    g = cb.guard
+    assert g.indices[0] == done and g.resume_step == done
+    assert g.previous.last_saved_step == done - 1
+    assert not any("training starts at step" in w for w in g.warnings)
+    assert _marker(tmp_path)["checkpoint"].endswith(f"step={trainer2.global_step}.ckpt")
+    assert g.resume_checkpoint == str(tmp_path / "ckpt" / f"step={done}.ckpt")

@@ -102,7 +102,16 @@ def _make_class() -> type:
                 return
             g.write_observed.extend(float(x) for x in mine.get("writes", []))
             if mine.get("step") == trainer.global_step - 1 and trainer.ckpt_path:
-                g.adopt(trainer.global_step - 1, trainer.ckpt_path)  # last.ckpt, one save on
+                g.adopt(trainer.global_step - 1, self._file_of(trainer.global_step,
+                                                               trainer.ckpt_path))
+
+        def _file_of(self, global_step: int, fallback: str) -> str:
+            """The step's own file among the kept ones (``last.ckpt`` is rewritten at the
+            next save; the marker must name a file that keeps this step)."""
+            for path, score in self.best_k_models.items():
+                if int(score) == global_step and Path(path).is_file():
+                    return str(path)
+            return str(fallback)
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
