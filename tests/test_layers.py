@@ -17,15 +17,17 @@ SRC = Path(__file__).parents[1] / "src"
 
 # Lowest first. A module belongs to the last layer whose prefix it starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("afford", "afford.errors", "afford.provenance", "afford.units", "afford.io",
-              "afford.constants", "afford.lock")),
+    ("base", ("afford._version", "afford._callable", "afford.errors", "afford.provenance",
+              "afford.units", "afford.io", "afford.constants", "afford.lock")),
     ("schema", ("afford.schema", "afford.manifest")),
     ("fit", ("afford.fit", "afford.gates", "afford.bars")),
     ("workloads", ("afford.workloads",)),
     ("measure", ("afford.measure",)),
     ("certify", ("afford.certify",)),
     ("figures", ("afford.figures", "afford.ledger")),
-    ("plan", ("afford.plan", "afford.compare", "afford.milestones", "afford.track")),
+    # the package root is the API's facade (afford.api): it loads the library on first use
+    ("plan", ("afford.plan", "afford.compare", "afford.milestones", "afford.track",
+              "afford.api", "afford")),
     ("report", ("afford.report",)),
     ("cli", ("afford.cli", "afford._entry", "afford.__main__")),
 ]

@@ -31,6 +31,7 @@ def run_session(budget, clock, step_time, write_time, marker=None, ledger_path=N
                 max_steps=10**6, **kw):
     """The adoption loop, on the fake clock. Returns (guard, end time - start, saves)."""
     start = clock.t
+    kw.setdefault("elapsed_seconds", 0.0)  # the fake clock's session starts at the guard
     guard = Session(budget=budget, clock=clock, marker=marker, ledger=ledger_path, **kw)
     saves = []
     step = guard.resume_step
@@ -85,9 +86,9 @@ def test_save_cadence_marker_and_resume(tmp_path):
     last = guard.indices[-1]
     assert end <= 100.0 and saves[-1] == last
     doc = json.loads(marker.read_text())
-    assert doc["schema"] == "afford.resume/1" and doc["run"] == "tiny"
+    assert doc["schema"] == "afford.resume/2" and doc["run"] == "tiny"
     assert (doc["last_saved_step"], doc["resume_step"]) == (last, last + 1)
-    nxt = Session(budget=budget, clock=FakeClock(), marker=marker)
+    nxt = Session(budget=budget, clock=FakeClock(), marker=marker, elapsed_seconds=0.0)
     assert nxt.resume_step == last + 1
     nxt.close()
     # the next session counts save_every from the global step index
@@ -98,28 +99,65 @@ def test_a_save_is_confirmed_only_when_done(tmp_path):
     marker = tmp_path / "m.json"
     clock = FakeClock()
     g = Session(budget=Budget(chunk_seconds=None, save_every=3, write_seconds=1.0,
-                              step_seconds=None), clock=clock, marker=marker)
+                              step_seconds=None), clock=clock, marker=marker, elapsed_seconds=0.0)
+    start = json.loads(marker.read_text())  # the session marks itself running at once
+    assert (start["state"], start["last_saved_step"], start["resume_step"]) == ("running", None, 0)
     for i in range(3):
         clock.t += 1
         g.step(i)
-    assert g.should_save(2) and not marker.exists()  # asked: the save is not written yet
+    assert g.should_save(2)
+    assert json.loads(marker.read_text())["last_saved_step"] is None  # asked, not written yet
     clock.t += 1
     g.step(3)  # the step after the save: it completed
     assert json.loads(marker.read_text())["last_saved_step"] == 2
     assert g.should_save(5) is True
-    g.saved(5)  # an explicit confirmation
-    assert json.loads(marker.read_text())["last_saved_step"] == 5
+    g.saved(5, checkpoint=tmp_path / "ckpt-5.pt")  # an explicit confirmation, with its path
+    doc = json.loads(marker.read_text())
+    assert (doc["last_saved_step"], doc["checkpoint"]) == (5, str(tmp_path / "ckpt-5.pt"))
     g.should_save(8)
     g._crashed = True  # an exception in flight: the save of step 8 is not confirmed
     g.close()
-    assert json.loads(marker.read_text())["last_saved_step"] == 5
-    assert Session(budget=g.budget, marker=marker).resume_step == 6
+    doc = json.loads(marker.read_text())
+    assert (doc["last_saved_step"], doc["state"]) == (5, "crashed")
+    nxt = Session(budget=g.budget, marker=marker, elapsed_seconds=0.0)
+    assert nxt.resume_step == 6 and nxt.resume_checkpoint == str(tmp_path / "ckpt-5.pt")
+    nxt.close()
+
+
+def test_ledger_readings_per_save_interval_carry_step_indices(tmp_path):
+    """Each confirmed save appends the readings of the steps since the save before, so the
+    ledger holds one warm median per save interval, over that interval's warm steps."""
+    path = tmp_path / "history.tsv"
+    budget = Budget(chunk_seconds=60.0, save_every=10, write_seconds=1.0, step_seconds=0.5,
+                    run="tiny run")
+    guard, _, saves = run_session(budget, FakeClock(), lambda i: 0.5, lambda: 1.0,
+                                  ledger_path=path, command="test")
+    rows = ledger.load(path)
+    first = [r for r in rows if r.quantity == "track/tiny_run/first_step_seconds"]
+    assert len(first) == 1 and first[0].step_indices == "0" and first[0].tag.value == "MEASURED"
+    warm = [r for r in rows if r.quantity == "track/tiny_run/warm_step_seconds"]
+    assert len(warm) == len(saves)  # one per save interval (the last one ends at the stop)
+    assert all(r.value == 0.5 and r.unit == "s" for r in warm)
+    spans = [ledger.parse_step_indices(r.step_indices)[""] for r in warm]
+    bounds = [-1] + saves
+    for idx, lo, hi in zip(spans, bounds, bounds[1:]):
+        assert lo < min(idx) and max(idx) <= hi  # within its interval
+    flat = sorted(i for idx in spans for i in idx)
+    assert flat == [i for i, k in zip(guard.indices, guard.kinds) if k == WARM]
+    assert 0 not in flat and 1 not in flat and 2 not in flat  # first step and warm-up
+    assert 10 not in flat and 11 in flat  # step 10 carried the save after step 9
+    drift = [r for r in rows if r.quantity == "track/tiny_run/drift"]
+    assert len(drift) == len(warm) and all(r.value == pytest.approx(0.0) for r in drift)
+    stop = [r for r in rows if r.quantity == "track/tiny_run/stop_elapsed_seconds"]
+    assert len(stop) == 1 and stop[0].tag.value == "MEASURED"
+    assert any(r.quantity.endswith("peak_rss_bytes") for r in rows)
+    assert guard.flushed_step == guard.indices[-1]
 
 
 def test_first_step_and_warmup_kept_apart_and_drift_warned(caplog):
     clock = FakeClock()
     budget = Budget(chunk_seconds=None, save_every=10, write_seconds=0.5, step_seconds=1.0)
-    g = Session(budget=budget, clock=clock, marker=None, warmup_steps=2)
+    g = Session(budget=budget, clock=clock, marker=None, warmup_steps=2, elapsed_seconds=0.0)
     times = [30.0, 2.0, 1.5] + [1.3] * 30
     with caplog.at_level(logging.WARNING, logger="afford.track"):
         for i, t in enumerate(times):
@@ -153,24 +191,6 @@ def test_no_drift_warning_within_tolerance():
     assert g.drift == pytest.approx(0.08) and g.warnings == []
     assert g.should_save(9) is False  # no cadence: no periodic saves
     g.close()
-
-
-def test_ledger_readings_carry_step_indices(tmp_path):
-    path = tmp_path / "history.tsv"
-    budget = Budget(chunk_seconds=60.0, save_every=10, write_seconds=1.0, step_seconds=0.5,
-                    run="tiny run")
-    run_session(budget, FakeClock(), lambda i: 0.5, lambda: 1.0, ledger_path=path,
-                command="test")
-    rows = {r.quantity: r for r in ledger.load(path)}
-    warm = rows["track/tiny_run/warm_step_seconds"]
-    first = rows["track/tiny_run/first_step_seconds"]
-    assert first.step_indices == "0" and warm.value == 0.5 and warm.unit == "s"
-    idx = ledger.parse_step_indices(warm.step_indices)[""]
-    assert 0 not in idx and 1 not in idx and 2 not in idx  # first step and warm-up
-    assert 10 not in idx and 11 in idx  # step 10 carried the save after step 9
-    assert rows["track/tiny_run/drift"].value == pytest.approx(0.0)
-    assert rows["track/tiny_run/stop_elapsed_seconds"].tag.value == "MEASURED"
-    assert any(q.endswith("peak_rss_bytes") for q in rows)
 
 
 def test_plan_files_give_the_budget():
@@ -207,7 +227,7 @@ def test_bad_inputs_are_input_errors(tmp_path):
         Session(cert="c.json")
     bad = tmp_path / "m.json"
     bad.write_text("{}")
-    with pytest.raises(InputError, match="not an afford.resume/1"):
+    with pytest.raises(InputError, match="not an afford.resume/2"):
         Session(budget=Budget(None, None, 0.0, None), marker=bad)
     bad.write_text(json.dumps({"schema": "afford.resume/1", "run": "other",
                                "last_saved_step": 3}))

@@ -1,13 +1,16 @@
-"""The guard inside framework trainers: a transformers TrainerCallback (a real tiny Trainer
-when accelerate is installed, else the callback's hooks with the library's own control and
-state objects) and a Lightning Callback (skipped without Lightning; its logic is also driven
-through a stand-in ``lightning.pytorch`` module so that it runs everywhere)."""
+"""The guard inside framework trainers: the transformers ``TrainerCallback`` (its hooks with
+the library's own control and state objects, and a real tiny ``Trainer``) and the Lightning
+callback, which is Lightning's own ``ModelCheckpoint`` (real ``Trainer.fit`` runs on a CPU).
+The marker is written only once the framework's checkpoint is complete; the frameworks'
+logs receive the ``afford/`` figures; Lightning resumes with ``ckpt_path="last"``."""
 
-import importlib
+from __future__ import annotations
+
+import csv
 import importlib.util
 import json
 import sys
-import types
+from pathlib import Path
 
 import pytest
 
@@ -15,10 +18,15 @@ from afford.track import Budget, Session
 
 HAS_TF = importlib.util.find_spec("transformers") is not None
 HAS_ACCELERATE = importlib.util.find_spec("accelerate") is not None
-HAS_LIGHTNING = (importlib.util.find_spec("lightning") is not None
-                 or importlib.util.find_spec("pytorch_lightning") is not None)
+HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
 BUDGET = Budget(chunk_seconds=20.0, save_every=5, write_seconds=1.0, step_seconds=1.0,
                 run="cb")
+needs_tf = pytest.mark.skipif(not HAS_TF, reason="transformers is not installed "
+                              "(pip install 'afford[hf]')")
+needs_trainer = pytest.mark.skipif(not (HAS_TF and HAS_ACCELERATE), reason="a real Trainer "
+                                   "needs transformers and accelerate")
+needs_lightning = pytest.mark.skipif(not HAS_LIGHTNING, reason="Lightning is not installed "
+                                     "(pip install 'afford[lightning]')")
 
 
 class StepClock:
@@ -31,8 +39,13 @@ class StepClock:
         return self.t
 
 
-def _guard(tmp_path, clock):
-    return Session(budget=BUDGET, clock=clock, marker=tmp_path / "resume.json")
+def _guard(tmp_path, clock, **kw):
+    return Session(budget=BUDGET, clock=clock, marker=tmp_path / "resume.json",
+                   elapsed_seconds=0.0, **kw)
+
+
+def _marker(tmp_path) -> dict:
+    return json.loads((tmp_path / "resume.json").read_text())
 
 
 def test_hf_callback_needs_transformers(monkeypatch):
@@ -44,44 +57,93 @@ def test_hf_callback_needs_transformers(monkeypatch):
         hf.AffordCallback  # noqa: B018
 
 
-@pytest.mark.skipif(not HAS_TF, reason="transformers is not installed (pip install "
-                    "'afford[hf]')")
-def test_hf_callback_hooks_set_the_controls(tmp_path):
-    from transformers import TrainerControl, TrainerState
+@needs_tf
+def test_hf_marker_waits_for_on_save(tmp_path):
+    """The save asked at on_step_end is not in the marker until the Trainer's on_save (the
+    old callback confirmed it in should_stop, 0.3-1.0 s before the Trainer wrote it)."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
 
     from afford.track.hf import AffordCallback
 
     clock = StepClock()
     cb = AffordCallback(guard=_guard(tmp_path, clock))
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
     state, saves, stopped = TrainerState(), [], None
-    cb.on_train_begin(None, state, TrainerControl())
+    cb.on_train_begin(args, state, TrainerControl())
     for _ in range(100):
         clock.t += 1.0
         state.global_step += 1
-        control = cb.on_step_end(None, state, TrainerControl())
+        control = cb.on_step_end(args, state, TrainerControl())
         if control.should_save:
+            before = _marker(tmp_path)["last_saved_step"]
+            assert before != state.global_step - 1  # asked, not yet written
             saves.append(state.global_step)
             clock.t += 1.0
-            cb.on_save(None, state, control)
+            cb.on_save(args, state, control)
+            doc = _marker(tmp_path)
+            assert doc["last_saved_step"] == state.global_step - 1
+            assert doc["checkpoint"] == str(tmp_path / "out" / f"checkpoint-{state.global_step}")
         if control.should_training_stop:
+            assert control.should_log  # the stop is logged
             stopped = state.global_step
             break
-    cb.on_train_end(None, state, TrainerControl())
+    cb.on_train_end(args, state, TrainerControl())
     # after step 14 the clock reads 16 (two saves of 1 s); step 15 would save too:
     # 16 + 1 + 1 (its save) + 1 (final save) + max(1, 1) + 0.25 > 20, so stop at 14
     assert stopped == 14 and saves == [5, 10, 14]
     assert clock.t <= BUDGET.chunk_seconds
-    marker = json.loads((tmp_path / "resume.json").read_text())
-    assert marker["last_saved_step"] == stopped - 1  # global_step counts completed steps
+    doc = _marker(tmp_path)
+    assert (doc["last_saved_step"], doc["state"]) == (stopped - 1, "stopped")
 
 
-@pytest.mark.skipif(not (HAS_TF and HAS_ACCELERATE),
-                    reason="a real Trainer needs transformers and accelerate "
-                    "(pip install 'afford[hf]' accelerate)")
-def test_a_tiny_trainer_stops_and_saves(tmp_path):
+@needs_tf
+def test_hf_a_stop_without_on_save_is_not_confirmed(tmp_path):
+    """Killed (here: closed) between the stop and the Trainer's save: the marker stays at
+    the save before."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from afford.track.hf import AffordCallback
+
+    clock = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock))
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
+    state, saved = TrainerState(), []
+    cb.on_train_begin(args, state, TrainerControl())
+    for _ in range(30):
+        clock.t += 1.0
+        state.global_step += 1
+        control = cb.on_step_end(args, state, TrainerControl())
+        if control.should_training_stop:
+            break
+        if control.should_save:
+            cb.on_save(args, state, control)
+            saved.append(state.global_step - 1)
+    assert control.should_save  # the final save was asked ...
+    cb.on_train_end(args, state, TrainerControl())  # ... and never reported written
+    doc = _marker(tmp_path)
+    assert doc["last_saved_step"] == saved[-1] < state.global_step - 1
+    assert doc["resume_step"] == saved[-1] + 1
+
+
+def _tiny_trainer(tmp_path, cb, extra=(), **args):
     import torch
-    from transformers import (GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback,
-                              TrainingArguments)
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=64,
+                                       n_positions=16))
+    ids = torch.randint(0, 64, (64, 8))
+    data = [{"input_ids": x, "labels": x} for x in ids]
+    targs = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=60,
+                              per_device_train_batch_size=2, save_strategy="no",
+                              report_to=[], use_cpu=True, disable_tqdm=True,
+                              save_only_model=True, **args)
+    return Trainer(model=model, args=targs, train_dataset=data, callbacks=[*extra, cb])
+
+
+@needs_trainer
+def test_a_tiny_trainer_stops_saves_and_logs(tmp_path):
+    from transformers import TrainerCallback
 
     from afford.track.hf import AffordCallback
 
@@ -91,90 +153,243 @@ def test_a_tiny_trainer_stops_and_saves(tmp_path):
         def on_step_end(self, args, state, control, **kw):
             clock.t += 1.0
 
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=64,
-                                       n_positions=16))
-    ids = torch.randint(0, 64, (64, 8))
-    data = [{"input_ids": x, "labels": x} for x in ids]
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=60,
-                             per_device_train_batch_size=2, save_strategy="no",
-                             logging_strategy="no", report_to=[], use_cpu=True,
-                             disable_tqdm=True, save_only_model=True)
     cb = AffordCallback(guard=_guard(tmp_path, clock))
-    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[Tick(), cb])
+    trainer = _tiny_trainer(tmp_path, cb, extra=[Tick()], logging_strategy="steps",
+                            logging_steps=3)
     trainer.train()
     done = trainer.state.global_step
     assert done < 60 and clock.t <= BUDGET.chunk_seconds + 1  # stopped by the guard
     folders = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "out").glob("checkpoint-*"))
     assert folders == [5, 10, 15, done]
-    assert json.loads((tmp_path / "resume.json").read_text())["last_saved_step"] == done - 1
+    doc = _marker(tmp_path)
+    assert doc["last_saved_step"] == done - 1
+    assert doc["checkpoint"] == str(tmp_path / "out" / f"checkpoint-{done}")
+    logged = [e for e in trainer.state.log_history if "afford/step" in e]
+    assert [e["afford/step"] for e in logged] == [e["step"] - 1 for e in logged]
+    assert {e["step"] for e in logged} >= {3, 6, 9, done}  # the logging steps and the stop
+    last = logged[-1]
+    assert last["afford/stop"] == 1.0 and last["afford/last_saved_step"] < done - 1
+    assert last["afford/chunk_seconds_left"] == pytest.approx(BUDGET.chunk_seconds - clock.t,
+                                                              abs=1.5)
+    assert all(e["afford/predicted_step_seconds"] == 1.0 for e in logged)
+    assert cb.checkpoint is None  # this session started without a marker
 
 
-class FakeTrainer:
-    def __init__(self) -> None:
-        self.global_step = 0
-        self.should_stop = False
-        self.saved: list[str] = []
-
-    def save_checkpoint(self, path: str) -> None:
-        open(path, "w").write("ckpt")
-        self.saved.append(path)
+# ---------------------------------------------------------------- Lightning
 
 
-def _drive_lightning(cls, tmp_path):
+def _lightning_model():
+    import lightning.pytorch as L
+    import torch
+
+    class Model(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+            self.register_buffer("seen", torch.zeros(1))
+
+        def training_step(self, batch, batch_idx):
+            self.seen += 1
+            return self.lin(batch[0]).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Model()
+
+
+def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=True, **kw):
+    import lightning.pytorch as L
+    import torch
+    from lightning.pytorch.loggers import CSVLogger
+
+    from afford.track.lightning import AffordCallback
+
+    class Tick(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            clock.t += 1.0
+
+    cb = AffordCallback(budget=BUDGET, dirpath=tmp_path / "ckpt", keep=2, clock=clock,
+                        marker=tmp_path / "resume.json", elapsed_seconds=0.0, **kw)
+    torch.manual_seed(0)
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4)),
+                                       batch_size=4)
+    trainer = L.Trainer(max_steps=max_steps, callbacks=[Tick(), cb] if tick else [cb],
+                        accelerator="cpu", devices=1, logger=CSVLogger(tmp_path, name=name),
+                        log_every_n_steps=1, enable_progress_bar=False,
+                        enable_model_summary=False)
+    model = _lightning_model()
+    trainer.fit(model, data, ckpt_path=ckpt_path)
+    return cb, trainer, model
+
+
+@needs_lightning
+def test_lightning_is_its_own_model_checkpoint_configured_from_the_plan(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from afford.track.lightning import AffordCallback
+
+    cb = AffordCallback(budget=BUDGET, dirpath=tmp_path, keep=3, marker=None)
+    assert isinstance(cb, ModelCheckpoint)
+    assert (cb._every_n_train_steps, cb.save_top_k, cb.save_last, cb.monitor, cb.mode) == \
+        (5, 3, True, "step", "max")
+
+
+@needs_lightning
+def test_lightning_stops_resumes_from_last_and_keeps_k_files(tmp_path):
     clock = StepClock()
-    cb = cls(guard=_guard(tmp_path, clock), dirpath=tmp_path / "ckpt", keep=2)
-    trainer = FakeTrainer()
-    cb.on_train_start(trainer, None)
-    while not trainer.should_stop and trainer.global_step < 100:
-        clock.t += 1.0
-        trainer.global_step += 1
-        for micro in range(2):  # gradient accumulation: two batches per optimizer step
-            cb.on_train_batch_end(trainer, None, {"loss": 1.0}, None, micro)
-    cb.on_train_end(trainer, None)
-    return cb, trainer, clock
+    cb, trainer, model = _fit(tmp_path, clock)
+    first = trainer.global_step
+    assert trainer.should_stop and first < 200 and clock.t <= BUDGET.chunk_seconds
+    doc = _marker(tmp_path)
+    assert (doc["last_saved_step"], doc["state"]) == (first - 1, "stopped")
+    assert doc["checkpoint"] == str(tmp_path / "ckpt" / f"step={first}.ckpt")
+    # the next session resumes with ckpt_path="last" at the step of the last complete save
+    for session in range(2):
+        clock2 = StepClock()
+        cb2, trainer2, model2 = _fit(tmp_path, clock2, name=f"s{session}")
+        assert cb2.guard.indices[0] == cb2.guard.resume_step == doc["last_saved_step"] + 1
+        assert cb2.guard.previous.how == "stopped"
+        assert model2.seen.item() == trainer2.global_step  # one count per step, no step twice
+        assert not any("training starts at step" in w for w in cb2.guard.warnings)
+        doc = _marker(tmp_path)
+    files = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert len(files) == 3 and "last.ckpt" in files  # keep=2 step files and last, not 6
 
 
-def test_lightning_callback_logic_with_a_stand_in_module(tmp_path, monkeypatch):
-    fake = types.ModuleType("lightning")
-    fake.pytorch = types.ModuleType("lightning.pytorch")
-    fake.pytorch.Callback = type("Callback", (), {})
-    monkeypatch.setitem(sys.modules, "lightning", fake)
-    monkeypatch.setitem(sys.modules, "lightning.pytorch", fake.pytorch)
-    import afford.track.lightning as lt
-
-    monkeypatch.delitem(lt.__dict__, "AffordCallback", raising=False)
-    cb, trainer, clock = _drive_lightning(lt._make_class(), tmp_path)
-    last = trainer.global_step - 1
-    assert trainer.should_stop and clock.t <= BUDGET.chunk_seconds
-    assert [p.rsplit("/", 1)[1] for p in trainer.saved] == \
-        ["step-4.ckpt", "step-9.ckpt", "step-14.ckpt", f"step-{last}.ckpt"]
-    kept = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
-    assert kept == sorted(["step-14.ckpt", f"step-{last}.ckpt"])  # keep=2
-    assert len(cb.guard.indices) == trainer.global_step  # one step per optimizer step
-    assert json.loads((tmp_path / "resume.json").read_text())["last_saved_step"] == last
+@needs_lightning
+def test_lightning_logs_afford_figures_to_the_logger(tmp_path):
+    cb, trainer, _ = _fit(tmp_path, StepClock())
+    path = Path(trainer.logger.log_dir) / "metrics.csv"
+    rows = list(csv.DictReader(path.open()))
+    steps = [r for r in rows if r.get("afford/step")]
+    assert len(steps) == trainer.global_step
+    assert [float(r["afford/step"]) for r in steps] == list(range(trainer.global_step))
+    assert float(steps[-1]["afford/stop"]) == 1.0 and float(steps[0]["afford/stop"]) == 0.0
+    assert float(steps[-1]["afford/predicted_step_seconds"]) == 1.0
+    assert float(steps[0]["afford/chunk_seconds_left"]) == pytest.approx(19.0)
 
 
-def test_lightning_callback_without_lightning_names_it(monkeypatch):
-    import afford.track.lightning as lt
+@needs_lightning
+def test_lightning_callback_state_rides_in_the_checkpoint(tmp_path):
+    import torch
 
-    monkeypatch.setitem(sys.modules, "lightning", None)
-    monkeypatch.setitem(sys.modules, "lightning.pytorch", None)
-    monkeypatch.setitem(sys.modules, "pytorch_lightning", None)
-    monkeypatch.delitem(lt.__dict__, "AffordCallback", raising=False)
-    with pytest.raises(ImportError, match="Lightning"):
-        lt.AffordCallback  # noqa: B018
+    clock = StepClock()
+    cb, trainer, _ = _fit(tmp_path, clock)
+    state = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=False)
+    mine = [v for k, v in state["callbacks"].items() if "AffordCallback" in k]
+    assert len(mine) == 1 and mine[0]["afford"]["run"] == "cb"
+    assert mine[0]["afford"]["step"] == trainer.global_step - 1
+    assert mine[0]["afford"]["writes"]  # the writes it timed
+    cb2, _, _ = _fit(tmp_path, StepClock(), name="again", max_steps=trainer.global_step + 2)
+    assert cb2._restored["step"] == trainer.global_step - 1
+    assert set(mine[0]["afford"]["writes"]) <= set(cb2.guard.write_observed)
 
 
-@pytest.mark.skipif(not HAS_LIGHTNING, reason="Lightning is not installed "
-                    "(pip install 'afford[lightning]')")
-def test_lightning_callback_subclasses_the_real_callback(tmp_path):
-    import afford.track.lightning as lt
+@needs_lightning
+def test_lightning_warns_when_not_resumed_from_the_marker(tmp_path):
+    _fit(tmp_path, StepClock())
+    cb, trainer, _ = _fit(tmp_path, StepClock(), ckpt_path=None, name="fresh")
+    assert any("training starts at step 0" in w and "last confirmed save is step" in w
+               for w in cb.guard.warnings)
 
+
+@needs_lightning
+def test_lightning_marker_is_written_only_after_last_ckpt(tmp_path):
+    """A write of last.ckpt that does not return (here it raises, as a kill would end it)
+    leaves the marker at the save before, though the step file of that save is written."""
+    import lightning.pytorch as L
+
+    plain = L.Trainer.save_checkpoint
+
+    def failing(self, filepath, *a, **k):
+        if Path(filepath).name == "last.ckpt" and self.global_step == 10:
+            raise OSError(28, "No space left on device")
+        return plain(self, filepath, *a, **k)
+
+    L.Trainer.save_checkpoint = failing
     try:
-        from lightning.pytorch import Callback
-    except ImportError:
-        from pytorch_lightning import Callback
-    assert issubclass(lt.AffordCallback, Callback)
-    cb, trainer, clock = _drive_lightning(lt.AffordCallback, tmp_path)
-    assert trainer.should_stop and clock.t <= BUDGET.chunk_seconds
+        with pytest.raises(OSError):
+            _fit(tmp_path, StepClock())
+    finally:
+        L.Trainer.save_checkpoint = plain
+    doc = _marker(tmp_path)
+    assert (doc["last_saved_step"], doc["state"]) == (4, "crashed")
+    assert "No space left" in doc["error"]
+    assert (tmp_path / "ckpt" / "step=10.ckpt").exists()
+
+
+def test_a_guard_that_does_not_write_leaves_no_file(tmp_path):
+    """Another rank of a data-parallel job: it reads the marker and times its steps, and
+    writes nothing."""
+    clock = StepClock()
+    g = _guard(tmp_path, clock, writes=False, ledger=tmp_path / "h.tsv")
+    for i in range(12):
+        clock.t += 1
+        g.step(i)
+        if g.should_save(i):
+            g.saved(i)
+    g.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_callback_takes_a_guard_or_a_plan_not_both(tmp_path):
+    from afford.errors import InputError
+    from afford.track.driver import Driver
+
+    with pytest.raises(InputError, match="not both"):
+        Driver(_guard(tmp_path, StepClock()), budget=BUDGET)
+    g = _guard(tmp_path, StepClock())
+    assert Driver(g).guard.confirm == "explicit"  # a framework saves after its hook
+
+
+def test_hf_a_stop_on_any_rank_stops_every_rank(monkeypatch):
+    """Under torch.distributed the HF callback all-reduces the stop flag (MAX): a rank whose
+    own guard says go on still stops when another says stop; alone, its own answer."""
+    import types
+
+    import torch  # noqa: F401  (imported before its distributed module is replaced)
+
+    import afford.track.hf as hf
+
+    calls = []
+
+    class OtherRankStops:
+        ReduceOp = types.SimpleNamespace(MAX="max")
+
+        def is_available(self):
+            return True
+
+        def is_initialized(self):
+            return True
+
+        def get_world_size(self):
+            return 2
+
+        def all_reduce(self, t, op):
+            calls.append((int(t.item()), op))
+            t.fill_(1)
+
+    assert hf.any_rank(False, "cpu") is False  # no process group here
+    monkeypatch.setitem(sys.modules, "torch.distributed", OtherRankStops())
+    assert hf.any_rank(False, "cpu") is True and calls == [(0, "max")]
+
+
+@needs_lightning
+def test_lightning_adopts_a_last_ckpt_one_save_past_the_marker(tmp_path):
+    """A kill after Lightning wrote last.ckpt and before the marker named it: the marker is a
+    save behind. ckpt_path="last" resumes from last.ckpt (complete), and the guard adopts it,
+    naming the step's own file (last.ckpt is rewritten at the next save)."""
+    _, trainer, _ = _fit(tmp_path, StepClock())
+    done = trainer.global_step
+    doc = _marker(tmp_path)
+    behind = {**doc, "state": "running", "last_saved_step": doc["last_saved_step"] - 5,
+              "checkpoint": str(tmp_path / "ckpt" / f"step={done - 5}.ckpt")}
+    (tmp_path / "resume.json").write_text(json.dumps(behind))
+    cb, trainer2, _ = _fit(tmp_path, StepClock(), name="next", max_steps=done + 3)
+    g = cb.guard
+    assert g.indices[0] == done and g.resume_step == done
+    assert g.previous.last_saved_step == done - 1
+    assert not any("training starts at step" in w for w in g.warnings)
+    assert _marker(tmp_path)["checkpoint"].endswith(f"step={trainer2.global_step}.ckpt")
+    assert g.resume_checkpoint == str(tmp_path / "ckpt" / f"step={done}.ckpt")

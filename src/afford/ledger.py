@@ -52,19 +52,19 @@ import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from afford import figures
-from afford.figures import time as ft
-from afford.figures.noise import load_line
 from afford.errors import InputError
 from afford.io import atomic_write_text
 from afford.lock import locked
 from afford.provenance import Struck, Tag, Tagged
-from afford.schema.cert import Certificate, WorkloadResult
-from afford.schema.point import Point
+
+if TYPE_CHECKING:  # certificates are read only by append_certificate: the loop guard's
+    # readings go through this module at every save and need none of their stack
+    from afford.schema.cert import Certificate, WorkloadResult
+    from afford.schema.point import Point
 
 LEDGER_SCHEMA = "afford.history/1"
 COLUMNS = ("id", "date", "device", "torch", "commit", "command", "quantity", "value", "unit",
@@ -480,6 +480,8 @@ def _law_readings(cert: Certificate, r: WorkloadResult, base: dict) -> list[dict
 def _contract_readings(cert: Certificate, base: dict) -> list[dict]:
     """What the later stages expose through :mod:`afford.figures` (probes, checkpoints,
     startup). A figure a stage did not write is ``None`` there and is left out here."""
+    from afford import figures
+
     found: list[tuple[str, Tagged | None, str]] = []
     for dtype in ("fp32", "tf32", "bf16", "fp16"):
         found.append((f"gemm_{dtype}_flop_per_second", figures.gemm_rate(cert, dtype), ""))
@@ -505,6 +507,9 @@ def _contract_readings(cert: Certificate, base: dict) -> list[dict]:
 def noisy_reason(cert: Certificate) -> str:
     """Why a certificate is NOISY, for the ledger's reason column ('' when it is not): its
     NOISY reasons, then the host load it recorded (the usual cause)."""
+    from afford.figures import time as ft
+    from afford.figures.noise import load_line
+
     if ft.verdict_label(cert) != "NOISY":
         return ""
     reasons = ft.noisy_reasons(cert) or ["its time verdict is NOISY"]

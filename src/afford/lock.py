@@ -1,9 +1,10 @@
 """One writer at a time for a file that is read, changed and written back (issue 14: 16
 concurrent ``afford history add`` on one ledger kept 8 readings, all exiting 0).
 
-Design: an advisory ``fcntl.flock`` on a sidecar file ``.NAME.lock`` beside ``NAME``, held
-across the whole read-modify-write (load, merge, atomic write). Readers take no lock: every
-write is an atomic rename, so a reader sees the old file or the new one.
+Design: the :mod:`filelock` package's ``FileLock`` (an advisory ``fcntl.flock`` on POSIX,
+``msvcrt.locking`` on Windows) on a sidecar file ``.NAME.lock`` beside ``NAME``, held across
+the whole read-modify-write (load, merge, atomic write). Readers take no lock: every write is
+an atomic rename, so a reader sees the old file or the new one. What afford adds:
 
 - The kernel releases the lock when its holder dies, ``kill -9`` included, so a lock is
   never stale. The sidecar file stays (unlinking it would race with a waiter holding it
@@ -13,53 +14,29 @@ write is an atomic rename, so a reader sees the old file or the new one.
 - Having taken the lock, the holder removes the target's afford temp files at any age
   (:func:`afford.io.clean_temps_of`): every writer of the file holds this lock, so any
   such temp is a dead writer's.
-- Scope: POSIX (Linux, macOS). On Linux ``flock`` over NFS is mapped to POSIX byte-range
-  locks (kernel 2.6.12 and later); other network filesystems may lock only per machine.
-  Windows is not a target: where ``fcntl`` is missing the lock is a no-op and concurrent
-  writers can lose each other's changes, as before.
+- Scope: on Linux ``flock`` over NFS is mapped to POSIX byte-range locks (kernel 2.6.12 and
+  later); other network filesystems may lock only per machine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from afford.errors import InputError
-from afford.io import clean_temps_of, folder_of, os_failure
+from filelock import FileLock, Timeout
 
-try:
-    import fcntl
-except ImportError:  # Windows: see the module docstring
-    fcntl = None  # type: ignore[assignment]
+from afford.errors import InputError
+from afford.io import clean_temps_of, current_umask, folder_of, os_failure
 
 LOCK_TIMEOUT_S = 30.0  # seconds a writer waits for the lock before it is refused
-_POLL_S = (0.002, 0.05)  # first and longest sleep between tries
+POLL_S = 0.01  # seconds between two tries
 
 
 def lock_path(target: str | os.PathLike) -> Path:
     t = Path(target)
     return folder_of(t) / f".{t.name}.lock"
-
-
-def _acquire(fd: int, target: Path, lock: Path, timeout_s: float) -> None:
-    deadline, pause = time.monotonic() + timeout_s, _POLL_S[0]
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            raise InputError(f"cannot lock {target} ({lock.name}): "
-                             f"{exc.strerror or exc}") from None
-        if time.monotonic() >= deadline:
-            raise InputError(f"{target} is being written by another process: its lock "
-                             f"{lock} was held for over {timeout_s:g} s; try again")
-        time.sleep(pause)
-        pause = min(pause * 2, _POLL_S[1])
 
 
 @contextlib.contextmanager
@@ -72,18 +49,19 @@ def locked(path: str | os.PathLike, *, timeout_s: float | None = None) -> Iterat
     folder = folder_of(target)
     if not folder.is_dir():
         raise InputError(f"cannot write {target}: the folder {folder} does not exist")
-    if fcntl is None:
-        yield target
-        return
     lock = lock_path(target)
+    wait = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
+    # a new FileLock per call: its flock conflicts with any other holder, this process too
+    fl = FileLock(lock, timeout=wait, mode=0o666 & ~current_umask(), thread_local=False)
     try:
-        # read-only is enough for flock, so a lock another user created can be shared
-        fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fl.acquire(poll_interval=POLL_S)
+    except Timeout:
+        raise InputError(f"{target} is being written by another process: its lock {lock} "
+                         f"was held for over {wait:g} s; try again") from None
     except OSError as exc:
         raise os_failure(target, exc, f"opening its lock file {lock.name}") from None
     try:
-        _acquire(fd, target, lock, LOCK_TIMEOUT_S if timeout_s is None else timeout_s)
         clean_temps_of(target, max_age_s=0)
         yield target
     finally:
-        os.close(fd)  # releases the lock
+        fl.release()

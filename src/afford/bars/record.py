@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from afford import __version__
+from afford._version import __version__
 from afford import manifest as mf
 from afford.bars import count_exact, count_streaming, score
 from afford.bars.hashed import HashedCounter

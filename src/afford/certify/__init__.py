@@ -17,6 +17,9 @@ this order:
 
 and returns a :class:`Certificate`. Under torchrun, :mod:`afford.certify.distributed` adds
 the node's collectives and data-parallel scaling before the sweep.
+
+The package is also the API's ``afford.certify(...)``: :func:`run`, the command's flags as
+keyword arguments (:mod:`afford._callable` says why a package is callable).
 """
 
 from __future__ import annotations
@@ -25,13 +28,18 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from afford._callable import make_callable
 
 from afford.certify.gates import gates_stage
 from afford.certify.levers import levers_stage
 from afford.certify.memory import memory_stage
 from afford.certify.partial import gate_failures, run_stage, sweep_failures
 from afford.certify.probes import probes_stage
-from afford.certify.request import CertifyRequest, Plan, Stage, StageContext, resolve
+from afford.certify.request import (MIN_CHILDREN, CertifyRequest, Plan, Stage, StageContext,
+                                   build_request, resolve)
 from afford.certify.sizes import sizes_stage
 from afford.certify.step_time import (SEMANTICS, SEMANTICS_CPU, Registry, assemble_results,
                                       bound_by_ceilings, cert_verdict, child_options,
@@ -44,7 +52,8 @@ from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
 from afford.measure.probes.runner import spawn_probe_child
 from afford.measure.timeline import mark
 from afford.measure.timing import rule_for
-from afford.schema.cert import Certificate
+from afford.io import check_writable
+from afford.schema.cert import Certificate, save_measured
 from afford.schema.time import HostLoad
 
 
@@ -212,3 +221,79 @@ def _load_warnings(loads: list[dict]) -> list[str]:
                        f"(pids {', '.join(str(p['pid']) for p in procs)[:200]}): their work "
                        "shares the device with the timed steps")
     return out
+
+
+# ---------------------------------------------------------------- the API: afford.certify(...)
+
+
+class Progress(NamedTuple):
+    """One event of a certify run, for :func:`run`'s ``progress`` callback: ``event`` is
+    ``"plan"`` (the sweep is resolved: ``total`` child-points to time), a child's
+    ``"begin"`` (it starts ``key``) or ``"point"`` (``key`` timed: ``done`` of ``total``),
+    or a later stage's event (``"probe"``, ``"shape"``, ``"gate"``, ...)."""
+
+    event: str
+    key: str
+    child: str
+    done: int
+    total: int
+    elapsed_seconds: float
+
+
+def run(workloads: list[str] | str | None = None, *,
+        sweeps: dict[str, list[int]] | list[str] | None = None,
+        modes: list[str] | str | None = None, precision: str = "adaptive",
+        children: int = MIN_CHILDREN, device: str | None = None, gates: bool | None = None,
+        memory: bool = True, probes: bool = True, sizes: bool = False, levers: bool = False,
+        checkpoint_dir: str | Path | None = None, out: str | Path | None = None,
+        overwrite: bool = False, progress: Callable[[Progress], Any] | None = None
+        ) -> Certificate:
+    """``afford certify`` as a function (``afford.certify(...)``): measure this box and
+    return the :class:`Certificate`, written to ``out`` when given (atomically; an existing
+    file only with ``overwrite``). Arguments as the command's flags (``precision``: quick,
+    adaptive or full). Bad input is an InputError before anything is measured. A partial
+    measurement is returned, not raised: see ``cert.status`` and ``cert.failures``; NOISY
+    step times are ``cert.time_verdict``; a refused workload is its result's ``refused``.
+    ``progress``: called with a :class:`Progress` for each event (e.g.
+    :class:`afford.report.progress.RichProgress` draws a bar)."""
+    given = {k: v for k, v in dict(workloads=workloads, sweeps=sweeps, modes=modes,
+                                   precision=precision).items() if v not in (None, "adaptive")}
+    req = build_request(workloads, sweeps=sweeps, modes=modes, precision=precision,
+                        children=children, device=device, gates=gates, memory=memory,
+                        probes=probes, sizes=sizes, levers=levers,
+                        checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+                        command="afford.certify(" + ", ".join(f"{k}={v!r}" for k, v in
+                                                             given.items()) + ")")
+    if out is not None:
+        check_writable(out, overwrite=overwrite)
+    on_event, on_plan = _progress_of(progress, req.children)
+    cert = certify(req, on_event=on_event, on_plan=on_plan)
+    if out is not None:
+        save_measured(cert, out, overwrite=overwrite)
+    return cert
+
+
+def _progress_of(progress: Callable[[Progress], Any] | None, children: int):
+    """certify's (on_event, on_plan) that feed ``progress`` typed events."""
+    if progress is None:
+        return (lambda e: None), (lambda p: None)
+    t0 = time.perf_counter()
+    count = {"done": 0, "total": 0}
+
+    def emit(event: str, key: str = "", child: Any = "") -> None:
+        progress(Progress(event, str(key), str(child), count["done"], count["total"],
+                          time.perf_counter() - t0))
+
+    def on_plan(plan: Plan) -> None:
+        count["total"] = len(plan.items) * children
+        emit("plan")
+
+    def on_event(e: Event) -> None:
+        if e.get("event") == "point":
+            count["done"] += 1
+        emit(str(e.get("event", "")), e.get("key", e.get("what", "")), e.get("child", ""))
+
+    return on_event, on_plan
+
+
+make_callable(__name__, lambda: run)

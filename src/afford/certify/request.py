@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from afford.certify.step_time import plan_design
 from afford.certify.sweep import point_key
@@ -135,6 +136,45 @@ def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class
 
 
 MAX_SWEEP_VALUE = 2**40  # far beyond any device's memory; above it a size overflows torch
+
+
+PRECISIONS = ("quick", "adaptive", "full")
+
+
+def build_request(workloads: list[str] | str | None = None, *,
+                  sweeps: dict[str, list[int]] | list[str] | None = None,
+                  modes: list[str] | str | None = None, precision: str = "adaptive",
+                  children: int = MIN_CHILDREN, device: str | None = None,
+                  gates: bool | None = None, memory: bool = True, probes: bool = True,
+                  sizes: bool = False, levers: bool = False,
+                  checkpoint_dir: str | None = None, command: str = "") -> CertifyRequest:
+    """The request of :func:`afford.certify.run`'s arguments, checked as the command checks
+    its flags before anything is measured (InputError): ``sweeps`` as ``{"seq": [128,
+    256]}`` or ``["seq=128,256"]`` (one parser, :func:`parse_sweep`), a known precision, an
+    existing checkpoint folder, a sane ``AFFORD_CHILD_TIMEOUT``."""
+    from afford.measure.children import child_timeout
+
+    child_timeout()
+    if precision not in PRECISIONS:
+        raise InputError(f"precision {precision!r}: choose from {', '.join(PRECISIONS)}")
+    if isinstance(sweeps, dict):
+        texts = [f"{k}={','.join(str(v) for v in vs)}" for k, vs in sweeps.items()]
+    else:
+        texts = list(sweeps or [])
+    if checkpoint_dir is not None and not Path(checkpoint_dir).is_dir():
+        raise InputError(f"checkpoint_dir {checkpoint_dir}: no such folder")
+    if isinstance(children, bool) or not isinstance(children, int):
+        raise InputError(f"children {children!r}: give a whole number of child processes")
+    return CertifyRequest(workloads=_names(workloads), sweeps=dict(parse_sweep(t) for t in texts),
+                          modes=_names(modes), precision=precision, children=children,
+                          device=device, gates=gates, memory=memory, probes=probes,
+                          sizes=sizes, levers=levers,
+                          checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+                          command=command)
+
+
+def _names(given: list[str] | str | None) -> list[str]:
+    return [given] if isinstance(given, str) else list(given or [])
 
 
 def parse_sweep(text: str) -> tuple[str, list[int]]:

@@ -6,11 +6,17 @@ Commands load lazily: ``afford plan ...`` imports ``afford.cli.plan`` and nothin
 other commands (certify's stage modules pull in numpy, scipy and pydantic schema classes,
 about 0.9 s on a small box), so a command that does not measure starts fast. ``afford
 --help`` lists the commands from :data:`COMMANDS` without importing any of them.
+
+``afford --version`` prints the version; ``afford --install-completion`` (or
+``--show-completion``) sets up typer's shell completion for bash, zsh, fish or PowerShell:
+command names complete from :data:`COMMANDS` without importing a command, a command's options
+from its own module.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import Annotated
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -82,15 +88,25 @@ class LazyGroup(TyperGroup):
 
 
 app = typer.Typer(
-    name="afford", cls=LazyGroup, no_args_is_help=True, add_completion=False,
+    name="afford", cls=LazyGroup, no_args_is_help=True, add_completion=True,
     pretty_exceptions_enable=False,
     help="What can this box afford to train, and may this run start?\n\n"
          "Start with `afford certify`: it measures this machine and writes a certificate that "
          "the other commands read. `afford COMMAND --help` teaches each command.")
 
 
+def _print_version(given: bool) -> None:
+    if given:
+        from afford._version import __version__
+
+        typer.echo(f"afford {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print afford's version and exit.")] = False) -> None:
     pass
 
 

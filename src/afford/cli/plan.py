@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 
+from afford import api
 from afford.cli.common import guard, out, print_json
-
-if TYPE_CHECKING:
-    from afford.schema.cert import Certificate
-    from afford.schema.platform import Platform
-    from afford.schema.run import RunFile
 
 PLATFORM_HELP = ("A preset (kaggle-p100, kaggle-t4x2, colab-free, local, spot) or the path "
                  "to a platform TOML file.")
 MANIFEST_HELP = ("A data manifest (afford pin) that pins the run's data sources; without one "
                  "every source is unpinned and counts derived from it are provisional.")
-
-
-def load_inputs(cert: Path, platform: str, run: Path | None, manifest: Path | None
-                ) -> tuple[Certificate, Platform, RunFile | None, dict[str, bool]]:
-    """Read the files a plan needs; InputError (exit 2) naming the file, field and reason.
-    The schema and planner modules are imported here, not with the command line: building
-    their pydantic classes is most of ``afford plan --help``'s start-up otherwise."""
-    from afford.manifest import pinned_sources
-    from afford.schema.cert import load_certificate
-    from afford.schema.platform import load_platform
-    from afford.schema.run import load_run
-
-    return (load_certificate(cert), load_platform(platform),
-            load_run(run) if run is not None else None, pinned_sources(manifest))
 
 
 def command(
@@ -53,11 +35,9 @@ def command(
     certificate whose step times are NOISY says so first; its warnings follow.
     Exit codes: 0 planned, 2 bad input."""
     with guard():
-        from afford.plan import planner
         from afford.report.plan import render_plan
 
-        c, p, r, pins = load_inputs(cert, platform, run, manifest)
-        result = planner.plan(c, p, r, pins=pins)
+        result = api.plan(cert, platform, run, manifest=manifest)
         if as_json:
             print_json(result.model_dump(mode="json", by_alias=True))
             return

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from afford import api
 from afford.cli.common import guard, out, print_json
-from afford.cli.plan import MANIFEST_HELP, PLATFORM_HELP, load_inputs
-from afford.plan import planner
+from afford.cli.plan import MANIFEST_HELP, PLATFORM_HELP
 from afford.report.plan import render_verdict
-
-
-def _torch_here() -> str | None:
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def command(
@@ -42,9 +33,7 @@ def command(
     beyond the measured shapes, and repeats every warning the certificate carries.
     Exit codes: 0 GO, 1 NO-GO, 2 bad input."""
     with guard():
-        c, p, r, pins = load_inputs(cert, platform, run, manifest)
-        v = planner.preflight(c, p, r, pins=pins, now=datetime.now(timezone.utc),
-                              here_torch=_torch_here(), accept_noisy=accept_noisy)
+        v = api.preflight(cert, platform, run, manifest=manifest, accept_noisy=accept_noisy)
         if as_json:
             print_json(v.model_dump(mode="json", by_alias=True))
         else:

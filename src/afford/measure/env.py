@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-import afford
+from afford._version import __version__ as afford_version
 from afford.errors import InputError
 from afford.schema.cert import Environment
 
@@ -128,7 +128,7 @@ def capture(device: torch.device, command: str, started_at: datetime | None = No
         pytorch_cuda_alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
         git_head=head,
         git_dirty=dirty,
-        afford_version=afford.__version__,
+        afford_version=afford_version,
         command=command,
         started_at=started_at or datetime.now(timezone.utc),
     )

@@ -8,4 +8,19 @@ charged, time to target), cadence (checkpoint interval under an overhead budget)
 sequences them. Beside the plan: the scale ladder (ladder), the measured levers as rows
 (levers), and N devices beyond the measured node (scaling). No I/O here: the command line
 reads the files.
+
+The package is also the API's ``afford.plan(cert, platform, run=None, *, manifest=None)``
+(:func:`afford.api.plan`, which reads the files; :mod:`afford._callable` says why a package
+is callable).
 """
+
+from afford._callable import make_callable
+
+
+def _public():
+    from afford.api import plan
+
+    return plan
+
+
+make_callable(__name__, _public)

@@ -34,6 +34,8 @@ class Budget:
     write_seconds: float  # one checkpoint write (the final save)
     step_seconds: float | None  # the certificate's warm step at the run's shape
     step_source: str = ""  # where step_seconds comes from
+    step_tag: str = ""  # its provenance tag in the plan (MEASURED where certify timed it)
+    tokens_per_step: int | None = None  # the run's tokens per optimizer step
     run: str = "run"  # the run's name (the plan's run.name), for the ledger and the marker
     notes: tuple[str, ...] = field(default=())
 
@@ -42,8 +44,10 @@ class Budget:
             v = getattr(self, name)
             if v is not None and (not math.isfinite(v) or v < 0):
                 raise InputError(f"budget {name} = {v!r}: give a finite number of seconds >= 0")
-        if self.save_every is not None and self.save_every < 1:
-            raise InputError(f"budget save_every = {self.save_every!r}: give a step count >= 1")
+        for name in ("save_every", "tokens_per_step"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise InputError(f"budget {name} = {v!r}: give a count >= 1")
 
 
 def load_plan(path: str | Path) -> Budget:
@@ -93,7 +97,7 @@ def budget_from_plan(doc: Any, where: str = "plan") -> Budget:
         write = _value(cadence, "write_seconds", where + ": cadence")
     if write is None:
         write = _final_save(chunk, where)
-    step, source = _run_step(doc, where)
+    step, source, tag, tokens = _run_step(doc, where)
     if step is None:
         notes.append("the plan has no step time for the run: live steps are not compared "
                       "with a prediction")
@@ -102,7 +106,28 @@ def budget_from_plan(doc: Any, where: str = "plan") -> Budget:
                   save_every=None if save_every is None else _count(save_every, where),
                   write_seconds=_seconds(write, where, "write_seconds") or 0.0,
                   step_seconds=_seconds(step, where, "step_seconds"), step_source=source,
-                  run=str(run or "run"), notes=tuple(notes))
+                  step_tag=tag, tokens_per_step=tokens, run=str(run or "run"),
+                  notes=tuple(notes))
+
+
+def resolve_budget(plan: Any = None, cert: Any = None, platform: Any = None, run: Any = None,
+                   budget: Budget | None = None) -> Budget:
+    """The budget of exactly one of: a plan (path or dict), cert + platform + run, a
+    :class:`Budget`; InputError otherwise."""
+    given = sum(x is not None for x in (plan, budget)) + (cert is not None)
+    if given != 1:
+        raise InputError("give the guard one of: plan= (a plan JSON), cert= with platform= and "
+                         "run=, or budget=")
+    if budget is not None:
+        return budget
+    if cert is not None:
+        if platform is None or run is None:
+            raise InputError("cert= needs platform= and run= too (the plan is made from all "
+                             "three)")
+        return budget_from_plan(plan_from_files(cert, platform, run), f"plan of {cert}")
+    if isinstance(plan, dict):
+        return budget_from_plan(plan)
+    return load_plan(plan)
 
 
 def _section(doc: dict, key: str, where: str, required: bool = False) -> dict | None:
@@ -132,7 +157,8 @@ def _final_save(chunk: dict, where: str) -> float | None:
     return None
 
 
-def _run_step(doc: dict, where: str) -> tuple[float | None, str]:
+def _run_step(doc: dict, where: str) -> tuple[float | None, str, str, int | None]:
+    """(step seconds, its source, its tag, tokens per step) of the run's row."""
     rows = doc.get("rows")
     if not isinstance(rows, list):
         raise InputError(f"{where}: the plan's 'rows' is missing or not a list")
@@ -141,10 +167,20 @@ def _run_step(doc: dict, where: str) -> tuple[float | None, str]:
             fig = row.get("step_seconds")
             label = f"{row.get('workload')} {row.get('mode')} {row.get('sweep_param')}=" \
                     f"{row.get('value')}"
+            tokens = _tokens(_value(row, "tokens_per_step", where))
             if isinstance(fig, dict):
-                return _value(row, "step_seconds", where), str(fig.get("source") or label)
-            return None, label
-    return None, ""
+                return (_value(row, "step_seconds", where), str(fig.get("source") or label),
+                        str(fig.get("tag") or ""), tokens)
+            return None, label, "", tokens
+    return None, "", "", None
+
+
+def _tokens(v: Any) -> int | None:
+    """Tokens per step, or None where the plan gives none (or none that is a count)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or \
+            v < 1 or v != int(v):
+        return None
+    return int(v)
 
 
 def _seconds(v: Any, where: str, key: str) -> float | None:

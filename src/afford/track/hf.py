@@ -1,23 +1,59 @@
 """The loop guard as a transformers ``TrainerCallback`` (``afford[hf]``)::
 
     from afford.track.hf import AffordCallback
-    trainer = Trainer(..., callbacks=[AffordCallback(plan="plan.json")])
-    trainer.train(resume_from_checkpoint=...)   # the Trainer's own checkpoints
+    cb = AffordCallback(plan="plan.json", ledger="history.tsv")
+    trainer = Trainer(..., args=TrainingArguments(..., save_total_limit=2), callbacks=[cb])
+    trainer.train(resume_from_checkpoint=cb.checkpoint)   # None in the first session
 
 After each optimizer step (``on_step_end``; ``state.global_step`` counts completed steps, so
 the step's index is global_step - 1) the guard records the step and sets
-``control.should_save`` every save_every steps and ``control.should_save`` with
-``control.should_training_stop`` before the cap; ``on_save`` (called once the Trainer's
-checkpoint is written) confirms the save in the resume marker; ``on_train_end`` closes the
-session (ledger readings). The Trainer resumes from its own checkpoint folders; the marker
-names the step to expect there. transformers is imported only when the class is first used.
+``control.should_save`` every save_every steps, and ``control.should_save`` with
+``control.should_training_stop`` (and ``should_log``) before the cap. The resume marker is
+written only from ``on_save``, which the Trainer calls once the checkpoint folder is
+complete, naming that folder (``output_dir/checkpoint-<global_step>``): a kill during the
+Trainer's save leaves the marker at the checkpoint before. Resume from ``cb.checkpoint``
+rather than ``resume_from_checkpoint=True``: the Trainer writes into the checkpoint folder
+directly, so after a kill its newest folder can be incomplete, and an incomplete folder
+without ``trainer_state.json`` restarts training at step 0 without a word.
+
+``on_log`` adds the guard's figures (:mod:`afford.track.metrics`, ``afford/...``) to the
+logs of the step, which reach ``state.log_history`` and the callbacks after this one (the
+progress printer; report integrations listed before it see the Trainer's own keys only).
+Under ``torch.distributed`` every rank times its steps, a stop on any rank stops all (one
+all-reduce of a flag per step), and only the main process writes the marker and the ledger.
+``on_train_end`` closes the session. transformers is imported only when the class is first
+used.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 EXTRA = "pip install 'afford[hf]'"
+
+
+def _rank_zero() -> bool:
+    """Whether this process is the job's rank zero (torchrun's RANK; 0 when alone)."""
+    try:
+        return int(os.environ.get("RANK", "0")) == 0
+    except ValueError:
+        return True
+
+
+def any_rank(flag: bool, device: Any) -> bool:
+    """``flag`` on any rank of an initialised process group (one all-reduce of a flag);
+    ``flag`` itself without one."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized() or \
+            dist.get_world_size() < 2:
+        return flag
+    import torch
+
+    t = torch.tensor([1 if flag else 0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
 
 
 def _make_class() -> type:
@@ -32,27 +68,56 @@ def _make_class() -> type:
         """``AffordCallback(plan=...)`` (any :class:`afford.track.Session` keyword), or
         ``AffordCallback(guard=session)``."""
 
-        def __init__(self, guard: Any = None, **session_kwargs: Any) -> None:
-            self.driver = Driver(guard, **session_kwargs)
+        def __init__(self, plan: Any = None, *, guard: Any = None, **session_kwargs: Any
+                     ) -> None:
+            self.driver = Driver(guard, plan=plan, **session_kwargs)
 
         @property
         def guard(self):
-            return self.driver.guard
+            """The session (made on first use: its marker says where to resume)."""
+            return self.driver.begin(writes=_rank_zero())
+
+        @property
+        def checkpoint(self) -> str | None:
+            """The checkpoint folder of the last confirmed save, for
+            ``trainer.train(resume_from_checkpoint=...)``; None: start from scratch."""
+            return self.guard.resume_checkpoint
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.driver.begin()
+            g = self.driver.begin(writes=state.is_world_process_zero)
+            g.mark_loop_start()
+            if args.save_total_limit == 1 and g.writes:
+                g._warn("save_total_limit=1: the Trainer deletes the previous checkpoint "
+                        "before afford can confirm the new one, so a kill in between leaves a "
+                        "marker naming a deleted folder; keep 2 (the plan's checkpoints_kept)",
+                        "limit")
             return control
 
         def on_step_end(self, args, state, control, **kwargs):
-            save, stop = self.driver.end_of_step(int(state.global_step) - 1)
-            if save:
+            answer = self.driver.end_of_step(int(state.global_step) - 1)
+            if answer is None:
+                return control
+            save, stop = answer
+            stop = any_rank(stop, args.device)
+            if save or stop:
                 control.should_save = True
             if stop:
                 control.should_training_stop = True
+                control.should_log = True
             return control
 
         def on_save(self, args, state, control, **kwargs):
-            self.driver.saved(int(state.global_step) - 1)
+            folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+            self.driver.saved(int(state.global_step) - 1, folder)
+            return control
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            figures = self.driver.metrics()
+            if figures and logs is not None:
+                logs.update(figures)
+                last = state.log_history[-1] if state.log_history else None
+                if isinstance(last, dict) and last.get("step") == state.global_step:
+                    last.update(figures)
             return control
 
         def on_train_end(self, args, state, control, **kwargs):

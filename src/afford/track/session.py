@@ -2,48 +2,63 @@
 
 ::
 
-    guard = afford.track.Session(plan="plan.json")       # or cert=, platform=, run=
-    for step, batch in enumerate(loader, start=guard.resume_step):
+    guard = afford.track.Session(plan="plan.json", ledger="history.tsv")
+    if guard.resume_step > 0:
+        load(f"ckpt-{guard.resume_step - 1}.pt")          # the last confirmed save
+    for step in range(guard.resume_step, total_steps):
         ...train...
         guard.step(step, loss=loss)      # step index, its seconds, peak memory
-        if guard.should_save(step): save(...)             # save_every from the plan
-        if guard.should_stop(): save(...); break          # before the cap, with the final save
+        if guard.should_save(step): save(step)            # save_every from the plan
+        if guard.should_stop(): save(step); guard.saved(step); break   # before the cap
+    guard.close()
 
-What it keeps (docs/DESIGN.md section 3, rule 1): every step's index and seconds (the time between
-two ``step`` calls, so data loading counts; a save's time falls into the step after it, which
-is kept apart as ``after-save``), with the session's first step (allocation, compilation) and
-the warm-up apart from the warm steps. The warm median over a recent window is compared with
-the certificate's prediction for the run; a difference beyond ``drift_tol`` is a warning in
-``warnings`` and on the ``afford.track`` logger. At the stop (or :meth:`close`) the readings
-go to the history ledger (:mod:`afford.ledger`: warm steps with their indices, the first step
-with its own).
+What it keeps (docs/DESIGN.md section 3, rule 1): every step's index and seconds (the time
+between two ``step`` calls, so data loading counts; a save's time falls into the step after
+it, which is kept apart as ``after-save``; the guard's own bookkeeping is kept out), with the
+session's first step (allocation, compilation) and the warm-up apart from the warm steps.
+The warm median over a recent window is compared with the certificate's prediction for the
+run; a difference beyond ``drift_tol`` is a warning in ``warnings`` and on the
+``afford.track`` logger. :meth:`Session.readings` gives the figures after each step for a
+logger (:mod:`afford.track.metrics`). At every confirmed save the readings of the steps since
+the save before go to the history ledger (:mod:`afford.track.readings`) before the marker
+names the save, the rest at the close: a killed session's readings up to its last save are
+kept. (The first flush imports the ledger module, about 0.5 s; that and every flush are kept
+out of the step times, not out of the session's elapsed time.)
 
-When to stop: after each step, with ``t`` the session's elapsed seconds, ``est`` the larger of
-the live warm median and the planned step, ``w`` the larger of the planned and the slowest
-observed checkpoint write, and ``safety`` (default: the larger of the slowest recent warm
-step and ``est``, plus a quarter of ``w``, for a write slower than any seen)::
+When to stop: after each step, with ``t`` the seconds since the *process* started (its
+imports count against the session cap; ``elapsed_seconds=`` overrides it, e.g. with the
+time a notebook's machine has been up), ``est`` the larger of the live warm median and the
+planned step, ``w`` the larger of the planned and the slowest observed checkpoint write, and
+``safety`` (default: the larger of the slowest recent warm step and ``est``, plus a quarter
+of ``w``, for a write slower than any seen)::
 
-    stop  when  t + est (+ w if the next step saves) + w + safety > chunk seconds
+    stop  when  t (+ w if a save is asked and not yet written) + est (+ w if the next step
+                saves) + w + safety > chunk seconds
 
 so one more step and the final save end within the chunk (the session cap less its margin).
 
-The resume marker (JSON, written atomically) names the last *completed* save (a save is
-complete when its call returns): a periodic save is confirmed by the ``should_stop`` call
-that follows it (which also times it), else by the next ``step``; the final save at
-:meth:`saved`, :meth:`close` (or the end of a ``with`` block), or when the interpreter exits
-without an uncaught exception. A kill during a save leaves the marker at the save before, so
-a kill loses at most one save interval. Keep the last two checkpoints (the plan's
-``checkpoints_kept``) and load the one of step ``resume_step - 1``.
+The resume marker (:mod:`afford.track.marker`) names the last *completed* save. In the plain
+loop (``confirm="call"``) a save is complete when its call returns: a periodic save is
+confirmed by the ``should_stop`` call that follows it (which also times it), else by the next
+``step``; the final save at :meth:`saved`, :meth:`close` (or the end of a ``with`` block), or
+when the interpreter exits without an uncaught exception. The framework callbacks use
+``confirm="explicit"``: only :meth:`saved`, called from the framework's own after-save hook,
+confirms. A kill during a save leaves the marker at the save before, so a kill loses at most
+one save interval. Keep the last two checkpoints (the plan's ``checkpoints_kept``) and load
+the one of step ``resume_step - 1`` (its path is ``resume_checkpoint`` where the loop named
+it in :meth:`saved`). The next session reports how this one ended (:attr:`previous`).
 
-No torch import here: torch is read from ``sys.modules`` when the loop has imported it, for
-``max_memory_allocated`` on CUDA.
+The guard never raises into the loop for its own bookkeeping: a marker, step-log or ledger
+write that fails (a full disk) is a warning, and ``resume_saved`` says whether the marker
+holds the last confirmed save. No torch import here: torch is read from ``sys.modules`` when
+the loop has imported it, for ``max_memory_allocated`` on CUDA.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
+import math
 import os
 import resource
 import statistics
@@ -51,27 +66,47 @@ import sys
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from afford.errors import InputError
-from afford.track.budget import Budget, budget_from_plan, load_plan, plan_from_files
+from afford.track import marker as mk
+from afford.track.budget import Budget, resolve_budget
+from afford.track.metrics import Metric, metrics_of
 from afford.track.readings import AFTER_SAVE, FIRST, WARM, WARMUP
 
 log = logging.getLogger("afford.track")
-MARKER_SCHEMA = "afford.resume/1"
+MARKER_SCHEMA = mk.SCHEMA
 KINDS = ("first", "warm-up", "warm", "after-save")
 WINDOW = 101  # recent warm steps the live median is taken over
 REFRESH = 8  # warm steps between two recomputations of the live median
 MIN_DRIFT_STEPS = 10  # warm steps before drift is judged
+CONFIRM = ("call", "explicit")
+
+
+def process_age_seconds() -> float | None:
+    """Seconds since this process started (Linux: ``/proc/self/stat``'s start time against
+    ``/proc/uptime``, 10 ms resolution); None where that cannot be read."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, ticks
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, uptime - started)
 
 
 class Session:
     """The loop guard. Give a plan (path or dict), or ``cert`` + ``platform`` + ``run``, or a
-    :class:`Budget`. ``clock`` returns seconds (injectable for tests); ``elapsed_seconds`` is
-    session time already spent before the guard was made (e.g. startup), when known."""
+    :class:`Budget`. ``clock`` returns seconds (injectable for tests). ``elapsed_seconds``:
+    session time already spent when the guard is made; None (the default) counts from the
+    process's start. ``confirm``: ``"call"`` (the plain loop: the loop's next call after a
+    save confirms it) or ``"explicit"`` (only :meth:`saved` does: framework callbacks).
+    ``writes``: False on the other ranks of a data-parallel job (they read the marker and
+    time their steps, but write no marker, step log or ledger)."""
 
     def __init__(self, plan: str | Path | dict | None = None, *, cert: str | Path | None = None,
                  platform: str | Path | None = None, run: str | Path | None = None,
@@ -79,18 +114,24 @@ class Session:
                  marker: str | Path | None = "afford-resume.json",
                  clock: Callable[[], float] = time.monotonic, drift_tol: float = 0.10,
                  warmup_steps: int = 2, safety_seconds: float | None = None,
-                 elapsed_seconds: float = 0.0, command: str | None = None) -> None:
-        self.budget = _budget(plan, cert, platform, run, budget)
+                 elapsed_seconds: float | None = None, command: str | None = None,
+                 confirm: str = "call", writes: bool = True) -> None:
+        self.budget = resolve_budget(plan, cert, platform, run, budget)
         if not 0 < drift_tol < 10:
             raise InputError(f"drift_tol {drift_tol!r}: give a fraction such as 0.10")
+        if confirm not in CONFIRM:
+            raise InputError(f"confirm {confirm!r}: give one of {', '.join(CONFIRM)}")
         self.drift_tol, self.warmup_steps, self.safety_seconds = drift_tol, warmup_steps, \
             safety_seconds
-        self.ledger, self.command = ledger, command
+        self.confirm, self.command = confirm, command
         self.marker = Path(marker) if marker is not None else None
+        self.writes = bool(writes)
+        self.ledger = Path(ledger) if ledger is not None and self.writes else None
         self.warnings: list[str] = list(self.budget.notes)
+        self._warned: set[str] = set()
         self._clock = clock
         now = clock()
-        self._t0 = now - float(elapsed_seconds)
+        self._t0 = now - self._elapsed_at_start(elapsed_seconds)
         self._last = now
         self.indices, self.seconds = array("q"), array("d")
         self.kinds, self.peak_bytes = array("b"), array("q")
@@ -100,19 +141,28 @@ class Session:
         self._fresh = 0
         self._n = 0
         self._pending: int | None = None  # a save asked for and not yet confirmed
-        self._asked_at: float | None = None  # clock when should_save said yes
+        self._asked_at: float | None = None  # clock when the save was asked
         self._after_save = False
         self.write_observed: list[float] = []
         self.stopped_at: float | None = None  # session seconds when should_stop said yes
-        self.last_saved: int | None = None
         self.last_loss: Any = None
+        self.bookkeeping_seconds = 0.0  # marker, step log and ledger: kept out of step times
+        self.resume_saved = True  # False while the marker misses the last confirmed save
+        self._flushed_pos = 0
+        self.flushed_step: int | None = None
         self._drift_warned = 0
         self._cuda: Any = None
         self._closed = False
         self._crashed = False
-        self._ledgered = False
-        self._marker_doc = self._read_marker()
-        self.resume_step = 0 if self.last_saved is None else self.last_saved + 1
+        self._error = ""
+        self._steplog: mk.StepLog | None = None
+        self._started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        for what, path in (("marker", self.marker), ("ledger", self.ledger)):
+            if self.writes and path is not None and not path.parent.is_dir():
+                raise InputError(f"{what}={path}: the folder {path.parent} does not exist")
+        self._resume_from(mk.read(self.marker, self.budget.run) if self.marker else None)
+        if self.writes and self.marker is not None:
+            self._start_files()
         self._hook_exit()
 
     # ---------------------------------------------------------------- the loop's calls
@@ -130,7 +180,7 @@ class Session:
         self.kinds.append(kind)
         self.peak_bytes.append(self._peak(n))
         self.last_loss = loss
-        if self._pending is not None:  # should_stop was not called after the save
+        if self._pending is not None and self.confirm == "call":  # no should_stop after it
             if self._median is not None and self._asked_at is not None:
                 self.write_observed.append(max(0.0, dt - self._median))
             self._confirm(self._pending)
@@ -138,56 +188,75 @@ class Session:
             self._warm(dt)
         elif kind == AFTER_SAVE:
             self._after_save = False
+        if self._steplog is not None:
+            self._record_step(step, n, now)
 
     def should_save(self, step: int) -> bool:
         """True every ``save_every`` steps (after steps save_every - 1, 2 save_every - 1, ...)."""
         every = self.budget.save_every
         if every is None or (step + 1) % every:
             return False
-        self._asked(step)
-        self._asked_at = self._clock()
+        self._asked(step, self._clock())
         return True
 
     def should_stop(self) -> bool:
         """True when one more step and the final save would not end within the chunk; then
-        the loop should save and stop (that save is confirmed at close, at exit or by
-        :meth:`saved`). Called after a periodic save, it confirms that save and times it."""
+        the loop should save and stop. In the plain loop, called after a periodic save it
+        confirms that save and times it."""
         if self.stopped_at is not None:
             return True
         now = self._clock()
-        if self._pending is not None and self._asked_at is not None:
+        if self._pending is not None and self._asked_at is not None and self.confirm == "call":
             self.write_observed.append(now - self._asked_at)
             self._confirm(self._pending)
+            now = self._clock()
         chunk = self.budget.chunk_seconds
         if chunk is None or self._n == 0:
             return False
         elapsed = now - self._t0
         est = self.step_estimate()
         write = self.write_estimate()
+        unwritten = write if self._pending is not None else 0.0
         upcoming = est + (write if self._next_saves() else 0.0)
         safety = self.safety_seconds if self.safety_seconds is not None else \
             max(self._worst, est) + 0.25 * write
-        if elapsed + upcoming + write + safety <= chunk:
+        if elapsed + unwritten + upcoming + write + safety <= chunk:
             return False
         self.stopped_at = elapsed
-        self._asked(self.indices[-1])
+        self._asked(self.indices[-1], now)
+        log.info("afford.track: stop after step %d at %.1f s of the %.1f s chunk (next step "
+                 "%.3g s, final save %.3g s)", self.indices[-1], elapsed, chunk, est, write)
         return True
 
-    def saved(self, step: int) -> None:
-        """Confirm that the checkpoint of ``step`` is written (optional: the next ``step``
-        call, :meth:`close` or a clean exit confirm it too)."""
-        self._confirm(step)
+    def saved(self, step: int, checkpoint: str | os.PathLike | None = None) -> None:
+        """Confirm that the checkpoint of ``step`` is completely written (``checkpoint``: its
+        path, recorded in the marker for the next session's ``resume_checkpoint``). In the
+        plain loop optional (the next call confirms); in ``confirm="explicit"`` the only
+        confirmation."""
+        now = self._clock()
+        if self._pending is not None and step >= self._pending and self._asked_at is not None:
+            self.write_observed.append(max(0.0, now - self._asked_at))
+        self._confirm(step, None if checkpoint is None else os.fspath(checkpoint))
 
     def close(self) -> None:
-        """Confirm a requested save, then append the readings to the ledger (after the final
-        save: importing the ledger's statistics takes seconds); idempotent."""
+        """Confirm a requested save (plain loop, no exception in flight), append the
+        remaining readings to the ledger, and record how the session ended in the marker;
+        idempotent."""
         if self._closed:
             return
         self._closed = True
         atexit.unregister(self._at_exit)
-        if self._pending is not None and not (self._crashed or _EXIT.crashed):
+        crashed = self._crashed or _EXIT.crashed
+        if crashed and not self._error:
+            self._error = _EXIT.error
+        if self._pending is not None and not crashed and self.confirm == "call":
             self._confirm(self._pending)
-        self._append_ledger()
+        self._flush(len(self.indices), final=True)
+        self._write_marker("crashed" if crashed else
+                           "stopped" if self.stopped_at is not None else "finished")
+        if self._steplog is not None:
+            self._steplog.close()
+            self._steplog = None
 
     def __enter__(self) -> "Session":
         return self
@@ -195,9 +264,45 @@ class Session:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self._crashed = True  # a save in flight is not confirmed
+            self._error = _describe(exc_type, exc)
         self.close()
 
+    def readings(self) -> Iterator[Metric]:
+        """The figures after the last step, for a logger: ``afford/step``,
+        ``afford/drift``, ``afford/chunk_seconds_left``, ... (:mod:`afford.track.metrics`),
+        each a :class:`~afford.track.metrics.Metric` (name, value, unit, tag)."""
+        return metrics_of(self)
+
+    def adopt(self, step: int, checkpoint: str | os.PathLike | None = None) -> bool:
+        """The framework resumed from a complete checkpoint of ``step`` that the marker does
+        not name yet (the kill came after the framework had written it, before the marker
+        was): the marker names it now and the previous session's report is corrected. False,
+        and nothing changes, when ``step`` is not newer than the marker's save."""
+        if self.last_saved is not None and step <= self.last_saved:
+            return False
+        if self.previous is not None:
+            self.previous = replace(self.previous, last_saved_step=step,
+                                    saved_session=self.previous.session)
+            log.warning("afford.track: resumed from the checkpoint of step %d, newer than the "
+                        "marker's: %s", step, self.previous.line())
+        self.last_saved, self.resume_step = step, step + 1
+        self._saved_session = self.previous.session if self.previous else None
+        self.checkpoint = self.resume_checkpoint = \
+            None if checkpoint is None else os.fspath(checkpoint)
+        self._write_marker("running")
+        return True
+
+    def mark_loop_start(self) -> None:
+        """The training loop starts now: the first step's time counts from here (the
+        callbacks call it when the framework's loop begins)."""
+        if self._n == 0:
+            self._last = self._clock()
+
     # ---------------------------------------------------------------- estimates
+
+    def elapsed(self) -> float:
+        """Session seconds so far (from the process's start unless ``elapsed_seconds``)."""
+        return self._clock() - self._t0
 
     def step_estimate(self) -> float:
         """The larger of the live warm median and the planned step; before any warm step,
@@ -211,6 +316,13 @@ class Session:
 
     def write_estimate(self) -> float:
         return max([self.budget.write_seconds, *self.write_observed])
+
+    def next_save_step(self) -> int | None:
+        """The next step index that saves on the cadence; None without one or once stopped."""
+        every = self.budget.save_every
+        if every is None or self.stopped_at is not None or not self.indices:
+            return None
+        return ((self.indices[-1] + 1) // every + 1) * every - 1
 
     @property
     def warm_median(self) -> float | None:
@@ -229,6 +341,21 @@ class Session:
         return m / p - 1.0
 
     # ---------------------------------------------------------------- internals
+
+    def _elapsed_at_start(self, given: float | None) -> float:
+        if given is None:
+            age = process_age_seconds()
+            if age is not None:
+                return age
+            self._warn("the process's start time cannot be read here (no /proc): the session "
+                       "cap counts from Session(); pass elapsed_seconds= for the time spent "
+                       "before it", "age", level=logging.INFO)
+            return 0.0
+        if isinstance(given, bool) or not isinstance(given, (int, float)) or \
+                not math.isfinite(given) or given < 0:
+            raise InputError(f"elapsed_seconds {given!r}: give the seconds already spent "
+                             "(>= 0), or None to count from the process's start")
+        return float(given)
 
     def _warm(self, dt: float) -> None:
         self._recent.append(dt)
@@ -265,76 +392,152 @@ class Session:
         every = self.budget.save_every
         return every is not None and (self.indices[-1] + 2) % every == 0
 
-    def _asked(self, step: int) -> None:
+    def _asked(self, step: int, now: float) -> None:
         self._pending = step
         self._after_save = True
-        self._asked_at = None
+        self._asked_at = now
 
-    def _confirm(self, step: int) -> None:
-        self._pending = None
-        self._asked_at = None
+    def _confirm(self, step: int, checkpoint: str | None = None) -> None:
+        if self._pending is not None and step >= self._pending:
+            self._pending = None
+            self._asked_at = None
         if self.last_saved is not None and step <= self.last_saved:
             return
-        self.last_saved = step
-        self._write_marker()
+        t0 = self._clock()
+        end = len(self.indices)
+        while end > self._flushed_pos and self.indices[end - 1] > step:
+            end -= 1
+        self._flush(end)  # first: a marker naming step k means its readings are kept
+        self.last_saved, self._saved_session = step, self.session_number
+        self.checkpoint = checkpoint
+        self._write_marker("running")
+        self._keep_out(t0)
+
+    def _keep_out(self, t0: float) -> None:
+        """Bookkeeping ran from ``t0`` to now: out of the next step's time, not the cap's."""
+        spent = self._clock() - t0
+        self._last += spent
+        self.bookkeeping_seconds += spent
 
     def _peak(self, n: int) -> int:
         if n <= 3:  # CUDA may start in the first steps
             torch = sys.modules.get("torch")
             self._cuda = torch.cuda if torch is not None and torch.cuda.is_initialized() \
                 else None
-        if self._cuda is not None:
-            return int(self._cuda.max_memory_allocated())
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-
-    # ---------------------------------------------------------------- marker and ledger
-
-    def _read_marker(self) -> dict | None:
-        if self.marker is None or not self.marker.exists():
-            return None
         try:
-            doc = json.loads(self.marker.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"{self.marker}: cannot read the resume marker: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("schema") != MARKER_SCHEMA or \
-                not isinstance(doc.get("last_saved_step"), int):
-            raise InputError(f"{self.marker}: not an {MARKER_SCHEMA} resume marker")
-        if doc.get("run") not in (None, self.budget.run):
-            raise InputError(f"{self.marker}: the marker is run {doc.get('run')!r}'s, this is "
-                             f"run {self.budget.run!r}; give another marker= path")
-        self.last_saved = doc["last_saved_step"]
-        return doc
+            if self._cuda is not None:
+                return int(self._cuda.max_memory_allocated())
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        except Exception:  # a CUDA error here is the loop's to raise, not the guard's
+            return 0
 
-    def _write_marker(self) -> None:
-        if self.marker is None:
+    def _warn(self, msg: str, key: str, level: int = logging.WARNING) -> None:
+        """A bookkeeping problem: in ``warnings`` and on the logger, once per ``key``."""
+        if key in self._warned:
             return
-        from afford.io import atomic_write_text
+        self._warned.add(key)
+        self.warnings.append(msg)
+        log.log(level, "afford.track: %s", msg)
 
-        sessions = int((self._marker_doc or {}).get("sessions", 0)) + 1
-        doc = {"schema": MARKER_SCHEMA, "run": self.budget.run,
-               "last_saved_step": self.last_saved, "resume_step": self.last_saved + 1,
-               "sessions": sessions, "pid": os.getpid(),
-               "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        atomic_write_text(self.marker, json.dumps(doc, indent=1) + "\n")
+    # ---------------------------------------------------------------- marker, step log, ledger
 
-    def _append_ledger(self) -> None:
-        """The session's readings to the ledger; a failure is a warning, never an exception
-        in the user's loop."""
-        if self.ledger is None or self._ledgered:
-            return
-        self._ledgered = True
+    def _resume_from(self, doc: dict | None) -> None:
+        """Where this session resumes, and how the previous one ended (logged)."""
+        self._marker_doc = doc
+        self.last_saved: int | None = doc["last_saved_step"] if doc else None
+        self._saved_session = doc.get("saved_session") if doc else None
+        self.resume_step = 0 if self.last_saved is None else self.last_saved + 1
+        self.resume_checkpoint: str | None = doc.get("checkpoint") if doc else None
+        self.checkpoint = self.resume_checkpoint
+        self.session_number = (int(doc.get("session") or 0) if doc else 0) + 1
+        record = mk.StepLog.read(mk.step_log_path(self.marker)) if self.marker else None
+        self.previous = mk.previous_of(doc, record)
+        if self.previous is not None and self.writes:
+            level = logging.INFO if self.previous.clean else logging.WARNING
+            log.log(level, "afford.track: %s", self.previous.line())
+            if doc.get("state") == "running" and _alive(doc.get("pid")):
+                self._warn(f"the marker {self.marker} says its session (pid {doc['pid']}) is "
+                           "still running: two sessions on one marker overwrite each other's "
+                           "resume point; give this one another marker=", "concurrent")
+
+    def _start_files(self) -> None:
+        """Sweep the marker's interrupted temp files, mark this session running, and open
+        its step log; a failure is a warning."""
+        from afford.io import clean_temps_of
+
         try:
-            from afford.track.readings import append_session
+            swept = clean_temps_of(self.marker, max_age_s=0)  # one writer per marker
+        except OSError:
+            swept = []
+        if swept:
+            log.info("afford.track: removed %d interrupted write(s) of %s", len(swept),
+                     self.marker)
+        self._write_marker("running")
+        path = mk.step_log_path(self.marker)
+        try:
+            self._steplog = mk.StepLog(path, self.session_number)
+        except (OSError, ValueError) as exc:
+            self._warn(f"the step log {path} cannot be kept ({exc}): if this session is "
+                       "killed, the next one will not know how many steps it lost", "steplog")
 
-            append_session(self, self.ledger)
-        except Exception as exc:
-            msg = f"the readings were not appended to the ledger {self.ledger}: {exc}"
-            self.warnings.append(msg)
-            log.warning(msg)
+    def _record_step(self, step: int, n: int, now: float) -> None:
+        try:
+            self._steplog.record(step, n, self.flushed_step, now - self._t0)
+        except (ValueError, TypeError, OverflowError) as exc:  # closed map, odd index
+            self._steplog = None
+            self._warn(f"the step log stopped at step {step} ({exc})", "steplog")
+
+    def _write_marker(self, state: str) -> None:
+        if not self.writes or self.marker is None:
+            return
+        doc = {"run": self.budget.run, "state": state, "session": self.session_number,
+               "last_saved_step": self.last_saved,
+               "resume_step": 0 if self.last_saved is None else self.last_saved + 1,
+               "saved_session": self._saved_session, "checkpoint": self.checkpoint,
+               "last_step": self.indices[-1] if self.indices else None,
+               "steps": len(self.indices), "flushed_step": self.flushed_step,
+               "ledger": None if self.ledger is None else str(self.ledger),
+               "error": self._error, "started_at": self._started_at}
+        error = mk.write(self.marker, doc)
+        if error is None:
+            if not self.resume_saved:
+                log.warning("afford.track: the resume marker %s is written again: resume at "
+                            "step %s", self.marker, doc["resume_step"])
+                self._warned.discard("marker")
+            self.resume_saved = True
+            return
+        self.resume_saved = False
+        what = f"the save of step {self.last_saved} is on disk, but the next session would " \
+               "not resume from it" if self.last_saved is not None else \
+               "the next session will not know how this one ended"
+        self._warn(f"the resume marker {self.marker} could not be written ({error}): {what}; "
+                   "the resume point is not saved", "marker")
+
+    def _flush(self, end: int, final: bool = False) -> None:
+        """The readings of the steps not yet in the ledger, up to position ``end``; a
+        failure is a warning and they are tried again at the next flush."""
+        if self.ledger is None:
+            return
+        if end <= self._flushed_pos and not (final and self.stopped_at is not None):
+            return
+        try:
+            from afford.track.readings import flush
+
+            flush(self, self.ledger, self._flushed_pos, end, final=final)
+        except Exception as exc:  # a full disk, a broken ledger: never the loop's exception
+            first = self.indices[self._flushed_pos] if end > self._flushed_pos else None
+            self._warn(f"the readings from step {first} on were not appended to the ledger "
+                       f"{self.ledger}: {exc}", "ledger")
+            return
+        self._flushed_pos = max(self._flushed_pos, end)
+        if end:
+            self.flushed_step = self.indices[end - 1]
+        self._warned.discard("ledger")
 
     def _hook_exit(self) -> None:
-        """Confirm the final save at a clean exit; an uncaught exception (which Python
-        reports through sys.excepthook before the exit handlers run) leaves it unconfirmed."""
+        """Close at exit: confirm the final save at a clean exit; an uncaught exception (which
+        Python reports through sys.excepthook before the exit handlers run) leaves it
+        unconfirmed and the session is recorded as crashed."""
         _EXIT.install()
         atexit.register(self._at_exit)
 
@@ -345,12 +548,31 @@ class Session:
             log.warning("afford.track: closing the session at exit failed: %s", exc)
 
 
+def _describe(exc_type: type, exc: BaseException | None) -> str:
+    text = f"{exc_type.__name__}: {exc}" if exc is not None and str(exc) else exc_type.__name__
+    return text[:200]
+
+
+def _alive(pid: Any) -> bool:
+    """Whether process ``pid`` exists and is not this one."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
 class _ExitState:
     """One sys.excepthook for every session: notes that an uncaught exception ended the
     program, so that no save in flight is confirmed at exit."""
 
     def __init__(self) -> None:
         self.crashed = False
+        self.error = ""
         self.installed = False
 
     def install(self) -> None:
@@ -359,9 +581,10 @@ class _ExitState:
         self.installed = True
         previous = sys.excepthook
 
-        def hook(*args: Any) -> None:
+        def hook(exc_type, exc, tb) -> None:
             self.crashed = True
-            previous(*args)
+            self.error = _describe(exc_type, exc)
+            previous(exc_type, exc, tb)
 
         sys.excepthook = hook
 
@@ -369,25 +592,9 @@ class _ExitState:
 _EXIT = _ExitState()
 
 
-def _budget(plan, cert, platform, run, budget: Budget | None) -> Budget:
-    given = sum(x is not None for x in (plan, budget)) + (cert is not None)
-    if given != 1:
-        raise InputError("give the guard one of: plan= (a plan JSON), cert= with platform= and "
-                         "run=, or budget=")
-    if budget is not None:
-        return budget
-    if cert is not None:
-        if platform is None or run is None:
-            raise InputError("cert= needs platform= and run= too (the plan is made from all "
-                             "three)")
-        return budget_from_plan(plan_from_files(cert, platform, run), f"plan of {cert}")
-    if isinstance(plan, dict):
-        return budget_from_plan(plan)
-    return load_plan(plan)
-
-
 def summary(s: Session) -> dict:
-    """The session in numbers (for printing): steps, first step, warm median, drift, stop."""
+    """The session in numbers (for printing): steps, first step, warm median, drift, stop,
+    how the previous session ended and whether the resume point is saved."""
     warm = [x for x, k in zip(s.seconds, s.kinds) if k == WARM]
     med = statistics.median(warm) if warm else None
     return {"steps": len(s.indices), "first_index": s.indices[0] if s.indices else None,
@@ -397,4 +604,6 @@ def summary(s: Session) -> dict:
             "drift": (med / s.budget.step_seconds - 1) if med and s.budget.step_seconds
             else None, "chunk_seconds": s.budget.chunk_seconds, "stopped_at": s.stopped_at,
             "last_saved": s.last_saved, "resume_step": s.resume_step,
-            "warnings": list(s.warnings)}
+            "resume_saved": s.resume_saved, "session": s.session_number,
+            "previous": s.previous.line() if s.previous else None,
+            "bookkeeping_seconds": s.bookkeeping_seconds, "warnings": list(s.warnings)}

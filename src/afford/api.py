@@ -1,0 +1,201 @@
+"""The Python API: the commands as functions, returning the typed results the CLI renders.
+
+::
+
+    import afford
+
+    cert = afford.certify(["tinylm"], precision="quick", out="cert.json")  # Certificate
+    p = afford.plan(cert, "kaggle-p100", "run.toml")                       # the plan
+    v = afford.preflight(cert, "kaggle-p100", "run.toml")                  # v.go: GO?
+    afford.predict(cert, batch=8, seq=2048)                                # PredictResult
+    afford.size(cert, seq=2048, workload="tinylm")                         # SizeReport
+
+Each function calls the library functions its command calls (``afford plan`` and this
+:func:`plan` share :func:`load_inputs` and :func:`afford.plan.planner.plan`), takes files by
+path or as the objects already loaded, and raises :class:`~afford.errors.InputError` for
+bad input (the CLI's exit 2) instead of exiting. ``afford.certify`` is in
+:mod:`afford.certify` (:func:`afford.certify.run`), which measures.
+
+Why ``afford.certify`` and ``afford.plan`` are packages *and* functions: both names are
+subpackages, and importing a subpackage sets the package's attribute of that name to the
+module, which would replace any function bound there. So the two subpackages are callable
+modules (:class:`afford._callable.CallableModule`): ``afford.certify(...)`` calls
+:func:`afford.certify.run` and ``afford.plan(...)`` calls :func:`plan` here, whether or not
+the subpackage was imported first, and ``afford.plan.planner`` stays the planner module.
+``import afford`` imports none of this (the package root loads it on first use) and no torch;
+the functions here import no torch either (certify does: it measures).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from afford.errors import InputError
+
+if TYPE_CHECKING:
+    from afford.figures.memory import SizeReport
+    from afford.plan.predict import PredictResult
+    from afford.plan.result import PlanResult, Verdict
+    from afford.schema.cert import Certificate
+    from afford.schema.platform import Platform
+    from afford.schema.run import RunFile
+
+MAX_DIM = 2**40  # a batch or sequence beyond this is no shape a device holds
+
+__all__ = ["load_inputs", "plan", "predict", "preflight", "size", "torch_version_here"]
+
+
+def load_inputs(cert: Any, platform: Any, run: Any = None, manifest: Any = None
+                ) -> tuple[Certificate, Platform, RunFile | None, dict[str, bool]]:
+    """The certificate, platform, run and pins a plan needs, each given as a path (a preset
+    name for the platform) or as the object already loaded; InputError (exit 2) naming the
+    file, field and reason. The schema modules are imported here, not with the command line:
+    building their pydantic classes is most of ``afford plan --help``'s start-up otherwise."""
+    from afford.manifest import pinned_sources
+    from afford.schema.cert import Certificate, load_certificate
+    from afford.schema.platform import Platform, load_platform
+    from afford.schema.run import RunFile, load_run
+
+    c = cert if isinstance(cert, Certificate) else load_certificate(_path(cert, "cert"))
+    p = platform if isinstance(platform, Platform) else load_platform(_text(platform,
+                                                                            "platform"))
+    r = run if run is None or isinstance(run, RunFile) else load_run(_path(run, "run"))
+    pins = manifest if isinstance(manifest, dict) else pinned_sources(manifest)
+    return c, p, r, pins
+
+
+def torch_version_here() -> str | None:
+    """The installed torch's version, read from its metadata (no import); None without it."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def plan(cert: Any, platform: Any, run: Any = None, *, manifest: Any = None) -> PlanResult:
+    """``afford plan``: the chunk, steps per chunk and memory fit of every measured shape,
+    the weekly quota, checkpoint cadence, failure ledger and disk (with ``run``: for it)."""
+    from afford.plan import planner
+
+    c, p, r, pins = load_inputs(cert, platform, run, manifest)
+    return planner.plan(c, p, r, pins=pins)
+
+
+def preflight(cert: Any, platform: Any, run: Any, *, manifest: Any = None,
+              accept_noisy: bool = False, now: datetime | None = None) -> Verdict:
+    """``afford preflight``: GO (``.go``) or NO-GO with every reason; ``now``: the time the
+    certificate's age is judged at (default: now)."""
+    from afford.plan import planner
+
+    c, p, r, pins = load_inputs(cert, platform, run, manifest)
+    if r is None:
+        raise InputError("preflight needs a run (a run file or a loaded RunFile)")
+    return planner.preflight(c, p, r, pins=pins, now=now or datetime.now(timezone.utc),
+                             here_torch=torch_version_here(), accept_noisy=accept_noisy)
+
+
+def predict(cert: Any, batch: int | str, seq: int | str, *, workloads: list[str] | None = None,
+            mode: str | None = None, platform: Any = None,
+            memory_fraction: float | str | None = None) -> PredictResult:
+    """``afford predict``: step time, tokens/s, steps per chunk (with a platform) and memory
+    at (batch, seq) for each workload of the certificate."""
+    from afford.plan.predict import predict as predict_at
+    from afford.schema.platform import Platform, load_platform
+
+    b, s = _dim(batch, "batch"), _dim(seq, "seq")
+    c = load_inputs(cert, "local")[0]
+    p = None if platform is None else platform if isinstance(platform, Platform) else \
+        load_platform(_text(platform, "platform"))
+    frac = None if memory_fraction is None else _share(memory_fraction, "memory_fraction")
+    return predict_at(c, batch=b, seq=s, workloads=workloads, mode=_mode(mode), platform=p,
+                      memory_fraction=frac)
+
+
+def size(cert: Any, seq: int | str, batch: int | str | None = None, *,
+         workload: str = "tinylm", mode: str | None = None,
+         memory_fraction: float | str | None = None, constants: Any = None,
+         alloc_conf: str | None = None) -> SizeReport:
+    """``afford size``: predicted peak allocated and reserved memory at (batch, seq), whether
+    it fits the budget (device memory x ``memory_fraction``, default afford's 0.90), and the
+    largest batch that does; ``alloc_conf`` default: this process's
+    ``PYTORCH_CUDA_ALLOC_CONF`` (as the command)."""
+    from afford.constants import MEMORY_FRACTION
+    from afford.figures.memory import size as size_at
+    from afford.provenance import run_label
+    from afford.schema.constants import UserConstants, load_constants
+
+    s = _dim(seq, "seq")
+    b = None if batch is None else _dim(batch, "batch")
+    c = load_inputs(cert, "local")[0]
+    mine = constants if constants is None or isinstance(constants, UserConstants) else \
+        load_constants(_path(constants, "constants"))
+    frac = MEMORY_FRACTION if memory_fraction is None else \
+        _share(memory_fraction, "memory_fraction")
+    conf = alloc_conf if alloc_conf is not None else (
+        os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or "")
+    return size_at(c, workload, s, b, _mode(mode), frac, run_label(c), mine, alloc_conf=conf)
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _path(v: Any, what: str) -> Path:
+    if isinstance(v, (str, os.PathLike)):
+        return Path(v)
+    raise InputError(f"{what}: give a path or the loaded object, not {type(v).__name__}")
+
+
+def _text(v: Any, what: str) -> str:
+    if isinstance(v, (str, os.PathLike)):
+        return os.fspath(v)
+    raise InputError(f"{what}: give a preset name, a path or the loaded object, not "
+                     f"{type(v).__name__}")
+
+
+def _parsed(v: Any, parse, what: str) -> Any:
+    """``v``, or the number its text says (``4Ki``, ``90%``); InputError naming ``what``."""
+    from afford.units import UnitError
+
+    if not isinstance(v, str):
+        return v
+    try:
+        return parse(v)
+    except UnitError as exc:
+        raise InputError(f"{what} {v!r}: {exc}") from None
+
+
+def _finite(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _dim(v: Any, what: str) -> int:
+    """A batch or sequence length: a whole number (or text such as ``4Ki``) in 1..2^40."""
+    from afford.units import parse_count
+
+    v = _parsed(v, parse_count, what)
+    if not _finite(v) or v != int(v) or not 1 <= v <= MAX_DIM:
+        raise InputError(f"{what} {v!r}: give a whole number from 1 to {MAX_DIM}")
+    return int(v)
+
+
+def _share(v: Any, what: str) -> float:
+    """A share of device memory: a fraction (or text such as ``90%``) above 0, at most 1."""
+    from afford.units import MIN_FRACTION, parse_fraction
+
+    v = _parsed(v, parse_fraction, what)
+    if not _finite(v) or not MIN_FRACTION <= v <= 1.0:
+        raise InputError(f"{what} {v!r}: give a fraction from {MIN_FRACTION:g} to 1")
+    return float(v)
+
+
+def _mode(mode: str | None) -> str | None:
+    from afford.constants import MODES
+
+    if mode is not None and mode not in MODES:
+        raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    return mode
