@@ -18,7 +18,7 @@ from afford.figures.reserved import ReservedAt
 from afford.fit.memory import BATCH_CAP, largest_batch
 from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for, formula_tag,
                                frozen_at, max_batch, user_defaults, verdicts)
-from afford.provenance import Tagged, measured, module
+from afford.provenance import Tagged, fitted, measured, module
 from afford.schema.constants import UserConstants
 from afford.schema.memory import DefaultVerdict, MemoryLaw
 
@@ -108,6 +108,7 @@ class SizeReport:
     replay: ReplayAnswer | None = None  # the allocator replay's answer (issue 20)
     law_max_batch: Tagged | None = None  # the law's largest batch (when the replay answers)
     memory: ReservedAt | None = None  # the one memory answer at the shape (issue 28)
+    law_breakdown: tuple[tuple[str, Tagged], ...] = ()  # by the law's terms, at the shape
 
 
 def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
@@ -155,7 +156,27 @@ def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
         heldout_allocated=held_alloc, heldout_reserved=held_res,
         warnings=list(mem.notes) + user_notes + ([] if budget else
                                      ["device memory unknown: residency not judged"]),
-        replay=rep, law_max_batch=law_mb, memory=mem)
+        replay=rep, law_max_batch=law_mb, memory=mem, law_breakdown=law_breakdown(mem))
+
+
+def law_breakdown(mem: ReservedAt) -> tuple[tuple[str, Tagged], ...]:
+    """Where the memory goes at the shape by the law's terms: the states counted after the
+    loop (weights, gradients and optimizer state together: the law does not split them),
+    the rest of the allocated peak (activations, temporaries, workspaces: the law's
+    activation and fixed terms), and the allocator's slack (budgeted reserved - allocated).
+    On a CPU the last is absent and the rest is of the peak RSS over the states."""
+    p = mem.prediction
+    states, alloc = float(p.states.value), float(mem.allocated.value)
+    rest = fitted(max(alloc - states, 0.0), "B", f"peak allocated - states; "
+                  f"{mem.allocated.source}", extrapolated=mem.allocated.extrapolated)
+    what = "activations, temporaries and workspaces" if mem.reserved is not None else \
+        "the rest of the peak RSS (activations, the interpreter and torch)"
+    out = [("states (parameters, gradients, optimizer state)", p.states), (what, rest)]
+    if mem.reserved is not None:
+        out.append(("allocator slack (reserved - allocated)", fitted(
+            max(float(mem.budgeted.value) - alloc, 0.0), "B", "budgeted reserved - peak "
+            f"allocated; {mem.budgeted.source}", extrapolated=mem.budgeted.extrapolated)))
+    return tuple(out)
 
 
 def replay_answer(law: MemoryLaw, seq: int, batch: int | None, budget: float | None,
