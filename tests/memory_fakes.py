@@ -53,12 +53,14 @@ def law(mode: str = "fp32", stage=None) -> MemoryLaw:
 
 
 def scaled(law_: MemoryLaw, factor: float) -> MemoryLaw:
-    """The law with its reserved fit's activation coefficients and fixed term scaled (a law
-    that misses the step by that much), its held-out errors kept."""
-    r = law_.reserved
-    return law_.model_copy(update={"reserved": r.model_copy(update={
-        "c_res": r.c_res * factor, "c_op": r.c_op * factor,
-        "fixed_bytes": r.fixed_bytes * factor})})
+    """The law with its fits' activation coefficients and fixed terms scaled (allocated and
+    reserved alike: a law that misses the step by about that much), its held-out errors
+    kept."""
+    def scale(f):
+        return f.model_copy(update={"c_res": f.c_res * factor, "c_op": f.c_op * factor,
+                                    "fixed_bytes": f.fixed_bytes * factor})
+    return law_.model_copy(update={"allocated": scale(law_.allocated),
+                                   "reserved": scale(law_.reserved)})
 
 
 def section(*laws: MemoryLaw) -> MemorySection:
