@@ -32,11 +32,15 @@ def test_size_laws_are_exact_on_integers(law, terms):
     interpolated = terms == ("1", "B*s")
     assert fit.terms == terms and fit.exact and fit.interpolated == interpolated
     # B and s both vary: no other basis as short fits; but the interpolated law's sizes
-    # (6136 B at 1024 tokens, 10232 B at two shapes of 2048) also read as B*s^2 stopping at
-    # 10232 B, which it predicts where larger (issue 28: never the optimistic reading)
+    # (6136 B at 1024 tokens, 10232 B at two shapes of 2048) also read as B*s or B*s^2
+    # stopping at 10232 B, which it predicts where larger (issue 28: never the optimistic
+    # reading): between the traced shapes, not beyond them
     assert fit.ambiguous == interpolated
-    assert [a[0] for a in fit.alternatives] == ([("B*s^2",)] if interpolated else [])
+    assert [a[0] for a in fit.alternatives] == \
+        ([("B*s",), ("B*s^2",)] if interpolated else [])
     assert fit.predict(8, 2048) == law(8, 2048)
+    if interpolated:
+        assert fit.predict(3, 512) == 6136 * 3 // 2 > law(3, 512)  # B*s through 6136 B
 
 
 def test_a_size_that_stops_growing_is_capped_at_its_largest_traced_value():

@@ -391,16 +391,16 @@ def _reaches(terms: Sequence[str], coefs: Sequence[float], shapes: Sequence[tupl
 
 def _cap_readings(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> list[SizeLaw]:
     """Every reading of the sizes as a capped law that the traced shapes cannot confirm:
-    the largest size reached by shapes that the reading tells apart (it is seen to stop
-    growing), the shapes below it passed through exactly
-    by a basis that (uncapped) reaches it, with as many terms as those shapes determine
-    (one shape below the cap: any one-term basis through it). A staging buffer whose cap
-    lies between two traced shapes looks like this: its sizes below the cap are too few to
-    say how it grows, and a least-squares law through all of them falls below the cap
+    the shapes below the largest size passed through exactly by a basis (with as many terms
+    as those shapes determine; one shape below: any one-term basis through it) that,
+    uncapped, reaches the largest size at every shape that has it and passes it at one (so
+    the cap is what makes it fit). A staging buffer whose cap lies between two traced shapes
+    looks like this: its sizes below the cap are too few to say how it grows, and a
+    least-squares law (or an interpolating one) through all of them falls below the cap
     between the shapes (issue 28). Each reading is marked interpolated (no evidence)."""
     top = float(y.max())
     below = [i for i in range(len(y)) if y[i] < top]
-    if not below or len(y) - len(below) < 2:
+    if not below:
         return []
     pts = [shapes[i] for i in below]
     out = []
@@ -409,11 +409,18 @@ def _cap_readings(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> list[Size
         if got is None or got[1] > EXACT_BYTES or not np.all(got[0] >= -1e-9):
             continue
         coefs = tuple(float(max(c, 0.0)) for c in got[0])
-        tops = {tuple(r) for r, v in zip(_design(shapes, terms), y) if v == top}
-        if len(tops) >= 2 and _reaches(terms, coefs, shapes, y, top):  # seen to stop
+        if _reaches(terms, coefs, shapes, y, top) and _passes(terms, coefs, shapes, y, top):
             out.append(SizeLaw(terms=terms, coefs=coefs, exact=True, interpolated=True,
                                ambiguous=False, n_points=len(y), cap=top))
     return out
+
+
+def _passes(terms: Sequence[str], coefs: Sequence[float], shapes: Sequence[tuple[int, int]],
+            y: np.ndarray, top: float) -> bool:
+    """The uncapped law passes ``top`` at some shape whose size is ``top``: capping it is
+    what makes it fit (else it is an exact law, no capped reading)."""
+    return any(_value(terms, coefs, None, *shapes[i]) > top + EXACT_BYTES
+               for i in range(len(y)) if y[i] == top)
 
 
 def _hedged(readings: list[SizeLaw]) -> SizeLaw:
