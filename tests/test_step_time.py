@@ -550,7 +550,10 @@ def test_noise_verdict_by_hand():
     again = time_verdict([[1.0, 1.2, 1.0]], [], remeasured=True, child_tolerance=0.05)
     assert again.label == "NOISY"
     floor = time_verdict([[1.0, 1.4, 1.0]], [0.3], work=[False], held_out_work=[False])
-    assert floor.label == "OK" and floor.held_out_worst is None
+    # nothing judged (the one held-out shape is on the floor): never OK
+    assert floor.label == "UNJUDGED" and floor.held_out_worst is None and floor.judged == 0
+    none = time_verdict([[1.0, 1.0, 1.0]], [])  # no held-out shape at all
+    assert none.label == "UNJUDGED" and none.judged == 0
 
 
 # ---- the recorded H200 grid --------------------------------------------------------------------
@@ -612,7 +615,7 @@ def test_near_the_floor_the_childrens_tolerance_widens():
     # GPT-2's 8 x 1024 on the H200: 60 ms over a 27 ms floor, children 5.5 % apart: OK
     v = time_verdict([[0.0600, 0.0633, 0.0605]], [], child_tolerance=0.05,
                      floor_shares=[0.027 / 0.0605])
-    assert v.label == "OK"
+    assert v.label == "UNJUDGED" and v.noisy_points == []  # not noisy; no held-out shape
     assert time_verdict([[0.0600, 0.0633, 0.0605]], [], child_tolerance=0.05).label == \
         "REMEASURE"
 

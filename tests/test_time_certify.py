@@ -60,15 +60,29 @@ def test_a_base_batch_below_four_still_holds_out_twice_the_sequence_and_says_why
     assert any("2x the sweep's largest" in n for n in d.notes)
 
 
+def test_a_fused_design_adds_the_long_sequences_within_its_tokens():
+    d = static_design(8, [256, 512, 1024], fused=True)
+    assert (1, 2048, "across") in [(p.batch, p.seq, p.role) for p in d.across]
+    assert [(p.batch, p.seq) for p in d.held_out if p.role == "held_out_seq"] == [(1, 4096)]
+    small = static_design(2, [32, 64, 128], fused=True)  # 4 x 128 > the 256 tokens
+    assert not any(p.role == "held_out_seq" for p in small.held_out)
+    assert any(n.startswith("held_out_seq 1 x 512") and "tokens" in n for n in small.notes)
+    plain = static_design(8, [256, 512, 1024])  # materialised scores: the B*s^2 envelope
+    assert not any(p.seq > 2048 for p in plain.across + plain.held_out)
+
+
 def test_plan_design_for_tinylm_keys_and_items():
     design = plan_design("tinylm", tinylm_large(), "bf16", [1024, 2048, 4096, 8192])
     assert design.axes == "batch_seq" and (design.batch_key, design.seq_key) == ("batch", "seq")
     assert shapes(design, "sweep") == [(None, 1024), (None, 2048), (None, 4096), (None, 8192)]
     items = design.items()
-    assert len(items) == 6 and all(it["batch_key"] == "batch" for it in items)
+    assert len(items) == 7 and all(it["batch_key"] == "batch" for it in items)
     assert items[0]["key"] == "tinylm|bf16|4096|b2"
+    # tinylm's attention is fused (SDPA): a long sequence at batch 1 is fitted (2x the
+    # sweep's longest) and 4x is held out, beyond the B*s^2 envelope its memory does not have
+    assert (1, 16384) in [(p.batch, p.value) for p in design.shapes if p.role == "across"]
     held = [p for p in design.shapes if p.held_out]
-    assert [(p.batch, p.value) for p in held] == [(8, 6144), (2, 16384), (64, 1024)]
+    assert [(p.batch, p.value) for p in held] == [(8, 6144), (1, 32768), (64, 1024)]
 
 
 def test_a_workload_without_dims_keeps_one_axis_and_holds_out_from_five_points():
@@ -84,10 +98,14 @@ def test_a_workload_without_dims_keeps_one_axis_and_holds_out_from_five_points()
 
 
 def test_child_options_spread_the_extra_work():
-    assert child_options(0, 0, 3, True) == {"count_flops": True, "synced": False}
-    assert child_options(1, 0, 3, True) == {"count_flops": False, "synced": True}
+    assert child_options(0, 0, 3, True) == {"count_flops": True, "synced": False,
+                                             "profile": True}
+    assert child_options(1, 0, 3, True) == {"count_flops": False, "synced": True,
+                                             "profile": True}
+    assert child_options(1, 0, 3, False)["profile"] is False  # a CPU has no device side
     assert child_options(1, 0, 3, False)["synced"] is False  # a CPU: one clock
-    assert child_options(3, 3, 1, True) == {"count_flops": True, "synced": False}
+    assert child_options(3, 3, 1, True) == {"count_flops": True, "synced": False,
+                                             "profile": True}
 
 
 # ---- the model over the measured design ------------------------------------------------------
@@ -99,13 +117,51 @@ def test_the_model_fits_the_design_and_predicts_the_held_out_shapes():
     m = t.model
     assert m.form == "max" and m.floor_left
     assert "FLOPs counted" in t.features and "B*s^2" in t.features
-    assert [h.label for h in m.held_out] == ["8 x 6144", "2 x 16384", "64 x 1024"]
+    assert [h.label for h in m.held_out] == ["8 x 6144", "1 x 32768", "64 x 1024"]
     assert max(abs(h.rel_error) for h in m.held_out) < 1e-6  # the law is the max form
     assert {p.label for p in m.points} == {"8 x 1024", "8 x 2048", "8 x 4096", "8 x 8192",
-                                          "2 x 4096", "32 x 1024", "16 x 2048"}
+                                          "2 x 4096", "32 x 1024", "16 x 2048", "1 x 16384"}
     assert t.verdict.label == "OK" and t.floor_seconds == pytest.approx(0.010)
     work = {g.label: g.work for g in t.regimes}
     assert not work["8 x 1024"] and work["8 x 8192"]
+
+
+def test_with_the_device_side_the_model_is_two_sided_and_judges_every_held_out_shape():
+    r, design, _, _ = sweep(device=True)
+    p = r.points[0]
+    assert p.kernels_per_step == 1000 and p.device_gap_seconds == pytest.approx(1e-6)
+    t = fit_time_model(r, design, "cuda")
+    m = t.model
+    assert m.used == "sides"
+    # the floor points' devices are busy 92 % of the 10 ms floor: none is host-bound (90 %)
+    assert m.sides.host is None and "never seen" in m.sides.notes[0]
+    assert m.sides.gap_seconds == pytest.approx(1e-6) and "device-bound" in m.sides.gap_source
+    assert all(h.device_rel_error == pytest.approx(0.0, abs=1e-3) for h in m.held_out)
+    assert max(abs(h.rel_error) for h in m.held_out) < 0.01
+    assert t.verdict.label == "OK" and t.verdict.judged == 3
+    assert t.verdict.held_out_worst < 0.01
+
+
+def test_judged_errors_take_the_device_side_on_the_floor_and_the_band():
+    from afford.certify.step_time import judged_errors
+    from afford.schema.step_time import ModelPoint
+
+    def mp(**kw):
+        base = dict(tokens=1.0, measured_seconds=0.050, predicted_seconds=0.048,
+                    rel_error=-0.04)
+        return ModelPoint(**{**base, **kw})
+
+    class M:  # the two attributes judged_errors reads
+        sides = object()
+        held_out = [mp(regime="host", band=(0.040, 0.045), device_rel_error=0.01),
+                    mp(regime="host", band=(0.045, 0.055), device_rel_error=-0.02),
+                    mp(regime="device", device_rel_error=0.03),
+                    mp()]  # no device side profiled there: the wall, on the floor: unjudged
+    errors, judged, what = judged_errors(M, [False, False, True, False])
+    assert errors[0] == pytest.approx(0.045 / 0.050 - 1)  # 10 % above the band's top
+    assert errors[1] == pytest.approx(-0.02) and "device busy" in what[1]  # inside the band
+    assert errors[2] == pytest.approx(-0.04)  # the wall's -4 % beats the device's +3 %
+    assert judged == [True, True, True, False] and "not judged" in what[3]
 
 
 def test_held_out_seconds_never_move_the_fit():

@@ -28,8 +28,20 @@ def shape_of(item: dict) -> tuple[int, int]:
     return int(item.get("batch") or 8), int(item["value"])
 
 
+def busy_law(b: int, s: int) -> float:
+    """The device's busy time behind :func:`law`: its work less the gap of 1,000 kernels
+    at 1 us each (so busy + kernels x gap is the work side of the max)."""
+    return W0 - 1e-3 + W_GEMM * GEMM_PER_TOKEN * b * s + W_ATTN * ATTN_PER_BSS * b * s * s
+
+
+def device_steps(b: int, s: int) -> list[dict]:
+    return [{"index": 20 + i, "busy_seconds": busy_law(b, s), "kernels": 1000,
+             "span_seconds": busy_law(b, s), "queued_gap_seconds": 1e-6, "queued_gaps": 900,
+             "host_seconds": F} for i in range(3)]
+
+
 def event(item: dict, child: int, seconds: float, round_: str = "sweep",
-          error: str | None = None, flops: bool = True) -> dict:
+          error: str | None = None, flops: bool = True, device: bool = False) -> dict:
     b, s = shape_of(item)
     rec = {"child": child, "order_position": 0, "round": round_}
     if error:
@@ -38,6 +50,8 @@ def event(item: dict, child: int, seconds: float, round_: str = "sweep",
         rec.update(timed_seconds=[seconds] * 12, timed_step_indices=list(range(4, 16)),
                    median_seconds=seconds, step0_seconds=10 * seconds,
                    peak_allocated_bytes=1000 * b * s, peak_reserved_bytes=1100 * b * s)
+        if device:
+            rec["device_steps"] = device_steps(b, s)
         if flops and child in (0, 3):
             rec["flops"] = {"total": (GEMM_PER_TOKEN + ATTN_PER_BSS * s) * b * s,
                             "gemm": GEMM_PER_TOKEN * b * s, "attn": ATTN_PER_BSS * b * s * s,
@@ -63,7 +77,7 @@ class FakeRounds:
 
 
 def sweep(seconds=None, w=None, values=(1024, 2048, 4096, 8192), mode="bf16", spec="tinylm",
-          error=None):
+          error=None, device=False):
     """(result, design, registry) as certify has them after the sweep: every item timed by
     three children (``seconds(item, child)``; ``error(item, child)``: a failure text)."""
     w = w or tinylm_large()
@@ -74,7 +88,8 @@ def sweep(seconds=None, w=None, values=(1024, 2048, 4096, 8192), mode="bf16", sp
     per_child = []
     for c in range(3):
         per_child.append({it["key"]: event(it, c, seconds(it, c),
-                                           error=error(it, c) if error else None)
+                                           error=error(it, c) if error else None,
+                                           device=device)
                           for it in items})
     reg = Registry()
     reg.add(per_child)

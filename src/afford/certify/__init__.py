@@ -34,7 +34,8 @@ from afford.certify.probes import probes_stage
 from afford.certify.request import CertifyRequest, Plan, Stage, StageContext, resolve
 from afford.certify.sizes import sizes_stage
 from afford.certify.step_time import (SEMANTICS, SEMANTICS_CPU, Registry, assemble_results,
-                                      child_options, early_extension, refit_law, settle)
+                                      bound_by_ceilings, cert_verdict, child_options,
+                                      early_extension, refit_law, settle)
 from afford.certify.sweep import protocol_of
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children, spare_child
@@ -153,6 +154,10 @@ def certify(req: CertifyRequest,
             sections.update(run_stage(stage, ctx, failures))
             seconds[stage.__name__.removesuffix("_stage")] = time.perf_counter() - t0
         failures += gate_failures(sections.get("gates"))
+        if time_verdict is not None and sections.get("probes") is not None:
+            results = bound_by_ceilings(results, list(plan.designs), sections["probes"],
+                                        device.type)
+            time_verdict = cert_verdict(results, device.type, time_verdict.remeasured_points)
     finally:
         for kid in ahead.values():  # those no stage took (one failed, or none ran)
             kid.kill()

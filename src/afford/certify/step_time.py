@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from afford.certify.sweep import assemble_point, died, fit_workload, point_key
 from afford.constants import MEMORY_FRACTION
 from afford.fit.step_features import FeatureScaling, fit_scaling
+from afford.fit.step_sides import SidePoint, fit_sides
 from afford.fit.step_time import WORK_OVER_FLOOR, StepPoint, fit_step_time
 from afford.fit.time_design import DesignLimits, DesignShape, extension_shapes, static_design
 from afford.fit.time_noise import FLOOR_SPREAD_TOL, time_verdict
@@ -141,7 +142,7 @@ def plan_design(spec: str, w, mode: str, values: Sequence[int]) -> WorkloadDesig
     if kb is None or ks != w.sweep_param:
         return _one_axis(spec, mode, values, kb, ks)
     b0 = int(shape[kb])
-    design = static_design(b0, values)
+    design = static_design(b0, values, fused=getattr(w, "attention", None) == "fused")
     shapes = [Planned(v, None, "sweep") for v in values]
     notes = list(design.notes)
     for d in [*design.across, *design.held_out]:
@@ -191,14 +192,21 @@ def label(p: Point) -> str:
 
 
 def step_point(p: Point, axes: str, counts: bool) -> StepPoint:
+    """The fit's view of a measured point: a :class:`SidePoint` where its device side was
+    profiled (a GPU), else a plain :class:`StepPoint`."""
     f = p.flops if counts and p.flops is not None and p.flops.error is None else None
     spread = p.child_spread / 2.0 if p.child_spread else None
     common = dict(seconds=p.median_seconds, rel_sigma=spread, label=label(p),
                   gemm_flops=f.gemm if f else None, attn_flops=f.attn if f else None)
     if axes == "batch_seq":
-        return StepPoint(batch=p.batch, seq=p.seq, tokens=p.tokens_per_step or p.batch * p.seq,
-                         **common)
-    return StepPoint(n=p.value, tokens=p.tokens_per_step or p.value, **common)
+        common.update(batch=p.batch, seq=p.seq, tokens=p.tokens_per_step or p.batch * p.seq)
+    else:
+        common.update(n=p.value, tokens=p.tokens_per_step or p.value)
+    if p.device_busy_seconds and p.kernels_per_step:
+        return SidePoint(busy_seconds=p.device_busy_seconds, kernels=p.kernels_per_step,
+                         gap_seconds=p.device_gap_seconds,
+                         child_seconds=tuple(p.child_medians), **common)
+    return StepPoint(**common)
 
 
 def all_points(r: WorkloadResult) -> list[Point]:
@@ -216,9 +224,11 @@ def _scaling(fitted: list[StepPoint]) -> tuple[FeatureScaling | None, str]:
 
 
 def fit_time_model(r: WorkloadResult, design: WorkloadDesign, device_type: str,
-                   remeasured: bool = False, first=None) -> WorkloadTime:
+                   remeasured: bool = False, first=None,
+                   gemm_rate: float | None = None) -> WorkloadTime:
     """The workload's time section from its measured points: the model, the regimes and
-    the verdict (module docstring)."""
+    the verdict (module docstring). ``gemm_rate``: the measured matrix ceiling of the mode
+    (FLOP/s), bounding the device side's coefficients, where known."""
     base = dict(axes=design.axes, batch_key=design.batch_key, seq_key=design.seq_key,
                 base_batch=design.base_batch, design_notes=list(design.notes))
     pts = [p for p in all_points(r) if _usable(p)]
@@ -235,7 +245,9 @@ def fit_time_model(r: WorkloadResult, design: WorkloadDesign, device_type: str,
     held = [step_point(p, design.axes, False) for p in held_p]
     features = _features_text(fitted_p, scaling, why, design.axes)
     try:
-        model = fit_step_time(fitted, held_out=held, scaling=scaling)
+        sides = _sides(fitted, scaling, gemm_rate)
+        model = fit_step_time(fitted, held_out=held, scaling=scaling, gemm_rate=gemm_rate,
+                              sides=sides)
     except ValueError as exc:
         return WorkloadTime(**base, features=features, not_fitted=str(exc))
     floor = min(p.median_seconds for p in fitted_p)
@@ -244,17 +256,52 @@ def fit_time_model(r: WorkloadResult, design: WorkloadDesign, device_type: str,
                       child_spread=p.child_spread) for p in [*fitted_p, *held_p]]
     floor_spreads = [g.child_spread for g in regimes if not g.work and g.child_spread is not None]
     child_tol, held_tol = TOLERANCES["cuda" if device_type == "cuda" else "cpu"]
+    errors, judged, what = judged_errors(model, [g.work for g in regimes[len(fitted_p):]])
     verdict = time_verdict(
-        [p.child_medians for p in [*fitted_p, *held_p]],
-        [h.rel_error for h in model.held_out], child_tolerance=child_tol,
+        [p.child_medians for p in [*fitted_p, *held_p]], errors, child_tolerance=child_tol,
         held_out_tolerance=held_tol, remeasured=remeasured,
-        work=[g.work for g in regimes], held_out_work=[g.work for g in regimes[len(fitted_p):]],
+        work=[g.work for g in regimes], held_out_work=judged,
         labels=[f"{g.label} ({g.role})" for g in regimes],
-        held_out_labels=[f"{g.label} ({g.role})" for g in regimes[len(fitted_p):]],
+        held_out_labels=[f"{g.label} ({g.role}, {w})" for g, w in
+                         zip(regimes[len(fitted_p):], what)],
         floor_shares=[floor / g.seconds for g in regimes])
     return WorkloadTime(**base, features=features, model=model, floor_seconds=floor,
                         floor_spread=max(floor_spreads) if floor_spreads else None,
                         regimes=regimes, verdict=verdict, first_verdict=first)
+
+
+def _sides(fitted: list[StepPoint], scaling: FeatureScaling, gemm_rate: float | None):
+    """The two-sided model where every fitted point has its device side (a GPU), else None."""
+    if len(fitted) < 3 or not all(isinstance(p, SidePoint) for p in fitted):
+        return None
+    return fit_sides(fitted, scaling, gemm_rate)
+
+
+def judged_errors(model, work: list[bool]) -> tuple[list[float], list[bool], list[str]]:
+    """Per held-out shape the error the verdict judges, whether it is judged, and what.
+    One-sided: the wall error, judged in the work regime only. Two-sided: where the device
+    bounds the step, the larger of the wall and device errors; where the host does, the
+    device's busy error and how far the wall lies outside the predicted band (0 inside):
+    every held-out shape with a profiled device side is judged, on the floor too."""
+    errors, judged, what = [], [], []
+    for h, w in zip(model.held_out, work):
+        if model.sides is None or h.device_rel_error is None:
+            errors.append(h.rel_error)
+            judged.append(w)
+            what.append("wall" if w else "on the floor, not judged")
+            continue
+        if h.regime == "host" and h.band is not None:
+            lo, hi = h.band
+            miss = (hi / h.measured_seconds - 1.0) if h.measured_seconds > hi else \
+                (lo / h.measured_seconds - 1.0) if h.measured_seconds < lo else 0.0
+            pair = [(h.device_rel_error, "device busy"), (miss, "wall in band")]
+        else:
+            pair = [(h.rel_error, "wall"), (h.device_rel_error, "device busy")]
+        e, name = max(pair, key=lambda t: abs(t[0]))
+        errors.append(e)
+        judged.append(True)
+        what.append(f"judged on {' and '.join(n for _, n in pair)}; worst {name}")
+    return errors, judged, what
 
 
 def _features_text(fitted: list[Point], scaling: FeatureScaling, why: str, axes: str) -> str:
@@ -481,14 +528,40 @@ def _reassemble(r: WorkloadResult, design: WorkloadDesign, reg: Registry, keys: 
                                 "design_points": [again(p) for p in r.design_points]})
 
 
+def bound_by_ceilings(results: list[WorkloadResult], designs: list[WorkloadDesign],
+                      probes, device_type: str) -> list[WorkloadResult]:
+    """Each two-sided time model fitted again with the certificate's measured matrix ceiling
+    of its mode (the probes stage runs after the sweep), so no device coefficient is cheaper
+    than the card allows (:func:`afford.fit.step_sides.fit_device`). No measuring happens
+    after this, so the verdict is judged as after a re-measurement."""
+    rates = {w.mode: probes.gemm.get(w.gemm_dtype) for w in getattr(probes, "workloads", [])
+             if w.gemm_dtype}
+    out = []
+    for r, d in zip(results, designs):
+        t = r.time
+        rate = getattr(rates.get(r.mode), "flops_per_second", None)
+        if t is None or t.model is None or t.model.sides is None or not rate:
+            out.append(r)
+            continue
+        again = fit_time_model(r, d, device_type, remeasured=True,
+                               first=t.first_verdict or t.verdict, gemm_rate=rate)
+        out.append(r.model_copy(update={"time": again.model_copy(
+            update={"extension": t.extension})}))
+    return out
+
+
 def cert_verdict(results: list[WorkloadResult], device_type: str,
                  remeasured: int) -> CertTimeVerdict:
     child_tol, held_tol = TOLERANCES["cuda" if device_type == "cuda" else "cpu"]
     reasons = [f"{r.name} ({r.mode}): {why}" for r in results
                if r.time and r.time.verdict and r.time.verdict.label == "NOISY"
                for why in r.time.verdict.reasons]
+    unjudged = [f"{r.name} ({r.mode}): no held-out shape could be judged, so its step-time "
+                "predictions are unchecked" for r in results
+                if r.time and r.time.verdict and r.time.verdict.label == "UNJUDGED"]
+    label = "NOISY" if reasons else "UNJUDGED" if unjudged else "OK"
     return CertTimeVerdict(
-        label="NOISY" if reasons else "OK", reasons=reasons, child_tolerance=child_tol,
+        label=label, reasons=reasons or unjudged, child_tolerance=child_tol,
         held_out_tolerance=held_tol, floor_tolerance=FLOOR_SPREAD_TOL,
         rule=RULE.format(w=WORK_OVER_FLOOR, c=child_tol, h=held_tol, f=FLOOR_SPREAD_TOL),
         remeasured_points=remeasured)
@@ -515,6 +588,7 @@ SEMANTICS_CPU = ("a CPU is a synchronous device: each step is timed on the host 
 
 def child_options(child: int, first: int, children: int, cuda: bool) -> dict:
     """The job-wide flags of a child: the first counts FLOPs; on CUDA the second also times
-    synced steps (a round of one child counts FLOPs only)."""
+    synced steps (a round of one child counts FLOPs only), and every child profiles the
+    device side of each point after timing it."""
     return {"count_flops": child == first,
-            "synced": cuda and children > 1 and child == first + 1}
+            "synced": cuda and children > 1 and child == first + 1, "profile": cuda}

@@ -56,6 +56,7 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
               memory_source=next((k.memory_source for k in kids if k.memory_source), None),
               flops=next((k.flops for k in kids if k.flops is not None), None),
               synced_median_seconds=median(synced) if synced else None,
+              **device_side(ok),
               remeasured=any(k.round == "remeasure" for k in kids),
               resident=True, **(design or {}))
     reason = _exclusion(p, kids, device_memory, len(kids) if need is None else need)
@@ -63,6 +64,23 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
         return p
     resident = False if reason.startswith("not resident") else None  # None: unknown
     return p.model_copy(update={"resident": resident, "excluded_reason": reason})
+
+
+def device_side(kids: list[ChildPoint]) -> dict:
+    """A point's device-side figures from its children's profiled steps: medians over the
+    children of each child's median (busy time, kernels per step, queued gap)."""
+    busy = [median([d.busy_seconds for d in k.device_steps]) for k in kids if k.device_steps]
+    if not busy or min(busy) <= 0:
+        return {}
+    kernels = [median([float(d.kernels) for d in k.device_steps]) for k in kids
+               if k.device_steps]
+    gaps = [median(g) for k in kids
+            if (g := [d.queued_gap_seconds for d in k.device_steps
+                      if d.queued_gap_seconds is not None])]
+    return {"device_busy_seconds": median(busy),
+            "device_busy_spread": relative_spread(busy) if len(busy) > 1 else None,
+            "kernels_per_step": median(kernels),
+            "device_gap_seconds": median(gaps) if gaps else None}
 
 
 def _max(values) -> int | None:

@@ -32,7 +32,7 @@ from afford.errors import InputError
 from afford.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
-from afford.schema.step_time import StepTimeModel, accuracy_text, held_out_accuracy, predict_at
+from afford.schema.step_time import StepTimeModel, accuracy_at, held_out_accuracy, predict_at
 from afford.schema.time import WorkloadTime
 
 HF_PREFIX = "hf:"
@@ -174,7 +174,7 @@ def model_step(cert: Certificate, r: WorkloadResult, shape: dict[str, int]) -> S
     except ValueError as exc:
         return StepAt(None, f"{r.name} {r.mode}: {exc}")
     src = (f"{r.name} {r.mode} step-time model at {shape_label(kw)}: {m.describe()}; "
-           f"{accuracy_text(m)}; {run_label(cert)}")
+           f"{accuracy_at(m, **kw)}; {run_label(cert)}")
     if pred.beyond:
         src += "; beyond the measured range: " + ", ".join(pred.beyond)
     v = r.time.verdict if r.time is not None else None
@@ -229,21 +229,28 @@ def tokens_at(r: WorkloadResult, shape: dict[str, int]) -> Tagged | None:
 
 
 def verdict_label(cert: Certificate) -> str | None:
-    """OK or NOISY: the certificate's time verdict, NOISY also when a workload's is;
-    ``None`` for a certificate without a time section."""
+    """OK, NOISY or UNJUDGED: the certificate's time verdict, NOISY also when a workload's
+    is, UNJUDGED when a workload's model was judged at no held-out shape; ``None`` for a
+    certificate without a time section."""
     labels = [r.time.verdict.label for r in cert.workloads
               if r.time is not None and r.time.verdict is not None]
     v = cert.time_verdict
     if v is None and not labels:
         return None
-    return "NOISY" if (v is not None and v.label == "NOISY") or "NOISY" in labels else "OK"
+    every = labels + ([v.label] if v is not None else [])
+    return "NOISY" if "NOISY" in every else "UNJUDGED" if "UNJUDGED" in every else "OK"
 
 
 def noisy_reasons(cert: Certificate) -> list[str]:
     """Why the certificate's step times are NOISY (empty when they are not): the
-    certificate's own reasons, then each NOISY workload's not already among them."""
+    certificate's own reasons, then each NOISY workload's not already among them. For an
+    UNJUDGED certificate: which workloads were judged at no held-out shape."""
     v = cert.time_verdict
     out: list[str] = []
+    if verdict_label(cert) == "UNJUDGED":
+        return [f"{r.name} ({r.mode}): no held-out shape could be judged" for r in cert.workloads
+                if r.time is not None and r.time.verdict is not None
+                and r.time.verdict.label == "UNJUDGED"] or list(v.reasons if v else [])
     if v is not None and v.label == "NOISY":
         out.extend(v.reasons or ["the certificate's time verdict is NOISY"])
     for r in cert.workloads:

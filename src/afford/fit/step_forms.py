@@ -11,8 +11,9 @@ device's work W, which grows with the counted work of the step::
     sum:         t = F + W                       (host and device never overlap; no w0)
     smooth_max:  t = (F^k + W^k)^(1/k), 1 <= k <= 50   (k = 1 is sum, large k is max)
 
-Every coefficient is >= 0 (a second per FLOP cannot be negative), ``w_gemm`` at least
-``1 / gemm_rate`` when a FLOP/s ceiling is given. Fits minimise relative residuals
+Every coefficient is >= 0 (a second per FLOP cannot be negative), ``w_gemm`` and
+``w_attn`` at least ``1 / gemm_rate`` when a FLOP/s ceiling is given (attention's matrix
+products run on the same units as the GEMMs, no faster). Fits minimise relative residuals
 (pred / measured - 1), each weighted by ``SIGMA_FLOOR / max(sigma, SIGMA_FLOOR)`` where
 sigma is the point's relative uncertainty (half its children's spread), so a point whose
 children disagree counts less.
@@ -126,9 +127,10 @@ def design(rows: Sequence[dict], seconds: np.ndarray, sigma: np.ndarray,
     X = np.stack(mats, axis=1) if mats else np.zeros((len(rows), 0))
     scale = np.array(scales)
     lb = np.zeros(len(cols))
-    if gemm_rate and "gemm_flops" in cols:
-        i = cols.index("gemm_flops")
-        lb[i] = scale[i] / gemm_rate / ys
+    for name in ("gemm_flops", "attn_flops") if gemm_rate else ():
+        if name in cols:  # attention runs on the same matrix units: no faster either
+            i = cols.index(name)
+            lb[i] = scale[i] / gemm_rate / ys
     penalty = prior_rows(cols, scale)
     return _Design(cols, X, scale, y / ys, ys, weights(np.asarray(sigma, dtype=float)), lb,
                    penalty, dropped)

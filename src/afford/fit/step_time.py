@@ -41,7 +41,7 @@ from afford.fit.stats import r2_score
 from afford.fit.step_features import CountedShape, FeatureScaling, fit_scaling, shape_axes
 from afford.fit.step_forms import NEW_FORMS, evaluate, feature_rows, fit_forms
 from afford.schema.step_time import (ALL_FORMS, CandidateFit, FormName, ModelPoint,
-                                     StepTimeModel)
+                                     SidesModel, StepTimeModel)
 
 __all__ = ["ALL_FORMS", "CandidateFit", "FormName", "ModelPoint", "StepPoint", "StepTimeModel",
            "choose_form", "evaluate_held_out", "fit_step_time", "top_growth_per_doubling",
@@ -248,10 +248,15 @@ def _ranges(points: Sequence[CountedShape], axes: str) -> dict[str, tuple[float,
 def fit_step_time(points: Sequence[StepPoint], *, held_out: Sequence[StepPoint] = (),
                   scaling: FeatureScaling | None = None,
                   forms: Sequence[str] = ALL_FORMS,
-                  gemm_rate: float | None = None) -> StepTimeModel:
+                  gemm_rate: float | None = None,
+                  sides: SidesModel | None = None) -> StepTimeModel:
     """Fit every form in ``forms`` over ``points``, choose one (module docstring), and
     predict the ``held_out`` shapes with it. ``scaling``: the features' laws (default: fitted
-    from the points' own counts). Raises ``ValueError`` with fewer than two points."""
+    from the points' own counts). Where every point carries its device side (a GPU's
+    profiled busy time and kernels, :class:`afford.fit.step_sides.SidePoint`) and there are
+    at least three, the two-sided model (:mod:`afford.fit.step_sides`) is fitted too and is
+    the model; the one-sided forms are kept beside it. Raises ``ValueError`` with fewer than
+    two points."""
     points = list(points)
     if len(points) < 2:
         raise ValueError(f"{len(points)} point(s): a step-time model needs at least 2")
@@ -280,24 +285,57 @@ def fit_step_time(points: Sequence[StepPoint], *, held_out: Sequence[StepPoint] 
     left, note = _floor_state(form, chosen.params, rows, x, [p.tokens for p in points], y)
     warnings = [chosen.note] if chosen.note and form in NEW_FORMS and \
         "not identified" in chosen.note else []
-    if not left:
+    if sides is not None:
+        worst = max(abs(e) for e in sides.loo_rel_errors or [0.0])
+        reason = (f"sides: the device's busy time and the host's issue time, measured apart "
+                  f"(wall leave-one-out worst {worst:.1%}); one-sided, {reason}")
+        left, note = True, (f"the device side was read apart from the host (profiled busy "
+                            f"time): the work is seen under the floor; one-sided: {note}")
+        model_points = _sides_points(model_points, sides, points, rows)
+    elif not left:
         warnings.append("the fitted points did not leave the launch floor: predictions "
                         "beyond the largest measured shape are unsupported")
     model = StepTimeModel(axes=axes, form=form, params=dict(chosen.params), reason=reason,
                           scaling=scaling, candidates=candidates, points=model_points,
                           ranges=ranges, floor_left=left, floor_note=note,
-                          gemm_rate=gemm_rate, warnings=warnings)
+                          gemm_rate=gemm_rate, warnings=warnings, sides=sides)
     if held_out:
         model = model.model_copy(update={"held_out": evaluate_held_out(model, held_out)})
     return model
 
 
 def evaluate_held_out(model: StepTimeModel, held_out: Sequence[StepPoint]) -> list[ModelPoint]:
-    """The fitted model's predictions at shapes it never saw, with their errors. Reads the
-    model only: a held-out point's seconds cannot move any parameter."""
+    """The fitted model's predictions at shapes it never saw, with their errors (and, for a
+    two-sided model, the device's busy time predicted against the one profiled there).
+    Reads the model only: a held-out point's seconds cannot move any parameter."""
     out = []
     for p in held_out:
         pred, extra = model.predict(batch=p.batch, seq=p.seq, n=p.n)
         feats = model.scaling.features(batch=p.batch, seq=p.seq, n=p.n)
-        out.append(_model_point(p, feats, p.seconds, pred, None, extra, p.label))
+        mp = _model_point(p, feats, p.seconds, pred, None, extra, p.label)
+        if model.sides is not None:
+            mp = _with_sides(mp, model.sides_at(batch=p.batch, seq=p.seq, n=p.n),
+                             getattr(p, "busy_seconds", None))
+        out.append(mp)
+    return out
+
+
+def _with_sides(mp: ModelPoint, sp, busy: float | None) -> ModelPoint:
+    upd = {"regime": sp.regime, "band": sp.band, "device_predicted_seconds": sp.device_busy}
+    if busy:
+        upd.update(device_measured_seconds=busy, device_rel_error=sp.device_busy / busy - 1.0)
+    return mp.model_copy(update=upd)
+
+
+def _sides_points(model_points: list[ModelPoint], sides, points, rows) -> list[ModelPoint]:
+    """The fitted points as the two-sided model predicts them (its in-sample wall errors and
+    leave-one-out errors, and each point's device side)."""
+    out = []
+    for mp, p, r, loo in zip(model_points, points, rows, sides.loo_rel_errors or []):
+        x = float(p.tokens if p.batch is not None else p.n)
+        sp = sides.predict(r, x, float(p.tokens), p.seq)
+        mp = mp.model_copy(update={"predicted_seconds": sp.seconds,
+                                   "rel_error": sp.seconds / p.seconds - 1.0,
+                                   "loo_rel_error": loo})
+        out.append(_with_sides(mp, sp, getattr(p, "busy_seconds", None)))
     return out

@@ -255,20 +255,39 @@ def envelope(base_batch: int, top_seq: int) -> tuple[int, Fits]:
 
 
 def static_design(base_batch: int, seqs: Sequence[int], *, seq_multiple: int = 8,
-                  max_seq: int | None = None) -> TimeDesign:
+                  max_seq: int | None = None, fused: bool = False) -> TimeDesign:
     """The design of a transformer-shaped workload from its sequence sweep ``seqs`` at batch
     ``base_batch``, fixed before anything is measured (module docstring). Shapes beyond the
-    envelope are not planned, and the notes say which and why."""
+    envelope are not planned, and the notes say which and why.
+
+    ``fused``: the workload's attention never stores the s x s scores (SDPA), so its memory
+    grows with the tokens alone and the envelope is its tokens only. The design then also
+    fits a long sequence at batch 1 (2x the sweep's longest) and holds out 4x the longest at
+    batch 1: attention's cost per FLOP changes with the sequence (short ones do not fill the
+    card), and a law read at short sequences alone misses long ones by 10-45 % (H200,
+    2026-12-03)."""
     seqs = sorted(set(int(v) for v in seqs))
     if not seqs or base_batch < 1:
         raise ValueError("a static design needs a base batch and at least one sequence")
     b0, top_seq = int(base_batch), seqs[-1]
     max_tokens, fits = envelope(b0, top_seq)
+    if fused:
+        fits = None  # tokens only: within max_tokens
     limits = DesignLimits(max_tokens=max_tokens, max_seq=max_seq, seq_multiple=seq_multiple)
     ladder = [DesignShape(batch=b0, seq=v, role="ladder") for v in seqs]
     across, notes = _across(b0, seqs, limits, fits, {(b0, v) for v in seqs})
+    if fused:
+        long, long_notes = _long_seq(2 * top_seq, "across", limits, ladder + across)
+        across += long
+        notes += long_notes
     held, held_notes = _held_out([*ladder, *across], ladder[-1], limits, fits)
-    if not any(h.role == "held_out_seq" for h in held):  # a small base batch: B0/4 < 1
+    if fused:
+        held = [h for h in held if h.role != "held_out_seq"]
+        held_notes = [n for n in held_notes if not n.startswith("held_out_seq")]
+        long, long_notes = _long_seq(4 * top_seq, "held_out_seq", limits, ladder + across)
+        held[1:1] = long
+        held_notes += long_notes
+    if not fused and not any(h.role == "held_out_seq" for h in held):  # B0/4 < 1
         b, v = 1, 2 * top_seq
         if b * v * v <= 2 * b0 * top_seq * top_seq and b * v <= max_tokens and \
                 (max_seq is None or v <= max_seq):
@@ -280,6 +299,18 @@ def static_design(base_batch: int, seqs: Sequence[int], *, seq_multiple: int = 8
     return TimeDesign(ladder=ladder, across=across, held_out=held, work_reached=False,
                       stop_reason="static design: planned before measuring",
                       notes=notes + held_notes)
+
+
+def _long_seq(seq: int, role: str, limits: DesignLimits,
+              taken: Sequence[DesignShape]) -> tuple[list[DesignShape], list[str]]:
+    """One shape at batch 1 and sequence ``seq`` (a fused-attention design's long sequence),
+    or why it is not planned."""
+    why = _within(1, seq, limits, None)
+    if why is None and any((p.batch, p.seq) == (1, seq) for p in taken):
+        why = "already a fitted shape"
+    if why:
+        return [], [f"{role} 1 x {seq}: {why}; not planned"]
+    return [DesignShape(batch=1, seq=seq, role=role)], []
 
 
 def extension_shapes(top: DesignShape, limits: DesignLimits, fits: Fits | None = None,

@@ -7,7 +7,10 @@ point beyond ``child_tolerance``, or a work-regime held-out shape missed by more
 ``WORK_OVER_FLOOR`` x the smallest measured: :func:`afford.fit.step_time.work_regime`) are
 judged against ``floor_tolerance`` only: the floor's level differs from process to process
 (8-16 ms for one tinylm shape on an H200), so its spread is the floor's uncertainty,
-recorded, and noise only when extreme. A held-out shape on the floor is not judged at all.
+recorded, and noise only when extreme. A held-out shape on the floor is not judged on its
+wall time (a two-sided GPU model judges it on its device side instead,
+:func:`afford.certify.step_time.judged_errors`). With no held-out shape judged and nothing
+else wrong the verdict is UNJUDGED, never OK.
 A work-regime point near the floor inherits part of the floor's process-to-process spread:
 its children may disagree by ``child_tolerance + (floor_tolerance - child_tolerance) x
 (F / t)^2`` (:func:`tolerance_at`; F the floor, t the point's step): 16 % at twice the floor,
@@ -111,12 +114,13 @@ def time_verdict(child_medians: Sequence[Sequence[float]], held_out_errors: Sequ
                           "not noise)")
         else:
             reasons.append(line)
-    label = "OK" if not reasons else ("NOISY" if remeasured else "REMEASURE")
     abs_err = [abs(e) for e, w in zip(held_out_errors, held_work) if w]
+    label = ("OK" if abs_err else "UNJUDGED") if not reasons else \
+        ("NOISY" if remeasured else "REMEASURE")
     return TimeVerdict(label=label, reasons=reasons, noisy_points=noisy,
                        failed_held_out=failed, child_tolerance=child_tolerance,
                        held_out_tolerance=held_out_tolerance, remeasured=remeasured,
                        floor_tolerance=floor_tolerance,
                        held_out_median=float(np.median(abs_err)) if abs_err else None,
                        held_out_worst=max(abs_err) if abs_err else None,
-                       model_misses=misses)
+                       judged=len(abs_err), model_misses=misses)

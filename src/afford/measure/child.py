@@ -137,6 +137,9 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
                                     synced_count(timing.median_seconds), time.perf_counter)
             record.update(synced_seconds=secs, synced_step_indices=idx)
         record.update(window.close())
+        if item.get("profile") and device.type == "cuda":
+            _profile(record, step, timing.timed_indices[-1] + 1 + len(
+                record.get("synced_step_indices", [])))
         if item.get("count_flops"):
             from afford.measure.probes.flops import count_flops_or_why
 
@@ -158,6 +161,20 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
             torch.cuda.empty_cache()
     record["wall_seconds"] = time.perf_counter() - t0
     return {"record": record, **extra}
+
+
+PROFILED_STEPS = 3  # warm steps profiled per point for the device side (after one unrecorded)
+
+
+def _profile(record: dict, step, start: int) -> None:
+    """The device side of the point (:func:`afford.measure.device_time.profile_steps`),
+    after the timed steps; a failure is recorded, never fatal to the point."""
+    from afford.measure.device_time import profile_steps
+
+    try:
+        record["device_steps"] = profile_steps(step, start, PROFILED_STEPS)
+    except Exception as exc:  # the profiler is optional equipment: the timing stands
+        record["device_error"] = error_text(exc)
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -243,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     rule = TimingRule(**job["rule"])
     _emit(out, {**start, "child": job["child"]})
     workloads: dict[str, Workload] = {}
-    options = {k: job[k] for k in ("synced", "count_flops", "round") if job.get(k)}
+    options = {k: job[k] for k in ("synced", "count_flops", "round", "profile") if job.get(k)}
     for item in job["items"]:
         spec = item["workload"]
         if spec not in workloads:

@@ -65,7 +65,7 @@ class PredictResult(_Frozen):
     memory: MemoryBudget | None
     chunk_seconds: Tagged | None
     rows: tuple[PredictRow, ...]
-    time_verdict: Literal["OK", "NOISY"] | None = None
+    time_verdict: Literal["OK", "NOISY", "UNJUDGED"] | None = None
     noisy: tuple[str, ...] = ()
     noisy_rule: str = ""
     certificate_warnings: tuple[str, ...] = ()

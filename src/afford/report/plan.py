@@ -256,7 +256,11 @@ def _lines(title: str, items, style: str) -> list[RenderableType]:
 
 
 def noisy_line(p: PlanResult) -> str:
-    """The NOISY warning a plan opens with; empty when the step times are not NOISY."""
+    """The NOISY warning a plan opens with (or the UNJUDGED note); empty when the step
+    times are judged and not NOISY."""
+    if p.time_verdict == "UNJUDGED":
+        return ("NOTE: the certificate's step-time model was judged at no held-out shape: "
+                + "; ".join(p.noisy) + ". The times below are its predictions, unchecked")
     if p.time_verdict != "NOISY":
         return ""
     rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""

@@ -48,6 +48,9 @@ def predict_blocks(p: PredictResult) -> list[Block]:
 def render_predict(p: PredictResult) -> Group:
     parts: list[RenderableType] = [Text(f"afford predict: {p.certificate_device}",
                                         style="bold")]
+    if p.time_verdict == "UNJUDGED":
+        parts.append(Text("NOTE: the step-time model was judged at no held-out shape: "
+                          + "; ".join(p.noisy) + ". These times are unchecked", style="yellow"))
     if p.time_verdict == "NOISY":
         rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""
         parts.append(Text("WARNING: the certificate's step times are NOISY: "

@@ -42,6 +42,22 @@ class StepFlops(_Model):
     error: str | None = Field(None, description="why the FLOPs could not be counted")
 
 
+class DeviceStep(_Model):
+    """One profiled warm step on a GPU (:mod:`afford.measure.device_time`): the device's
+    busy time (the union of its kernels', copies' and sets' intervals), its kernels, the span
+    from its first device start to its last end, the median gap between kernels that were
+    queued before the device freed (the device's own per-boundary cost), and the host's
+    time from this step's launch to the next's under the profiler."""
+
+    index: int
+    busy_seconds: NonNegativeFloat
+    kernels: NonNegativeInt
+    span_seconds: NonNegativeFloat
+    queued_gap_seconds: NonNegativeFloat | None = None
+    queued_gaps: NonNegativeInt = 0
+    host_seconds: NonNegativeFloat | None = None
+
+
 class ChildPoint(_Model):
     """One child's timing of one sweep point: raw samples with their step indices."""
 
@@ -77,6 +93,11 @@ class ChildPoint(_Model):
     involuntary_switches: int | None = Field(
         None, description="times the OS took the CPU from this process over the point's "
         "steps (getrusage ru_nivcsw): CPU contention shows here")
+    device_steps: list[DeviceStep] = Field(
+        [], description="warm steps profiled after the timed ones (CUDA): the device's busy "
+        "time and kernels per step, read apart from the host")
+    device_error: str | None = Field(None, description="why the device side could not be "
+                                     "profiled here")
     round: str = Field("sweep", description="sweep, extension (fresh children measuring "
                        "the shapes that continue the ladder) or remeasure (a fresh child "
                        "measuring a point once more)")
@@ -101,6 +122,15 @@ class Point(_Model):
                       "fitted), extension (continues the ladder past the floor)")
     held_out: bool = Field(False, description="measured and predicted, never fitted")
     flops: StepFlops | None = None
+    device_busy_seconds: Seconds | None = Field(
+        None, description="median over children of each child's median device busy time "
+        "per profiled step (CUDA)")
+    device_busy_spread: float | None = Field(None, description="(max - min) / median of the "
+                                             "children's busy medians")
+    kernels_per_step: NonNegativeFloat | None = Field(None, description="median over children")
+    device_gap_seconds: NonNegativeFloat | None = Field(
+        None, description="median over children of the median gap between queued kernels: "
+        "the device's own cost per kernel boundary")
     synced_median_seconds: float | None = Field(
         None, description="median of the synced steps (host sync after each step)")
     params: NonNegativeInt | None = Field(None, description="trainable parameters")

@@ -162,6 +162,108 @@ class ModelPoint(CountedShape):
     loo_rel_error: float | None = Field(None, description="fitted points: without it")
     extrapolated: bool = False
     label: str | None = None
+    regime: Literal["device", "host"] | None = Field(
+        None, description="two-sided models: which side the prediction says bounds the step")
+    band: tuple[float, float] | None = Field(
+        None, description="two-sided models, host-bound shapes: the step's range across "
+        "processes (the floor's spread)")
+    device_measured_seconds: float | None = Field(None, description="the device's busy time "
+                                                  "measured at the shape (profiled)")
+    device_predicted_seconds: float | None = None
+    device_rel_error: float | None = Field(None, description="predicted / measured busy - 1")
+
+
+class DeviceLaw(BaseModel):
+    """The device's busy time per warm step as a function of the shape's counted work: a
+    form of :mod:`afford.fit.step_forms` fitted to profiled busy times (its floor ``F`` is
+    the device's own latency floor, not the host's)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    form: FormName
+    params: dict[str, float]
+    reason: str
+    candidates: list[CandidateFit]
+    bounds: list[str] = Field([], description="the physical bounds applied, and any fit "
+                              "refused for needing a coefficient beyond them")
+
+    def at(self, feats: dict[str, float | None], x: float | None) -> float:
+        return evaluate_form(self.form, self.params, feats, x)
+
+
+class HostSide(BaseModel):
+    """The host's issue time per step: kernels per step x the issue cost of one kernel,
+    read off the wall time of host-bound steps (the device idle a share of the step)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    issue_seconds: float = Field(description="host seconds per kernel issued (median)")
+    issue_range: tuple[float, float] = Field(description="its lowest and highest over the "
+                                             "host-bound points' children: the band")
+    points: list[str] = Field(description="the host-bound points it was read off")
+
+
+class KernelCount(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tokens: float
+    seq: float | None = None
+    kernels: float
+
+
+class SidesModel(BaseModel):
+    """A GPU step as its two sides (docs/DESIGN.md section 4): ``max(host, device + gap)``,
+    host = kernels x issue cost, device = the busy-time law, gap = kernels x the device's
+    own cost per kernel boundary."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    device: DeviceLaw
+    host: HostSide | None = Field(None, description="None: no measured step was host-bound "
+                                  "(the host side was never seen above the device's)")
+    kernels: list[KernelCount]
+    gap_seconds: float = Field(description="device seconds per kernel boundary")
+    gap_source: str
+    loo_rel_errors: list[float] | None = Field(None, description="wall-time leave-one-out "
+                                               "errors of the two-sided model")
+    notes: list[str] = []
+
+    def kernels_at(self, tokens: float, seq: float | None) -> float:
+        """Kernels per step at a shape: the measured count nearest in tokens (then seq);
+        the count barely moves with the shape (a few % over 64x the tokens)."""
+        def key(k: KernelCount) -> tuple[float, float]:
+            ds = abs(math.log((seq or 1.0) / (k.seq or 1.0))) if seq and k.seq else 0.0
+            return (abs(math.log(tokens / k.tokens)), ds)
+        return min(self.kernels, key=key).kernels
+
+    def predict(self, feats: dict[str, float | None], x: float | None, tokens: float,
+                seq: float | None) -> SidesPrediction:
+        k = self.kernels_at(tokens, seq)
+        busy = self.device.at(feats, x)
+        device = busy + k * self.gap_seconds
+        if self.host is None:
+            return SidesPrediction(seconds=device, device_busy=busy, device=device, host=None,
+                                   regime="device", band=None)
+        host = k * self.host.issue_seconds
+        lo, hi = (k * c for c in self.host.issue_range)
+        regime = "device" if device >= host else "host"
+        band = None if device >= BAND_EDGE * hi else (max(device, lo), max(device, hi))
+        return SidesPrediction(seconds=max(device, host), device_busy=busy, device=device,
+                               host=host, regime=regime, band=band)
+
+
+BAND_EDGE = 1.1  # a device side within 10 % of the host's highest: the band applies
+
+
+class SidesPrediction(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seconds: float
+    device_busy: float
+    device: float = Field(description="busy + kernels x gap")
+    host: float | None
+    regime: Literal["device", "host"]
+    band: tuple[float, float] | None
 
 
 class StepTimeModel(BaseModel):
@@ -182,6 +284,9 @@ class StepTimeModel(BaseModel):
     floor_note: str
     gemm_rate: float | None = Field(None, description="FLOP/s ceiling used as a bound")
     warnings: list[str] = []
+    sides: SidesModel | None = Field(None, description="GPU: the step as host issue time "
+                                     "and device busy time; when present it is the model "
+                                     "(``form`` is then the best one-sided fit, kept beside)")
 
     @property
     def loo_rel_errors(self) -> list[float] | None:
@@ -196,10 +301,32 @@ class StepTimeModel(BaseModel):
         """Seconds of a warm step at a shape, and whether it lies outside the fitted range
         on any axis (batch, seq, n or tokens)."""
         feats = self.scaling.features(batch=batch, seq=seq, n=n)
-        x = feats["tokens"] if self.axes == "batch_seq" else n
-        seconds = evaluate_form(self.form, self.params, feats, x)
+        seconds = self.seconds_at(feats, batch=batch, seq=seq, n=n)
         return seconds, self.is_extrapolated(batch=batch, seq=seq, n=n,
                                              tokens=feats["tokens"])
+
+    def seconds_at(self, feats: dict[str, float | None], *, batch: float | None = None,
+                   seq: float | None = None, n: float | None = None) -> float:
+        """The model's warm step at a shape's features: the two sides where measured, else
+        the chosen one-sided form."""
+        x = feats["tokens"] if self.axes == "batch_seq" else n
+        if self.sides is not None:
+            return self.sides.predict(feats, x, feats["tokens"], seq).seconds
+        return evaluate_form(self.form, self.params, feats, x)
+
+    def sides_at(self, *, batch: float | None = None, seq: float | None = None,
+                 n: float | None = None) -> SidesPrediction | None:
+        """The two sides at a shape (None for a one-sided model)."""
+        if self.sides is None:
+            return None
+        feats = self.scaling.features(batch=batch, seq=seq, n=n)
+        x = feats["tokens"] if self.axes == "batch_seq" else n
+        return self.sides.predict(feats, x, feats["tokens"], seq)
+
+    @property
+    def used(self) -> str:
+        """The model the predictions come from: ``sides`` or the one-sided form."""
+        return "sides" if self.sides is not None else self.form
 
     def is_extrapolated(self, **axes: float | None) -> bool:
         for name, value in axes.items():
@@ -221,6 +348,8 @@ class StepTimeModel(BaseModel):
         if self.form == "floor_power":
             return (f"t = {p['F']:.4g} s + {p['c']:.3g} {x}^{p['b']:.3f} "
                     "(floor_power, one axis)")
+        if self.sides is not None:
+            return self.sides_text()
         work = " + ".join(f"{v:.3g}*{k[2:] if k != 'w0' else '1'}" for k, v in p.items()
                           if k.startswith("w") and v > 0) or "0"
         if self.form == "max":
@@ -230,12 +359,20 @@ class StepTimeModel(BaseModel):
         return f"t = ({p['F']:.4g}^k + ({work})^k)^(1/k), k = {p['k']:.3g}"
 
 
+    def sides_text(self) -> str:
+        sd = self.sides
+        host = (f"{sd.host.issue_seconds * 1e6:.3g} us/kernel" if sd.host else "not seen")
+        return (f"t = max(host, device + gap): device busy {sd.device.form} law, gap "
+                f"{sd.gap_seconds * 1e6:.3g} us/kernel boundary, host {host}")
+
+
 class TimeVerdict(BaseModel):
     """OK, REMEASURE (measure the listed points once more) or NOISY (still after that)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    label: Literal["OK", "REMEASURE", "NOISY"]
+    label: Literal["OK", "REMEASURE", "NOISY", "UNJUDGED"] = Field(
+        description="UNJUDGED: OK as far as it goes, but no held-out shape could be judged")
     reasons: list[str]
     noisy_points: list[int] = Field(description="indices of points beyond child_tolerance")
     failed_held_out: list[int] = Field(description="indices of held-out points beyond "
@@ -249,6 +386,8 @@ class TimeVerdict(BaseModel):
     held_out_median: float | None = Field(None, description="median |error| of the judged "
                                           "(work-regime) held-out points")
     held_out_worst: float | None = None
+    judged: int | None = Field(None, description="held-out shapes judged (None: older "
+                               "certificates, which did not count them)")
     model_misses: list[str] = Field([], description="held-out shapes the model missed "
                                     "beyond tolerance whose re-measurement reproduced (the "
                                     "children agree): the model's error, stated, not noise")
@@ -308,10 +447,9 @@ def predict_at(model: StepTimeModel, *, batch: float | None = None,
     extrapolated beyond the measured range. ValueError when the shape lacks the model's axes
     or the model gives no positive finite time there."""
     feats = model.scaling.features(batch=batch, seq=seq, n=n)
-    x = feats["tokens"] if model.axes == "batch_seq" else n
-    seconds = evaluate_form(model.form, model.params, feats, x)
+    seconds = model.seconds_at(feats, batch=batch, seq=seq, n=n)
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"the {model.form} model gives {seconds!r} s at batch={batch}, "
+        raise ValueError(f"the {model.used} model gives {seconds!r} s at batch={batch}, "
                          f"seq={seq}, n={n}")
     tokens = feats["tokens"] if model.axes == "batch_seq" else None
     beyond = beyond_measured(model, batch=batch, seq=seq, n=n, tokens=tokens)
@@ -337,3 +475,64 @@ def accuracy_text(model: StepTimeModel) -> str:
             (f" (leave-one-out worst {loo:.1%})" if loo is not None else "")
     return f"{model.form} form, held-out error median {med:.1%}, worst {worst:.1%} over {n} " \
         "shapes never fitted"
+
+
+def _factor(model: StepTimeModel, tokens: float | None, seq: float | None, n: float | None
+            ) -> tuple[float, float, str]:
+    """(the asked shape's factor beyond the fitted range, the factor the held-out shapes
+    tested, on which axis): tokens and sequence (or n), the larger factor."""
+    fitted = {a: max(v for v in (getattr(p, a) for p in model.points) if v is not None)
+              for a in ("tokens", "seq", "n")
+              if any(getattr(p, a) is not None for p in model.points)}
+    held = {a: max([v for v in (getattr(p, a) for p in model.held_out) if v is not None],
+                   default=0.0) for a in fitted}
+    best = (1.0, 1.0, "tokens")
+    for axis, value in (("tokens", tokens), ("seq", seq), ("n", n)):
+        if value is None or axis not in fitted or fitted[axis] <= 0:
+            continue
+        f, tested = value / fitted[axis], max(1.0, held[axis] / fitted[axis])
+        if f / tested > best[0] / best[1]:
+            best = (f, tested, axis)
+    return best
+
+
+def _errors_text(errors: list[float], what: str) -> str:
+    errs = [abs(e) for e in errors]
+    return (f"{what} held-out error median {float(np.median(errs)):.1%}, worst {max(errs):.1%} "
+            f"over {len(errs)} shape(s)")
+
+
+def accuracy_at(model: StepTimeModel, *, batch: float | None = None, seq: float | None = None,
+                n: float | None = None) -> str:
+    """The error that applies at an asked shape, in words: the held-out error measured in
+    the shape's own regime (device-bound or host-bound for a two-sided model; the work
+    regime or the floor for a one-sided one), and how far the shape lies beyond the fitted
+    range against how far the held-out shapes tested it. Past the tested factor it says so
+    instead of quoting a smaller error."""
+    tokens = batch * seq if batch is not None and seq is not None else None
+    f, tested, axis = _factor(model, tokens, seq, n)
+    beyond = ""
+    if f > tested * (1 + 1e-9):
+        beyond = (f"; {f:.3g}x the fitted {axis}, past the {tested:.3g}x its held-out shapes "
+                  "tested: the error there is not measured")
+    if model.sides is None:
+        judged = [p.rel_error for p in model.held_out]
+        text = (_errors_text(judged, f"{model.form} form,") if judged
+                else f"{model.form} form; no held-out shape measured")
+        return text + beyond
+    sp = model.sides_at(batch=batch, seq=seq, n=n)
+    same = [p for p in model.held_out if p.regime == sp.regime]
+    device = [p.device_rel_error for p in model.held_out if p.device_rel_error is not None]
+    parts = [f"two-sided, {sp.regime}-bound here"]
+    if sp.band is not None:
+        inside = sum(1 for p in same if p.band and p.band[0] <= p.measured_seconds <= p.band[1])
+        parts.append(f"predicted in the band {sp.band[0] * 1e3:.4g}-{sp.band[1] * 1e3:.4g} ms "
+                     f"(the host floor's spread across processes); {inside} of {len(same)} "
+                     "host-bound held-out shape(s) inside theirs")
+    elif same:
+        parts.append(_errors_text([p.rel_error for p in same], "device-bound"))
+    else:
+        parts.append("no device-bound held-out shape measured")
+    if device:
+        parts.append(_errors_text(device, "device busy time"))
+    return "; ".join(parts) + beyond

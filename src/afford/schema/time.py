@@ -78,9 +78,11 @@ class HostLoad(_Model):
 
 class CertTimeVerdict(_Model):
     """The certificate's time verdict: NOISY when any workload's stayed NOISY after its one
-    re-measurement (``afford certify`` then exits 1, the certificate written)."""
+    re-measurement (``afford certify`` then exits 1, the certificate written); UNJUDGED when
+    some workload's model could not be judged at any held-out shape (the reasons name them:
+    its predictions are unchecked); OK otherwise."""
 
-    label: Literal["OK", "NOISY"]
+    label: Literal["OK", "NOISY", "UNJUDGED"]
     reasons: list[str] = []
     child_tolerance: float
     held_out_tolerance: float

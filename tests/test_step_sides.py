@@ -1,0 +1,120 @@
+"""The two-sided GPU step model on synthetic readings with round numbers:
+device busy = 4 ms + 2e-15 s x GEMM FLOP + 1.5e-15 s x attention FLOP, 1,000 kernels a
+step, 1 us of device gap per kernel boundary, the host issuing a kernel in 40 us
+(children 36-44 us). So the host floor is 40 ms, the device side busy + 1 ms."""
+
+from __future__ import annotations
+
+import pytest
+
+from afford.fit.step_features import fit_scaling
+from afford.fit.step_sides import SidePoint, bound_notes, fit_sides
+from afford.fit.step_time import fit_step_time
+
+GEMM_PER_TOKEN = 6 * 100e6  # 100M parameters: 6 N FLOPs a token
+ATTN_PER_BS2 = 12 * 768 * 12  # 12 L d per (B s^2)
+K = 1000.0
+GAP = 1e-6
+ISSUE = 40e-6
+
+
+def busy(b: int, s: int) -> float:
+    return 4e-3 + 2e-15 * GEMM_PER_TOKEN * b * s + 1.5e-15 * ATTN_PER_BS2 * b * s * s
+
+
+def wall(b: int, s: int, issue: float = ISSUE) -> float:
+    return max(K * issue, busy(b, s) + K * GAP)
+
+
+def point(b: int, s: int, *, trace_gap: float | None = GAP) -> SidePoint:
+    kids = tuple(wall(b, s, c) for c in (36e-6, 40e-6, 44e-6))
+    return SidePoint(batch=b, seq=s, tokens=b * s, gemm_flops=GEMM_PER_TOKEN * b * s,
+                     attn_flops=ATTN_PER_BS2 * b * s * s, seconds=wall(b, s),
+                     busy_seconds=busy(b, s), kernels=K, gap_seconds=trace_gap,
+                     child_seconds=kids, label=f"{b} x {s}")
+
+
+DESIGN = [(8, 256), (8, 512), (8, 1024), (2, 512), (32, 256), (16, 512), (1, 2048)]
+
+
+def _model(shapes=DESIGN, trace_gap=GAP, **kw):
+    pts = [point(b, s, trace_gap=trace_gap) for b, s in shapes]
+    return fit_sides(pts, fit_scaling(pts), **kw), pts
+
+
+def _at(m, b, s):
+    p = point(b, s)
+    feats = {"gemm_flops": p.gemm_flops, "attn_flops": p.attn_flops, "tokens": p.tokens,
+             "seq_tokens": float(b * s * s)}
+    return m.predict(feats, p.tokens, p.tokens, p.seq)
+
+
+def test_the_device_side_seen_under_the_floor_predicts_the_work_regime():
+    m, pts = _model()
+    assert all(p.seconds == pytest.approx(40e-3) for p in pts[:2])  # on the host floor
+    for b, s in [(32, 1024), (16, 2048), (4, 8192), (64, 512)]:  # 4x tokens, 4x seq
+        sp = _at(m, b, s)
+        assert sp.regime == "device"
+        assert sp.seconds == pytest.approx(wall(b, s), rel=0.01)
+        assert sp.device_busy == pytest.approx(busy(b, s), rel=0.01)
+    assert m.host.issue_seconds == pytest.approx(ISSUE)
+    assert m.host.issue_range == pytest.approx((36e-6, 44e-6))
+
+
+def test_a_host_bound_shape_is_a_band_across_processes():
+    m, _ = _model()
+    sp = _at(m, 4, 256)
+    assert sp.regime == "host" and sp.seconds == pytest.approx(40e-3)
+    assert sp.band == pytest.approx((36e-3, 44e-3))
+    assert _at(m, 32, 1024).band is None  # deep in the device regime: no band
+
+
+def test_the_gap_comes_from_device_bound_points_when_there_are_any():
+    m, _ = _model(DESIGN + [(32, 1024)], trace_gap=1.5e-6)  # 32 x 1024 is device-bound
+    assert m.gap_seconds == pytest.approx(GAP) and "device-bound" in m.gap_source
+    m2, _ = _model(trace_gap=1.5e-6)  # none is: the trace's queued gap (1.5 us) stands in
+    assert m2.gap_seconds == pytest.approx(1.5e-6) and "trace" in m2.gap_source
+
+
+def test_without_a_host_bound_point_the_host_side_is_not_invented():
+    m, _ = _model([(32, 1024), (16, 2048), (64, 512), (8, 4096)])
+    assert m.host is None and "never seen" in m.notes[0]
+    assert _at(m, 64, 1024).regime == "device"
+
+
+def test_an_impossible_coefficient_is_refused_and_refitted_at_the_bound():
+    # a ceiling of 1e14 FLOP/s: a GEMM FLOP costs at least 1e-14 s, 5x the synthetic 2e-15
+    m, _ = _model(gemm_rate=1e14)
+    assert any("GEMM FLOP to cost" in b and "refused" in b for b in m.device.bounds)
+    assert m.device.params["w_gemm"] >= 1e-14 * (1 - 1e-6)
+    assert bound_notes({"w_gemm": 2e-15, "w_attn": 3e-14}, 1e14) == [
+        n for n in bound_notes({"w_gemm": 2e-15}, 1e14)]  # attention at 3e-14 is possible
+    ok, _ = _model(gemm_rate=1e15)  # the data are possible under a 1e15 ceiling
+    assert ok.device.bounds and not any("refused" in b for b in ok.device.bounds)
+
+
+def test_leave_one_out_on_the_wall_and_bad_readings():
+    m, pts = _model()
+    assert len(m.loo_rel_errors) == len(pts)
+    assert max(abs(e) for e in m.loo_rel_errors) < 0.02
+    with pytest.raises(ValueError, match="at least 3"):
+        fit_sides(pts[:2], fit_scaling(pts))
+    bad = pts[:2] + [pts[2].model_copy(update={"busy_seconds": 0.0})]
+    with pytest.raises(ValueError, match="positive"):
+        fit_sides(bad, fit_scaling(pts))
+
+
+def test_the_step_time_model_uses_the_sides_and_judges_held_out_on_the_device():
+    pts = [point(b, s) for b, s in DESIGN]
+    scaling = fit_scaling(pts)
+    held = [point(4, 256), point(16, 2048)]  # one on the floor, one device-bound
+    sides = fit_sides(pts, scaling)
+    m = fit_step_time(pts, held_out=held, scaling=scaling, sides=sides)
+    assert m.used == "sides" and m.floor_left and m.reason.startswith("sides:")
+    floor, work = m.held_out
+    assert floor.regime == "host" and floor.band == pytest.approx((36e-3, 44e-3))
+    assert floor.device_rel_error == pytest.approx(0.0, abs=0.01)
+    assert work.regime == "device" and work.rel_error == pytest.approx(0.0, abs=0.01)
+    seconds, _ = m.predict(batch=16, seq=2048)
+    assert seconds == pytest.approx(wall(16, 2048), rel=0.01)
+    assert "max(host, device + gap)" in m.describe()
