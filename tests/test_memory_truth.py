@@ -114,3 +114,25 @@ def test_a_dry_run_prints_a_row_per_shape(cert_path, capsys):
     assert lines[0].startswith("workload\tmode\tB\ts") and len(lines) == 3
     assert lines[1].split("\t")[:4] == ["tinylm", "fp32", "6", "768"]
     assert '"measured": 0' in out.err
+
+
+@pytest.mark.cuda
+def test_a_truth_is_measured_in_a_fresh_child_and_diffed_on_the_gpu():
+    """On CUDA: one shape of a tiny tinylm in its own pre-warmed memory child (and one cold),
+    its peaks read as the memory stage reads them, its recorded history against itself
+    (a model learned from that one history writes it out unchanged: no slot differs)."""
+    from afford.fit import memory_replay as mr
+    from afford.schema.memory import AllocTrace
+
+    law = mf.law()  # only its workload keys are used: tinylm, batch and seq
+    item = mt.item_for(law, 4, 256, 3, trace=True)
+    item["shape"] = {"batch": 4, "seq": 256, "d": 256, "L": 2, "H": 4}
+    item["dims"] = {"B": 4, "s": 256, "d": 256, "L": 2, "H": 4}
+    for cold in (False, True):
+        rec = mt.measure_truth(item, "large-gpu", 0, cold)
+        assert rec.get("error") is None, rec
+        assert len(rec["reserved_by_step"]) == 3
+        assert rec["reserved_by_step"][-1] >= rec["allocated_by_step"][-1] > 0
+    t = AllocTrace(**rec["trace"])
+    model = mr.learn_traces([(t, 4, 256)])
+    assert mt.slot_diff(model, mr.op_trace(t, 4, 256), 4, 256) == []
