@@ -11,11 +11,14 @@ MIB = 1 << 20
 
 
 def program(B: int, s: int, cold: bool = False, steps: int = 3, layers: int = 2,
-            d: int = 64) -> OpTrace:
+            d: int = 64, stage: tuple[int, int] | None = None) -> OpTrace:
     """A training loop's allocator history: build (weights, an input pool), then steps of
     forward (saved activations, temporaries, materialised scores), backward (gradients,
     activations freed in reverse), AdamW state on the first step; ``cold`` adds what a
-    first-in-process run has: a 32 MiB workspace at the first GEMM, kept."""
+    first-in-process run has: a 32 MiB workspace at the first GEMM, kept. ``stage`` =
+    (bytes a token, cap): each layer's backward also takes a reduction's global staging
+    buffer, ``min(bytes x B*s, cap)`` (PyTorch's reduce kernels bound it by the grid), with
+    its 4 KiB of semaphores, both freed at once."""
     addr = itertools.count(1 << 20, 1 << 12)
     rows, live = [], {}
 
@@ -43,6 +46,11 @@ def program(B: int, s: int, cold: bool = False, steps: int = 3, layers: int = 2,
             free(f"tmp{i}")
         for i in reversed(range(layers)):
             alloc(f"gw{i}", weights[f"w{i}"])
+            if stage is not None:
+                alloc(f"stage{i}", min(stage[0] * B * s, stage[1]))
+                alloc(f"sem{i}", 4096)
+                free(f"stage{i}")
+                free(f"sem{i}")
             free(f"scores{i}")
             free(f"act{i}")
         alloc("gpos", weights["pos"])

@@ -89,3 +89,18 @@ def test_the_first_trace_given_is_the_reference_whose_structure_is_synthesised()
     assert 32 * MIB in model.trace(8, 512).sizes
     flipped = mr.learn_traces([(_alloc_trace(warm), 2, 512), (_alloc_trace(cold), 4, 512)])
     assert 32 * MIB not in flipped.trace(8, 512).sizes
+
+
+def test_a_shape_between_traced_ones_replays_to_its_measured_peak_on_h200_histories():
+    """issue 28 on recorded H200 histories: tinylm fp32 learned at 4x2048 (base), 8x1024
+    and 8x4096 and replayed at 8x2048, between them. Its backward's staging buffers
+    (12 KiB a token, stopping at 132 MiB past 11264 tokens) are 96 MiB at the two 8192-token
+    shapes and 132 MiB at 32768: an interpolating 1 + B*s law through them gave 113 MiB at
+    16384 tokens and the replay 2.7 % less reserved than measured; the capped reading now
+    predicts the 132 MiB, and the replay the measured peak."""
+    roles = {(4, 2048): "base", (8, 1024): "seq", (8, 4096): "batch", (8, 2048): "heldout-seq"}
+    sh = shapes("tinylm", "fp32", roles)
+    learned = mr.learn_shapes(sh)
+    target = next(s for s in sh if s.role == "heldout-seq")
+    got = mr.predict(learned.model, learned.traced[0].trace.seed, 8, 2048)
+    assert got.peak_reserved_bytes == target.peak("reserved")

@@ -10,7 +10,7 @@ import typer
 
 from afford.cli.common import guard, out, print_json
 from afford.cli.plan import PLATFORM_HELP
-from afford.cli.size import _fraction, _positive_int
+from afford.cli.size import _alloc_conf, _fraction, _positive_int
 from afford.constants import MODES
 from afford.errors import InputError
 from afford.plan.predict import predict
@@ -36,6 +36,10 @@ def command(
     memory_fraction: Annotated[Optional[str], typer.Option(
         "--memory-fraction", help="Share of the device memory a run may use (0.90 or 90%). "
         "Default: the platform's, else afford's.")] = None,
+    alloc_conf: Annotated[Optional[str], typer.Option(
+        "--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF of the run (e.g. "
+        "expandable_segments:True), as `afford size` takes it. Default: this shell's.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction "
                                           "(afford.predict/1) as JSON.")] = False,
 ) -> None:
@@ -46,7 +50,10 @@ def command(
     model's prediction (FITTED; * beyond the shapes the certificate measured), its source
     naming the model's form and held-out error; an older certificate without a step-time
     model falls back to its throughput law where only the sweep value differs. Memory is the
-    measured peak there or the memory law's prediction. A NOISY certificate says so first.
+    measured peak there, else the one memory answer `afford size` gives (the allocator
+    replay where the certificate trusts it, else the memory law; the larger budgeted where
+    they disagree). A mode whose memory was measured and whose time was not gets its memory
+    and says so. A NOISY certificate says so first.
     Exit codes: 0 predicted, 2 bad input.
     """
     with guard():
@@ -59,7 +66,7 @@ def command(
         cert = load_certificate(cert_path)
         plat = load_platform(platform) if platform is not None else None
         result = predict(cert, batch=b, seq=s, workloads=workload, mode=mode, platform=plat,
-                         memory_fraction=frac)
+                         memory_fraction=frac, alloc_conf=_alloc_conf(alloc_conf))
         if as_json:
             print_json(result.model_dump(mode="json", by_alias=True))
             return

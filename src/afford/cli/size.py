@@ -108,13 +108,18 @@ def _fraction(text: str, flag: str) -> float:
 
 
 def report_json(r: SizeReport, cert_path: Path) -> dict:
-    p = r.prediction
+    """``peak_allocated`` and ``peak_reserved`` are the one memory answer's (the replay where
+    trusted, else the law: ``memory.source``); the law's own figures under ``law``."""
+    p, m = r.prediction, r.memory
     return {
         "schema": "afford.size/1", "certificate": str(cert_path), "workload": r.workload,
         "mode": r.mode, "device": r.device, "dims": p.dims, "batch_given": r.batch_given,
         "extrapolated": p.extrapolated, "params": tagged_json(p.params),
-        "states": tagged_json(p.states), "peak_allocated": tagged_json(p.allocated),
-        "peak_reserved": tagged_json(p.reserved), "reserved_over_allocated": tagged_json(p.ratio),
+        "states": tagged_json(p.states), "peak_allocated": tagged_json(m.allocated),
+        "peak_reserved": tagged_json(m.reserved), "memory": memory_json(m),
+        "law": {"peak_allocated": tagged_json(p.allocated),
+                "peak_reserved": tagged_json(p.reserved),
+                "reserved_over_allocated": tagged_json(p.ratio)},
         "device_memory": tagged_json(r.device_memory), "budget": tagged_json(r.budget),
         "budget_share": tagged_json(r.budget_share), "fits": r.fits,
         "over_device_memory": r.over_device, "note": r.note,
@@ -126,6 +131,18 @@ def report_json(r: SizeReport, cert_path: Path) -> dict:
         "verdicts": [v.model_dump(mode="json") for v in r.verdicts],
         "warnings": r.warnings,
     }
+
+
+def memory_json(m) -> dict:
+    """The memory answer (issue 28): its source, figures, error, the other model where they
+    disagree, and what residency was budgeted on."""
+    other = None if m.other is None else {
+        "model": m.other.model, "peak_reserved": tagged_json(m.other.reserved),
+        "heldout_max_error": tagged_json(m.other.error)}
+    return {"source": m.source, "why": m.why, "peak_allocated": tagged_json(m.allocated),
+            "peak_reserved": tagged_json(m.reserved), "heldout_max_error": tagged_json(m.error),
+            "other": other, "disagree": m.disagree, "budgeted": tagged_json(m.budgeted),
+            "basis": m.basis}
 
 
 # ---- the allocator replay (issue 20) ---------------------------------------------------

@@ -20,8 +20,9 @@ probes' tables), :mod:`~afford.figures.memory` (``afford size``),
 from __future__ import annotations
 
 from afford.errors import InputError
-from afford.figures import memory_replay
+from afford.figures import reserved
 from afford.figures.memory import law_or_none
+from afford.figures.reserved import ReservedAt
 from afford.figures.time import model_step
 from afford.fit import sizing, verdicts
 from afford.fit.stats import median
@@ -109,17 +110,30 @@ def worst_reserved_ratio(cert: Certificate) -> Tagged | None:
 
 
 def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
-                     mode: str | None = None) -> tuple[Tagged, Tagged | None] | None:
-    """(allocated, reserved) predicted by the memory law at ``shape``, FITTED (extrapolated
-    outside the fitted shapes); ``None`` without a law for ``name``. ``shape`` takes the
-    workload's keys (``{"batch": 16, "seq": 2048}``) or the law's (B, s, d, L, H), plus
-    ``params`` when d, L or H differ from the certified model; missing keys keep the
-    certified base shape. On a CPU: (peak RSS, None)."""
+                     mode: str | None = None, alloc_conf: str = ""
+                     ) -> tuple[Tagged, Tagged | None] | None:
+    """(allocated, reserved) at ``shape``, FITTED (extrapolated outside the fitted shapes):
+    the one memory answer (:func:`memory_answer`), its reserved being the figure residency
+    is budgeted on; ``None`` without a law for ``name``. ``shape`` takes the workload's keys
+    (``{"batch": 16, "seq": 2048}``) or the law's (B, s, d, L, H), plus ``params`` when d,
+    L or H differ from the certified model; missing keys keep the certified base shape. On a
+    CPU: (peak RSS, None)."""
+    got = memory_answer(cert, name, shape, mode, alloc_conf)
+    if got is None:
+        return None
+    return got.allocated, (got.budgeted if got.reserved is not None else None)
+
+
+def memory_answer(cert: Certificate, name: str, shape: dict[str, int],
+                  mode: str | None = None, alloc_conf: str = "") -> ReservedAt | None:
+    """Reserved bytes at ``shape`` as every command reads them: the allocator replay where
+    the certificate trusts it, else the memory law, the other beside it where they disagree
+    and the larger budgeted (:func:`afford.figures.reserved.reserved_at`); ``None`` without
+    a memory law for ``name``."""
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    p = sizing.predict(law, shape, run_label(cert))
-    return p.allocated, p.reserved
+    return reserved.reserved_at(law, shape, run_label(cert), alloc_conf)
 
 
 def predicted_params(cert: Certificate, name: str, shape: dict[str, int],
@@ -134,21 +148,14 @@ def predicted_params(cert: Certificate, name: str, shape: dict[str, int],
 
 
 def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes: int,
-              mode: str | None = None) -> Tagged | None:
-    """Largest batch whose predicted reserved memory (peak RSS on a CPU) fits
-    ``budget_bytes`` at ``shape`` (its batch is ignored), FITTED; ``None`` without a
-    memory law for ``name``. The allocator replay answers where the certificate trusts it
-    and the shape keeps the certified model (native allocator); else the law."""
+              mode: str | None = None, alloc_conf: str = "") -> Tagged | None:
+    """Largest batch whose budgeted reserved memory (:func:`memory_answer`; peak RSS on a
+    CPU) fits ``budget_bytes`` at ``shape`` (its batch is ignored), FITTED; ``None`` without
+    a memory law for ``name``."""
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    if memory_replay.usable(law)[0]:  # the allocator replay, where it is trusted (issue 20)
-        dims = sizing.shape_dims(law, shape)
-        got = memory_replay.max_batch(law, dims["s"], budget_bytes, False, run_label(cert))
-        if got is not None and (dims["d"], dims["L"], dims["H"]) == tuple(
-                law.base_dims[k] for k in ("d", "L", "H")):
-            return got
-    return sizing.max_batch(law, shape, budget_bytes, run_label(cert))
+    return reserved.largest_batch(law, shape, budget_bytes, run_label(cert), alloc_conf)
 
 
 def _probes(cert: Certificate):

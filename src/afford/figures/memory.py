@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 
 from afford.constants import MEMORY_FRACTION, check_fraction
 from afford.errors import InputError
-from afford.figures import memory_replay
+from afford.figures import memory_replay, reserved
 from afford.figures.memory_replay import ReplayAnswer
+from afford.figures.reserved import ReservedAt
 from afford.fit.memory import BATCH_CAP, largest_batch
 from afford.fit.sizing import (Prediction, budgeted_bytes, defaults_for, formula_tag,
-                               frozen_at, max_batch, predict, user_defaults, verdicts)
-from afford.provenance import Tagged, measured, module
+                               frozen_at, max_batch, user_defaults, verdicts)
+from afford.provenance import Tagged, fitted, measured, module
 from afford.schema.constants import UserConstants
 from afford.schema.memory import DefaultVerdict, MemoryLaw
 
@@ -106,6 +107,8 @@ class SizeReport:
     warnings: list[str] = field(default_factory=list)
     replay: ReplayAnswer | None = None  # the allocator replay's answer (issue 20)
     law_max_batch: Tagged | None = None  # the law's largest batch (when the replay answers)
+    memory: ReservedAt | None = None  # the one memory answer at the shape (issue 28)
+    law_breakdown: tuple[tuple[str, Tagged], ...] = ()  # by the law's terms, at the shape
 
 
 def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
@@ -113,8 +116,9 @@ def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
          constants: UserConstants | None = None, alloc_conf: str = "") -> SizeReport:
     """Predicted peaks at (batch, seq), residency against the budget, the largest batch;
     ``constants``: the user's own sizing constants, judged beside the built-in defaults;
-    ``alloc_conf``: the ``PYTORCH_CUDA_ALLOC_CONF`` the run will have (the allocator
-    replay, where the certificate has one it trusts, answers for it)."""
+    ``alloc_conf``: the ``PYTORCH_CUDA_ALLOC_CONF`` the run will have. Reserved memory,
+    ``fits``, the budget share and the largest batch are the one memory answer every
+    command reads (:func:`afford.figures.reserved.reserved_at`)."""
     check_fraction(budget_fraction, "the budget fraction")
     law = find_law(cert, name, mode)
     extra, user_notes = (), []
@@ -123,37 +127,56 @@ def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
         extra = (mine,) if mine is not None else ()
         user_notes = [why] if why else []
     budget = budget_of(cert, budget_fraction)
-    mb = max_batch(law, {"s": seq}, budget.value, run) if budget else None
-    rep = replay_answer(law, seq, batch, budget.value if budget else None, alloc_conf, run)
+    mb = reserved.largest_batch(law, {"s": seq}, budget.value, run, alloc_conf) \
+        if budget else None
     b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
-    if batch is None and rep is not None and rep.used and rep.max_batch is not None:
-        b = max(int(rep.max_batch.value), 1)
-    pred = predict(law, {"s": seq, "B": b}, run)
+    mem = reserved.reserved_at(law, {"s": seq, "B": b}, run, alloc_conf)
+    rep = replay_answer(law, seq, b, budget.value if budget else None, alloc_conf, run)
+    pred = mem.prediction
     dev_mem = cert.environment.device_memory_bytes
-    budgeted = rep.budgeted if rep is not None and rep.used else pred.budgeted
+    budgeted = float(mem.budgeted.value)
     fits = None if budget is None else budgeted <= budget.value
     over = bool(dev_mem) and budgeted > dev_mem
     note = None
     if over:
         note = OOM_NOTE if law.device_type == "cuda" else \
             "exceeds host memory: pages to swap and slows down, or is killed"
-    share = module(budgeted / budget.value, "ratio", "predicted peak / budget") \
+    share = module(budgeted / budget.value, "ratio", f"budgeted peak ({mem.basis}) / budget") \
         if budget else None
     held_alloc, held_res = heldout_accuracy(law, run)
-    used = rep is not None and rep.used
+    law_mb = max_batch(law, {"s": seq}, budget.value, run) \
+        if budget and mem.source == "replay" else None
     return SizeReport(
         workload=law.workload, mode=law.mode, device=cert.environment.device_name,
         prediction=pred, batch_given=batch is not None, budget=budget,
         device_memory=measured(dev_mem, "B", f"{cert.environment.device_name}, {run}")
         if dev_mem else None, budget_share=share, fits=fits, over_device=over, note=note,
-        max_batch=rep.max_batch if used else mb,
-        comparisons=comparisons(law, pred, budget, extra), verdicts=verdicts(
+        max_batch=mb, comparisons=comparisons(law, pred, budget, extra), verdicts=verdicts(
             law, pred.dims, budget.value if budget else None, extra=extra),
         heldout_allocated=held_alloc, heldout_reserved=held_res,
-        warnings=list(pred.notes) + user_notes + ([] if budget else
-                                      ["device memory unknown: residency not judged"])
-        + (list(rep.notes) if rep is not None else []),
-        replay=rep, law_max_batch=mb if used else None)
+        warnings=list(mem.notes) + user_notes + ([] if budget else
+                                     ["device memory unknown: residency not judged"]),
+        replay=rep, law_max_batch=law_mb, memory=mem, law_breakdown=law_breakdown(mem))
+
+
+def law_breakdown(mem: ReservedAt) -> tuple[tuple[str, Tagged], ...]:
+    """Where the memory goes at the shape by the law's terms: the states counted after the
+    loop (weights, gradients and optimizer state together: the law does not split them),
+    the rest of the allocated peak (activations, temporaries, workspaces: the law's
+    activation and fixed terms), and the allocator's slack (budgeted reserved - allocated).
+    On a CPU the last is absent and the rest is of the peak RSS over the states."""
+    p = mem.prediction
+    states, alloc = float(p.states.value), float(mem.allocated.value)
+    rest = fitted(max(alloc - states, 0.0), "B", f"peak allocated - states; "
+                  f"{mem.allocated.source}", extrapolated=mem.allocated.extrapolated)
+    what = "activations, temporaries and workspaces" if mem.reserved is not None else \
+        "the rest of the peak RSS (activations, the interpreter and torch)"
+    out = [("states (parameters, gradients, optimizer state)", p.states), (what, rest)]
+    if mem.reserved is not None:
+        out.append(("allocator slack (reserved - allocated)", fitted(
+            max(float(mem.budgeted.value) - alloc, 0.0), "B", "budgeted reserved - peak "
+            f"allocated; {mem.budgeted.source}", extrapolated=mem.budgeted.extrapolated)))
+    return tuple(out)
 
 
 def replay_answer(law: MemoryLaw, seq: int, batch: int | None, budget: float | None,

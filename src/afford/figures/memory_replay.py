@@ -61,7 +61,7 @@ class ReplayAnswer:
         return self.max_batch_expandable if self.expandable else self.max_batch_native
 
 
-def _source(law: MemoryLaw, conf: str, run: str) -> str:
+def source(law: MemoryLaw, conf: str, run: str) -> str:
     rp = law.replay
     traced = ", ".join(f"{b}x{s}" for b, s in rp.traced)
     return (f"{law.workload} {law.mode}: allocator replay ({conf}) of the history learned at "
@@ -96,7 +96,7 @@ def max_batch(law: MemoryLaw, seq: int, budget_bytes: float, expandable: bool,
     n = mr.largest_batch(learned.model, seed, seq, budget_bytes / margin, expandable)
     conf = EXPANDABLE if expandable else "native"
     return fitted(n, "sequences", f"largest B with replayed reserved x {margin:.3f} <= "
-                  f"{budget_bytes:.0f} B at s={seq}; " + _source(law, conf, run),
+                  f"{budget_bytes:.0f} B at s={seq}; " + source(law, conf, run),
                   extrapolated=n > 4 * max(b for b, _ in law.replay.traced))
 
 
@@ -122,7 +122,7 @@ def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | No
     margin = 1.0 + law.replay.safety_margin
     budgeted = {e: res[e].peak_reserved_bytes * margin for e in (False, True)}
     fits = {e: (budgeted[e] <= budget_bytes if budget_bytes else None) for e in (False, True)}
-    src = {e: _source(law, EXPANDABLE if e else "native", run) for e in (False, True)}
+    src = {e: source(law, EXPANDABLE if e else "native", run) for e in (False, True)}
     extra = b * seq > 4 * max(x * y for x, y in law.replay.traced)
     try:
         brk = mr.breakdown_at(learned.model.trace(b, seq), seed, expandable)

@@ -317,6 +317,19 @@ def max_batch(law: MemoryLaw, shape: dict[str, int], budget_bytes: float, run: s
                   extrapolated=extra)
 
 
+def _with_default(law: MemoryLaw, dims: dict[str, int], params: float, constant: str,
+                  value: float) -> float:
+    """The law with one constant replaced by a default's, floored at 0 B: a default that
+    predicts no memory at all (the H200's negative fixed term on a model of a few MB) is
+    judged WRONG and optimistic, not refused as a broken law."""
+    f = law.allocated
+    bpp = value if constant == "bytes_per_param" else law.bytes_per_param
+    over = {} if constant == "bytes_per_param" else {constant: value}
+    got = f.predict(bpp * params + frozen_at(law, dims)[1], dims["B"], dims["s"], dims["d"],
+                    dims["L"], dims["H"], **over)
+    return max(got, 0.0) if math.isfinite(got) else got
+
+
 def formula_tag(defaults: Defaults, law: MemoryLaw, dims: dict[str, int], params: float
                 ) -> Tagged:
     """A default formula's peak at dims, MODULE (computed from cited constants)."""
@@ -354,8 +367,8 @@ def verdicts(law: MemoryLaw, target: dict[str, int], budget_bytes: float | None,
             value = getattr(dflt, c)
             out.append(judge(c, dflt.name, dflt.citation, default_value=value,
                              fitted_value=fits[c], fitted=fitted_at,
-                             default=lambda b, c=c, v=value: law_bytes(
-                                 law, {**target, "B": b}, params, **{c: v}),
+                             default=lambda b, c=c, v=value: _with_default(
+                                 law, {**target, "B": b}, params, c, v),
                              budgeted=budgeted, target=target, budget_bytes=budget_bytes,
                              tolerance=tolerance))
         if not dflt.formula:

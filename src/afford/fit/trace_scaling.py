@@ -256,8 +256,14 @@ def extra_slots(ref: OpTrace, other: OpTrace) -> list[int]:
     return [k for k in range(other.n_allocs) if k not in matched]
 
 
+Hypothesis = tuple[tuple[str, ...], tuple[float, ...], "float | None"]  # terms, coefs, cap
+
+
 class SizeLaw(BaseModel):
-    """One slot's size: ``sum(coef * B^i s^j)`` over ``terms``, rounded to a byte."""
+    """One slot's size: ``sum(coef * B^i s^j)`` over ``terms``, rounded to a byte; where the
+    traced sizes do not single out one law (:func:`fit_size`), the largest of the laws that
+    reproduce them (``alternatives``), so that a prediction never rests on the optimistic
+    one of two readings of the same evidence."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -269,12 +275,23 @@ class SizeLaw(BaseModel):
     n_points: int
     cap: float | None = Field(None, description="the size stops growing here: the largest "
                               "traced size, reached by the larger traced shapes")
+    alternatives: tuple[Hypothesis, ...] = Field(
+        (), description="(terms, coefs, cap) of the other laws that reproduce the traced "
+        "sizes as well as this one: the prediction is the largest of all")
+    offset: float = Field(0.0, description="bytes added to an inexact (least-squares) law: "
+                          "its largest under-prediction of a traced size")
 
     def predict(self, B: int, s: int) -> int:
-        v = sum(c * B ** TERMS[t][0] * s ** TERMS[t][1] for t, c in zip(self.terms, self.coefs))
-        if self.cap is not None:
-            v = min(v, self.cap)
+        v = _value(self.terms, self.coefs, self.cap, B, s) + self.offset
+        for terms, coefs, cap in self.alternatives:
+            v = max(v, _value(terms, coefs, cap, B, s))
         return max(0, int(round(v)))
+
+
+def _value(terms: Sequence[str], coefs: Sequence[float], cap: float | None, B: int, s: int
+           ) -> float:
+    v = sum(c * B ** TERMS[t][0] * s ** TERMS[t][1] for t, c in zip(terms, coefs))
+    return v if cap is None else min(v, cap)
 
 
 def _design(shapes: Sequence[tuple[int, int]], terms: Sequence[str]) -> np.ndarray:
@@ -295,9 +312,14 @@ def _solve(shapes: Sequence[tuple[int, int]], y: np.ndarray, terms: Sequence[str
 def fit_size(shapes: Sequence[tuple[int, int]], sizes: Sequence[int]) -> SizeLaw:
     """The shortest basis of :data:`BASES` that reproduces ``sizes`` exactly with
     non-negative coefficients; else such a basis over the shapes below the largest size,
-    capped there (:func:`_capped`); when none does, non-negative least squares over the
-    longest basis the shapes determine (``exact`` False). Memoised: the layers of a model
-    repeat the same sizes, so most slots share their fit."""
+    capped there (:func:`_capped`); else, when the sizes only admit readings without
+    evidence (an interpolating basis, capped laws whose rise is seen at too few shapes:
+    :func:`_cap_readings`), the first of them predicting the largest of all; when none
+    does, non-negative least squares over the longest basis the shapes determine (``exact``
+    False), raised by its worst under-prediction of a traced size. Never the optimistic one
+    of two readings: where bases agree at the traced shapes and not off them, the largest
+    predicts. Memoised: the layers of a model repeat the same sizes, so most slots share
+    their fit."""
     return _fit_size(tuple((int(B), int(s)) for B, s in shapes), tuple(int(v) for v in sizes))
 
 
@@ -313,23 +335,31 @@ def _fit_size(shapes: tuple[tuple[int, int], ...], sizes: tuple[int, ...]) -> Si
     got = _exact(shapes, y)
     if got is not None and not (got.interpolated and len(got.terms) > 1):
         return got
-    return _capped(shapes, y) or got or _nnls_fallback(shapes, y)
+    capped = _capped(shapes, y)
+    if capped is not None:
+        return capped
+    readings = ([got] if got is not None else []) + _cap_readings(shapes, y)
+    if readings:
+        return _hedged(readings)
+    return _nnls_fallback(shapes, y)
 
 
 def _exact(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
+    """The shortest basis that fits exactly (non-negative); the other bases as short that
+    fit too are its ``alternatives`` (they agree at the traced shapes, not off them)."""
     n = len(shapes)
     for k in range(1, n + 1):
         fits = []
         for terms in (b for b in BASES if len(b) == k):
             got = _solve(shapes, y, terms)
             if got is not None and got[1] <= EXACT_BYTES and np.all(got[0] >= -1e-9):
-                fits.append((terms, got[0]))
+                fits.append((terms, tuple(float(max(c, 0.0)) for c in got[0])))
         if fits:
             terms, coef = fits[0]
             distinct = len({tuple(r) for r in _design(shapes, terms)})
-            return SizeLaw(terms=terms, coefs=tuple(float(max(c, 0.0)) for c in coef),
-                           exact=True, interpolated=k >= distinct, ambiguous=len(fits) > 1,
-                           n_points=n)
+            return SizeLaw(terms=terms, coefs=coef, exact=True, interpolated=k >= distinct,
+                           ambiguous=len(fits) > 1, n_points=n,
+                           alternatives=tuple((t, c, None) for t, c in fits[1:]))
     return None
 
 
@@ -346,13 +376,59 @@ def _capped(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
     law = _exact([shapes[i] for i in below], y[below])
     if law is None or law.interpolated:
         return None
-    if any(_raw(law, *shapes[i]) < top - EXACT_BYTES for i in range(len(y)) if y[i] == top):
+    if not _reaches(law.terms, law.coefs, shapes, y, top):
         return None
-    return law.model_copy(update={"cap": top, "n_points": len(y)})
+    alts = tuple((t, c, top) for t, c, _ in law.alternatives if _reaches(t, c, shapes, y, top))
+    return law.model_copy(update={"cap": top, "n_points": len(y), "alternatives": alts})
 
 
-def _raw(law: SizeLaw, B: int, s: int) -> float:
-    return sum(c * B ** TERMS[t][0] * s ** TERMS[t][1] for t, c in zip(law.terms, law.coefs))
+def _reaches(terms: Sequence[str], coefs: Sequence[float], shapes: Sequence[tuple[int, int]],
+             y: np.ndarray, top: float) -> bool:
+    """The uncapped law is at least ``top`` at every shape whose size is ``top``."""
+    return all(_value(terms, coefs, None, *shapes[i]) >= top - EXACT_BYTES
+               for i in range(len(y)) if y[i] == top)
+
+
+def _cap_readings(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> list[SizeLaw]:
+    """Every reading of the sizes as a capped law that the traced shapes cannot confirm:
+    the shapes below the largest size passed through exactly by a basis (with as many terms
+    as those shapes determine; one shape below: any one-term basis through it) that,
+    uncapped, reaches the largest size at every shape that has it and passes it at one (so
+    the cap is what makes it fit). A staging buffer whose cap lies between two traced shapes
+    looks like this: its sizes below the cap are too few to say how it grows, and a
+    least-squares law (or an interpolating one) through all of them falls below the cap
+    between the shapes (issue 28). Each reading is marked interpolated (no evidence)."""
+    top = float(y.max())
+    below = [i for i in range(len(y)) if y[i] < top]
+    if not below:
+        return []
+    pts = [shapes[i] for i in below]
+    out = []
+    for terms in (b for b in BASES if len(b) <= len(below)):
+        got = _solve(pts, y[below], terms)
+        if got is None or got[1] > EXACT_BYTES or not np.all(got[0] >= -1e-9):
+            continue
+        coefs = tuple(float(max(c, 0.0)) for c in got[0])
+        if _reaches(terms, coefs, shapes, y, top) and _passes(terms, coefs, shapes, y, top):
+            out.append(SizeLaw(terms=terms, coefs=coefs, exact=True, interpolated=True,
+                               ambiguous=False, n_points=len(y), cap=top))
+    return out
+
+
+def _passes(terms: Sequence[str], coefs: Sequence[float], shapes: Sequence[tuple[int, int]],
+            y: np.ndarray, top: float) -> bool:
+    """The uncapped law passes ``top`` at some shape whose size is ``top``: capping it is
+    what makes it fit (else it is an exact law, no capped reading)."""
+    return any(_value(terms, coefs, None, *shapes[i]) > top + EXACT_BYTES
+               for i in range(len(y)) if y[i] == top)
+
+
+def _hedged(readings: list[SizeLaw]) -> SizeLaw:
+    """The first reading, predicting the largest of all of them at any shape."""
+    first, rest = readings[0], readings[1:]
+    alts = list(first.alternatives) + [(r.terms, r.coefs, r.cap) for r in rest]
+    return first.model_copy(update={"alternatives": tuple(alts),
+                                    "ambiguous": first.ambiguous or bool(rest)})
 
 
 def _nnls_fallback(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw:
@@ -367,8 +443,10 @@ def _nnls_fallback(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw:
             continue
         scale = np.linalg.norm(a, axis=0)
         coef = nnls(a / scale, y)[0] / scale
+        under = float(np.max(y - a @ coef))  # the worst under-prediction of a traced size
         return SizeLaw(terms=terms, coefs=tuple(float(c) for c in coef), exact=False,
-                       interpolated=len(terms) >= n, ambiguous=False, n_points=n)
+                       interpolated=len(terms) >= n, ambiguous=False, n_points=n,
+                       offset=max(0.0, under))
     raise AssertionError("the constant basis is always determined")
 
 
@@ -401,8 +479,9 @@ class TraceModel(BaseModel):
         return self.trace(B, s).events(key_base)
 
     def summary(self) -> dict[str, int]:
-        """How many slots took each basis, and how many were inexact, interpolated or
-        ambiguous."""
+        """How many slots took each basis, and how many were inexact, capped, interpolated,
+        ambiguous, or hedged (predicting the largest of several readings, or a least-squares
+        law raised to its worst under-prediction)."""
         out: dict[str, int] = {}
         for law in self.laws:
             key = "+".join(law.terms)
@@ -411,6 +490,7 @@ class TraceModel(BaseModel):
         out["capped"] = sum(law.cap is not None for law in self.laws)
         out["interpolated"] = sum(law.interpolated and law.terms != ("1",) for law in self.laws)
         out["ambiguous"] = sum(law.ambiguous for law in self.laws)
+        out["hedged"] = sum(bool(law.alternatives) or law.offset > 0 for law in self.laws)
         return out
 
 

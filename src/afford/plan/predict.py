@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from afford import figures
 from afford.constants import MEMORY_FRACTION
 from afford.errors import InputError
+from afford.figures import memory as fm
+from afford.figures import reserved
 from afford.figures import time as ft
 from afford.plan import chunk as chunkmod
 from afford.plan import planner
@@ -26,6 +28,7 @@ from afford.plan.derive import derive, num
 from afford.plan.result import ChunkRow, MemoryBudget
 from afford.provenance import Tagged, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
+from afford.schema.memory import MemoryLaw
 from afford.schema.platform import Platform
 
 PREDICT_SCHEMA = "afford.predict/1"
@@ -47,6 +50,10 @@ class PredictRow(_Frozen):
     step_why: str = ""
     memory_why: str = ""
     time_verdict: str | None = None
+    memory_basis: str = Field("", description="what the projected reserved is: the one "
+                              "memory answer's basis (afford.figures.reserved)")
+    memory_other: Tagged | None = Field(None, description="the other memory model's reserved "
+                                        "bytes, where the two disagree beyond their errors")
 
 
 class PredictResult(_Frozen):
@@ -68,16 +75,22 @@ class PredictResult(_Frozen):
 
 def predict(cert: Certificate, *, batch: int, seq: int, workloads: list[str] | None = None,
             mode: str | None = None, platform: Platform | None = None,
-            memory_fraction: float | None = None) -> PredictResult:
+            memory_fraction: float | None = None, alloc_conf: str = "") -> PredictResult:
     """The figures of each workload (default: every one in the certificate, in ``mode``
-    where given) at (``batch``, ``seq``)."""
+    where given) at (``batch``, ``seq``). A workload whose memory the certificate measured
+    in ``mode`` but whose step time it did not gets a row of memory only, saying so.
+    ``alloc_conf``: the run's ``PYTORCH_CUDA_ALLOC_CONF``, as ``afford size`` takes it (the
+    two read one memory answer)."""
     if batch < 1 or seq < 1:
         raise InputError("--batch and --seq must be positive whole numbers")
     g = planner._Gather()
     results = _results(cert, workloads, mode)
     memory = _budget(cert, platform, memory_fraction, g)
     chunk = _chunk(platform)
-    rows = tuple(_row(cert, r, batch, seq, memory, chunk) for r in results)
+    rows = tuple(_row(cert, r, batch, seq, memory, chunk, alloc_conf)
+                 if isinstance(r, WorkloadResult) else
+                 _memory_row(cert, r, batch, seq, memory, chunk, alloc_conf)
+                 for r in results)
     notes = []
     if platform is None:
         notes.append("no platform given (--platform): steps per chunk need its session cap")
@@ -99,14 +112,53 @@ def predict(cert: Certificate, *, batch: int, seq: int, workloads: list[str] | N
 
 
 def _results(cert: Certificate, workloads: list[str] | None, mode: str | None
-             ) -> list[WorkloadResult]:
+             ) -> list[WorkloadResult | MemoryLaw]:
+    """The timed results asked for; where ``mode`` names a mode the memory stage measured
+    and the time sweep did not, the memory law in its place."""
     if workloads:
-        return [ft.find_workload(cert, w, mode) for w in workloads]
+        return [_timed_or_law(cert, w, mode) for w in workloads]
     got = [r for r in cert.workloads if mode is None or r.mode == mode]
+    if not got and mode is not None:
+        got = [x for x in fm.laws(cert) if x.mode == mode]
     if not got:
         have = ", ".join(sorted({r.mode for r in cert.workloads})) or "none"
         raise InputError(f"the certificate has no workload in mode {mode}; its modes: {have}")
     return got
+
+
+def _timed_or_law(cert: Certificate, name: str, mode: str | None
+                  ) -> WorkloadResult | MemoryLaw:
+    try:
+        return ft.find_workload(cert, name, mode)
+    except InputError:
+        law = fm.law_or_none(cert, name, mode) if mode is not None else None
+        if law is None:
+            raise
+        return law
+
+
+def _memory_row(cert: Certificate, law: MemoryLaw, batch: int, seq: int,
+                memory: MemoryBudget | None, chunk: Tagged | None, alloc_conf: str
+                ) -> PredictRow:
+    """A workload the memory stage measured in this mode and the time sweep did not: its
+    memory answer, and the time side saying plainly that this mode's time was not
+    measured."""
+    timed = sorted({r.mode for r in cert.workloads if r.name == law.workload})
+    why = (f"{law.mode} time was not measured: the certificate timed {law.workload} in "
+           f"{', '.join(timed)} only (its memory stage measured {law.mode})" if timed else
+           f"{law.mode} time was not measured: the certificate's time sweep has no "
+           f"{law.workload} (its memory stage measured it)")
+    shape = {**law.base_shape, law.dim_keys["B"]: batch, law.dim_keys["s"]: seq}
+    ans = reserved.reserved_at(law, shape, run_label(cert), alloc_conf)
+    res = ans.budgeted if ans.reserved is not None else None
+    row = chunkmod.chunk_row(workload=law.workload, mode=law.mode, sweep_param=law.dim_keys["s"],
+                             value=seq, step=None, allocated=ans.allocated, reserved=res,
+                             memory=memory, chunk_seconds=chunk, is_run=True,
+                             tokens_per_step=module(batch * seq, "tokens", "batch x seq"),
+                             note=why)
+    return PredictRow(workload=law.workload, mode=law.mode, shape=shape, row=row,
+                      step_why=why, memory_basis=ans.basis,
+                      memory_other=ans.other.reserved if ans.other else None)
 
 
 def _budget(cert, platform: Platform | None, fraction: float | None, g) -> MemoryBudget | None:
@@ -135,7 +187,8 @@ def _chunk(platform: Platform | None) -> Tagged | None:
 
 
 def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
-         memory: MemoryBudget | None, chunk: Tagged | None) -> PredictRow:
+         memory: MemoryBudget | None, chunk: Tagged | None, alloc_conf: str = ""
+         ) -> PredictRow:
     bk, sk = ft.shape_keys(r)
     verdict = r.time.verdict.label if r.time is not None and r.time.verdict else None
     if bk is None or sk is None:
@@ -146,13 +199,15 @@ def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
     shape = {**fam, bk: batch, sk: seq}
     at = ft.step_at(cert, r.name, shape, r.mode)
     where = f"{r.name} {r.mode} at {ft.shape_label(shape)}, {run_label(cert)}"
+    ans = None
     if at.point is not None:
         alloc, res = figures.point_peaks(at.point, where)
         tokens = module(at.point.tokens_per_step, "tokens", f"the workload's tokens per "
                         f"step, {where}") if at.point.tokens_per_step is not None else None
-    else:
-        pm = figures.predicted_memory(cert, r.name, shape, r.mode)
-        alloc, res = pm if pm is not None else (None, None)
+    else:  # the one memory answer, as afford size gives it (issue 28)
+        ans = figures.memory_answer(cert, r.name, shape, r.mode, alloc_conf)
+        alloc, res = (ans.allocated, ans.budgeted if ans.reserved is not None else None) \
+            if ans is not None else (None, None)
         tokens = None
     tokens = tokens or ft.tokens_at(r, shape)
     mem_why = "" if alloc is not None or res is not None else \
@@ -168,4 +223,5 @@ def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
                      tokens, at.step)
     return PredictRow(workload=r.name, mode=r.mode, shape=shape, row=row,
                       tokens_per_second=tps, step_why=at.why, memory_why=mem_why,
-                      time_verdict=verdict)
+                      time_verdict=verdict, memory_basis=ans.basis if ans else "",
+                      memory_other=ans.other.reserved if ans and ans.other else None)

@@ -25,18 +25,8 @@ def size_tables(r: SizeReport) -> list:
     main = Table(show_header=False)
     main.add_column("quantity")
     main.add_column("value", overflow="fold")
-    cpu = p.reserved is None
-    replay = r.replay is not None and r.replay.used
-    law = " (memory law)" if replay else ""
-    rows = [("parameters", fmt(p.params)), ("states (weights, grads, optimizer)", fmt(p.states)),
-            ("peak RSS" if cpu else "peak allocated" + law, fmt(p.allocated))]
-    if not cpu:
-        rows += [("peak reserved" + law, fmt(p.reserved)),
-                 ("reserved / allocated used" + law, fmt(p.ratio))]
-    if replay:  # the allocator replay answers residency (issue 20)
-        rows += [(f"peak reserved (allocator replay, "
-                  f"{r.replay.alloc_conf or 'native allocator'}: answers)",
-                  fmt(r.replay.reserved))]
+    rows = [("parameters", fmt(p.params)), ("states (weights, grads, optimizer)", fmt(p.states))]
+    rows += answer_rows(r)
     rows += [("device memory", fmt(r.device_memory)),
              ("budget", fmt(r.budget)), ("share of budget", fmt(r.budget_share)),
              ("fits", _yes_no(r.fits) + (f" ({r.note})" if r.note else "")),
@@ -45,8 +35,51 @@ def size_tables(r: SizeReport) -> list:
               + (f"; reserved {fmt(r.heldout_reserved)}" if r.heldout_reserved else ""))]
     for k, v in rows:
         main.add_row(k, v)
-    return [Text(title), main, comparison_table(r),
-            verdict_table(r.verdicts, "verdicts at this shape")]
+    out = [Text(title), main]
+    if r.law_breakdown and (r.replay is None or r.replay.breakdown is None):
+        out.append(law_breakdown_table(r))
+    return out + [comparison_table(r), verdict_table(r.verdicts, "verdicts at this shape")]
+
+
+def law_breakdown_table(r: SizeReport) -> Table:
+    """Where the memory goes at the asked shape by the law's terms (no allocator replay to
+    class every block: the states are not split into weights, gradients and optimizer
+    state)."""
+    d = r.prediction.dims
+    t = Table(title=f"where the memory goes at the peak (batch {d['B']} x seq {d['s']}, by "
+              "the memory law's terms)", title_justify="left")
+    for col in ("class", "bytes", "share of the peak"):
+        t.add_column(col, overflow="fold")
+    total = sum(float(v.value) for _, v in r.law_breakdown)
+    for label, v in r.law_breakdown:
+        t.add_row(label, fmt(v), fmt(module(float(v.value) / total, "ratio",
+                                            "class / budgeted peak")) if total > 0 else "-")
+    return t
+
+
+MODEL_NAME = {"replay": "allocator replay", "law": "memory law"}
+
+
+def answer_rows(r: SizeReport) -> list[tuple[str, str]]:
+    """The one memory answer (issue 28): its figures and error, the other model where the
+    two disagree, what residency is budgeted on; the law's own figures beside a replay."""
+    p, m = r.prediction, r.memory
+    if m.reserved is None:  # a CPU
+        return [("peak RSS", fmt(m.allocated))]
+    src = MODEL_NAME[m.source]
+    rows = [(f"peak allocated ({src})", fmt(m.allocated)),
+            (f"peak reserved ({src}: answers)", fmt(m.reserved)
+             + (f"; held-out error {fmt(m.error)}" if m.error is not None else ""))]
+    if m.other is not None:
+        rows.append((f"peak reserved ({MODEL_NAME[m.other.model]}: disagrees beyond the "
+                     "errors)", fmt(m.other.reserved) + (
+                         f"; held-out error {fmt(m.other.error)}" if m.other.error else "")))
+    rows.append(("reserved budgeted (fits and share)", f"{fmt(m.budgeted)}: {m.basis}"))
+    if m.source == "replay":
+        rows += [("peak allocated (memory law)", fmt(p.allocated)),
+                 ("peak reserved (memory law)", fmt(p.reserved)),
+                 ("reserved / allocated used (memory law)", fmt(p.ratio))]
+    return rows
 
 
 def comparison_table(r: SizeReport) -> Table:

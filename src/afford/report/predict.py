@@ -10,7 +10,7 @@ from rich.text import Text
 from afford.plan.predict import PredictResult
 from afford.report.model import Table
 from afford.report.plan import Block, _draw, _lines, _yes
-from afford.report.terminal import LEGEND
+from afford.report.terminal import LEGEND, fmt
 
 COLUMNS = ("workload", "mode", "shape", "step", "tokens/s", "steps/chunk", "steps/h",
            "allocated", "proj. reserved", "of budget", "fits")
@@ -34,6 +34,9 @@ def predict_blocks(p: PredictResult) -> list[Block]:
         mem = r.projected_reserved_bytes or r.allocated_bytes
         sources.append((f"{x.workload} ({x.mode})", "memory",
                         mem.source if mem is not None else x.memory_why))
+        if x.memory_other is not None:  # the other model, where the two disagree
+            sources.append((f"{x.workload} ({x.mode})", "memory, other model",
+                            f"{fmt(x.memory_other)}: {x.memory_other.source}"))
     right = tuple(c for c in COLUMNS if c not in ("workload", "mode", "shape", "fits"))
     title = f"predicted at batch {p.batch}, seq {p.seq}" + \
         (f" on platform {p.platform}" if p.platform else "")
