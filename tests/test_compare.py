@@ -195,7 +195,8 @@ def test_a_certificate_with_a_time_model_reproduces_itself_within_5_percent(tmp_
     check = res.checks[0]
     assert res.verdict == compare.REPRODUCES and check.law.startswith("step-time model t = max(")
     shapes = [p.shape for p in check.points]
-    assert len(shapes) == 10 and "2 x 16384" in shapes and "64 x 1024" in shapes
+    # 4 sweep + 4 across (1 x 16384: the fused design's long sequence) + 3 held out
+    assert len(shapes) == 11 and "1 x 32768" in shapes and "64 x 1024" in shapes
     assert all(p.error.value == 0 and p.predicted.tag is Tag.MEASURED for p in check.points)
     floor = next(p for p in check.points if p.shape == "8 x 1024")
     assert floor.floor and floor.within
