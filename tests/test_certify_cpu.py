@@ -67,15 +67,16 @@ def test_first_loss_is_at_chance_for_tinylm(cpu_cert: Certificate):
 
 
 def test_the_time_design_is_measured_beside_the_sweep(cpu_cert: Certificate):
-    """tinylm (batch 4) at seq 16, 32, 64 on a CPU: three shapes across, three held out,
-    FLOPs counted once per fitted shape by child 0, the model fitted and its held-out errors
-    kept."""
+    """tinylm (batch 4) at seq 16, 32, 64 on a CPU: its attention is fused (SDPA), so four
+    shapes across (the last a long sequence at batch 1, 2x the longest), three held out (the
+    sequence one at 4x the longest, batch 1), FLOPs counted once per fitted shape by child 0,
+    the model fitted and its held-out errors kept."""
     tiny = next(w for w in cpu_cert.workloads if w.name == "tinylm")
     t = tiny.time
     assert [p.role for p in tiny.points] == ["sweep"] * 3
-    assert [(p.role, p.batch, p.seq) for p in tiny.design_points[:6]] == [
-        ("across", 1, 32), ("across", 16, 16), ("across", 8, 32),
-        ("held_out_interpolated", 4, 48), ("held_out_seq", 1, 128), ("held_out_batch", 32, 8)]
+    assert [(p.role, p.batch, p.seq) for p in tiny.design_points[:7]] == [
+        ("across", 1, 32), ("across", 16, 16), ("across", 8, 32), ("across", 1, 128),
+        ("held_out_interpolated", 4, 48), ("held_out_seq", 1, 256), ("held_out_batch", 32, 8)]
     for p in tiny.points + tiny.design_points:
         counted = [k for k in p.children if k.flops is not None]
         if p.held_out:  # predicted from the scaling laws: never counted

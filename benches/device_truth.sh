@@ -1,0 +1,48 @@
+#!/bin/bash
+# One device call (the time and memory truth bench): for each SPEC, `afford certify -w SPEC`
+# (with its AFFORD_TIMELINE and wall time), then benches/step_truth.py at the shapes that
+# truth_shapes takes from that certificate, each in a fresh process. Everything lands in
+# $OUT/truth.tar.gz, re-packed after each step so a call cut short keeps what it measured.
+#   bash benches/device_truth.sh [--tests] [--default N] SPEC...
+# --tests: the cuda-marked tests first; --default N: N timed runs of the default certify.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
+r=/tmp/truth; mkdir -p $r; log=$r/log.txt
+pack() { tar czf "$OUT/truth.tar.gz" -C $r . ; cp $log "$OUT/log.txt"; }
+now() { python3 -c 'import time; print(time.time())'; }
+since() { python3 -c "import time; print('%.1f' % (time.time() - $1))"; }
+{ date -u +%FT%TZ; git rev-parse HEAD 2>/dev/null; git status --porcelain 2>/dev/null | head -5
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
+} >>$log 2>&1
+if [ "${1:-}" = --tests ]; then
+  shift; t0=$(now)
+  python3 -m pytest -q -m cuda -p no:cacheprovider tests >$r/pytest-cuda.txt 2>&1
+  echo "cuda tests rc=$? wall $(since $t0) s: $(tail -1 $r/pytest-cuda.txt)" | tee -a $log
+  pack
+fi
+if [ "${1:-}" = --default ]; then
+  n=$2; shift 2
+  for i in $(seq 1 "$n"); do
+    t0=$(now)
+    AFFORD_TIMELINE=$r/tl-default-$i.jsonl python3 -m afford certify \
+      --out $r/cert-default-$i.json >>$log 2>&1
+    echo "default certify run $i rc=$? wall $(since $t0) s" | tee -a $log
+    pack
+  done
+fi
+for spec in "$@"; do
+  name=$(echo "$spec" | tr ':@+=' '____')
+  t0=$(now)
+  AFFORD_TIMELINE=$r/tl-$name.jsonl python3 -m afford certify -w "$spec" \
+    --out $r/cert-$name.json >>$log 2>&1
+  echo "$spec certify rc=$? wall $(since $t0) s" | tee -a $log
+  pack
+  t0=$(now)
+  python3 benches/step_truth.py "$spec" --cert $r/cert-$name.json \
+    --out $r/truth-$name.jsonl >>$log 2>&1
+  echo "$spec truth rc=$? wall $(since $t0) s" | tee -a $log
+  pack
+done
