@@ -3,8 +3,9 @@
 # (with its AFFORD_TIMELINE and wall time), then benches/step_truth.py at the shapes that
 # truth_shapes takes from that certificate, each in a fresh process. Everything lands in
 # $OUT/truth.tar.gz, re-packed after each step so a call cut short keeps what it measured.
-#   bash benches/device_truth.sh [--tests] [--default N] SPEC...
-# --tests: the cuda-marked tests first; --default N: N timed runs of the default certify.
+#   bash benches/device_truth.sh [--tests [K]] [--default N] [=]SPEC...
+# --tests: the cuda-marked tests first (those matching -k K where K is given, K not a spec);
+# --default N: N timed runs of the default certify; =SPEC: certify SPEC only, no truth.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -18,8 +19,9 @@ since() { python3 -c "import time; print('%.1f' % (time.time() - $1))"; }
   python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
 } >>$log 2>&1
 if [ "${1:-}" = --tests ]; then
-  shift; t0=$(now)
-  python3 -m pytest -q -m cuda -p no:cacheprovider tests >$r/pytest-cuda.txt 2>&1
+  shift; t0=$(now); k=()
+  case "${1:-}" in ""|--*|=*|*:*) ;; *) k=(-k "$1"); shift ;; esac
+  python3 -m pytest -q -m cuda -p no:cacheprovider "${k[@]}" tests >$r/pytest-cuda.txt 2>&1
   echo "cuda tests rc=$? wall $(since $t0) s: $(tail -1 $r/pytest-cuda.txt)" | tee -a $log
   pack
 fi
@@ -33,13 +35,15 @@ if [ "${1:-}" = --default ]; then
     pack
   done
 fi
-for spec in "$@"; do
+for arg in "$@"; do
+  spec=${arg#=}
   name=$(echo "$spec" | tr ':@+=' '____')
   t0=$(now)
   AFFORD_TIMELINE=$r/tl-$name.jsonl python3 -m afford certify -w "$spec" \
     --out $r/cert-$name.json >>$log 2>&1
   echo "$spec certify rc=$? wall $(since $t0) s" | tee -a $log
   pack
+  [ "$arg" != "$spec" ] && continue
   t0=$(now)
   python3 benches/step_truth.py "$spec" --cert $r/cert-$name.json \
     --out $r/truth-$name.jsonl >>$log 2>&1

@@ -48,8 +48,8 @@ def parse_shape(text: str) -> tuple[int, int]:
 
 def truth_shapes(top_tokens: int, top_seq: int, seq_multiple: int = 64
                  ) -> list[tuple[int, int]]:
-    """Shapes a user would plan with, from a certificate's largest fitted token count
-    ``top_tokens`` and its longest fitted sequence ``top_seq``: short sequences at small
+    """Shapes a user would plan with, from the largest token count ``top_tokens`` and the
+    longest sequence ``top_seq`` of a certificate's sweep: short sequences at small
     and large batches (the launch floor and past it), sequences between and beyond the
     fitted ones, up to 4x ``top_tokens`` and, at batch 1, 8x ``top_seq``. Sorted by tokens;
     sequences rounded to ``seq_multiple``."""
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--shape", action="append", default=[], type=parse_shape)
     ap.add_argument("--cert", type=Path, help="take the shapes from this certificate "
-                    "(truth_shapes of its largest fitted tokens and longest fitted seq)")
+                    "(truth_shapes of its sweep's largest tokens and longest sequence)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--mode", default="bf16")
     ap.add_argument("--device-class", default="large-gpu")
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return _worker(a.spec, a.mode, a.device_class)
     shapes = list(a.shape)
     if a.cert:
-        shapes += truth_shapes(*fitted_top(a.cert, a.mode))
+        shapes += truth_shapes(*sweep_top(a.cert, a.mode))
     if not shapes or a.out is None:
         ap.error("give --out and --shape BxS (or --cert)")
     run(a.spec, shapes, a.out, mode=a.mode, device_class=a.device_class, warm=a.warm,
@@ -226,16 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def fitted_top(cert_path: Path, mode: str) -> tuple[int, int]:
-    """The largest token count and the longest sequence among the shapes the certificate's
-    (single) workload fitted its step-time model on, in ``mode``."""
+def sweep_top(cert_path: Path, mode: str) -> tuple[int, int]:
+    """The largest token count and the longest sequence of the certificate's sweep (the
+    shapes its user asked for), of its (single) workload in ``mode``."""
     from afford.schema.cert import load_certificate
 
     cert = load_certificate(cert_path)
     r = next(x for x in cert.workloads if x.mode == mode)
-    pts = [p for p in r.time.model.points] if r.time and r.time.model else []
+    pts = [p for p in r.points if p.batch and p.seq]
     if not pts:
-        raise SystemExit(f"{cert_path}: no fitted step-time points in {mode}")
+        raise SystemExit(f"{cert_path}: no sweep points with a batch and a sequence in {mode}")
     return (int(max(p.batch * p.seq for p in pts)), int(max(p.seq for p in pts)))
 
 

@@ -78,3 +78,26 @@ def test_profiled_steps_of_a_real_workload_on_cuda():
     for s in sides:
         assert 0 < s["busy_seconds"] <= s["span_seconds"]
     assert all(s["host_seconds"] > 0 for s in sides[:-1])
+
+
+@pytest.mark.cuda
+def test_a_child_profiles_after_it_has_timed_every_point():
+    """The profiler slows every later launch of its process, so a child times all its
+    points first, then profiles each once more (rebuilt), and the parent merges the device
+    side into the point's record."""
+    from afford.measure.children import run_child
+    from afford.measure.timing import rule_for
+
+    items = [{"key": f"tinylm|bf16|{s}", "workload": "tinylm", "mode": "bf16", "value": s}
+             for s in (128, 256)]
+    events = []
+    got = run_child(2, items, device="cuda", device_class="large-gpu",
+                    rule=rule_for("quick"), seed=0, on_event=events.append,
+                    options={"profile": True})
+    kinds = [e["event"] for e in events]
+    assert kinds.count("point") == 2 and "device" not in kinds  # merged, never passed on
+    for it in items:
+        rec = got[it["key"]]["record"]
+        assert rec.get("median_seconds") and rec.get("device_error") is None
+        assert len(rec["device_steps"]) == 3
+        assert all(0 < d["busy_seconds"] <= d["span_seconds"] for d in rec["device_steps"])

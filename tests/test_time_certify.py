@@ -10,7 +10,7 @@ import pytest
 
 from afford.certify.step_time import (child_options, fit_time_model, plan_design,
                                       plan_extension, refit_law, settle)
-from afford.fit.time_design import static_design
+from afford.fit.time_design import long_factors, static_design
 from afford.fit.time_noise import disagreement, time_verdict
 from afford.schema.cert import load_certificate
 from tests.time_fakes import FakeRounds, law, shape_of, sweep, tinylm_large
@@ -61,12 +61,17 @@ def test_a_base_batch_below_four_still_holds_out_twice_the_sequence_and_says_why
 
 
 def test_a_fused_design_adds_the_long_sequences_within_its_tokens():
-    d = static_design(8, [256, 512, 1024], fused=True)
-    assert (1, 2048, "across") in [(p.batch, p.seq, p.role) for p in d.across]
-    assert [(p.batch, p.seq) for p in d.held_out if p.role == "held_out_seq"] == [(1, 4096)]
+    d = static_design(8, [256, 512, 1024], fused=True)  # 8 x 1024 tokens: 4x fitted, 8x out
+    assert (1, 4096, "across") in [(p.batch, p.seq, p.role) for p in d.across]
+    assert [(p.batch, p.seq) for p in d.held_out if p.role == "held_out_seq"] == [(1, 8192)]
+    four = static_design(4, [16, 32, 64], fused=True)  # 8 x 64 > the 256 tokens: 2x, 4x
+    assert (1, 128, "across") in [(p.batch, p.seq, p.role) for p in four.across]
+    assert [(p.batch, p.seq) for p in four.held_out if p.role == "held_out_seq"] == [(1, 256)]
     small = static_design(2, [32, 64, 128], fused=True)  # 4 x 128 > the 256 tokens
     assert not any(p.role == "held_out_seq" for p in small.held_out)
     assert any(n.startswith("held_out_seq 1 x 512") and "tokens" in n for n in small.notes)
+    assert long_factors(1024, 8192) == (4, 8)
+    assert long_factors(8192, 65536) == (2, 4)  # 8 x 8192 is past LONG_SEQ_CAP
     plain = static_design(8, [256, 512, 1024])  # materialised scores: the B*s^2 envelope
     assert not any(p.seq > 2048 for p in plain.across + plain.held_out)
 
@@ -99,9 +104,10 @@ def test_a_workload_without_dims_keeps_one_axis_and_holds_out_from_five_points()
 
 def test_child_options_spread_the_extra_work():
     assert child_options(0, 0, 3, True) == {"count_flops": True, "synced": False,
-                                             "profile": True}
+                                             "profile": False}
     assert child_options(1, 0, 3, True) == {"count_flops": False, "synced": True,
-                                             "profile": True}
+                                             "profile": False}
+    assert child_options(2, 0, 3, True)["profile"] is True  # the last child profiles
     assert child_options(1, 0, 3, False)["profile"] is False  # a CPU has no device side
     assert child_options(1, 0, 3, False)["synced"] is False  # a CPU: one clock
     assert child_options(3, 3, 1, True) == {"count_flops": True, "synced": False,

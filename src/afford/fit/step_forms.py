@@ -11,9 +11,10 @@ device's work W, which grows with the counted work of the step::
     sum:         t = F + W                       (host and device never overlap; no w0)
     smooth_max:  t = (F^k + W^k)^(1/k), 1 <= k <= 50   (k = 1 is sum, large k is max)
 
-Every coefficient is >= 0 (a second per FLOP cannot be negative), ``w_gemm`` and
-``w_attn`` at least ``1 / gemm_rate`` when a FLOP/s ceiling is given (attention's matrix
-products run on the same units as the GEMMs, no faster). Fits minimise relative residuals
+Every coefficient is >= 0 (a second per FLOP cannot be negative), ``w_gemm`` at least
+``1 / gemm_rate`` when a FLOP/s ceiling is given and ``w_attn`` at least half that
+(attention's matrix products run on the same units as the GEMMs, no faster, but a causal
+kernel does only half the FLOPs counted for it: ``BOUND_SHARE``). Fits minimise relative residuals
 (pred / measured - 1), each weighted by ``SIGMA_FLOOR / max(sigma, SIGMA_FLOOR)`` where
 sigma is the point's relative uncertainty (half its children's spread), so a point whose
 children disagree counts less.
@@ -51,6 +52,12 @@ RIDGE = 1e-6  # pulls an unidentified split of the work to the prior; negligible
 COLLINEAR = 1e-6  # a column within this relative norm of the span of earlier ones is dropped
 SIGMA_FLOOR = 0.01  # relative uncertainty below which points weigh the same (the protocol's 1 %)
 SMOOTH_K = (1.0, 50.0)
+# The share of its counted FLOPs a column must run at the ceiling's rate, at least. Attention
+# is counted as the full s x s square (torch's FlopCounterMode: "we aren't accounting for
+# causal attention"); a causal kernel skips the masked half, so a counted attention FLOP
+# can cost half a GEMM FLOP (measured on an H200: 1.03e-15 s per counted FLOP at batch 1 x
+# 16384, where 1 / the bf16 ceiling is 1.34e-15 s).
+BOUND_SHARE = {"gemm_flops": 1.0, "attn_flops": 0.5}
 
 
 @dataclass
@@ -130,7 +137,7 @@ def design(rows: Sequence[dict], seconds: np.ndarray, sigma: np.ndarray,
     for name in ("gemm_flops", "attn_flops") if gemm_rate else ():
         if name in cols:  # attention runs on the same matrix units: no faster either
             i = cols.index(name)
-            lb[i] = scale[i] / gemm_rate / ys
+            lb[i] = scale[i] * BOUND_SHARE[name] / gemm_rate / ys
     penalty = prior_rows(cols, scale)
     return _Design(cols, X, scale, y / ys, ys, weights(np.asarray(sigma, dtype=float)), lb,
                    penalty, dropped)

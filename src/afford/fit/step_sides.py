@@ -7,9 +7,10 @@ The host enqueues a step's kernels asynchronously, so a pipelined warm step cost
 - **device**: the busy time a profiler reads per step (:mod:`afford.measure.device_time`),
   smooth in the shape even where the wall step sits on the launch floor. It is fitted with
   the forms of :mod:`afford.fit.step_forms` over the counted work (GEMM and attention FLOPs,
-  or the shape), each coefficient bounded by the certificate's measured ceilings (a GEMM or
-  attention FLOP costs at least ``1 / gemm_rate``): a fit that needs a coefficient beyond a
-  bound is refitted at the bound and says so, never used as it was. Its floor is the
+  or the shape), each coefficient bounded by the certificate's measured ceilings (a GEMM
+  FLOP costs at least ``1 / gemm_rate``, a counted attention FLOP half that: a causal kernel
+  skips the masked half of the square the count assumes): a fit that needs a coefficient
+  beyond a bound is refitted at the bound and says so, never used as it was. Its floor is the
   device's own (small kernels that do not fill the card), and the leave-one-out error on the
   busy times chooses the form.
 - **gap**: what a device-bound step pays beyond its busy time, per kernel boundary: read
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afford.fit.step_forms import NEW_FORMS, evaluate, feature_rows, fit_forms
+from afford.fit.step_forms import BOUND_SHARE, NEW_FORMS, evaluate, feature_rows, fit_forms
 from afford.fit.step_time import StepPoint, choose_form
 from afford.fit.stats import median, r2_score
 from afford.schema.step_time import (CandidateFit, DeviceLaw, FeatureScaling, HostSide,
@@ -87,15 +88,16 @@ def bound_notes(params: dict[str, float], gemm_rate: float | None) -> list[str]:
     FLOP cheaper than the measured matrix ceiling allows."""
     if not gemm_rate:
         return []
-    floor = 1.0 / gemm_rate
     out = []
-    for key, what in (("w_gemm", "GEMM"), ("w_attn", "attention")):
+    for key, what, col in (("w_gemm", "GEMM", "gemm_flops"),
+                           ("w_attn", "counted attention", "attn_flops")):
+        floor = BOUND_SHARE[col] / gemm_rate
         v = params.get(key, 0.0)
         if 0 < v < floor * (1 - BOUND_SLACK):
             out.append(f"the unbounded fit needs a {what} FLOP to cost {v:.3g} s, "
                        f"{floor / v:.3g}x less than the measured ceiling allows "
-                       f"(1 / {gemm_rate:.3g} FLOP/s = {floor:.3g} s): refused, refitted "
-                       "at the bound")
+                       f"({BOUND_SHARE[col]:g} / {gemm_rate:.3g} FLOP/s = {floor:.3g} s): "
+                       "refused, refitted at the bound")
     return out
 
 
@@ -114,8 +116,9 @@ def fit_device(points: Sequence[SidePoint], rows: Sequence[dict],
         free = _device_candidates(rows, busy, x, None, with_loo=False)
         for c in free.values():
             bounds += [f"{c.form}: {b}" for b in bound_notes(c.params, gemm_rate)]
-        bounds.insert(0, f"GEMM and attention FLOPs cost at least 1 / {gemm_rate:.3g} FLOP/s "
-                         "(the certificate's measured matrix ceiling)")
+        bounds.insert(0, f"a GEMM FLOP costs at least 1 / {gemm_rate:.3g} FLOP/s (the "
+                         "certificate's measured matrix ceiling), a counted attention FLOP "
+                         "half that (a causal kernel skips half the square)")
     cands = _device_candidates(rows, busy, x, gemm_rate)
     chosen, reason = choose_form(list(cands.values()))
     return DeviceLaw(form=chosen, params=cands[chosen].params, reason=reason,

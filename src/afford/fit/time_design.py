@@ -262,10 +262,10 @@ def static_design(base_batch: int, seqs: Sequence[int], *, seq_multiple: int = 8
 
     ``fused``: the workload's attention never stores the s x s scores (SDPA), so its memory
     grows with the tokens alone and the envelope is its tokens only. The design then also
-    fits a long sequence at batch 1 (2x the sweep's longest) and holds out 4x the longest at
-    batch 1: attention's cost per FLOP changes with the sequence (short ones do not fill the
-    card), and a law read at short sequences alone misses long ones by 10-45 % (H200,
-    2026-12-03)."""
+    fits a long sequence at batch 1 and holds out twice that (:func:`long_factors`: up to 4x
+    and 8x the sweep's longest, within the tokens): attention's cost per FLOP falls with the
+    sequence (short ones do not fill the card), and a law read at short sequences alone
+    over-predicts long ones by 10-45 %."""
     seqs = sorted(set(int(v) for v in seqs))
     if not seqs or base_batch < 1:
         raise ValueError("a static design needs a base batch and at least one sequence")
@@ -276,15 +276,17 @@ def static_design(base_batch: int, seqs: Sequence[int], *, seq_multiple: int = 8
     limits = DesignLimits(max_tokens=max_tokens, max_seq=max_seq, seq_multiple=seq_multiple)
     ladder = [DesignShape(batch=b0, seq=v, role="ladder") for v in seqs]
     across, notes = _across(b0, seqs, limits, fits, {(b0, v) for v in seqs})
+    fit_long, held_long = long_factors(top_seq, max_tokens)
     if fused:
-        long, long_notes = _long_seq(2 * top_seq, "across", limits, ladder + across)
+        long, long_notes = _long_seq(fit_long * top_seq, "across", limits, ladder + across)
         across += long
         notes += long_notes
     held, held_notes = _held_out([*ladder, *across], ladder[-1], limits, fits)
     if fused:
         held = [h for h in held if h.role != "held_out_seq"]
         held_notes = [n for n in held_notes if not n.startswith("held_out_seq")]
-        long, long_notes = _long_seq(4 * top_seq, "held_out_seq", limits, ladder + across)
+        long, long_notes = _long_seq(held_long * top_seq, "held_out_seq", limits,
+                                     ladder + across)
         held[1:1] = long
         held_notes += long_notes
     if not fused and not any(h.role == "held_out_seq" for h in held):  # B0/4 < 1
@@ -299,6 +301,22 @@ def static_design(base_batch: int, seqs: Sequence[int], *, seq_multiple: int = 8
     return TimeDesign(ladder=ladder, across=across, held_out=held, work_reached=False,
                       stop_reason="static design: planned before measuring",
                       notes=notes + held_notes)
+
+
+LONG_FACTORS = (8, 4)  # the held-out long sequence, x the sweep's longest, largest first
+LONG_SEQ_CAP = 32768  # the cost of one shape: no longer held-out sequence than this
+
+
+def long_factors(top_seq: int, max_tokens: int) -> tuple[int, int]:
+    """(fitted, held-out) factors on the sweep's longest sequence for a fused design's long
+    sequences at batch 1: the held-out one the largest of ``LONG_FACTORS`` within
+    ``max_tokens`` and ``LONG_SEQ_CAP``, the fitted one half of it (2x and 4x where 8x is
+    over). The fitted one carries attention's cost per FLOP past the sweep: a law fitted to
+    2x the sweep's longest over-predicted 16x by 20 %, one fitted to 4x by 6.5 % (a 415M
+    Qwen2-shaped model on an H200, benches/RESULTS)."""
+    cap = min(max_tokens, LONG_SEQ_CAP)
+    held = next((f for f in LONG_FACTORS if f * top_seq <= cap), LONG_FACTORS[-1])
+    return held // 2, held
 
 
 def _long_seq(seq: int, role: str, limits: DesignLimits,

@@ -137,9 +137,6 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
                                     synced_count(timing.median_seconds), time.perf_counter)
             record.update(synced_seconds=secs, synced_step_indices=idx)
         record.update(window.close())
-        if item.get("profile") and device.type == "cuda":
-            _profile(record, step, timing.timed_indices[-1] + 1 + len(
-                record.get("synced_step_indices", [])))
         if item.get("count_flops"):
             from afford.measure.probes.flops import count_flops_or_why
 
@@ -164,17 +161,41 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
 
 
 PROFILED_STEPS = 3  # warm steps profiled per point for the device side (after one unrecorded)
+PROFILE_WARMUP = 2  # steps of a rebuilt point before its profiled ones
 
 
-def _profile(record: dict, step, start: int) -> None:
-    """The device side of the point (:func:`afford.measure.device_time.profile_steps`),
-    after the timed steps; a failure is recorded, never fatal to the point."""
+def profile_point(workload: Workload, item: dict, device: torch.device, seed: int) -> dict:
+    """The device side of a point (:func:`afford.measure.device_time.profile_steps`): the
+    shape built again, ``PROFILE_WARMUP`` steps, then ``PROFILED_STEPS`` under the profiler.
+
+    A child profiles only after it has timed every point of its job: once the profiler
+    has run in a process, CUDA's profiling interface stays attached (Kineto does not
+    finalise CUPTI by default; pytorch/pytorch#144455) and every later kernel launch costs
+    more, so a host-bound step timed after a profile reads slower than the user's loop
+    runs it. A failure is recorded, never fatal: the timing stands."""
+    import torch
+
     from afford.measure.device_time import profile_steps
+    from afford.workloads.base import train_step
 
+    record: dict[str, Any] = {}
+    built = None
     try:
-        record["device_steps"] = profile_steps(step, start, PROFILED_STEPS)
+        built = workload.build(point_shape(workload, item), device, seed)
+
+        def step(i: int) -> Any:
+            return train_step(built, item["mode"], device)
+
+        for i in range(PROFILE_WARMUP):
+            step(i)
+        record["device_steps"] = profile_steps(step, PROFILE_WARMUP, PROFILED_STEPS)
     except Exception as exc:  # the profiler is optional equipment: the timing stands
         record["device_error"] = error_text(exc)
+    finally:
+        del built
+        gc.collect()
+        torch.cuda.empty_cache()
+    return record
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -268,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
         _emit(out, {"event": "begin", "key": item["key"]})
         result = run_point(workloads[spec], {**options, **item}, device, rule, int(job["seed"]))
         _emit(out, {"event": "point", "key": item["key"], **result})
+    if options.get("profile") and device.type == "cuda":  # after every timing (profile_point)
+        for item in job["items"]:
+            rec = profile_point(workloads[item["workload"]], {**options, **item}, device,
+                                int(job["seed"]))
+            _emit(out, {"event": "device", "key": item["key"], "record": rec})
     _emit(out, {"event": "done", "child": job["child"]})
     out.close()
     return 0

@@ -253,6 +253,10 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
                          process_seconds=event["ready_wall"] - kid.spawn_wall)
         if event["event"] == "point":
             results[event["key"]] = event
+        elif event["event"] == "device":  # the point's device side, profiled after the job
+            if event["key"] in results:
+                results[event["key"]]["record"].update(event["record"])
+            return
         on_event(event)
 
     kid = spawned or _Child()
