@@ -247,12 +247,9 @@ class SidesModel(BaseModel):
         host = k * self.host.issue_seconds
         lo, hi = (k * c for c in self.host.issue_range)
         regime = "device" if device >= host else "host"
-        band = None if device >= BAND_EDGE * hi else (max(device, lo), max(device, hi))
+        band = None if device >= hi else (max(device, lo), hi)
         return SidesPrediction(seconds=max(device, host), device_busy=busy, device=device,
                                host=host, regime=regime, band=band)
-
-
-BAND_EDGE = 1.1  # a device side within 10 % of the host's highest: the band applies
 
 
 class SidesPrediction(BaseModel):

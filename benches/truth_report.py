@@ -1,0 +1,197 @@
+"""How close are a certificate's predictions to the truth? The step time and memory that
+``afford predict`` gives at each shape of a ``benches/step_truth.py`` run, beside the truth
+and beside the two estimates a user has without afford (a bench report, not a test).
+
+    python3 benches/truth_report.py CERT TRUTH.jsonl [CERT TRUTH.jsonl ...]
+        [--ledger benches/history.tsv --commit SHA --date ISO]
+
+Per shape: the truth (pipelined warm step, peak allocated and reserved in a fresh process),
+afford's step (the two-sided model: a point where the device bounds the step, a band where
+the host does) and memory (the one memory answer: allocated, the printed reserved figure,
+the budgeted one), and the baselines:
+
+- **roofline at 40 % MFU**: 6 N D over the datasheet's bf16 peak x 0.4 (N every parameter,
+  D the step's tokens);
+- **linear in tokens**: the certificate's measured step at its sweep's largest shape, times
+  the token ratio.
+
+Summary per workload and over all: the median and worst |error| of each estimate at the
+shapes where the device bounds the step (the work regime), the share of host-bound shapes
+whose truth lies in afford's band, and the memory errors (reserved: the printed figure).
+``--ledger``: each truth reading appended to the run ledger with its provenance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from datetime import datetime
+from pathlib import Path
+
+MFU = 0.40  # the roofline baseline's assumed model FLOPs utilisation
+
+
+def rows_for(cert_path: Path, truth_path: Path) -> list[dict]:
+    from afford import figures
+    from afford.plan.predict import predict
+    from afford.schema.cert import load_certificate
+
+    cert = load_certificate(cert_path)
+    r = cert.workloads[0]
+    m = r.time.model
+    peak = figures.datasheet_peak(cert, "bf16")
+    top = max((p for p in r.points if p.median_seconds), key=lambda p: p.batch * p.seq)
+    out = []
+    for line in truth_path.read_text().splitlines():
+        t = json.loads(line)
+        if "step_seconds" not in t:
+            continue
+        b, s = t["batch"], t["seq"]
+        row = predict(cert, batch=b, seq=s).rows[0]
+        sides = m.sides_at(batch=b, seq=s)
+        ans = figures.memory_answer(cert, r.name, {**(row.shape or {}), "batch": b, "seq": s},
+                                    r.mode)
+        tokens = b * s
+        rec = {"workload": r.name, "B": b, "s": s, "tokens": tokens,
+               "tokens_x_sweep": tokens / (top.batch * top.seq), "seq_x_sweep": s / max(
+                   p.seq for p in r.points),
+               "truth_step": t["step_seconds"], "truth_busy": t.get("busy_seconds"),
+               "afford_step": row.row.step_seconds.value, "regime": sides.regime,
+               "band": sides.band, "afford_busy": sides.device_busy,
+               "roofline": 6 * t["params"] * tokens / (MFU * peak.value) if peak else None,
+               "linear": top.median_seconds * tokens / (top.batch * top.seq),
+               "truth_allocated": t.get("peak_allocated_bytes"),
+               "truth_reserved": t.get("peak_reserved_bytes"),
+               "afford_allocated": ans.allocated.value if ans and ans.allocated else None,
+               "afford_reserved": ans.reserved.value if ans and ans.reserved else None,
+               "afford_budgeted": ans.budgeted.value if ans and ans.reserved else None,
+               "memory_basis": ans.basis if ans else "", "readings": t["readings"],
+               "sides": t.get("sides") or []}
+        out.append(rec)
+    return out
+
+
+def err(pred: float | None, truth: float | None) -> float | None:
+    return None if pred is None or not truth else pred / truth - 1.0
+
+
+def in_band(r: dict) -> bool:
+    lo, hi = r["band"]
+    return lo <= r["truth_step"] <= hi
+
+
+def summary(rows: list[dict]) -> dict:
+    """Median and worst |error| per estimate at the device-bound shapes, the band's hits at
+    the host-bound ones, the memory errors."""
+    work = [r for r in rows if r["band"] is None]
+    band = [r for r in rows if r["band"] is not None]
+    out: dict = {"shapes": len(rows), "device_bound": len(work), "host_bound": len(band)}
+    for name in ("afford_step", "roofline", "linear"):
+        e = [abs(err(r[name], r["truth_step"])) for r in work if r[name] is not None]
+        out[name] = (statistics.median(e), max(e)) if e else None
+    out["band_hits"] = sum(in_band(r) for r in band)
+    out["afford_step_all"] = _med_worst([err(r["afford_step"], r["truth_step"]) for r in rows])
+    for name, truth in (("afford_allocated", "truth_allocated"),
+                        ("afford_reserved", "truth_reserved"),
+                        ("afford_budgeted", "truth_reserved")):
+        e = [err(r[name], r[truth]) for r in rows]
+        e = [v for v in e if v is not None]
+        out[name] = _med_worst(e)
+        out[name + "_optimistic"] = max(0.0, -min(e)) if e else None
+    return out
+
+
+def _med_worst(e: list[float | None]) -> tuple[float, float] | None:
+    e = [abs(v) for v in e if v is not None]
+    return (statistics.median(e), max(e)) if e else None
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| shape | tokens / sweep's | seq / sweep's | truth ms | afford ms | error | "
+            "band | roofline 40 % | linear | reserved err | allocated err |")
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for r in rows:
+        band = "-" if r["band"] is None else (
+            f"{r['band'][0] * 1e3:.0f}-{r['band'][1] * 1e3:.0f} "
+            f"{'in' if in_band(r) else 'OUT'}")
+        lines.append(
+            f"| {r['B']} x {r['s']} | {r['tokens_x_sweep']:.2g}x | {r['seq_x_sweep']:.2g}x | "
+            f"{r['truth_step'] * 1e3:.1f} | {r['afford_step'] * 1e3:.1f} | "
+            f"{_pct(err(r['afford_step'], r['truth_step']))} | {band} | "
+            f"{_pct(err(r['roofline'], r['truth_step']))} | "
+            f"{_pct(err(r['linear'], r['truth_step']))} | "
+            f"{_pct(err(r['afford_reserved'], r['truth_reserved']))} | "
+            f"{_pct(err(r['afford_allocated'], r['truth_allocated']))} |")
+    return "\n".join(lines)
+
+
+def ledger_rows(rows: list[dict], commit: str, date: datetime, device: str, torch: str,
+                command: str) -> list:
+    from afford import ledger
+
+    out = []
+    for r in rows:
+        base = {"device": device, "torch": torch, "commit": commit, "date": date,
+                "command": command.format(spec=r["workload"])}
+        where = f"truth/{r['workload']}/{r['B']}x{r['s']}"
+        first, last = r["readings"][0]["steps"][0], r["readings"][-1]["steps"][1]
+        out.append(ledger.new_reading(quantity=f"{where}/step_seconds", value=r["truth_step"],
+                                      unit="s", tag="MEASURED",
+                                      step_indices=f"{first}-{last}", **base))
+        if r["sides"]:
+            idx = [d["index"] for d in r["sides"]]
+            out.append(ledger.new_reading(quantity=f"{where}/busy_step_seconds",
+                                          value=r["truth_busy"], unit="s", tag="MEASURED",
+                                          step_indices=f"{min(idx)}-{max(idx)}", **base))
+        for k in ("truth_allocated", "truth_reserved"):
+            if r[k]:
+                out.append(ledger.new_reading(
+                    quantity=f"{where}/peak_{k.split('_')[1]}_bytes", value=r[k], unit="B",
+                    tag="MEASURED", **base))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("pairs", nargs="+", type=Path, help="CERT TRUTH.jsonl, repeated")
+    ap.add_argument("--ledger", type=Path)
+    ap.add_argument("--commit", default="")
+    ap.add_argument("--date")
+    ap.add_argument("--json", type=Path, help="also write every row and summary here")
+    a = ap.parse_args(argv)
+    if len(a.pairs) % 2:
+        ap.error("give CERT TRUTH pairs")
+    every, doc = [], {}
+    for cert, truth in zip(a.pairs[::2], a.pairs[1::2]):
+        rows = rows_for(cert, truth)
+        every += rows
+        s = summary(rows)
+        doc[rows[0]["workload"]] = {"summary": s, "rows": rows}
+        print(f"## {rows[0]['workload']} ({cert.name} against {truth.name})\n")
+        print(table(rows) + "\n")
+        print(json.dumps(s, indent=1) + "\n")
+        if a.ledger:
+            from afford import ledger
+            from afford.schema.cert import load_certificate
+
+            env = load_certificate(cert).environment
+            date = datetime.fromisoformat(a.date) if a.date else datetime.now()
+            ledger.append(a.ledger, ledger_rows(
+                rows, a.commit, date, env.device_name, env.torch_version,
+                "python3 benches/step_truth.py {spec} --cert CERT (fresh process per shape)"))
+    total = summary(every)
+    doc["all"] = total
+    print("## all workloads\n\n" + json.dumps(total, indent=1))
+    if a.json:
+        a.json.write_text(json.dumps(doc, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
