@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
-CITING = [p for folder in ("src", "tests", "benches") for p in (ROOT / folder).rglob("*")
+CITING = [p for folder in ("src", "tests", "tools", "examples") for p in (ROOT / folder).rglob("*")
           if p.suffix in (".py", ".toml", ".sh") and p.name != "test_docs.py"]
 CITING.append(ROOT / "README.md")
 SECTION = re.compile(r"docs/DESIGN\.md sections? (\d+)(?:(?:,| and) (\d+))?(?:,? rules? (\d+))?")

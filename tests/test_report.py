@@ -205,7 +205,7 @@ def test_memory_section_shows_the_laws_and_every_held_out_shape():
     measured (M), predicted (F, starred beyond the sweep) and the error (C)."""
     from afford.schema.cert import load_certificate
 
-    path = Path(__file__).parents[1] / "benches" / "certificates" / "h200-default-d89f7a2.json"
+    path = Path(__file__).parent / "data" / "h200_default_d89f7a2.json"
     cert = load_certificate(path)
     laws, held = _section(build_report(Inputs(certs=((path.name, cert),))), "Memory").tables
     assert [r[:2] for r in laws.rows] == [(law.workload, law.mode) for law in cert.memory.laws]
