@@ -62,3 +62,18 @@ def test_ci_runs_the_readme_test_command_verbatim_in_a_fresh_venv():
     venv = lines.index("python3 -m venv .venv-ci")
     assert venv < lines.index(". .venv-ci/bin/activate") < lines.index("python3 -m pip check") \
         < lines.index(install_and_test)
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    """README.md and docs/*.md: each link to a file of the repository names one that
+    exists (web links are not followed)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = [f"{page.relative_to(ROOT)} -> {target}" for page in pages
+              for target in LINK.findall(page.read_text(encoding="utf-8"))
+              if not target.startswith(("http://", "https://", "mailto:"))
+              and not (page.parent / target).exists()]
+    assert broken == []
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
