@@ -30,6 +30,7 @@ from afford.report.time_model import held_out_table, model_lines
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
 from afford.schema.cert import default_filename, save_measured
+from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
     from afford.certify.request import CertifyRequest
@@ -105,6 +106,7 @@ def command(
     with guard():
         if quick and full:
             raise InputError("--quick and --full contradict each other; choose one")
+        check_names(workload)  # torch-free: a typo is answered before torch loads
         from afford.certify.request import CertifyRequest, parse_sweep
         from afford.measure.children import child_timeout
 
