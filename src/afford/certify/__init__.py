@@ -237,8 +237,10 @@ def _load_warnings(loads: list[dict]) -> list[str]:
 class Progress(NamedTuple):
     """One event of a certify run, for :func:`run`'s ``progress`` callback: ``event`` is
     ``"plan"`` (the sweep is resolved: ``total`` child-points to time), a child's
-    ``"begin"`` (it starts ``key``) or ``"point"`` (``key`` timed: ``done`` of ``total``),
-    or a later stage's event (``"probe"``, ``"shape"``, ``"gate"``, ...)."""
+    ``"begin"`` (it starts ``key``), ``"point"`` (``key`` timed: ``done`` of ``total``) or
+    ``"done"``, a ``"stage"`` beginning (``key``: sweep, time, probes, memory, gates, ...;
+    ``done`` after the last), or a later stage's event (``"probe"``, ``"shape"``, ``"gate"``,
+    ...)."""
 
     event: str
     key: str
