@@ -17,10 +17,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError, MeasurementError
 from afford.figures.noise import load_costs, summarize_noise
-from afford.fit.contention import MIN_FREE_POINT
 from afford.figures.probes import probes_json, summarize_probes
 from afford.figures.summary import summarize
 from afford.figures.time import summarize_times
+from afford.fit.contention import MIN_FREE_POINT
 from afford.io import check_writable
 from afford.provenance import measured, module
 from afford.report.ladder import stage_lines
@@ -103,8 +103,8 @@ def command(
     """Measure this box and write a device certificate.
 
     On a CPU, with no --quick, --adaptive or --full and no --workload, it is a first look:
-    tinylm at the quick protocol (about a minute on an idle 2-core box); --full measures
-    the default set at the strict protocol. Progress goes to stderr: a bar on a terminal,
+    tinylm at the quick protocol (its goal: an answer within 90 s on an idle 2-core box);
+    --full measures the default set at the strict protocol. Progress goes to stderr: a bar on a terminal,
     otherwise one line per stage and per workload with the elapsed time and an estimate.
 
     Every sweep point is timed in at least 3 independent child processes, each in its own

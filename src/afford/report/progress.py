@@ -127,15 +127,15 @@ class LineProgress:
         self.finished.append(self.clock())
         n = len(self.finished)
         each = (self.finished[-1] - self.stage_t0) / n
-        if self.stage == "sweep":
-            left = max(0, self.children - n)
+        if self.stage == "sweep" and n <= self.children:
+            left = self.children - n
             where = f"child {n} of {self.children}"
             estimate = (f"about {each * left:.0f} s left in the sweep (its children took "
                         f"{each:.0f} s each)") if left else "the sweep's last child"
-        else:
+        else:  # the time model's rounds, or a fresh child for what a dead one left
             where = f"a fresh child ({n} so far)"
             estimate = f"{each:.0f} s a child"
-        for name, count in self.points.get(child, {}).items():
+        for name, count in self.points.pop(child, {}).items():
             self.say(f"{self.stage}: {where}: {name} {count} shapes timed; {estimate}")
 
 
