@@ -7,7 +7,9 @@ its context and cuBLAS warm-up overlap the parent's own imports instead of follo
 (on the H200 host the parent takes about 3 s to import and the child about 5 s to start).
 Nothing is timed while they overlap. The certify command takes the child if it suits the
 device it resolves (:func:`afford.measure.children.take_early`); otherwise it is stopped.
-This module imports no torch.
+A command line whose workload names do not read (:mod:`afford.workloads.names`, no torch)
+spawns no child: the command says what is wrong at once (issue 32, item 6). Neither this
+module nor the spawn imports torch.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ def early_child(argv: list[str]) -> tuple[bool, str | None]:
 
 
 def workload_args(argv: list[str]) -> tuple[str, ...]:
-    """The ``--workload`` / ``-w`` values of a raw command line (for the early child to
-    resolve while it waits; a bad one is reported later, by the command)."""
+    """The ``--workload`` / ``-w`` values of a raw command line (checked before the early
+    child is spawned, and resolved by it while it waits)."""
     out = []
     for i, a in enumerate(argv):
         if a in ("--workload", "-w") and i + 1 < len(argv):
@@ -48,15 +50,24 @@ def workload_args(argv: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def names_read(specs: tuple[str, ...]) -> bool:
+    """Whether every workload name of the command line reads (its grammar, an ``hf:``
+    source transformers knows: :func:`afford.workloads.names.spec_error`, torch-free)."""
+    from afford.workloads.names import spec_error
+
+    return all(spec_error(s) is None for s in specs)
+
+
 def main() -> None:
     from afford.measure.timeline import mark
 
     mark("entry", argv=sys.argv[1:])
     spawn, prewarm = early_child(sys.argv[1:])
-    if spawn:
+    specs = workload_args(sys.argv[2:])
+    if spawn and names_read(specs):
         from afford.measure.children import spawn_early
 
-        spawn_early(prewarm, workload_args(sys.argv[2:]))
+        spawn_early(prewarm, specs)
     from afford.cli import main as cli_main
 
     cli_main()

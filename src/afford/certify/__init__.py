@@ -39,7 +39,7 @@ from afford.certify.memory import memory_stage
 from afford.certify.partial import gate_failures, run_stage, sweep_failures
 from afford.certify.probes import probes_stage
 from afford.certify.request import (MIN_CHILDREN, CertifyRequest, Plan, Stage, StageContext,
-                                   build_request, resolve)
+                                   build_request, device_defaults, resolve)
 from afford.certify.sizes import sizes_stage
 from afford.certify.step_time import (SEMANTICS, SEMANTICS_CPU, Registry, assemble_results,
                                       bound_by_ceilings, cert_verdict, child_options,
@@ -92,6 +92,7 @@ def certify(req: CertifyRequest,
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     device = envmod.choose_device(req.device)
+    req = device_defaults(req, device.type)
     env = envmod.capture(device, req.command or " ".join(sys.argv), started)
     plan = resolve(req, device.type, env.device_class, str(device))
     on_plan(plan)
@@ -121,7 +122,7 @@ def certify(req: CertifyRequest,
     cuda = device.type == "cuda"
     loads = [host_load("before", (device.index or 0) if cuda else None)]
     seconds = {"setup": time.perf_counter() - t0}
-    mark("stage", name="sweep", setup_seconds=seconds["setup"])
+    _stage(on_event, "sweep", setup_seconds=seconds["setup"])
     try:
         t0 = time.perf_counter()
         per_child = run_children(
@@ -142,7 +143,7 @@ def certify(req: CertifyRequest,
         time_verdict = None
         if plan.designs and usable:
             t0 = time.perf_counter()
-            mark("stage", name="time")
+            _stage(on_event, "time")
             results, time_verdict = settle(
                 results, list(plan.designs), reg,
                 _rounds(req, plan, rule, cuda, on_event, ahead, warm),
@@ -159,7 +160,7 @@ def certify(req: CertifyRequest,
                            sweep_starts=starts, ahead=ahead)
         for stage in stages_for(req) if usable else []:
             t0 = time.perf_counter()
-            mark("stage", name=stage.__name__)
+            _stage(on_event, stage.__name__)
             sections.update(run_stage(stage, ctx, failures))
             seconds[stage.__name__.removesuffix("_stage")] = time.perf_counter() - t0
         failures += gate_failures(sections.get("gates"))
@@ -170,7 +171,7 @@ def certify(req: CertifyRequest,
     finally:
         for kid in ahead.values():  # those no stage took (one failed, or none ran)
             kid.kill()
-    mark("stage", name="done")
+    _stage(on_event, "done")
     loads.append(host_load("after", (device.index or 0) if cuda else None))
     ended = datetime.now(timezone.utc)
     env = env.model_copy(update={"ended_at": ended,
@@ -185,6 +186,13 @@ def certify(req: CertifyRequest,
                        warnings=warnings, time_verdict=time_verdict,
                        host_load=[HostLoad(**x) for x in loads], **sections,
                        status="partial" if failures else "complete", failures=failures)
+
+
+def _stage(on_event: Callable[[Event], None], name: str, **fields) -> None:
+    """A stage begins (``done``: the last ended): on the timeline, and to the progress as
+    ``{"event": "stage", "key": "probes"}`` (the stage's short name)."""
+    mark("stage", name=name, **fields)
+    on_event({"event": "stage", "key": name.removesuffix("_stage")})
 
 
 def _rounds(req: CertifyRequest, plan: Plan, rule, cuda: bool,
@@ -229,8 +237,10 @@ def _load_warnings(loads: list[dict]) -> list[str]:
 class Progress(NamedTuple):
     """One event of a certify run, for :func:`run`'s ``progress`` callback: ``event`` is
     ``"plan"`` (the sweep is resolved: ``total`` child-points to time), a child's
-    ``"begin"`` (it starts ``key``) or ``"point"`` (``key`` timed: ``done`` of ``total``),
-    or a later stage's event (``"probe"``, ``"shape"``, ``"gate"``, ...)."""
+    ``"begin"`` (it starts ``key``), ``"point"`` (``key`` timed: ``done`` of ``total``) or
+    ``"done"``, a ``"stage"`` beginning (``key``: sweep, time, probes, memory, gates, ...;
+    ``done`` after the last), or a later stage's event (``"probe"``, ``"shape"``, ``"gate"``,
+    ...)."""
 
     event: str
     key: str

@@ -10,7 +10,7 @@ workloads and sweep values, shared with the gates (:mod:`afford.certify.gates`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from afford.certify.step_time import plan_design
@@ -27,12 +27,13 @@ MIN_CHILDREN = 3
 
 @dataclass
 class CertifyRequest:
-    """What to certify. Empty ``workloads`` means the built-in default set."""
+    """What to certify. Empty ``workloads`` means the built-in default set; ``precision``
+    None means the device's default (:func:`device_defaults`: a first look on a CPU)."""
 
     workloads: list[str] = field(default_factory=list)
     sweeps: dict[str, list[int]] = field(default_factory=dict)
     modes: list[str] = field(default_factory=list)
-    precision: str = "adaptive"
+    precision: str | None = "adaptive"
     children: int = MIN_CHILDREN
     device: str | None = None
     seed: int = 0
@@ -56,6 +57,7 @@ class Plan:
     device_class: str
     workloads: list[tuple[str, Workload, str, list[int]]]  # (spec, workload, mode, values)
     designs: list = field(default_factory=list)
+    precision: str = "adaptive"
 
     @property
     def items(self) -> list[dict]:
@@ -81,6 +83,31 @@ class StageContext:
 Stage = Callable[[StageContext], dict]
 
 
+#: a CPU's first look (issue 32, item 1): one workload at the quick protocol, so that a
+#: first answer comes within 90 s on an idle 2-core box, where the default set at the
+#: adaptive protocol took many minutes (24 at load ~10)
+FIRST_LOOK = ("tinylm",)
+FULL_HINT = ("the full certificate: afford certify --full (softmax, scan and tinylm, the "
+             "strict protocol; many minutes on a small CPU), or --adaptive")
+
+
+def device_defaults(req: CertifyRequest, device_type: str) -> CertifyRequest:
+    """The request with what it left to the device filled in: on a CPU, neither a
+    precision nor a workload asked for is the first look (:data:`FIRST_LOOK` at the quick
+    protocol); otherwise the adaptive protocol over what was asked (the default set when
+    nothing was). A GPU's default is unchanged."""
+    if req.precision is not None:
+        return req
+    if device_type == "cpu" and not req.workloads:
+        return replace(req, precision="quick", workloads=list(FIRST_LOOK))
+    return replace(req, precision="adaptive")
+
+
+def is_first_look(precision: str | None, workloads: list[str], device_type: str) -> bool:
+    """Whether a request of this precision and these workloads is a CPU's first look."""
+    return precision is None and not workloads and device_type == "cpu"
+
+
 def default_mode(device_type: str) -> str:
     """bf16 autocast on a CUDA card that supports it, fp32 otherwise."""
     if device_type == "cuda":
@@ -104,7 +131,8 @@ def resolve(req: CertifyRequest, device_type: str, device_class: str, device: st
                 for mode in modes]
     designs = [plan_design(spec, w, mode, values) for spec, w, mode, values in resolved] \
         if req.time_design else []
-    return Plan(device=device, device_class=device_class, workloads=resolved, designs=designs)
+    return Plan(device=device, device_class=device_class, workloads=resolved, designs=designs,
+                precision=req.precision or "adaptive")
 
 
 def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class: str,

@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 
 from afford.certify.sweep import assemble_point, died, fit_workload, point_key
 from afford.constants import MEMORY_FRACTION
+from afford.fit.contention import child_free_median, judged_medians
 from afford.fit.step_features import FeatureScaling, fit_scaling
 from afford.fit.step_sides import SidePoint, fit_sides
+from afford.fit.stats import relative_spread
 from afford.fit.step_time import WORK_OVER_FLOOR, StepPoint, fit_step_time
 from afford.fit.time_design import DesignLimits, DesignShape, extension_shapes, static_design
 from afford.fit.time_noise import FLOOR_SPREAD_TOL, time_verdict
@@ -191,12 +193,29 @@ def label(p: Point) -> str:
         else f"n={p.value}"
 
 
+def step_seconds(p: Point) -> float | None:
+    """The step the model is fitted to and judged on: on a CPU, the step on an idle box
+    where the run saw enough free steps (:mod:`afford.fit.contention`), else the measured
+    median (an upper bound of it on a loaded box)."""
+    return p.idle_seconds or p.median_seconds
+
+
+def judged_children(p: Point) -> list[float]:
+    """The children's figures the noise verdict compares (:func:`judged_medians`): their
+    free-step medians where every child has them, else their measured medians."""
+    ok = [k for k in p.children if k.median_seconds is not None]
+    return judged_medians(p.child_medians, [child_free_median(k.timed_seconds,
+                                                              k.timed_wait_seconds)
+                                            for k in ok])
+
+
 def step_point(p: Point, axes: str, counts: bool) -> StepPoint:
     """The fit's view of a measured point: a :class:`SidePoint` where its device side was
     profiled (a GPU), else a plain :class:`StepPoint`."""
     f = p.flops if counts and p.flops is not None and p.flops.error is None else None
-    spread = p.child_spread / 2.0 if p.child_spread else None
-    common = dict(seconds=p.median_seconds, rel_sigma=spread, label=label(p),
+    meds = judged_children(p)
+    spread = (relative_spread(meds) / 2.0 or None) if len(meds) > 1 else None
+    common = dict(seconds=step_seconds(p), rel_sigma=spread, label=label(p),
                   gemm_flops=f.gemm if f else None, attn_flops=f.attn if f else None)
     if axes == "batch_seq":
         common.update(batch=p.batch, seq=p.seq, tokens=p.tokens_per_step or p.batch * p.seq)
@@ -250,15 +269,15 @@ def fit_time_model(r: WorkloadResult, design: WorkloadDesign, device_type: str,
                               sides=sides)
     except ValueError as exc:
         return WorkloadTime(**base, features=features, not_fitted=str(exc))
-    floor = min(p.median_seconds for p in fitted_p)
-    regimes = [Regime(label=label(p), role=p.role, seconds=p.median_seconds,
-                      work=p.median_seconds >= WORK_OVER_FLOOR * floor,
+    floor = min(step_seconds(p) for p in fitted_p)
+    regimes = [Regime(label=label(p), role=p.role, seconds=step_seconds(p),
+                      work=step_seconds(p) >= WORK_OVER_FLOOR * floor,
                       child_spread=p.child_spread) for p in [*fitted_p, *held_p]]
     floor_spreads = [g.child_spread for g in regimes if not g.work and g.child_spread is not None]
     child_tol, held_tol = TOLERANCES["cuda" if device_type == "cuda" else "cpu"]
     errors, judged, what = judged_errors(model, [g.work for g in regimes[len(fitted_p):]])
     verdict = time_verdict(
-        [p.child_medians for p in [*fitted_p, *held_p]], errors, child_tolerance=child_tol,
+        [judged_children(p) for p in [*fitted_p, *held_p]], errors, child_tolerance=child_tol,
         held_out_tolerance=held_tol, remeasured=remeasured,
         work=[g.work for g in regimes], held_out_work=judged,
         labels=[f"{g.label} ({g.role})" for g in regimes],

@@ -10,6 +10,7 @@ child protocol (the sweep, the model sizes, the levers) assembles them here;
 
 from __future__ import annotations
 
+from afford.fit.contention import idle_step, wait_share
 from afford.fit.stats import median, relative_spread
 from afford.fit.throughput import fit_throughput
 from afford.measure.children import Event
@@ -56,7 +57,7 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
               memory_source=next((k.memory_source for k in kids if k.memory_source), None),
               flops=next((k.flops for k in kids if k.flops is not None), None),
               synced_median_seconds=median(synced) if synced else None,
-              **device_side(ok),
+              **device_side(ok), **contention(ok, m),
               remeasured=any(k.round == "remeasure" for k in kids),
               resident=True, **(design or {}))
     reason = _exclusion(p, kids, device_memory, len(kids) if need is None else need)
@@ -81,6 +82,26 @@ def device_side(kids: list[ChildPoint]) -> dict:
             "device_busy_spread": relative_spread(busy) if len(busy) > 1 else None,
             "kernels_per_step": median(kernels),
             "device_gap_seconds": median(gaps) if gaps else None}
+
+
+def contention(kids: list[ChildPoint], wall: float | None) -> dict:
+    """A point's step on an idle box and what the load cost it, from its children's
+    per-step waits (:mod:`afford.fit.contention`; a CPU device), with the CPU time per step
+    and the threads beside them."""
+    timed = [k for k in kids if k.timed_cpu_seconds]
+    if not timed:
+        return {}
+    out: dict = {"cpu_step_seconds": median([median(k.timed_cpu_seconds) for k in timed]),
+                 "threads": timed[0].threads}
+    waited = [k for k in timed if len(k.timed_wait_seconds) == len(k.timed_seconds)]
+    shares = [s for k in waited if k.threads and
+              (s := wait_share(k.timed_seconds, k.timed_wait_seconds, k.threads)) is not None]
+    if shares:
+        out["wait_share"] = median(shares)
+    idle = idle_step([(k.timed_seconds, k.timed_wait_seconds) for k in waited])
+    if idle is not None and wall is not None:
+        out.update(idle_seconds=idle, load_seconds=max(0.0, wall - idle))
+    return out
 
 
 def _max(values) -> int | None:

@@ -16,12 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.errors import InputError, MeasurementError
-from afford.figures.noise import summarize_noise
+from afford.figures.noise import load_costs, summarize_noise
 from afford.figures.probes import probes_json, summarize_probes
 from afford.figures.summary import summarize
 from afford.figures.time import summarize_times
+from afford.fit.contention import MIN_FREE_POINT
 from afford.io import check_writable
-from afford.provenance import measured
+from afford.provenance import measured, module
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
 from afford.report.prose import prose
@@ -30,6 +31,7 @@ from afford.report.time_model import held_out_table, model_lines
 from afford.report.terminal import (certificate_table, probes_device_table,
                                     probes_workload_table, warmup_table)
 from afford.schema.cert import default_filename, save_measured
+from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
     from afford.certify.request import CertifyRequest
@@ -43,7 +45,8 @@ def command(
         "hf:llama@d768L12H12 (d hidden, L layers, H heads, K kv heads, V vocab, F ffn), "
         "+b8s1024 (batch 8, a seq sweep up to 1024), +lora=r16 (afford\\[lora]), "
         "+frozen=embeddings. A model type's defaults are the library's: hf:llama and "
-        "hf:mistral are 7B-sized. Default: softmax, scan and tinylm.")] = None,
+        "hf:mistral are 7B-sized. Default: softmax, scan and tinylm (on a CPU with no "
+        "--quick, --adaptive or --full: tinylm, a first look).")] = None,
     sweep: Annotated[Optional[list[str]], typer.Option(
         "--sweep", help="Sweep values as NAME=V1,V2,... where NAME is a workload's sweep "
         "parameter (s for softmax/scan, seq for tinylm) or n for every workload.")] = None,
@@ -51,7 +54,11 @@ def command(
         "--mode", help="dtype mode (repeatable): fp32, bf16 or fp16 autocast. Default: bf16 on "
         "a CUDA card that supports it, else fp32.")] = None,
     quick: Annotated[bool, typer.Option(
-        "--quick", help="A first look: a small fixed floor of timed work per point.")] = False,
+        "--quick", help="A first look: a small fixed floor of timed work per point. The "
+        "default on a CPU, where with no --workload it measures tinylm only.")] = False,
+    adaptive: Annotated[bool, typer.Option(
+        "--adaptive", help="0.25 s of timed work per point, extended to 1.5 s until the "
+        "median is known to about 1 %. The default on a GPU.")] = False,
     full: Annotated[bool, typer.Option(
         "--full", help="The strict protocol: 3.0 s of timed work per point per child.")] = False,
     children: Annotated[int, typer.Option(
@@ -95,6 +102,11 @@ def command(
 ) -> None:
     """Measure this box and write a device certificate.
 
+    On a CPU, with no --quick, --adaptive or --full and no --workload, it is a first look:
+    tinylm at the quick protocol (its goal: an answer within 90 s on an idle 2-core box);
+    --full measures the default set at the strict protocol. Progress goes to stderr: a bar on a terminal,
+    otherwise one line per stage and per workload with the elapsed time and an estimate.
+
     Every sweep point is timed in at least 3 independent child processes, each in its own
     shuffled order; step 0 and the warm-up are kept apart from the timed warm steps; the
     throughput law is fitted over resident points only; the step-time model is fitted over a
@@ -103,9 +115,10 @@ def command(
     measurement failed.
     """
     with guard():
-        if quick and full:
-            raise InputError("--quick and --full contradict each other; choose one")
-        from afford.certify.request import CertifyRequest, parse_sweep
+        if quick + adaptive + full > 1:
+            raise InputError("--quick, --adaptive and --full contradict each other; choose one")
+        check_names(workload)  # torch-free: a typo is answered before torch loads
+        from afford.certify.request import CertifyRequest, is_first_look, parse_sweep
         from afford.measure.children import child_timeout
 
         child_timeout()  # a bad AFFORD_CHILD_TIMEOUT is exit 2 before anything is measured
@@ -115,7 +128,8 @@ def command(
         if checkpoint_dir is not None and not checkpoint_dir.is_dir():
             raise InputError(f"--checkpoint-dir {checkpoint_dir}: no such folder")
         req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
-                             precision="quick" if quick else "full" if full else "adaptive",
+                             precision="quick" if quick else "full" if full else
+                             "adaptive" if adaptive or distributed else None,
                              children=children, device=device, gates=gates, memory=memory,
                              probes=probes, sizes=sizes, levers=levers,
                              checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
@@ -131,8 +145,11 @@ def command(
         path = out_path or Path(default_filename(cert))
         save_measured(cert, path, overwrite=force)
         rows = summarize(cert)
+        first_look = is_first_look(req.precision, req.workloads,
+                                   cert.environment.device_type)
         if as_json:
             print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
+                        "first_look": first_look,
                         "elapsed_seconds": cert.environment.elapsed_seconds,
                         "stage_seconds": cert.environment.stage_seconds,
                         "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
@@ -154,6 +171,8 @@ def command(
             out.print(line, soft_wrap=True)
         refused = [r for r in cert.workloads if r.refused]
         out.print(f"certificate written to {path}")
+        if first_look:
+            out.print(first_look_line(), soft_wrap=True)
         _exit_on_partial(cert, path)
         if refused:
             raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
@@ -242,6 +261,32 @@ def _print_time(cert) -> None:
             out.print(line, soft_wrap=True)
         if s.held_out:
             out.print(held_out_table(s))
+    for line in load_lines(cert):
+        out.print(line, soft_wrap=True)
+
+
+def load_lines(cert) -> list[str]:
+    """Per workload on a CPU, what the load cost its steps (:func:`load_costs`), tagged."""
+    lines = []
+    for c in load_costs(cert):
+        src = f"the children's accounting of {c.name}"
+        head = prose("{}: its children's threads waited for a CPU {} to {} of their time; ",
+                     c.name, measured(c.wait_low, "ratio", src),
+                     measured(c.wait_high, "ratio", src)) if c.wait_low is not None else \
+            f"{c.name}: the waits for a CPU were not recorded here; "
+        if c.worst is None:
+            lines.append(head + f"no point had {MIN_FREE_POINT} steps free of the load, so "
+                         "the step on an idle box could not be told from it (re-run on an "
+                         "idle machine)")
+            continue
+        p = c.worst
+        lines.append(head + prose(
+            f"the step on an idle box is read from its free steps at {c.free} of {c.points} "
+            "points; where the load cost most ({}): {} idle, {} measured, the load {}",
+            c.worst_label, measured(p.idle_seconds, "s", "median of the free steps"),
+            measured(p.median_seconds, "s", "median of the children's medians"),
+            module(p.load_seconds, "s", "measured - idle")))
+    return lines
 
 
 def time_json(cert) -> dict:
@@ -278,17 +323,40 @@ def _row_json(r) -> dict:
             "step0_over_warm": r.step0_over_warm.value if r.step0_over_warm else None}
 
 
+def first_look_line() -> str:
+    from afford.certify.request import FIRST_LOOK, FULL_HINT
+
+    return (f"A first look (the default on a CPU): {', '.join(FIRST_LOOK)} at the quick "
+            f"protocol; {FULL_HINT}.")
+
+
 def _measure(req: CertifyRequest, show: bool):
+    """certify with its progress on stderr: a bar on a terminal (``show``), else one line
+    per stage and per workload (:class:`~afford.report.progress.LineProgress`). A CPU's
+    first look says so as its plan is made."""
     from afford.certify import certify
+    from afford.certify.request import is_first_look
+    from afford.report.progress import LineProgress
+
+    def announce(plan, say) -> None:
+        if is_first_look(req.precision, req.workloads, plan.device.partition(":")[0]):
+            say(first_look_line())
 
     if not show:
-        return certify(req)
+        lines = LineProgress(req.children, sys.stderr)
+
+        def on_plan_lines(plan) -> None:
+            announce(plan, lines.say)
+            lines.plan(plan)
+
+        return certify(req, on_event=lines.event, on_plan=on_plan_lines)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err, transient=True)
     with progress:
         task = progress.add_task("resolving", total=None)
 
         def on_plan(plan) -> None:
+            announce(plan, lambda text: progress.console.print(text, soft_wrap=True))
             progress.update(task, total=len(plan.items) * req.children, description="measuring")
 
         def on_event(event) -> None:

@@ -20,6 +20,7 @@ from afford.report.gates import determinism_table, gate_table, noise_table
 from afford.report.rich_table import labelled
 from afford.report.terminal import fmt
 from afford.schema.determinism import DeterminismSection, GatesSection
+from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
     from afford.certify.gates import GateOutcome, GateRequest
@@ -59,6 +60,7 @@ def command(
     afford.gates) and the determinism audit. Exit codes: 0 every gate passed or could not
     run here (GO), 1 a gate failed (HALT), 2 bad input, 3 the measurement failed."""
     with guard():
+        check_names([*(workload or []), *(w for p in pair or [] for w in _parse_pair(p))])
         from afford.certify.gates import GateRequest
         from afford.certify.request import parse_sweep
 

@@ -21,6 +21,7 @@ from afford.provenance import run_label
 from afford.report.ladder import batch_lines, batch_table, levers_table
 from afford.report.rich_table import labelled
 from afford.schema.cert import Certificate, load_certificate, save_measured
+from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
     from afford.certify.levers import LeverJob
@@ -66,6 +67,7 @@ def command(
             raise InputError(f"--children {children}: the protocol needs at least 3")
         if mode is not None and mode not in MODES:
             raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
+        check_names(workload)  # torch-free: a typo is answered before torch loads
         from afford.certify.levers import check_arms, parse_arms, parse_levers
 
         arms = parse_arms(arm)

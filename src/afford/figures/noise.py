@@ -2,6 +2,12 @@
 (the usual cause, and its fix), then per workload its worst point. The point-by-point
 precision warnings stay in the certificate; ``afford certify --verbose`` prints them.
 
+On a CPU, :func:`load_costs` says per workload what the load cost its steps, from the
+children's own accounting (issue 32, item 0): how much of their threads' time was spent
+waiting for a CPU, at how many points the step on an idle box could be read from the steps
+that ran free of the load, and at the point where the load cost most, the idle step beside
+the measured one.
+
 Derived from the certificate alone.
 """
 
@@ -10,9 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from afford.schema.cert import Certificate
+from afford.schema.point import Point
 
 #: a 1-minute load average at or above this share of the cores is a busy host
 BUSY_SHARE = 0.5
+#: so is a run whose children's threads waited for a CPU this share of their time
+BUSY_WAIT = 0.10
 
 
 @dataclass(frozen=True)
@@ -34,8 +43,13 @@ def load_line(cert: Certificate) -> tuple[str | None, bool]:
     text = ", ".join(f"{v:.1f} {at}" for at, v in one_minute.items())
     if cores is None:
         return f"host load average {text} measuring (core count unknown)", False
-    busy = worst >= BUSY_SHARE * cores
+    waited = [p.wait_share for r in cert.workloads for p in r.points + r.design_points
+              if p.usable and p.wait_share is not None]
+    busy = worst >= BUSY_SHARE * cores or max(waited, default=0.0) >= BUSY_WAIT
     line = f"host load average {text} measuring, on {cores} core(s)"
+    if waited:
+        line += (f"; the children's threads waited for a CPU {min(waited):.0%} to "
+                 f"{max(waited):.0%} of their time")
     if busy:
         line += (": other work shared the CPU with the timed steps; re-run on an idle machine, "
                  "or with more independent children (--children 5) so that a median outvotes "
@@ -74,3 +88,35 @@ def summarize_noise(cert: Certificate) -> NoiseSummary:
     load, busy = load_line(cert)
     return NoiseSummary(load=load, busy=busy, worst=worst_points(cert),
                         point_notes=point_notes(cert))
+
+
+@dataclass(frozen=True)
+class LoadCost:
+    """What the load cost one workload's steps on a CPU (module docstring)."""
+
+    name: str                        # "tinylm (fp32)"
+    points: int                      # usable points with the children's accounting
+    free: int                        # of them, those with a step on an idle box
+    wait_low: float | None           # the points' wait shares: lowest and highest
+    wait_high: float | None
+    worst: Point | None              # the point the load cost most, relative to its idle
+    worst_label: str = ""
+
+
+def load_costs(cert: Certificate) -> list[LoadCost]:
+    """Per workload measured with the children's accounting (a CPU), its :class:`LoadCost`."""
+    out = []
+    for r in cert.workloads:
+        pts = [p for p in r.points + r.design_points if p.usable and p.cpu_step_seconds]
+        if not pts:
+            continue
+        shares = [p.wait_share for p in pts if p.wait_share is not None]
+        idle = [p for p in pts if p.idle_seconds]
+        worst = max(idle, key=lambda p: p.median_seconds / p.idle_seconds, default=None)
+        label = "" if worst is None else f"{worst.batch} x {worst.seq}" \
+            if worst.batch and worst.seq else f"{r.sweep_param}={worst.value}"
+        out.append(LoadCost(name=f"{r.name} ({r.mode})", points=len(pts), free=len(idle),
+                            wait_low=min(shares, default=None),
+                            wait_high=max(shares, default=None), worst=worst,
+                            worst_label=label))
+    return out

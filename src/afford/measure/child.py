@@ -86,13 +86,14 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
     caps the adaptive timing's extension (seconds of timed steps)."""
     import torch
 
+    from afford.measure.host_load import UsageClock
     from afford.measure.memory import MemoryWindow, is_oom
     from afford.measure.timing import synced_count, time_point, time_synced
     from afford.workloads.clock import clock_for
     from afford.workloads.base import (WorkloadRefused, check_gradients, count_frozen,
                                        count_params, train_step, validate_shape)
 
-    clock = clock_for(device.type)
+    clock = clock_for(device.type) if device.type == "cuda" else UsageClock()
     window = MemoryWindow(device)
     window.open()
     record: dict[str, Any] = {"child": item["child"], "order_position": item["position"]}
@@ -132,6 +133,10 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
             reached_target=timing.reached_target, stopped=timing.stopped, first_loss=float(losses[0]),
             grads_checked=checked["n"], cpu_seconds=cpu1 - cpu0,
             involuntary_switches=switches1 - switches0)
+        if timing.timed_cpu_seconds:  # a CPU: each step's own accounting beside its wall
+            record.update(timed_cpu_seconds=list(timing.timed_cpu_seconds),
+                          timed_wait_seconds=list(timing.timed_wait_seconds),
+                          threads=torch.get_num_threads())
         if item.get("synced") and device.type == "cuda":
             secs, idx = time_synced(step, lambda loss: float(loss), timing.timed_indices[-1] + 1,
                                     synced_count(timing.median_seconds), time.perf_counter)
@@ -156,6 +161,8 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
+        if isinstance(clock, UsageClock):
+            clock.close()
     record["wall_seconds"] = time.perf_counter() - t0
     return {"record": record, **extra}
 

@@ -7,6 +7,11 @@ processes over 1, 5 and 15 minutes, Linux/macOS) and, on CUDA, the other process
 device: NVML's compute processes (nvidia-ml-py, import-guarded; else ``nvidia-smi
 --query-compute-apps``), this process and its descendants marked ``own``. What cannot be
 read is ``None`` with the reason, never zero.
+
+:class:`UsageClock` is the CPU's step clock with the child's own accounting beside each
+step (issue 32, item 0): the process's CPU time and the time its threads waited, runnable,
+for a CPU (Linux's per-thread ``schedstat``), from which :mod:`afford.fit.contention` tells
+the step on an idle box from what the load cost.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
+
+from afford.workloads.clock import HostClock
 
 
 def _ppid(pid: int) -> int | None:
@@ -99,3 +107,67 @@ def host_load(at: str, cuda_index: int | None) -> dict:
 def others(load: dict) -> list[dict]:
     """The processes on the device that are not this certify's own (unknown ones count)."""
     return [p for p in load.get("gpu_processes") or [] if p.get("own") is not True]
+
+
+TASKS = "/proc/self/task"
+
+
+class UsageClock(HostClock):
+    """``perf_counter`` around each step, as :class:`HostClock`, and the child's usage
+    beside it: a mark is (end stamp, usage, start stamp), the usage read between the two
+    stamps, so no timed interval includes the reading (a few microseconds: one ``pread``
+    per thread of a file kept open). ``usage_between`` gives a step's process CPU seconds
+    (all threads, ``time.process_time``) and the seconds its threads waited for a CPU
+    (their ``schedstat`` run-queue delays summed; None where the kernel has no
+    ``/proc/<pid>/task/<tid>/schedstat``). The threads are listed again at each ``sync``
+    (once a block), so threads started by the workload count from their first block."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        try:
+            tids = os.listdir(TASKS)
+        except OSError:
+            return
+        for tid in tids:
+            if tid not in self._fds:
+                try:
+                    self._fds[tid] = os.open(f"{TASKS}/{tid}/schedstat", os.O_RDONLY)
+                except OSError:
+                    continue
+
+    def _waits(self) -> dict[str, int] | None:
+        if not self._fds:
+            return None
+        out = {}
+        for tid, fd in list(self._fds.items()):
+            try:
+                out[tid] = int(os.pread(fd, 64, 0).split()[1])  # ns waited on a run queue
+            except (OSError, IndexError, ValueError):  # the thread ended
+                os.close(self._fds.pop(tid))
+        return out
+
+    def mark(self) -> tuple[float, tuple[float, dict[str, int] | None], float]:
+        end = time.perf_counter()
+        usage = (time.process_time(), self._waits())
+        return end, usage, time.perf_counter()
+
+    def sync(self) -> None:
+        self.refresh()
+
+    def between(self, a, b) -> float:
+        return b[0] - a[2]
+
+    def usage_between(self, a, b) -> tuple[float, float | None]:
+        """(process CPU seconds, seconds the threads waited for a CPU) from mark a to b."""
+        (cpu0, w0), (cpu1, w1) = a[1], b[1]
+        if w0 is None or w1 is None:
+            return cpu1 - cpu0, None
+        return cpu1 - cpu0, sum(w1[t] - w0[t] for t in w1 if t in w0) / 1e9
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()

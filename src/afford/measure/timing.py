@@ -69,6 +69,9 @@ class PointTiming:
     precision: float
     reached_target: bool
     stopped: str = "floor"  # floor | target | cap | unreachable
+    # beside each timed step, where the clock reads the child's usage (a CPU's UsageClock):
+    timed_cpu_seconds: tuple[float, ...] = ()  # the process's CPU seconds, all threads
+    timed_wait_seconds: tuple[float, ...] = ()  # its threads' seconds waiting for a CPU
 
     @property
     def median_seconds(self) -> float:
@@ -99,9 +102,11 @@ def time_point(step: Callable[[int], Any], clock: Clock, rule: TimingRule,
     block = _block_size(median(warm), rule)
     timed: list[float] = []
     indices: list[int] = []
+    usage: list[tuple[float, float | None]] | None = \
+        [] if hasattr(clock, "usage_between") else None
     precision = float("inf")
     while True:
-        secs, idx = timed_block(step, clock, i, block)
+        secs, idx = timed_block(step, clock, i, block, usage)
         timed.extend(secs)
         indices.extend(idx)
         i += block
@@ -112,10 +117,13 @@ def time_point(step: Callable[[int], Any], clock: Clock, rule: TimingRule,
         stopped = _stop_reason(precision, total, len(timed), rule)
         if stopped:
             break
+    cpu, waits = zip(*usage) if usage else ((), ())
     return PointTiming(step0_seconds=step0, warmup_seconds=tuple(warm),
                        timed_seconds=tuple(timed), timed_indices=tuple(indices),
                        precision=precision,
-                       reached_target=precision <= rule.target_rel_precision, stopped=stopped)
+                       reached_target=precision <= rule.target_rel_precision, stopped=stopped,
+                       timed_cpu_seconds=tuple(cpu),
+                       timed_wait_seconds=() if None in waits else tuple(waits))
 
 
 UNREACHABLE_SLACK = 1.5  # "about 1 %": give up extending when 1.5 x target is out of reach
@@ -136,15 +144,19 @@ def _stop_reason(precision: float, total: float, n: int, rule: TimingRule) -> st
     return None
 
 
-def timed_block(step: Callable[[int], Any], clock: Clock, start: int, count: int
-                ) -> tuple[list[float], list[int]]:
+def timed_block(step: Callable[[int], Any], clock: Clock, start: int, count: int,
+                usage: list | None = None) -> tuple[list[float], list[int]]:
     """``count`` steps from index ``start`` with a mark between consecutive steps and one
-    sync at the end: each step's seconds and its index."""
+    sync at the end: each step's seconds and its index. ``usage``: a list that gets each
+    step's ``clock.usage_between`` (a clock that reads the child's usage)."""
     marks = [clock.mark()]
     for i in range(start, start + count):
         step(i)
         marks.append(clock.mark())
     clock.sync()
+    if usage is not None:
+        usage.extend(clock.usage_between(marks[k], marks[k + 1])  # type: ignore[attr-defined]
+                     for k in range(count))
     return ([clock.between(marks[k], marks[k + 1]) for k in range(count)],
             list(range(start, start + count)))
 

@@ -1,18 +1,30 @@
-"""A rich progress bar for ``afford.certify(..., progress=RichProgress())`` in a notebook or a
-script: the API reports typed :class:`afford.certify.Progress` events to any callable; this
-one draws them (points timed over points to time, the child and point being timed, the
-elapsed time) on stderr, as ``afford certify`` does on a terminal. ``done`` can pass
-``total`` when certify measures noisy points once more.
+"""Certify's progress, drawn. :class:`RichProgress` is a rich progress bar for
+``afford.certify(..., progress=RichProgress())`` in a notebook or a script: the API reports
+typed :class:`afford.certify.Progress` events to any callable; this one draws them (points
+timed over points to time, the child and point being timed, the elapsed time) on stderr, as
+``afford certify`` does on a terminal. ``done`` can pass ``total`` when certify measures
+noisy points once more.
 
 ::
 
     with RichProgress() as bar:
         cert = afford.certify(["tinylm"], precision="quick", progress=bar)
+
+:class:`LineProgress` writes what a log keeps instead, for ``afford certify`` when it is not
+on a terminal (issue 32, item 1: a 24-minute certify used to print nothing to a log): one
+line per stage as it begins, and in the sweep (and the time model's rounds of fresh
+children) one line per workload as each child finishes it; every line with the elapsed
+time, and, once a child has finished, an estimate of the stage's time left from this run's
+own children (the stages after the sweep are not estimated before they run: their cost
+differs too much from box to box to guess).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
 
 
 class RichProgress:
@@ -49,3 +61,86 @@ class RichProgress:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+STAGE_WORDS = {"sweep": "sweep: every shape timed in {children} independent children "
+                         "(an estimate follows the first)",
+               "time": "time model: fitted, extended past the floor and re-measured where "
+                       "needed",
+               "probes": "probes: device ceilings, launch-boundness, FLOPs, checkpoint I/O, "
+                         "startup", "memory": "memory: the memory law and its held-out shapes",
+               "gates": "gates: the init-loss gate (every gate with --gates)", "sizes": "sizes: tinylm at five sizes",
+               "levers": "levers: measured A/B pairs"}
+
+
+class LineProgress:
+    """Certify's events as lines on ``stream`` (module docstring). ``plan`` and ``event``
+    are certify's ``on_plan`` and ``on_event``; ``clock`` is injectable for tests."""
+
+    def __init__(self, children: int, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.children = children
+        self.stream = stream
+        self.clock = clock
+        self.t0 = clock()
+        self.stage: str | None = None
+        self.stage_t0 = self.t0
+        self.finished: list[float] = []  # when each child of the stage finished
+        self.points: dict[Any, dict[str, int]] = {}  # child -> workload -> points timed
+
+    def say(self, text: str) -> None:
+        print(f"[{self.clock() - self.t0:5.0f} s] {text}", file=self.stream or sys.stderr,
+              flush=True)
+
+    def plan(self, plan: Any) -> None:
+        """certify's plan: the workloads, their shapes, the children and the protocol."""
+        shapes: dict[str, int] = {}
+        for it in plan.items:
+            name = f"{it['workload']} ({it['mode']})"
+            shapes[name] = shapes.get(name, 0) + 1
+        what = ", ".join(f"{k} {v} shapes" for k, v in shapes.items())
+        self.say(f"certify on {plan.device}, {plan.precision} protocol: {what}; "
+                 f"{self.children} children each")
+
+    def event(self, e: dict) -> None:
+        kind = e.get("event")
+        if kind == "stage":
+            self._stage(str(e.get("key")))
+        elif kind == "point" and self.stage in ("sweep", "time"):
+            name = _workload(str(e.get("key", "")))
+            counts = self.points.setdefault(e.get("child"), {})
+            counts[name] = counts.get(name, 0) + 1
+        elif kind == "done" and self.stage in ("sweep", "time"):
+            self._child_done(e.get("child"))
+
+    def _stage(self, name: str) -> None:
+        now = self.clock()
+        ended = f"{self.stage} done in {now - self.stage_t0:.0f} s; " if self.stage else ""
+        self.stage, self.stage_t0, self.finished, self.points = name, now, [], {}
+        if name == "done":
+            self.say(ended + f"measured in {now - self.t0:.0f} s")
+            return
+        words = STAGE_WORDS.get(name, name).format(children=self.children)
+        self.say(ended + words)
+
+    def _child_done(self, child: Any) -> None:
+        self.finished.append(self.clock())
+        n = len(self.finished)
+        each = (self.finished[-1] - self.stage_t0) / n
+        if self.stage == "sweep" and n <= self.children:
+            left = self.children - n
+            where = f"child {n} of {self.children}"
+            estimate = (f"about {each * left:.0f} s left in the sweep (its children took "
+                        f"{each:.0f} s each)") if left else "the sweep's last child"
+        else:  # the time model's rounds, or a fresh child for what a dead one left
+            where = f"a fresh child ({n} so far)"
+            estimate = f"{each:.0f} s a child"
+        for name, count in self.points.pop(child, {}).items():
+            self.say(f"{self.stage}: {where}: {name} {count} shapes timed; {estimate}")
+
+
+def _workload(key: str) -> str:
+    """``tinylm|fp32|64|b8`` (a point's key) -> ``tinylm (fp32)``."""
+    spec, _, rest = key.partition("|")
+    mode = rest.partition("|")[0]
+    return f"{spec} ({mode})" if mode else spec

@@ -93,6 +93,15 @@ class ChildPoint(_Model):
     involuntary_switches: int | None = Field(
         None, description="times the OS took the CPU from this process over the point's "
         "steps (getrusage ru_nivcsw): CPU contention shows here")
+    timed_cpu_seconds: list[NonNegativeFloat] = Field(
+        [], description="CPU seconds (user + system, all threads) of this process in each "
+        "timed step, beside timed_seconds (a CPU device)")
+    timed_wait_seconds: list[NonNegativeFloat] = Field(
+        [], description="seconds this process's threads waited, runnable, for a CPU in each "
+        "timed step, summed over threads (Linux schedstat run-queue delay): what other "
+        "processes cost the step (a CPU device; empty where the kernel does not say)")
+    threads: PositiveInt | None = Field(None, description="torch's intra-op threads "
+                                        "(torch.get_num_threads) of the child (a CPU device)")
     device_steps: list[DeviceStep] = Field(
         [], description="warm steps profiled after the timed ones (CUDA): the device's busy "
         "time and kernels per step, read apart from the host")
@@ -133,6 +142,22 @@ class Point(_Model):
         "the device's own cost per kernel boundary")
     synced_median_seconds: float | None = Field(
         None, description="median of the synced steps (host sync after each step)")
+    idle_seconds: Seconds | None = Field(
+        None, description="the step on an idle box: the median of the timed steps in which "
+        "no other process delayed the child's threads (they waited for a CPU less than 2 % of "
+        "the step), pooled over children (afford.fit.contention); None where fewer than 5 "
+        "steps ran free (a CPU device)")
+    load_seconds: NonNegativeFloat | None = Field(
+        None, description="what the load cost the step: median_seconds - idle_seconds")
+    wait_share: NonNegativeFloat | None = Field(
+        None, description="median over children of the share of their thread time spent "
+        "waiting for a CPU in the timed steps (0 on an idle box)")
+    cpu_step_seconds: NonNegativeFloat | None = Field(
+        None, description="median over children of each child's median process CPU seconds "
+        "per timed step (all threads; it grows with the load too: torch's threads spin "
+        "while a sibling waits)")
+    threads: PositiveInt | None = Field(None, description="torch's intra-op threads of the "
+                                        "children")
     params: NonNegativeInt | None = Field(None, description="trainable parameters")
     frozen_params: int | None = Field(None, description="parameters not trained (LoRA base, "
                                       "frozen layers): weights only, no gradient or optimizer "

@@ -6,24 +6,38 @@ Names: ``softmax``, ``scan``, ``tinylm``, a preset as ``tinylm@q3``, a tinylm si
 model as ``hf:gpt2`` (see :mod:`afford.workloads.hf`). Any of them
 may carry step options after ``+`` (``tinylm@q3+compile``, ``softmax+fused+x2``; see
 :mod:`afford.workloads.tuned`).
+
+The package imports no torch until a workload is resolved or one of its torch names
+(``Built``, ``Workload``, ``WorkloadRefused``, ``train_step``) is asked for, so the grammar
+of the names (:mod:`afford.workloads.names`) is checked in a process that has not loaded
+torch (issue 32, item 6).
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
 from afford.errors import InputError
-from afford.workloads.base import Built, Workload, WorkloadRefused, train_step
-from afford.workloads.scan import Scan
-from afford.workloads.softmax import Softmax
-from afford.workloads.tinylm import PRESETS, TinyLM, default, parse_size
-from afford.workloads.tuned import Tuned, parse_options
+from afford.workloads.names import (BUILTINS, DEFAULT, parse_options, tinylm_preset_error,
+                                    unknown_workload)
 
-BUILTINS = ("softmax", "scan", "tinylm")
-DEFAULT = ("softmax", "scan", "tinylm")
+if TYPE_CHECKING:
+    from afford.workloads.base import Built, Workload, WorkloadRefused, train_step
 
 __all__ = ["BUILTINS", "DEFAULT", "Built", "Workload", "WorkloadRefused", "resolve",
            "train_step"]
+
+_BASE = ("Built", "Workload", "WorkloadRefused", "train_step")
+
+
+def __getattr__(name: str) -> Any:
+    """The torch names of :mod:`afford.workloads.base`, loaded on first use."""
+    if name in _BASE:
+        from afford.workloads import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve(spec: str, device_class: str) -> Workload:
@@ -34,6 +48,8 @@ def resolve(spec: str, device_class: str) -> Workload:
         return resolve_hf(spec, device_class)
     base, plus, options = spec.partition("+")
     if plus:
+        from afford.workloads.tuned import Tuned
+
         try:
             return Tuned(resolve(base, device_class), parse_options(options))
         except ValueError as exc:
@@ -42,27 +58,28 @@ def resolve(spec: str, device_class: str) -> Workload:
         return _load_user(spec)
     name, _, preset = spec.partition("@")
     if name == "softmax" and not preset:
+        from afford.workloads.softmax import Softmax
+
         return Softmax(device_class=device_class)
     if name == "scan" and not preset:
+        from afford.workloads.scan import Scan
+
         return Scan(device_class=device_class)
     if name == "tinylm":
+        from afford.workloads.tinylm import TinyLM, default, parse_size
+
         if not preset:
             return TinyLM(device_class=device_class)
-        if preset in PRESETS:
-            return TinyLM(PRESETS[preset]())
         try:
             return TinyLM(parse_size(preset, default(device_class)))
         except ValueError as exc:
-            if preset[0] in "dLHbs" or any(preset.startswith(p) for p in PRESETS):
-                raise InputError(str(exc)) from None
-            raise InputError(f"unknown tinylm preset {preset!r}; presets: "
-                             f"{', '.join(PRESETS)} (or a size such as tinylm@d256L4)") from None
-    raise InputError(f"unknown workload {spec!r}. Built-ins: {', '.join(BUILTINS)} "
-                     f"(presets: {', '.join('tinylm@' + p for p in PRESETS)}); a workload of "
-                     "your own is named as pkg.module:factory")
+            raise tinylm_preset_error(preset, exc) from None
+    raise unknown_workload(spec)
 
 
 def _load_user(spec: str) -> Workload:
+    from afford.workloads.base import Workload
+
     mod_name, _, attr = spec.partition(":")
     if not mod_name or not attr:
         raise InputError(f"workload {spec!r}: write a user workload as pkg.module:factory")

@@ -7,7 +7,7 @@ the device (``with torch.device(device)``) with SDPA attention. A model type's d
 library's: ``hf:llama`` is the 7B Llama config (d 4096, 32 layers), because that is what was
 asked for; name a smaller one with a size (``hf:llama@d768L12H12``).
 
-Spec grammar (:func:`parse_spec`)::
+Spec grammar (:func:`afford.workloads.names.parse_spec`, read without torch)::
 
     hf:SOURCE[@SIZE][+OPTION...]
 
@@ -34,18 +34,15 @@ model. The transformer dims of the memory and time models (d, L, H) are read fro
 from __future__ import annotations
 
 import copy
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from afford.errors import InputError
 from afford.workloads.base import Built, Workload, WorkloadRefused
+from afford.workloads.names import (HFSpec, is_config_path, no_transformers, parse_spec,
+                                    unknown_model_type)
 
-PREFIX = "hf:"
-HF_EXTRA = "pip install 'afford[hf]'"
 LORA_EXTRA = "pip install 'afford[lora]'"
 DEFAULT_BATCH = {"cpu": 2, "small-gpu": 4, "large-gpu": 8}
 DEFAULT_SEQ = {"cpu": (32, 64, 128), "small-gpu": (128, 256, 512),
@@ -54,102 +51,6 @@ POOL = 4  # random token batches cycled through
 SIZE_KEYS = {"d": "hidden_size", "L": "num_hidden_layers", "H": "num_attention_heads",
              "K": "num_key_value_heads", "V": "vocab_size"}
 FFN_KEYS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff")  # llama-style, GPT-2, OPT, T5
-_SIZE = re.compile(r"(?:[dLHKVF][1-9][0-9]*)+")
-_SHAPE = re.compile(r"(?:b([1-9][0-9]*))?(?:s([1-9][0-9]*))?")
-_LORA = re.compile(r"lora=r([1-9][0-9]*)(?:a([1-9][0-9]*))?(?::(all-linear))?")
-_FROZEN = re.compile(r"frozen=(embeddings|blocks([1-9][0-9]*))")
-
-
-@dataclass(frozen=True)
-class HFSpec:
-    """A parsed ``hf:`` spec; ``step_options`` are passed on to :class:`Tuned`."""
-
-    source: str
-    sizes: dict[str, int] = field(default_factory=dict)  # size letter -> value
-    batch: int | None = None
-    seq: int | None = None
-    lora_rank: int | None = None
-    lora_alpha: int | None = None
-    lora_targets: str | None = None  # None: peft's table for the model type
-    frozen: str | None = None  # "embeddings" or "blocks<k>"
-    step_options: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        """The spec without the step options (they are Tuned's)."""
-        size = "".join(f"{k}{v}" for k, v in self.sizes.items())
-        opts = [o for o in (self.shape_text(), self.lora_text(),
-                            f"frozen={self.frozen}" if self.frozen else "") if o]
-        return PREFIX + self.source + (f"@{size}" if size else "") + "".join("+" + o for o in opts)
-
-    def shape_text(self) -> str:
-        return (f"b{self.batch}" if self.batch else "") + (f"s{self.seq}" if self.seq else "")
-
-    def lora_text(self) -> str:
-        if not self.lora_rank:
-            return ""
-        alpha = f"a{self.lora_alpha}" if self.lora_alpha else ""
-        return f"lora=r{self.lora_rank}{alpha}" + (f":{self.lora_targets}"
-                                                   if self.lora_targets else "")
-
-
-def parse_spec(spec: str) -> HFSpec:
-    """``hf:llama@d768L12+b8s1024+lora=r16+fused`` -> HFSpec; ValueError naming the fault."""
-    if not spec.startswith(PREFIX):
-        raise ValueError(f"an hf workload starts with {PREFIX!r}")
-    head, *options = spec[len(PREFIX):].split("+")
-    source, sizes = _split_size(head)
-    if not source:
-        raise ValueError("name a model type (hf:gpt2) or a config.json (hf:path/config.json)")
-    fields: dict[str, Any] = {"source": source, "sizes": sizes}
-    step: list[str] = []
-    for opt in options:
-        _parse_option(opt.strip(), fields, step)
-    if step:
-        from afford.workloads.tuned import parse_options
-
-        parse_options("+".join(step))  # fails now, in the parent, not in a child
-    return HFSpec(**fields, step_options=tuple(step))
-
-
-def _split_size(head: str) -> tuple[str, dict[str, int]]:
-    source, at, size = head.rpartition("@")
-    if not at:
-        return head, {}
-    if not _SIZE.fullmatch(size):
-        raise ValueError(f"size {size!r}: write letters and numbers such as d768L12H12 "
-                         "(d hidden, L layers, H heads, K key/value heads, V vocab, F ffn)")
-    pairs = re.findall(r"([dLHKVF])([0-9]+)", size)
-    letters = [k for k, _ in pairs]
-    if len(set(letters)) != len(letters):
-        raise ValueError(f"size {size!r}: a letter appears twice")
-    return source, {k: int(v) for k, v in pairs}
-
-
-def _parse_option(opt: str, fields: dict[str, Any], step: list[str]) -> None:
-    shape, lora, frozen = _SHAPE.fullmatch(opt), _LORA.fullmatch(opt), _FROZEN.fullmatch(opt)
-    if opt and shape and (shape.group(1) or shape.group(2)):
-        _once(fields, "batch", "a shape (b<batch>s<seq>)")
-        fields["batch"] = int(shape.group(1)) if shape.group(1) else None
-        fields["seq"] = int(shape.group(2)) if shape.group(2) else None
-    elif lora:
-        _once(fields, "lora_rank", "lora=")
-        fields["lora_rank"] = int(lora.group(1))
-        fields["lora_alpha"] = int(lora.group(2)) if lora.group(2) else None
-        fields["lora_targets"] = lora.group(3)
-    elif frozen:
-        _once(fields, "frozen", "frozen=")
-        fields["frozen"] = frozen.group(1)
-    elif opt.startswith(("lora", "frozen")):
-        raise ValueError(f"option {opt!r}: write lora=r16 (lora=r16a32, lora=r16:all-linear) "
-                         "or frozen=embeddings (frozen=blocks4)")
-    else:
-        step.append(opt)
-
-
-def _once(fields: dict[str, Any], key: str, what: str) -> None:
-    if key in fields:
-        raise ValueError(f"{what} is given twice")
 
 
 # ---------------------------------------------------------------- the config
@@ -160,15 +61,14 @@ def transformers_module():
     try:
         import transformers
     except ImportError:
-        raise InputError(f"hf: workloads need transformers, which is not installed here: "
-                         f"{HF_EXTRA}") from None
+        raise no_transformers() from None
     return transformers
 
 
 def base_config(source: str):
     """The config a source names: a model type known offline, or a config.json (or folder)."""
     tf = transformers_module()
-    if source.endswith(".json") or "/" in source or "\\" in source or Path(source).is_dir():
+    if is_config_path(source):
         path = Path(source)
         if not path.exists():
             raise InputError(f"hf:{source}: no such config file or folder")
@@ -177,10 +77,7 @@ def base_config(source: str):
         except Exception as exc:  # noqa: BLE001 - OSError, JSON errors, validators' errors
             raise InputError(f"hf:{source}: cannot read the config: {_line(exc)}") from None
     if source not in tf.CONFIG_MAPPING:
-        known = ", ".join(k for k in ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi",
-                                      "opt", "gpt_neox") if k in tf.CONFIG_MAPPING)
-        raise InputError(f"hf:{source}: not a model type transformers knows (e.g. {known}), "
-                         "nor a path to a config.json")
+        raise unknown_model_type(source, tf.CONFIG_MAPPING)
     try:
         return tf.AutoConfig.for_model(source)
     except Exception as exc:  # noqa: BLE001 - a family's own default may fail its validators

@@ -17,7 +17,6 @@ class's default shape at width 256 and 4 layers; ``tinylm@q3b16`` is q3 at batch
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 import torch
@@ -25,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from afford.workloads.base import Built, Workload
+from afford.workloads.names import TINYLM_PRESETS, tinylm_size_fields
 
 VOCAB = 256
 
@@ -55,31 +55,15 @@ def default(device_class: str) -> TinyLMConfig:
 
 
 PRESETS = {"q3": q3}
-
-_FIELDS = {"d": "d", "L": "L", "H": "H", "b": "batch", "s": "seq"}
-_FIELD_RE = re.compile(r"([dLHbs])([0-9]+)")
-
+assert tuple(PRESETS) == TINYLM_PRESETS  # the grammar names them torch-free
 
 def parse_size(text: str, base: TinyLMConfig) -> TinyLMConfig:
     """``q3``, ``d256L4``, ``q3b16``: a preset (optional) then field overrides of it (or of
-    ``base`` without a preset). ``ValueError`` with the grammar when it cannot be read."""
-    preset = next((p for p in sorted(PRESETS, key=len, reverse=True) if text.startswith(p)),
-                  None)
-    config = PRESETS[preset]() if preset else base
-    rest = text[len(preset):] if preset else text
-    pieces = _FIELD_RE.findall(rest)
-    if "".join(k + v for k, v in pieces) != rest or (not pieces and not preset):
-        raise ValueError(f"cannot read tinylm size {text!r}: write a preset "
-                         f"({', '.join(PRESETS)}) and/or fields d<width> L<layers> H<heads> "
-                         "b<batch> s<seq>, e.g. tinylm@d256L4 or tinylm@q3b16")
-    seen = [k for k, _ in pieces]
-    dup = sorted({k for k in seen if seen.count(k) > 1})
-    if dup:
-        raise ValueError(f"tinylm size {text!r}: field {dup[0]!r} given twice")
-    values = {_FIELDS[k]: int(v) for k, v in pieces}
-    if any(v <= 0 for v in values.values()):
-        raise ValueError(f"tinylm size {text!r}: every field must be a positive integer")
-    config = replace(config, **values)
+    ``base`` without a preset). ``ValueError`` with the grammar when it cannot be read
+    (:func:`afford.workloads.names.tinylm_size_fields`) or the width does not divide into
+    the heads."""
+    preset, values = tinylm_size_fields(text)
+    config = replace(PRESETS[preset]() if preset else base, **values)
     if config.d % config.H:
         raise ValueError(f"tinylm size {text!r}: width d={config.d} is not divisible by "
                          f"H={config.H} heads")

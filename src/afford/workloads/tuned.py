@@ -27,7 +27,6 @@ step is taken apart for the sizes stage. Each changes one thing about the built 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -35,28 +34,10 @@ import torch
 
 from afford.workloads.base import Built, Workload, WorkloadRefused
 from afford.workloads.clock import clock_for
+from afford.workloads.names import OPTIONS, parse_options  # noqa: F401 - the grammar, torch-free
 
-OPTIONS = ("fused", "foreach", "compile", "cudagraphs", "phases", "flops", "x<k>")
-_CONFLICTS = (("fused", "foreach"), ("compile", "cudagraphs"), ("phases", "cudagraphs"),
-              ("flops", "cudagraphs"))
 BATCH_KEYS = ("batch", "n", "B")
 GRAPH_WARMUP_ITERS = 3  # side-stream iterations before capture (PyTorch CUDA Graphs docs)
-
-
-def parse_options(text: str) -> tuple[str, ...]:
-    """``"compile+x2"`` -> ("compile", "x2"); ``ValueError`` naming the choices."""
-    opts = tuple(o.strip() for o in text.split("+"))
-    for o in opts:
-        if o not in OPTIONS and not re.fullmatch(r"x[1-9][0-9]*", o):
-            raise ValueError(f"unknown step option {o!r}; options: {', '.join(OPTIONS)}")
-    if len(set(opts)) != len(opts):
-        raise ValueError("a step option appears twice")
-    for a, b in _CONFLICTS:
-        if a in opts and b in opts:
-            raise ValueError(f"step options {a!r} and {b!r} cannot be combined")
-    if sum(1 for o in opts if o.startswith("x")) > 1:
-        raise ValueError("give one batch factor x<k>")
-    return opts
 
 
 def batch_factor(options: tuple[str, ...]) -> int:
