@@ -113,6 +113,8 @@ def test_adaptive_floor_and_cap_and_block():
     assert _block_size(0.01, rule) == 12 and _block_size(0.001, rule) == 16
     assert _block_size(0.2, rule) == 4  # slow steps still pipeline: never synced alone
     assert _block_size(5.0, rule) == 4
+    from dataclasses import replace
+    assert _block_size(5.0, replace(rule, max_block=3)) == 3  # a cap wins over the minimum
     assert [synced_count(t) for t in (0.001, 0.015, 0.05, 0.2)] == [10, 7, 5, 5]
 
 

@@ -189,7 +189,8 @@ def time_synced(step: Callable[[int], Any], sync: Callable[[Any], None], start: 
 def _block_size(warm_median: float, rule: TimingRule) -> int:
     """Steps between host syncs: about ``BLOCK_SECONDS`` (a quarter of the 0.5 s floor the
     adaptive rule used to have, so the async figure keeps its meaning as the floor moves), or a
-    quarter of a larger floor, at least ``MIN_BLOCK`` and at most ``max_block``.
+    quarter of a larger floor, at least ``MIN_BLOCK`` and at most ``max_block`` (which wins:
+    a rule that caps its blocks, as the determinism audit's, keeps its cap).
 
     Never one step a block: a step synced on its own pays the device's tail (the work still
     queued when the host has issued its last kernel) that a training loop overlaps with the
@@ -200,7 +201,7 @@ def _block_size(warm_median: float, rule: TimingRule) -> int:
     if warm_median <= 0:
         return rule.max_block
     per_block = max(BLOCK_SECONDS, rule.floor_seconds / 4.0)
-    return int(max(MIN_BLOCK, min(rule.max_block, per_block / warm_median)))
+    return int(min(rule.max_block, max(MIN_BLOCK, per_block / warm_median)))
 
 
 BLOCK_SECONDS = 0.125
