@@ -107,10 +107,19 @@ def gate_line(g: Gate, device_name: str) -> GateLine:
         delta=(measured if g.name == "deterministic-mode" else module)(worst.delta, "", src),
         tolerance=tag_tol(worst.tolerance, "", g.tolerance_source),
         delta_over_tol=module(q, "ratio", f"delta / tolerance, {g.name}"),
-        headroom=module(headroom(worst, g.line), "x", f"line / worst delta-over-tolerance, "
-                        f"{g.name}"),
+        headroom=_headroom(worst, g.line, g.name),
         detail=worst.detail, failing=failing, line=line,
         clears=None if math.isnan(q) else q <= g.line * (1 + 1e-9), **_counts(g), **_margin(g, src))
+
+
+def _headroom(worst, line: float, name: str) -> Tagged:
+    """line / worst delta-over-tolerance; a delta of 0 leaves it unbounded, said in words
+    (inf is no figure: issue 33, item 3)."""
+    h = headroom(worst, line)
+    src = f"line / worst delta-over-tolerance, {name}"
+    if h == math.inf:
+        return module("unbounded (the worst delta is 0)", "", src)
+    return module(h, "x", src)
 
 
 def gate_lines(section: GatesSection) -> list[GateLine]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from html import escape
 
-from afford.provenance import NotExecutable, Struck, Tagged
+from afford.provenance import NotExecutable, Struck, Tagged, impossible
 from afford.report.cells import cell_text, struck_note, tagged_parts
 from afford.report.model import Report, Section, Table
+from afford.report.terminal import FAILED, refused
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
@@ -38,6 +39,9 @@ figcaption { color: #57606a; font-size: 12px; }
 
 
 def _tagged_html(t: Tagged, where: str) -> str:
+    why = impossible(t)
+    if why is not None:  # refused: the failed measurement and its cause, never the figure
+        return f'<span class="notexec">{FAILED}</span>: {escape(refused(t, why)[len(FAILED) + 2:])}'
     value, letters = tagged_parts(t, where)
     letter = letters[0]
     tip = f"{t.tag.value}: {t.source}" + (" (extrapolated)" if t.extrapolated else "") + \

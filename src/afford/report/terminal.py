@@ -6,7 +6,7 @@ import math
 
 from afford.figures.probes import ProbesSummary
 from afford.figures.summary import WorkloadSummary
-from afford.provenance import NotExecutable, Tag, Tagged, require_tagged
+from afford.provenance import SHARE, NotExecutable, Tag, Tagged, impossible, require_tagged
 from afford.report.rich_table import Table
 from afford.units import format_bytes, format_count, format_duration, format_gpu_hours
 
@@ -35,7 +35,7 @@ def value_text(t: Tagged) -> str:
         return format_rate(v, unit)
     if unit == "x":
         return f"{v:.1f}x"
-    if unit == "ratio":
+    if unit in ("ratio", SHARE):
         return f"{v:.2%}"
     if unit == "tokens/s":
         return f"{format_count(v)} tokens/s"
@@ -54,11 +54,24 @@ def format_rate(v: float, unit: str) -> str:
     return f"{v:.3g} {unit}"
 
 
+FAILED = "FAILED"
+
+
+def refused(t: Tagged, why: str) -> str:
+    """An impossible figure as the failed measurement it is: its cause, then where it came
+    from (the source names the inputs), never the figure itself."""
+    return f"{FAILED}: {why}; from {t.source}"
+
+
 def fmt(x: object, where: str = "") -> str:
-    """``12.30 ms M``: value, unit and tag letter; TypeError for an untagged number."""
+    """``12.30 ms M``: value, unit and tag letter; TypeError for an untagged number; an
+    impossible one (:func:`afford.provenance.impossible`) as ``FAILED: <cause>; from ...``."""
     if x is None:
         return "-"
     t = require_tagged(x, where)
+    why = impossible(t)
+    if why is not None:
+        return refused(t, why)
     star = "*" if t.extrapolated else ""
     prov = "?" if t.provisional else ""
     return f"{value_text(t)} {ABBREV[t.tag]}{star}{prov}"
@@ -92,6 +105,8 @@ def fmt_list(xs: tuple[Tagged, ...] | list[Tagged], where: str = "") -> str:
     ts = [require_tagged(x, where) for x in xs]
     if not ts:
         return "-"
+    if any(impossible(t) for t in ts):
+        return "; ".join(fmt(t) for t in ts)
     tags = {ABBREV[t.tag] for t in ts}
     return ", ".join(value_text(t) for t in ts) + " " + "/".join(sorted(tags))
 
