@@ -32,6 +32,7 @@ runner = CliRunner()
     (-1.5, "s", "a negative time"),
     (-1, "B", "a negative size"),
     (-3, "steps", "a negative count"),
+    (1e308, "ratio", "beyond any measurement"),  # issue 33: a held-out error shown as inf%
 ])
 def test_what_no_measurement_can_be(value, unit, why):
     assert why in impossible(module(value, unit, "x"))

@@ -113,6 +113,7 @@ class NotExecutable(BaseModel):
 #: unit of a fraction of a whole, 0..1 (shown as a percent; above 1 it is impossible)
 SHARE = "share"
 TIME_UNITS = frozenset({"s", "GPU-s"})
+HUGE = 1e300  # no measured quantity comes near; its percent or product overflows to inf
 SIZE_UNITS = frozenset({"B", "params", "tokens", "steps", "FLOP", "FLOP/s", "B/s",
                         "tokens/s", "chunks", "copies"})
 
@@ -125,6 +126,8 @@ def impossible(t: Tagged) -> str | None:
         return None
     if not math.isfinite(v):
         return f"not a finite number ({v})"
+    if abs(v) >= HUGE:
+        return f"a number beyond any measurement ({v:.3g})"
     if t.unit == SHARE and not 0.0 <= v <= 1.0:
         return f"a share of {v:.0%}, and no share of a whole is below 0 % or above 100 %"
     if v < 0 and t.unit in TIME_UNITS:
