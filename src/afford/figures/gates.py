@@ -126,6 +126,34 @@ def gate_lines(section: GatesSection) -> list[GateLine]:
     return [gate_line(g, section.device_name) for g in section.gates]
 
 
+@dataclass(frozen=True)
+class RowLine:
+    """One checked case of a gate: its delta against its tolerance (the gate table shows
+    only the worst)."""
+
+    gate: str
+    label: str
+    delta: Tagged | str          # the delta, or NOT EXECUTABLE with why
+    tolerance: Tagged
+    status: str
+    detail: str
+
+
+def row_lines(section: GatesSection) -> list[RowLine]:
+    """Every row of every gate, tagged as :func:`gate_line` tags its worst."""
+    out = []
+    for g in section.gates:
+        tol = module if g.name == "noise-floor" else assumed
+        kind = measured if g.name == "deterministic-mode" else module
+        for r in g.rows:
+            src = f"{g.name} ({g.source}), row {r.label}, {_where(section.device_name)}"
+            delta = kind(r.delta, "", src) if r.delta is not None else \
+                f"NOT EXECUTABLE: {r.not_executable.reason if r.not_executable else ''}"
+            out.append(RowLine(g.name, r.label, delta, tol(r.tolerance, "", g.tolerance_source),
+                               r.status, r.detail))
+    return out
+
+
 def _cell(run: AuditRun, quantity: str, src: str) -> Cell | None:
     c = next((c for c in run.comparisons if c.quantity == quantity), None)
     if c is None:
