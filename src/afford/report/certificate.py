@@ -17,6 +17,7 @@ from afford.report.gates import (determinism_report_table, gate_rows_report_tabl
                                  gates_report_table, noise_report_table)
 from afford.report.host_load import host_load_notes, host_load_table
 from afford.report.probes import probes_section
+from afford.report.stage_sections import SECTIONS
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
 from afford.report.time_model import time_section
@@ -376,6 +377,8 @@ def stage_sections(cert: Certificate, plot_ids: dict[str, list[str]]) -> list[Se
     for key in extra:
         if key == "host_load" and cert.host_load:
             out.append(host_load_section(cert))
+        elif key in SECTIONS and getattr(cert, key, None) is not None:
+            out.append(SECTIONS[key](cert))
         elif getattr(cert, key, None) is not None:
             out.append(generic_section(key.replace("_", " ").capitalize(), getattr(cert, key)))
     return out

@@ -17,11 +17,15 @@ from afford.report.terminal import FAILED, refused
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
-       max-width: 1100px; padding: 0 1em; color: #1b1f23; }
+       max-width: 1320px; padding: 0 1em; color: #1b1f23; }
+p, li, caption, figcaption, pre, code { overflow-wrap: anywhere; }
+p.note, p.legend { max-width: 110ch; }
 h1 { font-size: 1.6em; } h2 { border-bottom: 2px solid #d0d7de; padding-bottom: .2em; }
 h3 { margin-top: 1.6em; } h4 { margin-top: 1.2em; }
-table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 13px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 13px; max-width: 100%; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
+th { overflow-wrap: normal; word-break: normal; }
 th { background: #f6f8fa; } td.num { text-align: right; white-space: nowrap; }
 caption { caption-side: bottom; text-align: left; font-style: italic; color: #57606a; }
 .tag { font-size: 10px; font-weight: 600; padding: 0 3px; margin-left: 3px; border-radius: 3px;
@@ -31,7 +35,7 @@ caption { caption-side: bottom; text-align: left; font-style: italic; color: #57
 del { color: #8c959f; } .struck-note { color: #8c959f; font-size: 12px; }
 .notexec { color: #9a6700; font-weight: 600; }
 .note { color: #57606a; } .legend { color: #57606a; font-style: italic; }
-pre { background: #f6f8fa; padding: .6em 1em; border-radius: 4px; }
+pre { background: #f6f8fa; padding: .6em 1em; border-radius: 4px; white-space: pre-wrap; }
 figure { margin: 1em 0 2em; } figure svg { max-width: 100%; height: auto; }
 figcaption { color: #57606a; font-size: 12px; }
 .slot td { background: #fffbe6; }

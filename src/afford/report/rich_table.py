@@ -108,6 +108,18 @@ class Table(_rich.Table):
             return
         yield from super().__rich_console__(console, options)
 
+    def plain(self) -> tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...], str]:
+        """(title, headers, rows, caption) as plain text: the same table for the report,
+        whose cells were formatted (every figure tagged) when the terminal table was
+        built."""
+        def text(x) -> str:
+            return x.plain if isinstance(x, Text) else str(x or "")
+
+        rows = tuple(tuple(text(c._cells[n]) for c in self.columns)
+                     for n in range(len(self.rows)))
+        return (text(self.title), tuple(text(c.header) for c in self.columns), rows,
+                text(self.caption))
+
     def _records(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """One block per row, ``header: value`` lines wrapped at words with a hanging
         indent (an empty or ``-`` cell left out), a blank line after each; a table without
