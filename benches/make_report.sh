@@ -22,7 +22,7 @@ if [ -x /usr/bin/chromium ]; then
     profile=$(mktemp -d)
     /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
         --disable-background-networking --disable-component-update --disable-sync \
-        --user-data-dir="$profile" --window-size=1200,9000 \
+        --user-data-dir="$profile" --window-size=1400,9000 \
         --screenshot="$PWD/benches/report.png" "file://$PWD/benches/report.html" \
         >/dev/null 2>&1
     rm -rf "$profile"
