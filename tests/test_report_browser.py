@@ -64,16 +64,22 @@ def sections(items):
         yield from sections(s.subsections)
 
 
-def test_it_renders_to_a_screenshot(page):
-    tmp, path, _ = page
-    shot = tmp / "report.png"
-    r = chromium(tmp, "--window-size=1200,4000", f"--screenshot={shot}", path.as_uri())
+def screenshot(tmp: Path, path: Path, width: int, height: int) -> bytes:
+    """The page shot at ``width`` x ``height``; PNG checked to be that size and not blank."""
+    shot = tmp / f"report-{width}.png"
+    r = chromium(tmp, f"--window-size={width},{height}", f"--screenshot={shot}", path.as_uri())
     assert r.returncode == 0, r.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    assert (width, height) == (1200, 4000)
+    assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == \
+        (width, height)
     assert len(data) > 100_000  # a page of tables and plots, not a blank one
+    return data
+
+
+def test_it_renders_to_a_screenshot(page):
+    tmp, path, _ = page
+    screenshot(tmp, path, 1200, 4000)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,9 +141,4 @@ def test_no_horizontal_overflow_at_1400_pixels(real_page):
 
 def test_the_report_of_real_certificates_renders_to_a_screenshot(real_page):
     tmp, path, _ = real_page
-    shot = tmp / "report-1400.png"
-    r = chromium(tmp, "--window-size=1400,3000", f"--screenshot={shot}", path.as_uri())
-    assert r.returncode == 0, r.stderr[-2000:]
-    data = shot.read_bytes()
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    assert (width, height) == (1400, 3000) and len(data) > 100_000
+    screenshot(tmp, path, 1400, 3000)
