@@ -3,7 +3,7 @@
 and beside the two estimates a user has without afford (a bench report, not a test).
 
     python3 benches/truth_report.py CERT TRUTH.jsonl [CERT TRUTH.jsonl ...]
-        [--ledger benches/history.tsv --commit SHA --date ISO]
+        [--ledger lab/history.tsv --commit SHA --date ISO]
 
 Per shape: the truth (pipelined warm step, peak allocated and reserved in a fresh process),
 afford's step (the two-sided model: a point where the device bounds the step, a band where

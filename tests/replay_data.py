@@ -1,5 +1,5 @@
 """Memory-stage shapes made from the allocator histories recorded on an H200
-(benches/device-runs/2026-12-02-h200-traces): each recorded process ran six shapes in
+(recorded on an H200, 2026-12-02; tests/data/h200_traces): each recorded process ran six shapes in
 order; the first history's never-freed extras (the cuBLAS workspaces) are the state every
 later shape began from, as in the memory child (which pre-warms before its first shape)."""
 
@@ -13,7 +13,7 @@ from afford.fit.allocator import AddressSource, Allocator, replay
 from afford.fit.trace_scaling import extra_slots, from_history
 from afford.schema.memory import AllocTrace, MemoryShape, SeedSegment, pack_ints
 
-TRACES = Path(__file__).parent.parent / "benches" / "device-runs" / "2026-12-02-h200-traces"
+TRACES = Path(__file__).parent / "data" / "h200_traces"
 DIMS = {"tinylm": (512, 8, 8), "gpt2": (768, 12, 12), "llama": (768, 12, 12)}
 
 

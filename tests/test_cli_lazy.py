@@ -75,3 +75,10 @@ def test_an_unknown_command_is_exit_2_naming_it():
     result = CliRunner().invoke(app, ["plna"])
     assert result.exit_code == 2
     assert "plna" in result.output
+
+
+def test_help_keeps_the_extras_names():
+    """Rich markup would read ``[hf]`` as a style tag and drop it (issue 29, item 5)."""
+    got = CliRunner().invoke(app, ["certify", "--help"], env={"COLUMNS": "200"})
+    assert got.exit_code == 0
+    assert "afford[hf]" in got.output and "afford[lora]" in got.output

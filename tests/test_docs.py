@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
-CITING = [p for folder in ("src", "tests", "benches") for p in (ROOT / folder).rglob("*")
+CITING = [p for folder in ("src", "tests", "tools", "examples") for p in (ROOT / folder).rglob("*")
           if p.suffix in (".py", ".toml", ".sh") and p.name != "test_docs.py"]
 CITING.append(ROOT / "README.md")
 SECTION = re.compile(r"docs/DESIGN\.md sections? (\d+)(?:(?:,| and) (\d+))?(?:,? rules? (\d+))?")
@@ -66,7 +66,7 @@ def test_ci_runs_the_readme_test_command_verbatim_in_a_fresh_venv():
 
 def _tour() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return text.split("## A short tour", 1)[1].split("\n## ", 1)[0]
+    return text.split("## Commands", 1)[1].split("\n## ", 1)[0]
 
 
 def test_the_readme_tour_has_a_row_for_every_command():
@@ -82,3 +82,18 @@ def test_the_readme_names_compare_verdicts_as_the_code_spells_them():
     row = next(ln for ln in _tour().splitlines() if ln.startswith("| `afford compare"))
     for word, code in ((REPRODUCES, 0), (NOT_REPRODUCED, 1), (NOT_COMPARED, 2)):
         assert f"{word} (exit {code})" in row or f"{word} ({code})" in row, row
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    """README.md and docs/*.md: each link to a file of the repository names one that
+    exists (web links are not followed)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = [f"{page.relative_to(ROOT)} -> {target}" for page in pages
+              for target in LINK.findall(page.read_text(encoding="utf-8"))
+              if not target.startswith(("http://", "https://", "mailto:"))
+              and not (page.parent / target).exists()]
+    assert broken == []
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200

@@ -19,8 +19,8 @@ from afford.report.terminal import fmt, fmt_list
 from afford.schema.cert import load_certificate
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = ROOT / "benches" / "certificates" / "h200-sizes-levers-63bd66d.json"
-H200 = ROOT / "benches" / "certificates" / "h200-default-d89f7a2.json"
+SIZES = ROOT / "tests" / "data" / "h200_sizes_levers_63bd66d.json"
+H200 = ROOT / "tests" / "data" / "h200_default_d89f7a2.json"
 runner = CliRunner()
 
 

@@ -89,16 +89,17 @@ def test_an_allocator_option_the_model_does_not_follow_is_not_trusted():
 
 
 def test_the_laws_held_out_misses_say_the_replay_answers_where_it_does():
+    import json
     from pathlib import Path
 
     from afford.certify.memory import refit_law, with_replay
-    from afford.schema.cert import load_certificate
+    from afford.schema.memory import MemoryLaw
 
-    # the merged tree's H200 certificate: softmax bf16's law misses 16 x 4096 by -39 %
-    path = Path(__file__).parents[1] / "benches/device-runs/2026-12-03-h200-merged/default.json"
-    c = load_certificate(path)
-    law = next(x for x in c.memory.laws if x.workload == "softmax" and x.mode == "bf16")
-    new = refit_law(law, c.environment.device_memory_bytes)
+    # softmax bf16's law of an H200 certificate (the merged tree of 2026-12-03): it misses
+    # 16 x 4096 by -39 %
+    doc = json.loads((Path(__file__).parent / "data" / "h200_softmax_bf16_law.json").read_text())
+    law = MemoryLaw.model_validate(doc["law"])
+    new = refit_law(law, doc["device_memory_bytes"])
     misses = [w for w in new.warnings if w.startswith("held-out ") and " off (target " in w]
     assert misses and all("the allocator replay answers" in w for w in misses)
     untrusted = new.replay.model_copy(update={"trusted": False})

@@ -24,13 +24,13 @@ from afford.report.rich_table import Table
 from afford.schema.cert import load_certificate
 
 ROOT = Path(__file__).resolve().parents[1]
-CERTS = ROOT / "benches" / "certificates"
-H200 = CERTS / "h200-default-d89f7a2.json"
-SIZES = CERTS / "h200-sizes-levers-63bd66d.json"
+DATA = ROOT / "tests" / "data"
+H200 = DATA / "h200_default_d89f7a2.json"
+SIZES = DATA / "h200_sizes_levers_63bd66d.json"
 CPU = ROOT / "tests" / "data" / "cpu_tinylm_tiny.json"
 TIME = ROOT / "tests" / "data" / "h200_time_default_2026-12-02.json"
-PLATFORM = ROOT / "benches" / "platforms" / "16gib-12h.toml"
-RUN = ROOT / "benches" / "runs" / "example.toml"
+PLATFORM = ROOT / "examples" / "platforms" / "16gib-12h.toml"
+RUN = ROOT / "examples" / "runs" / "example.toml"
 BOX = re.compile("[\u2500-\u257f]")  # box drawing
 runner = CliRunner()
 
@@ -101,8 +101,8 @@ COMMANDS = {
     "predict": lambda h: ["predict", TIME, "--batch", "8", "--seq", "2048", "-p", "local"],
     "size": lambda h: ["size", H200, "--seq", "2048", "-w", "tinylm", "--mode", "bf16"],
     "ladder": lambda h: ["ladder", SIZES, "--params", "7.5M,124M:d768L12,1B"],
-    "compare": lambda h: ["compare", H200, CERTS / "h200-default-f3f4108.json", "--tol", "5%"],
-    "history": lambda h: ["history", "show", "-f", ROOT / "benches" / "history.tsv"],
+    "compare": lambda h: ["compare", H200, TIME, "--tol", "5%"],
+    "history": lambda h: ["history", "show", "-f", DATA / "ledger_excerpt.tsv"],
     "pin": lambda h: (h.joinpath("a.txt").write_text("x"), ["pin", "a.txt"])[1],
     "bars": _bars_files,
     "milestones": _milestones_files,

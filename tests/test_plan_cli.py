@@ -76,8 +76,8 @@ def test_presets_load_with_their_citations():
             assert part.assumed or part.cite
 
 
-def test_benches_platform_file_loads():
-    p = load_platform(ROOT / "benches/platforms/16gib-12h.toml")
+def test_the_example_platform_file_loads():
+    p = load_platform(ROOT / "examples/platforms/16gib-12h.toml")
     assert p.device.memory.tagged().value == 16 * 2**30 and p.session_cap.si() == 43200.0
 
 
@@ -156,8 +156,8 @@ def test_unknown_preset_and_missing_files_exit_2(tmp_path):
     assert run("preflight", cert, "--platform", "local").exit_code == 2  # --run is required
 
 
-def test_benches_run_file_loads():
-    r = load_run(ROOT / "benches/runs/example.toml")
+def test_the_example_run_file_loads():
+    r = load_run(ROOT / "examples/runs/example.toml")
     assert r.name and r.checkpoints_kept >= 1
 
 

@@ -205,7 +205,7 @@ def test_memory_section_shows_the_laws_and_every_held_out_shape():
     measured (M), predicted (F, starred beyond the sweep) and the error (C)."""
     from afford.schema.cert import load_certificate
 
-    path = Path(__file__).parents[1] / "benches" / "certificates" / "h200-default-d89f7a2.json"
+    path = Path(__file__).parent / "data" / "h200_default_d89f7a2.json"
     cert = load_certificate(path)
     laws, held = _section(build_report(Inputs(certs=((path.name, cert),))), "Memory").tables
     assert [r[:2] for r in laws.rows] == [(law.workload, law.mode) for law in cert.memory.laws]
@@ -370,7 +370,7 @@ def test_report_and_plan_mark_the_same_figures_provisional(tmp_path):
 
 # ---------------------------------------------------------------- issue 32, item 3
 
-CERTS = Path(__file__).parents[1] / "benches" / "certificates"
+DATA = Path(__file__).parent / "data"
 CPU_TINY = Path(__file__).parent / "data" / "cpu_tinylm_tiny.json"
 
 
@@ -381,9 +381,9 @@ def _report_of(*paths: Path) -> Report:
 
 
 def test_every_stage_of_real_certificates_is_a_designed_table_never_a_dump():
-    report = _report_of(CERTS / "h200-default-d89f7a2.json",
-                        CERTS / "h200-sizes-levers-63bd66d.json",
-                        CERTS / "h200-distributed-ws1-63bd66d.json", CPU_TINY)
+    report = _report_of(DATA / "h200_default_d89f7a2.json",
+                        DATA / "h200_sizes_levers_63bd66d.json",
+                        DATA / "h200_distributed_ws1_63bd66d.json", CPU_TINY)
     text = markdown.render(report)
     assert "Not shown" not in text and "no provenance tag" not in text
     for dump in ("gemm.fp32.dtype", "ladder.batch_key", "readings.init_loss", "load_average",
@@ -436,7 +436,7 @@ def test_the_memory_plot_draws_the_figures_of_the_memory_tables():
     from afford.report import plotdata
     from afford.schema.cert import load_certificate
 
-    for path in (CPU_TINY, CERTS / "h200-default-d89f7a2.json"):
+    for path in (CPU_TINY, DATA / "h200_default_d89f7a2.json"):
         cert = load_certificate(path)
         plots_ = plotdata.certificate_plots(cert)["memory"]
         for law in cert.memory.laws:

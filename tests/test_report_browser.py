@@ -83,10 +83,9 @@ def test_it_renders_to_a_screenshot(page):
 
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = [ROOT / "benches" / "certificates" / name for name in
-        ("h200-default-d89f7a2.json", "h200-sizes-levers-63bd66d.json",
-         "h200-distributed-ws1-63bd66d.json")] + [ROOT / "tests" / "data" /
-                                                  "cpu_tinylm_tiny.json"]
+REAL = [ROOT / "tests" / "data" / name for name in
+        ("h200_default_d89f7a2.json", "h200_sizes_levers_63bd66d.json",
+         "h200_distributed_ws1_63bd66d.json", "cpu_tinylm_tiny.json")]
 # In the page, after layout: every element whose right edge passes the window's width.
 MEASURE = """<script>
 (function () {

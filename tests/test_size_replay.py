@@ -1,5 +1,5 @@
 """``afford size`` with the allocator replay, on the memory section the H200 measured for a
-Llama-shaped transformers model (benches/device-runs/2026-12-03-h200-memory): on a 16 GiB
+Llama-shaped transformers model (an H200 run of 2026-12-03; tests/data/h200_memory_section_hf.json): on a 16 GiB
 what-if budget the replay's largest batch ran there and one more did not, while the law
 admitted one that runs out of memory; the expandable-segments answer and the breakdown
 beside it."""
@@ -20,14 +20,14 @@ from afford.schema.cert import save_certificate
 from afford.schema.memory import MemorySection
 from tests.synthetic_cert import certificate
 
-RUN = Path(__file__).parent.parent / "benches" / "device-runs" / "2026-12-03-h200-memory"
+SECTION = Path(__file__).parent / "data" / "h200_memory_section_hf.json"
 H200 = 150109880320  # total_memory of the lent H200
 FRACTION = 16 * 2**30 / H200
 
 
 @pytest.fixture(scope="module")
 def cert():
-    sec = MemorySection.model_validate_json((RUN / "section-hf.json").read_text())
+    sec = MemorySection.model_validate_json(SECTION.read_text())
     law = next(x for x in sec.laws if x.workload == "hf_models:llama" and x.mode == "fp32")
     law = refit_law(law, H200)  # the replay rebuilt from the raw histories by this afford
     sec = sec.model_copy(update={"laws": [law]})
@@ -45,7 +45,7 @@ def test_the_replay_answers_and_its_batch_ran_under_the_cap(cert):
     r = memory_figures.size(cert, "hf_models:llama", 1024, None, "fp32", FRACTION, "run")
     assert r.replay is not None and r.replay.used
     # measured under set_per_process_memory_fraction(16 GiB): 8 ran, 9 ran out of memory
-    budget = json.loads((RUN / "budget.json").read_text())
+    budget = json.loads((SECTION.parent / "h200_memory_budget_16gib.json").read_text())
     row = next(x for x in budget["results"]
                if x["workload"] == "hf_models:llama" and x["mode"] == "fp32")
     assert row["largest_ok"] == 8
@@ -124,7 +124,7 @@ def test_plans_largest_batch_reads_the_replay(cert):
 def test_expandable_segments_changing_the_fit_is_a_lever():
     from afford.figures import memory_replay as fr
 
-    sec = MemorySection.model_validate_json((RUN / "section-hf.json").read_text())
+    sec = MemorySection.model_validate_json(SECTION.read_text())
     law = refit_law(next(x for x in sec.laws if x.workload == "hf_models:llama"
                          and x.mode == "bf16"), H200)
     # measured under the 16 GiB cap: 16 ran with the native allocator; the replay gives

@@ -332,7 +332,7 @@ def test_defaults_block_from_a_certificate_round_trips(gpu_cert):
     from pathlib import Path
 
     tomllib = pytest.importorskip("tomllib")
-    path = Path(__file__).parents[1] / "benches" / "memory_defaults_from_cert.py"
+    path = Path(__file__).parents[1] / "tools" / "memory_defaults_from_cert.py"
     spec = importlib.util.spec_from_file_location("memory_defaults_from_cert", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

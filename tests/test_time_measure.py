@@ -19,7 +19,7 @@ from afford.measure.timing import rule_for
 from afford.workloads import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "benches/device-runs/2026-12-02-h200-grid/grid.jsonl"
+GRID = ROOT / "tests/data/h200_grid.jsonl"
 
 
 def test_a_design_item_sets_the_batch_of_the_shape():
@@ -84,7 +84,7 @@ def test_certify_exits_1_on_a_noisy_certificate_and_keeps_it(tmp_path, monkeypat
     assert json.loads(res.stdout)["time_verdict"]["label"] == "NOISY"
 
 
-# ---- the H200 2-D grid (benches/device-runs/2026-12-02-h200-grid) ------------------------------
+# ---- the H200 2-D grid (tests/data/h200_grid.jsonl) ---------------------------------------
 
 
 def _grid(name):

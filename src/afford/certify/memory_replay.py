@@ -29,7 +29,7 @@ __all__ = ["Learned", "build_replay", "learn_shapes", "traced_shapes", "use_repl
 
 # On an H200 the recorded histories of a warm process replay to the measured peaks to the
 # byte for most shapes, but in the memory child some shapes' steps 1-2 peak up to 4 % off
-# an op-for-op identical history (benches/device-runs/2026-12-03-h200-memory/README.md):
+# an op-for-op identical history (lab/device-runs/2026-12-03-h200-memory/README.md):
 # the replay is trusted within 5 %, and budgets add its worst under-prediction.
 VALIDATION_TOLERANCE = 0.05
 

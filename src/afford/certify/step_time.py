@@ -575,8 +575,9 @@ def refit_law(spec: str, w, mode: str, r: WorkloadResult) -> WorkloadResult:
 
 
 SEMANTICS = ("the point's value (median_seconds) times steps as a training loop that syncs "
-             "rarely runs them: CUDA events around each step, one host sync per block of up "
-             "to 16 steps (about 0.125 s); synced_median_seconds (child {synced} only, 5-10 "
+             "rarely runs them: CUDA events around each step, one host sync per block of 4 "
+             "to 16 steps (about 0.125 s, at least 4 steps: a step synced alone would pay the "
+             "device's tail); synced_median_seconds (child {synced} only, 5-10 "
              "steps after the timed ones): host perf_counter around each step and a "
              "float(loss) after it, as a loop that logs loss.item() every step. FLOPs are "
              "counted once per shape by child {flops}, after timing it.")

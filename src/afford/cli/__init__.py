@@ -92,7 +92,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="What can this box afford to train, and may this run start?\n\n"
          "Start with `afford certify`: it measures this machine and writes a certificate that "
-         "the other commands read. `afford COMMAND --help` teaches each command.")
+         "the other commands read. `afford COMMAND --help` teaches each command. Where a "
+         "command reads a certificate, plan, platform, run or manifest file, `-` reads it "
+         "from standard input.")
 
 
 def _print_version(given: bool) -> None:

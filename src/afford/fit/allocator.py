@@ -41,7 +41,7 @@ is >= 512 B; best fit among mapped free blocks, where a free block touching the 
 tail counts as big as it could grow (so it is chosen last); ``empty_cache`` unmaps the
 whole free pages.
 
-Checked on an H200 (torch 2.11, CUDA 13; ``benches/memory_replay.py``): the 36 recorded
+Checked on an H200 (torch 2.11, CUDA 13; ``lab/scripts/memory_replay.py``): the 36 recorded
 histories of tinylm, a GPT-2 and a Llama in fp32 and bf16, replayed in process order, give
 the measured peak allocated and reserved to the byte, the same segments, and every block at
 the address PyTorch gave it; replayed under expandable segments, the bf16 ones give the

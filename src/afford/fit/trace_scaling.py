@@ -50,7 +50,7 @@ separate 1 from B*s. A size that is the same at every traced shape is constant: 
 allocation that saturates (a workspace capped by the library) stays put, and one that
 grows then stops between the traced and the target shapes cannot be seen at all.
 
-Checked on an H200 (``benches/memory_replay.py``): learned at three shapes, replayed at
+Checked on an H200 (``lab/scripts/memory_replay.py``): learned at three shapes, replayed at
 three held out (up to 4x the tokens), reserved to the byte for the GPT-2 and the Llama in
 fp32 and bf16 (native and expandable segments), allocated within 0.07 %; tinylm +3.7 to
 +8.1 % reserved, all of it from its two capped buffers (capped at the true sizes, exact).

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from afford.constants import DATA, MEMORY_FRACTION, MEMORY_FRACTION_REASON, check_fraction
 from afford.errors import InputError
-from afford.io import loads_toml, read_toml
+from afford.io import STDIN, loads_toml, read_toml
 from afford.provenance import Tagged, assumed, inherited
 from afford.schema.envelope import validate
 from afford.units import (MAX_BYTES, MAX_SECONDS, bounded, parse_bytes, parse_duration,
@@ -198,9 +198,10 @@ def presets() -> list[str]:
 
 
 def load_platform(spec: str | Path) -> Platform:
-    """A preset by name (``kaggle-p100``) or a TOML file by path; InputError otherwise."""
+    """A preset by name (``kaggle-p100``) or a TOML file by path (``-``: standard input);
+    InputError otherwise."""
     path = Path(spec)
-    if str(spec).endswith(".toml") or path.is_file():
+    if str(spec).endswith(".toml") or str(spec) == STDIN or path.is_file():
         return validate(read_toml(path, "platform"), Platform, f"platform file {path}")
     if str(spec) in presets():
         text = (DATA / "platforms" / f"{spec}.toml").read_text(encoding="utf-8")

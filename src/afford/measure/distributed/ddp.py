@@ -28,7 +28,7 @@ import torch.distributed as dist
 from afford.fit.stats import median
 from afford.measure.distributed.runtime import Runtime, agree_max, wait_device
 from afford.measure.memory import MemoryWindow
-from afford.measure.timing import timed_block
+from afford.measure.timing import MIN_BLOCK, timed_block
 from afford.workloads.base import autocast_for
 from afford.workloads.clock import CudaClock, HostClock
 from afford.workloads.tinylm import VOCAB, TinyLMConfig, TinyLMModel, default
@@ -144,7 +144,7 @@ def run_one(rt: Runtime, cfg: DPConfig, strategy: str, w: int, group) -> dict:
     check_finite_grads(model)
     est = agree_max(median(warm), group, rt.device)
     count = int(min(cfg.max_steps, max(cfg.min_steps, math.ceil(cfg.floor_seconds / est))))
-    block = int(max(1, min(cfg.max_block, cfg.floor_seconds / 4.0 / est)))
+    block = int(max(MIN_BLOCK, min(cfg.max_block, cfg.floor_seconds / 4.0 / est)))
     start = 1 + cfg.warmup_steps
     secs, idx = timed_steps(step, clock, start, count, block)
     record = {"strategy": strategy, "world_size": w, "rank": rt.rank, "mode": cfg.mode,
