@@ -64,6 +64,26 @@ def test_ci_runs_the_readme_test_command_verbatim_in_a_fresh_venv():
         < lines.index(install_and_test)
 
 
+def _tour() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split("## Commands", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_tour_has_a_row_for_every_command():
+    from afford.cli import COMMANDS
+
+    rows = re.findall(r"^\| `(?:torchrun [^`]*-m )?afford (\w+)", _tour(), flags=re.M)
+    assert sorted(set(COMMANDS) - set(rows)) == []
+
+
+def test_the_readme_names_compare_verdicts_as_the_code_spells_them():
+    from afford.compare import NOT_COMPARED, NOT_REPRODUCED, REPRODUCES
+
+    row = next(ln for ln in _tour().splitlines() if ln.startswith("| `afford compare"))
+    for word, code in ((REPRODUCES, 0), (NOT_REPRODUCED, 1), (NOT_COMPARED, 2)):
+        assert f"{word} (exit {code})" in row or f"{word} ({code})" in row, row
+
+
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 

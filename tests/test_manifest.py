@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -146,3 +147,138 @@ def test_cli_pin_never_overwrites_a_file_that_is_not_a_manifest(tmp_path):
 def test_schema_export():
     r = runner.invoke(app, ["schema", "manifest"])
     assert r.exit_code == 0 and "sources" in json.loads(r.stdout)["properties"]
+
+
+# --- issue 32, item 4: pins re-checked where they are used ---------------------------------
+
+def _hashes(monkeypatch) -> list:
+    """Count the file hashes a re-check makes (the cheap check must make none)."""
+    calls = []
+    real = mf.sha256_file
+
+    def counted(path):
+        calls.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(mf, "sha256_file", counted)
+    return calls
+
+
+def test_an_unchanged_pin_is_checked_by_size_and_time_without_hashing(tmp_path, monkeypatch):
+    f = tmp_path / "text.txt"
+    f.write_bytes(b"one two three\n")
+    m = mf.pin_into(tmp_path / "m.json", [mf.pin_path(f)])
+    assert m.sources[0].mtime_ns == os.stat(f).st_mtime_ns
+    calls = _hashes(monkeypatch)
+    assert mf.recheck(m, tmp_path / "m.json") == m and calls == []
+    os.utime(f, ns=(0, os.stat(f).st_mtime_ns + 10**9))  # touched: same bytes
+    assert mf.recheck(m, tmp_path / "m.json").sources[0].status == "PINNED"
+    assert calls == [str(f)]  # the time moved: hashed once, and the bytes are the same
+
+
+def test_an_edited_file_of_the_same_size_is_no_longer_pinned(tmp_path):
+    f = tmp_path / "text.txt"
+    f.write_bytes(b"one two three\n")
+    m = mf.pin_into(tmp_path / "m.json", [mf.pin_path(f)])
+    f.write_bytes(b"one two THREE\n")
+    os.utime(f, ns=(0, os.stat(f).st_mtime_ns + 10**9))  # a coarse clock still sees it
+    s = mf.recheck(m, tmp_path / "m.json").sources[0]
+    assert s.status == "UNPINNED" and s.sha256 == m.sources[0].sha256  # the pin's hash kept
+    assert "changed since it was pinned" in s.reason
+    assert hashlib.sha256(b"one two THREE\n").hexdigest()[:12] in s.reason
+    assert m.sources[0].sha256[:12] in s.reason
+    assert mf.status_of(mf.recheck(m), "text.txt") == "UNPINNED"
+
+
+def test_a_folder_with_a_shard_added_or_removed_is_no_longer_pinned(tmp_path):
+    d = tmp_path / "shards"
+    d.mkdir()
+    (d / "a.bin").write_bytes(b"aaaa")
+    m = mf.Manifest(sources=[mf.pin_path(d)])
+    assert mf.recheck(m).sources[0].status == "PINNED"
+    (d / "b.bin").write_bytes(b"bbbb")
+    s = mf.recheck(m).sources[0]
+    assert s.status == "UNPINNED" and "1 -> 2 files" in s.reason
+    (d / "b.bin").unlink()
+    assert mf.recheck(m).sources[0].status == "PINNED"  # the same tree again
+
+
+def test_a_manifest_without_times_is_checked_against_when_it_was_pinned(tmp_path):
+    f = tmp_path / "text.txt"
+    f.write_bytes(b"v1")
+    old = mf.pin_path(f).model_copy(update={"mtime_ns": None})
+    assert mf.rechecked(old).status == "PINNED"
+    f.write_bytes(b"v2")
+    later = old.pinned_at.timestamp() + 5
+    os.utime(f, (later, later))
+    assert mf.rechecked(old).status == "UNPINNED"
+
+
+def test_a_source_not_found_or_a_generator_whose_code_changed_is_unpinned(tmp_path):
+    f = tmp_path / "gone.txt"
+    f.write_bytes(b"x")
+    s = mf.pin_path(f)
+    f.unlink()
+    assert "not found at" in mf.rechecked(s).reason
+    g = mf.pin_generator("tests.gen_data:make", {"n": "3"})
+    assert mf.rechecked(g).status == "PINNED"
+    moved = g.model_copy(update={"code_sha256": "0" * 64})
+    assert "its code" in mf.rechecked(moved).reason
+
+
+def test_a_relative_path_resolves_from_the_manifests_folder(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "t.txt").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    m = mf.pin_into(tmp_path / "m.json", [mf.pin_path("data/t.txt")])
+    monkeypatch.chdir(tmp_path / "data")  # elsewhere: data/t.txt is not under here
+    assert mf.recheck(m, tmp_path / "m.json").sources[0].status == "PINNED"
+
+
+@pytest.fixture()
+def pinned_run(tmp_path, monkeypatch):
+    """A run on data source text.txt, pinned into afford.manifest.json by afford pin."""
+    from afford.schema.cert import save_certificate
+    from tests.plan_helpers import make_cert
+
+    monkeypatch.chdir(tmp_path)
+    save_certificate(make_cert(), tmp_path / "c.json")
+    (tmp_path / "p.toml").write_text('name = "p"\nsession_cap = { value = "12h", cite = "d" }\n'
+                                     'weekly_quota = { value = "30h", cite = "d" }\n'
+                                     'disk = { value = "20GB", cite = "d" }\n')
+    (tmp_path / "r.toml").write_text('workload = "tinylm"\nmode = "fp32"\nvalue = 256\n'
+                                     'checkpoints_kept = 1\ntarget_steps = 1000\n'
+                                     'data_sources = ["text.txt"]\n')
+    (tmp_path / "text.txt").write_text("the data\n")
+    assert run("text.txt").exit_code == 0
+    return tmp_path
+
+
+def _edit(path):
+    path.write_text("the data, edited\n")
+
+
+def test_preflight_and_plan_treat_a_changed_source_as_unpinned(pinned_run):
+    args = ["c.json", "-p", "p.toml", "-r", "r.toml", "--manifest", "afford.manifest.json"]
+    before = runner.invoke(app, ["preflight", *args, "--json"])
+    assert json.loads(before.stdout)["plan"]["run"]["unpinned"] == []
+    _edit(pinned_run / "text.txt")
+    r = runner.invoke(app, ["preflight", *args, "--json"])
+    doc = json.loads(r.stdout)
+    assert doc["plan"]["run"]["unpinned"] == ["text.txt"]
+    assert any("'text.txt' changed since it was pinned" in w for w in doc["warnings"])
+    text = " ".join(runner.invoke(app, ["preflight", *args]).output.split())
+    assert "data not pinned (text.txt)" in text and "changed since it was pinned" in text
+    plan = json.loads(runner.invoke(app, ["plan", *args, "--json"]).stdout)
+    assert plan["run"]["unpinned"] == ["text.txt"]
+    assert any("changed since it was pinned" in n for n in plan["notes"])
+
+
+def test_the_report_shows_a_changed_source_unpinned(pinned_run):
+    _edit(pinned_run / "text.txt")
+    r = runner.invoke(app, ["report", "c.json", "--manifest", "afford.manifest.json",
+                            "-o", "r.md"])
+    assert r.exit_code == 0, r.output
+    data = (pinned_run / "r.md").read_text().split("## Data", 1)[1].split("\n## ", 1)[0]
+    assert "| text.txt | file | UNPINNED: changed since it was pinned" in data
+    assert "PINNED |" not in data.replace("UNPINNED", "")

@@ -481,7 +481,8 @@ def test_report_time_section_from_a_real_certificate():
     from afford.report.time_model import NO_MODEL, time_section
 
     s = time_section(h200())
-    models, *held = s.tables
+    load, models, *held = s.tables  # NOISY: the host load first, beside the verdict
+    assert [row[0] for row in load.rows] == ["before", "after"]
     assert [row[0] for row in models.rows] == ["softmax (bf16)", "scan (bf16)", "tinylm (bf16)"]
     assert [row[1] for row in models.rows] == ["smooth_max", "max", "max"]
     assert [cell_text(row[5], "worst") for row in models.rows] == ["2.78% C", "5.25% C",

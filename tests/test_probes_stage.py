@@ -13,7 +13,8 @@ from afford.certify.probes import assemble_section, gemm_dtype_for, workload_ite
 from afford.figures.probes import probes_json, summarize_probes
 from afford.measure.probes.protocol import probe_protocol
 from afford.provenance import NotExecutable, Tag
-from afford.report.terminal import probes_device_table, probes_workload_table, warmup_table
+from afford.report.probes import probes_device_table, probes_workload_table
+from afford.report.probes import probes_warmup_table as warmup_table
 from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.point import ChildPoint, Point

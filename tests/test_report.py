@@ -366,3 +366,95 @@ def test_report_and_plan_mark_the_same_figures_provisional(tmp_path):
             if not title.startswith("to the target"):
                 assert flags == {False}, title  # chunk, cap, steps per hour, quota, cadence
     assert seen["unpinned"] == seen["pinned then"]
+
+
+# ---------------------------------------------------------------- issue 32, item 3
+
+DATA = Path(__file__).parent / "data"
+CPU_TINY = Path(__file__).parent / "data" / "cpu_tinylm_tiny.json"
+
+
+def _report_of(*paths: Path) -> Report:
+    from afford.schema.cert import load_certificate
+
+    return build_report(Inputs(certs=tuple((p.name, load_certificate(p)) for p in paths)))
+
+
+def test_every_stage_of_real_certificates_is_a_designed_table_never_a_dump():
+    report = _report_of(DATA / "h200_default_d89f7a2.json",
+                        DATA / "h200_sizes_levers_63bd66d.json",
+                        DATA / "h200_distributed_ws1_63bd66d.json", CPU_TINY)
+    text = markdown.render(report)
+    assert "Not shown" not in text and "no provenance tag" not in text
+    for dump in ("gemm.fp32.dtype", "ladder.batch_key", "readings.init_loss", "load_average",
+                 "protocol.gemm_n"):
+        assert dump not in text, dump
+    probes = _section(report, "Probes")
+    assert [t.columns[0] for t in probes.tables] == ["figure", "workload", "workload",
+                                                     "workload", "process", "setting"]
+    assert "MFU ceiling" in probes.tables[1].columns
+    gates = _section(report, "Gates")
+    assert gates.tables[1].columns[:3] == ("gate", "row", "delta")
+    for table in (t for s in _all(report.sections) for t in s.tables):
+        for row in table.rows:  # every shown number tagged: no bare number reaches a cell
+            assert not any(isinstance(c, (int, float)) for c in row), (table.columns, row)
+
+
+def test_the_host_load_stands_beside_a_noisy_verdict():
+    from afford.schema.cert import load_certificate
+
+    cert = load_certificate(CPU_TINY)
+    assert cert.time_verdict.label == "NOISY"
+    report = _report_of(CPU_TINY)
+    step = _section(report, "Step-time model")
+    verdict = next(i for i, n in enumerate(step.notes) if n.startswith("Time verdict: NOISY"))
+    assert step.notes[verdict + 1].startswith("Host load: host load average 7.7 before, "
+                                              "6.0 after measuring, on 2 core(s): other work")
+    load = step.tables[0]
+    assert load.columns[:5] == ("when", "load, 1 min", "5 min", "15 min", "cores")
+    before = dict(zip(load.columns, load.rows[0]))
+    assert before["load, 1 min"].value == pytest.approx(7.708, abs=1e-3)
+    assert before["load, 1 min"].tag.value == "MEASURED" and before["busy"] == "yes"
+    assert before["1 min load / cores"].value == pytest.approx(7.708 / 2, abs=1e-3)
+    assert _section(report, "Host load").tables[0] == load
+
+
+def test_law_coefficients_are_shown_as_coefficients_with_their_units():
+    """t = F + c s^b showed c as '0.0 us F': a time unit on a coefficient, rounded to 0."""
+    laws = _section(build_report(report_inputs()), "Throughput laws").tables[0]
+    rows = {(r[0], r[1]): dict(zip(laws.columns, r)) for r in laws.rows}
+    c = rows[("tinylm (bf16)", "t = F + c seq^b")]["exp(a) or c"]
+    assert (c.value, c.unit) == (pytest.approx(2e-6), "s/seq^1.2")
+    text = markdown.render(build_report(report_inputs()))
+    assert "| 2e-06 s/seq^1.2 F " in text and "0.0 us" not in text and " 2.0 us F" not in text
+
+
+def test_the_memory_plot_draws_the_figures_of_the_memory_tables():
+    """On a CPU the plot drew the law (baseline + RSS increment of the memory child) 12-20 %
+    below every sweep point (the sweep children's whole RSS): other quantities, another
+    process. Now each plotted point is a memory-stage shape, measured and the law there."""
+    from afford.report import plotdata
+    from afford.schema.cert import load_certificate
+
+    for path in (CPU_TINY, DATA / "h200_default_d89f7a2.json"):
+        cert = load_certificate(path)
+        plots_ = plotdata.certificate_plots(cert)["memory"]
+        for law in cert.memory.laws:
+            plot = next(p for p in plots_ if p.id.endswith(f"{law.workload}-{law.mode}-memory"))
+            scale = 2**30 if plot.y_label == "GiB" else 2**20
+            q = law.allocated.quantity
+            held = next(s for s in plot.series if s.label == f"{q}, measured (held out)")
+            drawn = next(s for s in plot.series if s.label == f"{q}, memory law at each shape")
+            at: dict[float, list[float]] = {}
+            for x, y in zip(drawn.x, drawn.y):  # shapes of equal tokens share an x
+                at.setdefault(x, []).append(y * scale)
+            for h, x, y in zip(sorted(law.heldout, key=lambda h: h.dims["B"] * h.dims["s"]),
+                               held.x, held.y):
+                assert x == h.dims["B"] * h.dims["s"]
+                assert y * scale == pytest.approx(h.measured_bytes)
+                assert h.predicted_bytes == pytest.approx(min(
+                    at[x], key=lambda v: abs(v - h.predicted_bytes)))  # the table's afford
+            fitted = next(s for s in plot.series if s.label == f"{q}, measured (fitted)")
+            worst = max(abs(r) for r in law.allocated.residuals)
+            for x, y in zip(fitted.x, fitted.y):  # within the law's own residuals
+                assert min(abs(v / (y * scale) - 1) for v in at[x]) <= worst + 1e-9

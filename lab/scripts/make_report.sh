@@ -7,7 +7,7 @@
 #
 # Runs from anywhere; uses the repository's src/ (PYTHON=python3 by default).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 CERT=${1:?usage: lab/scripts/make_report.sh CERT.json [afford report options]}
 shift
 PY=${PYTHON:-python3}
@@ -22,7 +22,7 @@ if [ -x /usr/bin/chromium ]; then
     profile=$(mktemp -d)
     /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
         --disable-background-networking --disable-component-update --disable-sync \
-        --user-data-dir="$profile" --window-size=1200,9000 \
+        --user-data-dir="$profile" --window-size=1400,9000 \
         --screenshot="$PWD/lab/report/report.png" "file://$PWD/lab/report/report.html" \
         >/dev/null 2>&1
     rm -rf "$profile"

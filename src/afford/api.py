@@ -82,8 +82,10 @@ def plan(cert: Any, platform: Any, run: Any = None, *, manifest: Any = None) -> 
     the weekly quota, checkpoint cadence, failure ledger and disk (with ``run``: for it)."""
     from afford.plan import planner
 
-    c, p, r, pins = load_inputs(cert, platform, run, manifest)
-    return planner.plan(c, p, r, pins=pins)
+    c, p, r, _ = load_inputs(cert, platform, run)
+    pins, changed = _pins(manifest, r)
+    result = planner.plan(c, p, r, pins=pins)
+    return result.model_copy(update={"notes": result.notes + changed}) if changed else result
 
 
 def preflight(cert: Any, platform: Any, run: Any, *, manifest: Any = None,
@@ -92,11 +94,27 @@ def preflight(cert: Any, platform: Any, run: Any, *, manifest: Any = None,
     certificate's age is judged at (default: now)."""
     from afford.plan import planner
 
-    c, p, r, pins = load_inputs(cert, platform, run, manifest)
+    c, p, r, _ = load_inputs(cert, platform, run)
     if r is None:
         raise InputError("preflight needs a run (a run file or a loaded RunFile)")
-    return planner.preflight(c, p, r, pins=pins, now=now or datetime.now(timezone.utc),
-                             here_torch=torch_version_here(), accept_noisy=accept_noisy)
+    pins, changed = _pins(manifest, r)
+    v = planner.preflight(c, p, r, pins=pins, now=now or datetime.now(timezone.utc),
+                          here_torch=torch_version_here(), accept_noisy=accept_noisy)
+    return v.model_copy(update={"warnings": changed + v.warnings}) if changed else v
+
+
+def _pins(manifest: Any, run: RunFile | None) -> tuple[dict[str, bool], tuple[str, ...]]:
+    """(source -> pinned, one line per source of the run whose data changed since it was
+    pinned): a manifest's pins are re-checked where they are used (issue 32, item 4); a
+    dict of pins is taken as given."""
+    from afford.manifest import check_pins
+
+    if isinstance(manifest, dict):
+        return manifest, ()
+    check = check_pins(manifest)
+    used = run.data_sources if run is not None else []
+    return check.pinned, tuple(f"data source {n!r} {check.changed[n]}"
+                               for n in used if n in check.changed)
 
 
 def predict(cert: Any, batch: int | str, seq: int | str, *, workloads: list[str] | None = None,

@@ -41,6 +41,16 @@ runs all land. Hashing happens before the lock is taken.
 
 Reading for a plan: :func:`pinned_sources` says which sources a manifest pins, read
 leniently (any ``afford.manifest/*``), so a plan reads manifests of other versions too.
+
+Checked where it is used (issue 32, item 4): a pin says what the data *were*; ``plan``,
+``preflight`` and ``report`` ask whether they still are (:func:`recheck`). Cheaply first: a
+file's size and modification time (a folder's total size, file count and newest time of any
+entry) against those recorded when it was pinned; only when one of them moved is the source
+hashed again. A source whose hash changed, or that is no longer found (at its path, relative
+to the working folder or else to the manifest's folder), or that can no longer be read, is
+treated as UNPINNED with the reason; a touched file whose bytes are the same stays PINNED.
+A manifest written before the time was recorded is checked against the time it was pinned
+(a file modified since is hashed). Nothing is written back: ``afford pin --force`` re-pins.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
@@ -78,6 +89,8 @@ class Source(BaseModel):
     path: str | None = Field(None, description="as given on the command line")
     sha256: str | None = Field(None, description="file bytes, tree hash, or generator pin")
     size_bytes: int | None = None
+    mtime_ns: int | None = Field(None, description="modification time when pinned (a "
+                                 "folder: its newest entry's), for the cheap re-check")
     files: int | None = Field(None, description="folders: files hashed")
     generator: str | None = Field(None, description="pkg.mod:func")
     params: dict[str, str] | None = None
@@ -172,6 +185,23 @@ def sha256_tree(folder: str | Path) -> tuple[str, int, int]:
     return h.hexdigest(), total, n
 
 
+def tree_stat(folder: str | Path) -> tuple[int, int, int]:
+    """(total bytes, file count, newest modification time in ns of any entry, folders and
+    links included) of a folder, without reading a byte: the cheap half of :func:`recheck`
+    (a renamed or removed shard moves its folder's time, an edited one its own)."""
+    total, n, newest = 0, 0, os.stat(folder).st_mtime_ns
+    stack = [str(folder)]
+    while stack:
+        for e in os.scandir(stack.pop()):
+            st = e.stat(follow_symlinks=False)
+            newest = max(newest, st.st_mtime_ns)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(e.path)
+            elif stat.S_ISREG(st.st_mode):
+                total, n = total + st.st_size, n + 1
+    return total, n, newest
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
 
@@ -188,16 +218,25 @@ def pin_path(path: str | Path, name: str | None = None) -> Source:
     except OSError as exc:
         raise _unreadable(p, exc) from None
     if mode is not None and stat.S_ISREG(mode):
+        mtime = os.stat(p).st_mtime_ns  # before the bytes: an edit while hashing moves it
         digest, size = _hash_file(p)
         return Source(name=label, kind="file", status=PINNED, path=str(path), sha256=digest,
-                      size_bytes=size, pinned_at=_now())
+                      size_bytes=size, mtime_ns=mtime, pinned_at=_now())
     if mode is not None and stat.S_ISDIR(mode):
+        mtime = _tree_mtime(p)
         digest, size, n = sha256_tree(p)
         return Source(name=label, kind="folder", status=PINNED, path=str(path), sha256=digest,
-                      size_bytes=size, files=n, pinned_at=_now())
+                      size_bytes=size, files=n, mtime_ns=mtime, pinned_at=_now())
     why = "not present: no such file or folder" if mode is None else "not a file or folder"
     return Source(name=label, kind="file", status=UNPINNED, path=str(path), reason=why,
                   pinned_at=_now())
+
+
+def _tree_mtime(folder: Path) -> int | None:
+    try:
+        return tree_stat(folder)[2]
+    except OSError:
+        return None  # sha256_tree names what cannot be read
 
 
 def parse_params(items: Iterable[str]) -> dict[str, str]:
@@ -253,7 +292,9 @@ def merge(manifest: Manifest, new: list[Source], *, force: bool) -> Manifest:
         old = by_name.get(s.name)
         if old is not None and old.status == PINNED and old.sha256 == s.sha256 \
                 and old.kind == s.kind:
-            continue  # unchanged: keep the first pin
+            # unchanged: keep the first pin, with today's time for the cheap re-check
+            by_name[s.name] = old.model_copy(update={"mtime_ns": s.mtime_ns})
+            continue
         if old is not None and old.status == PINNED and not force:
             now = s.sha256[:12] if s.sha256 else f"UNPINNED ({s.reason})"
             raise InputError(f"source {s.name!r} was pinned as {old.sha256[:12]}... and is "
@@ -275,6 +316,96 @@ def pin_into(path: str | Path, sources: list[Source], *, force: bool = False) ->
     return merged
 
 
+def _locate(path: str, base: Path | None) -> Path | None:
+    """A source's path as given when pinned: absolute as it is; relative, from the working
+    folder, else from the manifest's folder (``base``); None where neither holds it."""
+    p = Path(path)
+    if p.is_absolute():
+        return p if os.path.lexists(p) else None
+    for root in (Path.cwd(), base):
+        if root is not None and os.path.lexists(root / p):
+            return root / p
+    return None
+
+
+def _short(sha: str | None) -> str:
+    return f"{sha[:12]}..." if sha else "none"
+
+
+def _file_change(s: Source, p: Path) -> str | None:
+    st = os.stat(p)
+    if not stat.S_ISREG(st.st_mode):
+        return f"{s.path} is no longer a file"
+    same_time = st.st_mtime_ns == s.mtime_ns if s.mtime_ns is not None else \
+        st.st_mtime <= s.pinned_at.timestamp()
+    if st.st_size == s.size_bytes and same_time:
+        return None
+    digest, size = sha256_file(p)
+    if digest == s.sha256:
+        return None  # touched, same bytes
+    return (f"{s.path}: {s.size_bytes} -> {size} bytes, sha256 {_short(s.sha256)} -> "
+            f"{_short(digest)}")
+
+
+def _folder_change(s: Source, p: Path) -> str | None:
+    if not p.is_dir():
+        return f"{s.path} is no longer a folder"
+    size, n, newest = tree_stat(p)
+    same_time = newest == s.mtime_ns if s.mtime_ns is not None else \
+        newest <= s.pinned_at.timestamp() * 1e9
+    if size == s.size_bytes and n == s.files and same_time:
+        return None
+    digest, size, n = sha256_tree(p)
+    if digest == s.sha256:
+        return None
+    return (f"{s.path}: {s.files} -> {n} files, {s.size_bytes} -> {size} bytes, tree sha256 "
+            f"{_short(s.sha256)} -> {_short(digest)}")
+
+
+def _generator_change(s: Source) -> str | None:
+    if not s.code_path or not os.path.exists(s.code_path):
+        return f"its code {s.code_path} is no longer there"
+    digest, _ = sha256_file(s.code_path)
+    if digest == s.code_sha256:
+        return None
+    return f"its code {s.code_path} changed (sha256 {_short(s.code_sha256)} -> {_short(digest)})"
+
+
+def source_change(s: Source, base: Path | None = None) -> str | None:
+    """Why a PINNED source no longer stands for what was pinned (None: it still does):
+    size and time first, the hash only when they moved (see the module docstring)."""
+    if s.status != PINNED:
+        return None
+    try:
+        if s.kind == "generator":
+            return _generator_change(s)
+        p = _locate(s.path or "", base)
+        if p is None:
+            return (f"not found at {s.path} (from the working folder or the manifest's): "
+                    "it cannot be checked here")
+        return _file_change(s, p) if s.kind == "file" else _folder_change(s, p)
+    except (OSError, InputError) as exc:
+        return f"cannot be read here ({getattr(exc, 'strerror', None) or exc})"
+
+
+def rechecked(s: Source, base: Path | None = None) -> Source:
+    """``s``, or ``s`` UNPINNED with the reason when its data changed since it was pinned."""
+    why = source_change(s, base)
+    if why is None:
+        return s
+    return s.model_copy(update={"status": UNPINNED, "reason": (
+        f"changed since it was pinned {s.pinned_at:%Y-%m-%d %H:%M} UTC: {why}; what derives "
+        f"from it is provisional until it is pinned again (afford pin --force)")})
+
+
+def recheck(manifest: Manifest, path: str | Path | None = None) -> Manifest:
+    """The manifest as its sources stand now: each PINNED source re-checked where it is
+    used (``path``: the manifest's own, whose folder resolves relative paths)."""
+    base = Path(path).parent if path is not None else None
+    return manifest.model_copy(update={"sources": [rechecked(s, base)
+                                                   for s in manifest.sources]})
+
+
 def status_of(manifest: Manifest | None, name: str) -> str:
     """``PINNED`` or ``UNPINNED`` for a source a run or plan names (absent: UNPINNED)."""
     if manifest is None:
@@ -291,15 +422,46 @@ def provisional(value: Tagged, manifest: Manifest | None, names: Iterable[str]) 
 
 
 def pinned_sources(path: str | Path | None) -> dict[str, bool]:
-    """Source name -> pinned, from a data manifest (``afford.manifest/1``, ``afford pin``).
+    """Source name -> pinned, from a data manifest (``afford.manifest/1``, ``afford pin``),
+    each source re-checked where it is used (:func:`check_pins`).
 
     A source counts as pinned when its entry carries a SHA-256 and a status other than
-    UNPINNED. Without a manifest every source is unpinned. (Read leniently: sources as a
-    list of objects with ``name`` or as an object keyed by name.)
+    UNPINNED, and its data have not changed since. Without a manifest every source is
+    unpinned. (Read leniently: sources as a list of objects with ``name`` or as an object
+    keyed by name.)
     """
+    return check_pins(path).pinned
+
+
+@dataclass(frozen=True)
+class PinCheck:
+    """Which sources a manifest pins as they stand now, and why each that changed since it
+    was pinned is no longer pinned."""
+
+    pinned: dict[str, bool]
+    changed: dict[str, str]
+
+
+def check_pins(path: str | Path | None) -> PinCheck:
+    """The manifest at ``path`` read leniently, its pinned sources re-checked: one that
+    validates as this version's source by :func:`rechecked`; one of another version is
+    taken at its word."""
     if path is None:
-        return {}
+        return PinCheck({}, {})
     p = Path(path)
+    pinned, changed = {}, {}
+    for s in _lenient_sources(p):
+        name = str(s["name"])
+        status = str(s.get("status", "")).upper()
+        pinned[name] = bool(s.get("sha256")) and status != "UNPINNED"
+        typed = _typed(s) if pinned[name] else None
+        now = rechecked(typed, p.parent) if typed is not None else None
+        if now is not None and now.status != PINNED:
+            pinned[name], changed[name] = False, now.reason or ""
+    return PinCheck(pinned, changed)
+
+
+def _lenient_sources(p: Path) -> list[dict]:
     raw = loads_json(read_text(p, f"manifest {p}"), f"manifest {p}")
     if not isinstance(raw, dict) or not str(raw.get("schema", "")).startswith("afford.manifest/"):
         raise InputError(f"manifest {p}: not an afford data manifest (schema "
@@ -307,9 +469,12 @@ def pinned_sources(path: str | Path | None) -> dict[str, bool]:
     sources = raw.get("sources", [])
     if isinstance(sources, dict):
         sources = [{"name": k, **v} for k, v in sources.items() if isinstance(v, dict)]
-    out = {}
-    for s in sources if isinstance(sources, list) else []:
-        if isinstance(s, dict) and "name" in s:
-            status = str(s.get("status", "")).upper()
-            out[str(s["name"])] = bool(s.get("sha256")) and status != "UNPINNED"
-    return out
+    return [s for s in sources if isinstance(s, dict) and "name" in s] \
+        if isinstance(sources, list) else []
+
+
+def _typed(raw: dict) -> Source | None:
+    try:
+        return Source.model_validate(raw)
+    except ValueError:
+        return None

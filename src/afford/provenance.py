@@ -11,10 +11,18 @@ The tags:
 - ``MODULE``    computed by a named function from other numbers (``source`` names it);
 - ``INHERITED`` carried from a cited source (``source`` is the citation);
 - ``ASSUMED``   not measured; ``source`` is the reason.
+
+Impossible is refused (issue 32, item 5; issue 33, item 3): a figure no measurement can be
+(inf or NaN, a negative time or size, a share above 100 %: an MFU of 285 %) is never shown
+as a figure. :func:`impossible` names why; the renderers show it as a failed measurement
+with that cause and the figure's source, which names its inputs, as they refuse an untagged
+number. A share is a fraction of a whole (unit :data:`SHARE`: MFU, a fixed share of a step,
+a utilisation), unlike a ``ratio`` (an error, a share of a budget) that may pass 100 %.
 """
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from typing import Union
 
@@ -100,6 +108,33 @@ class NotExecutable(BaseModel):
     failed: bool = Field(False, description="True: its measurement was attempted and failed "
                          "(an error, a dead child); False: it cannot run here by design (no "
                          "CUDA, an op without a deterministic kernel)")
+
+
+#: unit of a fraction of a whole, 0..1 (shown as a percent; above 1 it is impossible)
+SHARE = "share"
+TIME_UNITS = frozenset({"s", "GPU-s"})
+HUGE = 1e300  # no measured quantity comes near; its percent or product overflows to inf
+SIZE_UNITS = frozenset({"B", "params", "tokens", "steps", "FLOP", "FLOP/s", "B/s",
+                        "tokens/s", "chunks", "copies"})
+
+
+def impossible(t: Tagged) -> str | None:
+    """Why ``t`` cannot be a figure of a measurement (None: it can be): not finite, a
+    negative time or size, a share outside 0..100 %."""
+    v = t.value
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if not math.isfinite(v):
+        return f"not a finite number ({v})"
+    if abs(v) >= HUGE:
+        return f"a number beyond any measurement ({v:.3g})"
+    if t.unit == SHARE and not 0.0 <= v <= 1.0:
+        return f"a share of {v:.0%}, and no share of a whole is below 0 % or above 100 %"
+    if v < 0 and t.unit in TIME_UNITS:
+        return f"a negative time ({v:.4g} {t.unit})"
+    if v < 0 and t.unit in SIZE_UNITS:
+        return f"a negative {'size' if t.unit == 'B' else 'count'} ({v:.4g} {t.unit})"
+    return None
 
 
 def require_tagged(x: object, where: str = "") -> Tagged:

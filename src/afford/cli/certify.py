@@ -25,11 +25,12 @@ from afford.io import check_writable
 from afford.provenance import measured, module
 from afford.report.ladder import stage_lines
 from afford.report.memory import memory_summary_table
+from afford.report.probes import (probes_device_table, probes_warmup_table,
+                                  probes_workload_table)
 from afford.report.prose import prose
 from afford.report.rich_table import labelled
+from afford.report.terminal import certificate_table
 from afford.report.time_model import held_out_table, model_lines
-from afford.report.terminal import (certificate_table, probes_device_table,
-                                    probes_workload_table, warmup_table)
 from afford.schema.cert import default_filename, save_measured
 from afford.workloads.names import check as check_names
 
@@ -306,7 +307,7 @@ def time_json(cert) -> dict:
 def _print_probes(cert) -> None:
     s = summarize_probes(cert)
     if s.warmup:
-        out.print(warmup_table(s, "step 0 against warm, and checkpoint writes"))
+        out.print(probes_warmup_table(s, "step 0 against warm, and checkpoint writes"))
     if cert.probes is None:
         return
     out.print(probes_device_table(s, f"device probes ({cert.probes.protocol.precision})"))

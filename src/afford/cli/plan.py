@@ -13,7 +13,9 @@ from afford.cli.common import guard, out, print_json
 PLATFORM_HELP = ("A preset (kaggle-p100, kaggle-t4x2, colab-free, local, spot) or the path "
                  "to a platform TOML file.")
 MANIFEST_HELP = ("A data manifest (afford pin) that pins the run's data sources; without one "
-                 "every source is unpinned and counts derived from it are provisional.")
+                 "every source is unpinned and counts derived from it are provisional. Each "
+                 "pinned source is re-checked here: one changed since it was pinned counts "
+                 "as unpinned.")
 
 
 def command(

@@ -98,6 +98,6 @@ def _inputs(certs: list[Path], plans: list[Path], manifest: Path | None,
     return Inputs(
         certs=tuple((str(p), load_certificate(p)) for p in certs),
         plans=tuple(_plan(p) for p in plans),
-        manifest=(str(manifest), mf.load(manifest)) if manifest else None,
+        manifest=(str(manifest), mf.recheck(mf.load(manifest), manifest)) if manifest else None,
         history=(str(history), tuple(ledger.load(history))) if history else None,
         expect=expect)

@@ -107,14 +107,51 @@ def gate_line(g: Gate, device_name: str) -> GateLine:
         delta=(measured if g.name == "deterministic-mode" else module)(worst.delta, "", src),
         tolerance=tag_tol(worst.tolerance, "", g.tolerance_source),
         delta_over_tol=module(q, "ratio", f"delta / tolerance, {g.name}"),
-        headroom=module(headroom(worst, g.line), "x", f"line / worst delta-over-tolerance, "
-                        f"{g.name}"),
+        headroom=_headroom(worst, g.line, g.name),
         detail=worst.detail, failing=failing, line=line,
         clears=None if math.isnan(q) else q <= g.line * (1 + 1e-9), **_counts(g), **_margin(g, src))
 
 
+def _headroom(worst, line: float, name: str) -> Tagged:
+    """line / worst delta-over-tolerance; a delta of 0 leaves it unbounded, said in words
+    (inf is no figure: issue 33, item 3)."""
+    h = headroom(worst, line)
+    src = f"line / worst delta-over-tolerance, {name}"
+    if h == math.inf:
+        return module("unbounded (the worst delta is 0)", "", src)
+    return module(h, "x", src)
+
+
 def gate_lines(section: GatesSection) -> list[GateLine]:
     return [gate_line(g, section.device_name) for g in section.gates]
+
+
+@dataclass(frozen=True)
+class RowLine:
+    """One checked case of a gate: its delta against its tolerance (the gate table shows
+    only the worst)."""
+
+    gate: str
+    label: str
+    delta: Tagged | str          # the delta, or NOT EXECUTABLE with why
+    tolerance: Tagged
+    status: str
+    detail: str
+
+
+def row_lines(section: GatesSection) -> list[RowLine]:
+    """Every row of every gate, tagged as :func:`gate_line` tags its worst."""
+    out = []
+    for g in section.gates:
+        tol = module if g.name == "noise-floor" else assumed
+        kind = measured if g.name == "deterministic-mode" else module
+        for r in g.rows:
+            src = f"{g.name} ({g.source}), row {r.label}, {_where(section.device_name)}"
+            delta = kind(r.delta, "", src) if r.delta is not None else \
+                f"NOT EXECUTABLE: {r.not_executable.reason if r.not_executable else ''}"
+            out.append(RowLine(g.name, r.label, delta, tol(r.tolerance, "", g.tolerance_source),
+                               r.status, r.detail))
+    return out
 
 
 def _cell(run: AuditRun, quantity: str, src: str) -> Cell | None:

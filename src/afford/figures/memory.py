@@ -209,3 +209,57 @@ def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,
         out.append(Comparison(dflt.key, dflt.name, tag, mb))
     return out
 
+
+
+@dataclass(frozen=True)
+class LawPoint:
+    """A shape the memory stage measured, with the law's figure there: the fitted shapes
+    (the law's own residuals) and the held-out ones (the held-out table's figures), so a
+    plot of them and the tables agree (issue 32, item 3)."""
+
+    role: str                  # base, seq, batch, corner (fitted) or heldout-*
+    B: int
+    s: int
+    quantity: str              # allocated, reserved or rss_increment
+    measured: Tagged
+    law: Tagged
+
+    @property
+    def tokens(self) -> int:
+        return self.B * self.s
+
+    @property
+    def held_out(self) -> bool:
+        return self.role.startswith("heldout")
+
+
+def law_points(law: MemoryLaw, run: str) -> list[LawPoint]:
+    """Every measured shape of ``law`` in each quantity it was fitted to."""
+    from afford.schema.memory import SWEEP_ROLES
+
+    out = []
+    fits = [(law.allocated, "measured_bytes", "predicted_bytes")]
+    if law.reserved is not None:
+        fits.append((law.reserved, "measured_reserved_bytes", "predicted_reserved_bytes"))
+    for f, meas_key, pred_key in fits:
+        q = f.quantity
+        for s in law.shapes:
+            peak = s.peak(q)
+            if s.role not in SWEEP_ROLES or peak is None or s.states_bytes is None:
+                continue
+            d = s.dims
+            src = f"{law.workload} {law.mode} B {d['B']} x s {d['s']}, {run}"
+            pred = f.predict(float(s.states_bytes), d["B"], d["s"], d["d"], d["L"], d["H"])
+            out.append(LawPoint(s.role, d["B"], d["s"], q,
+                                measured(peak, "B", f"peak {q}, fitted shape, {src}"),
+                                fitted(pred, "B", f"memory law {f.describe()} at {src}")))
+        for h in law.heldout:
+            m, p = getattr(h, meas_key), getattr(h, pred_key)
+            if m is None or p is None:
+                continue
+            src = f"{law.workload} {law.mode} B {h.dims['B']} x s {h.dims['s']}, {run}"
+            out.append(LawPoint(h.role, h.dims["B"], h.dims["s"], q,
+                                measured(m, "B", f"peak {q}, held out, {src}"),
+                                fitted(p, "B", f"memory law {f.describe()} at {src}",
+                                       extrapolated=h.extrapolated)))
+    return out

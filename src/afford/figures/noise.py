@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from afford.provenance import Tagged, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.point import Point
+from afford.units import format_bytes
 
 #: a 1-minute load average at or above this share of the cores is a busy host
 BUSY_SHARE = 0.5
@@ -120,3 +122,41 @@ def load_costs(cert: Certificate) -> list[LoadCost]:
                             wait_high=max(shares, default=None), worst=worst,
                             worst_label=label))
     return out
+
+
+@dataclass(frozen=True)
+class LoadRow:
+    """The host's load at one moment of a certify, tagged (the report's host load table)."""
+
+    at: str
+    one: Tagged | None          # 1-minute load average
+    five: Tagged | None
+    fifteen: Tagged | None
+    cores: Tagged | None
+    per_core: Tagged | None     # 1-minute load / cores
+    busy: str                   # yes / no / unknown, against BUSY_SHARE
+    device: str                 # other processes on the device, or why not read
+
+
+def host_load_rows(cert: Certificate) -> list[LoadRow]:
+    """One row per recorded moment (before and after measuring)."""
+    run, out = run_label(cert), []
+    for h in cert.host_load or []:
+        src = f"os.getloadavg() {h.at} measuring, {run}"
+        la = h.load_average
+        avg = [measured(v, "", f"{m}-minute load average, {src}") for m, v in
+               zip((1, 5, 15), la)] if la is not None else [None, None, None]
+        cores = measured(h.cpu_count, "", f"os.cpu_count(), {run}") if h.cpu_count else None
+        share = module(la[0] / h.cpu_count, "ratio", f"1-minute load / cores, {src}") \
+            if la is not None and h.cpu_count else None
+        busy = "unknown" if share is None else ("yes" if share.value >= BUSY_SHARE else "no")
+        others = [g for g in h.gpu_processes or [] if g.get("own") is not True]
+        gpu = h.gpu_processes_error or ("not read" if h.gpu_processes is None else "; ".join(
+            f"pid {g.get('pid')} holding {_held(g.get('used_memory_bytes'))}"
+            for g in others) or "none")
+        out.append(LoadRow(h.at, *avg, cores, share, busy, gpu))
+    return out
+
+
+def _held(n) -> str:
+    return format_bytes(n) if isinstance(n, (int, float)) and n >= 0 else "memory not read"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from afford import figures
 from afford.fit.verdicts import FIXED_SHARE_MAX, mfu
 from afford.fit.warmup import WarmupProfile, combine_profiles, warmup_profile
-from afford.provenance import NotExecutable, Tagged, measured, module, run_label
+from afford.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.probes import (GEMM_DTYPES, CheckpointProbe, FlopCount, GemmProbe, Ladder,
                                   UtilisationTrace, WorkloadProbes)
@@ -118,11 +118,13 @@ def _mfu(cert: Certificate, w: WorkloadProbes, f: FlopCount | None):
     if f is None or not f.step_seconds or w.gemm_dtype is None:
         return None, None
     rate, peak = figures.gemm_rate(cert, w.gemm_dtype), figures.datasheet_peak(cert, w.gemm_dtype)
-    where = f"{w.name} {w.mode} {w.sweep_param}={f.value}: counted FLOPs / warm step"
-    ceil = module(mfu(f.flops, f.step_seconds, rate.value), "ratio",
-                  f"{where} / measured GEMM {w.gemm_dtype}") if rate else None
-    data = module(mfu(f.flops, f.step_seconds, peak.value), "ratio",
-                  f"{where} / datasheet {w.gemm_dtype}") if peak else None
+    where = (f"{w.name} {w.mode} {w.sweep_param}={f.value}: counted FLOPs {f.flops:.4g} / "
+             f"warm step {f.step_seconds:.4g} s")
+    ceil = module(mfu(f.flops, f.step_seconds, rate.value), SHARE,
+                  f"{where} / measured GEMM {w.gemm_dtype} {rate.value:.4g} FLOP/s "
+                  f"({rate.source})") if rate else None
+    data = module(mfu(f.flops, f.step_seconds, peak.value), SHARE,
+                  f"{where} / datasheet {w.gemm_dtype} {peak.value:.4g} FLOP/s") if peak else None
     return ceil, data
 
 
@@ -137,7 +139,7 @@ def _fixed_share(lad: Ladder) -> Cell:
             f"failed fit: F / t = {lad.fixed_share:.0%} > 100% over {len(lad.law.residuals)} "
             "rungs (the step did not grow with the batch beyond its noise); the verdict rests "
             "on the rungs and the utilisation"))
-    return module(lad.fixed_share, "ratio", f"ladder t = F + c tokens, R^2 "
+    return module(lad.fixed_share, SHARE, f"ladder t = F + c tokens, R^2 "
                   f"{lad.law.r2:.3f}: F / t(x1)")
 
 
@@ -192,8 +194,8 @@ def _utilisation_cells(u) -> tuple[Cell, Cell]:
     if not isinstance(u, UtilisationTrace):
         return u, u
     src = f"{u.source}, {u.kept} samples at {u.hz:g} Hz over warm steps"
-    mean = measured(u.mean, "ratio", f"mean, {src}") if u.mean is not None else None
-    low = measured(u.low_share, "ratio", f"share at or under 5 %, {src}") \
+    mean = measured(u.mean, SHARE, f"mean, {src}") if u.mean is not None else None
+    low = measured(u.low_share, SHARE, f"share at or under 5 %, {src}") \
         if u.low_share is not None else None
     return mean, low
 

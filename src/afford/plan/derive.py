@@ -2,7 +2,9 @@
 
 A figure derived from an extrapolated prediction is itself extrapolated; one derived from a
 count whose data are not pinned is provisional (docs/DESIGN.md section 3, rules 3 and 8); one that
-rests on an ASSUMED input says so in its source.
+rests on an ASSUMED input says so in its source. One that no measurement can be (inf, a
+negative time: :func:`afford.provenance.impossible`) names its inputs in its source, value and
+provenance, so the renderer that refuses it says which input caused it (issue 33, item 3).
 
 Floors and ceilings of a ratio use a relative tolerance of 1e-9 so that a budget landing
 exactly on a step (3600 s / 0.1 s) counts that step despite binary rounding; the error this
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from afford.provenance import Scalar, Tag, Tagged
+from afford.provenance import Scalar, Tag, Tagged, impossible
 
 REL_TOL = 1e-9
 ASSUMED_NOTE = "; rests on an ASSUMED input"
@@ -24,9 +26,13 @@ def derive(value: Scalar, unit: str, source: str, *inputs: Tagged | None) -> Tag
     ins = [t for t in inputs if t is not None]
     if any(t.tag is Tag.ASSUMED or t.source.endswith(ASSUMED_NOTE) for t in ins):
         source += ASSUMED_NOTE
-    return Tagged(value=value, unit=unit, tag=Tag.MODULE, source=source,
-                  extrapolated=any(t.extrapolated for t in ins),
-                  provisional=any(t.provisional for t in ins))
+    out = Tagged(value=value, unit=unit, tag=Tag.MODULE, source=source,
+                 extrapolated=any(t.extrapolated for t in ins),
+                 provisional=any(t.provisional for t in ins))
+    if ins and impossible(out) is not None:
+        named = "; ".join(f"{t.value!r} {t.unit} {t.tag.value} ({t.source})" for t in ins)
+        out = out.model_copy(update={"source": f"{source}; from the inputs: {named}"})
+    return out
 
 
 def num(t: Tagged) -> float:

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from afford import figures
 from afford.constants import MEMORY_FRACTION, ScalingConstants, check_fraction
 from afford.errors import InputError
-from afford.provenance import (Tag, Tagged, assumed, fitted, inherited, measured, module,
+from afford.provenance import (SHARE, Tag, Tagged, assumed, fitted, inherited, measured, module,
                                run_label)
 from afford.schema.cert import Certificate
 from afford.schema.sizes import SizesSection
@@ -475,7 +475,7 @@ def _mfu(flops: Tagged, wall_a: Tagged | None, peak: Tagged | None, what: str
     if wall_a is None or peak is None or not peak.value:
         return None
     v = flops.value / wall_a.value / peak.value  # type: ignore[operator]
-    return module(v, "ratio", f"FLOPs / wall clock (a) / {what} ({peak.tag.value}: {peak.source})")
+    return module(v, SHARE, f"FLOPs / wall clock (a) / {what} ({peak.tag.value}: {peak.source})")
 
 
 def predicted_loss(c: ScalingConstants, n: float, d_tokens: float) -> Tagged:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from afford import figures
 from afford.fit.verdicts import mfu
 from afford.plan.ladder import gemm_dtype
-from afford.provenance import NotExecutable, Tagged, measured, module, run_label
+from afford.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.levers import Lever, LeverRun, LeversSection, LeverVariant
 
@@ -99,7 +99,7 @@ def _mfu(cert: Certificate, run: LeverRun, v: LeverVariant) -> tuple[Tagged | No
     peak = figures.gemm_rate(cert, dtype)
     if peak is None or not peak.value:
         return None, f"no measured {dtype} GEMM rate in the certificate (probes stage)"
-    return module(mfu(flops, p.median_seconds, peak.value), "ratio",  # type: ignore[arg-type]
+    return module(mfu(flops, p.median_seconds, peak.value), SHARE,  # type: ignore[arg-type]
                   f"{flops:.4g} FLOP/step ({run.flops_source}) / step seconds / "
                   f"{dtype} GEMM rate ({peak.tag.value}: {peak.source})"), ""
 

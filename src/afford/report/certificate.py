@@ -13,7 +13,11 @@ import math
 from afford import figures
 from afford.figures.memory import heldout_accuracy
 from afford.provenance import fitted, measured, module, run_label
-from afford.report.gates import gates_report_table
+from afford.report.gates import (determinism_report_table, gate_rows_report_table,
+                                 gates_report_table, noise_report_table)
+from afford.report.host_load import host_load_notes, host_load_table
+from afford.report.probes import probes_section
+from afford.report.stage_sections import SECTIONS
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
 from afford.report.time_model import time_section
@@ -26,7 +30,6 @@ FOUNDATION_FIELDS = {"schema_id", "environment", "protocol", "workloads", "warni
                      "time_verdict"}  # the time verdict is shown in the step-time section
 # Sections the report places by name (in this order); others follow under their own name.
 NAMED_SECTIONS = ("memory", "probes", "determinism", "gates")
-DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
 def _flag(v: bool | None) -> str:
@@ -86,12 +89,13 @@ def _law_row(r: WorkloadResult, form: str) -> tuple[Cell, ...] | None:
     src = f"{r.name} {r.mode}: fit_throughput ({form}) over {len(law.x)} resident points"
     chosen = "chosen" if law.chosen == form else "kept"
     b = fitted(f.params["b"], "", src)
+    per = f"s/{law.x_name}^{f.params['b']:.4g}"  # a coefficient: seconds per x^b
     if form == "power":
-        scale = fitted(math.exp(f.params["a"]), "s", f"exp(a), {src}")
+        scale = fitted(math.exp(f.params["a"]), per, f"exp(a), {src}")
         floor: Cell = "-"
         formula = f"t = exp(a) {law.x_name}^b"
     else:
-        scale = fitted(f.params["c"], "s", src)
+        scale = fitted(f.params["c"], per, src)
         floor = fitted(f.params["F"], "s", src)
         formula = f"t = F + c {law.x_name}^b"
     loo = module(f.loo_max, "ratio", "max |leave-one-out relative error|") \
@@ -177,27 +181,6 @@ def residency(cert: Certificate) -> Table | None:
         rows.append(("all resident points", "worst reserved / allocated", ratio, "-", "-"))
     return Table(columns=("workload", "point", "peak held", "of the card", "fits"),
                  rows=tuple(rows), caption=cap)
-
-
-def probes(cert: Certificate) -> Table | None:
-    """What the probes stage exposes through :mod:`afford.figures` (``None``: not run)."""
-    rows: list[tuple[str, Cell]] = []
-    for dtype in DTYPES:
-        for label, t in ((f"GEMM rate {dtype}", figures.gemm_rate(cert, dtype)),
-                         (f"datasheet peak {dtype}", figures.datasheet_peak(cert, dtype))):
-            if t is not None:
-                rows.append((label, t))
-    if (bw := figures.copy_bandwidth(cert)) is not None:
-        rows.append(("copy bandwidth", bw))
-    for r in cert.workloads:
-        for label, t in (("checkpoint write",
-                          figures.checkpoint_write_seconds(cert, r.name, r.mode)),
-                         ("checkpoint size", figures.checkpoint_bytes(cert, r.name, r.mode))):
-            if t is not None:
-                rows.append((f"{label}, {r.name} ({r.mode})", t))
-    for name, t in figures.startup_seconds(cert).items():
-        rows.append((f"startup: {name}", t))
-    return Table(columns=("figure", "value"), rows=tuple(rows)) if rows else None
 
 
 FORMULAS = {"four_x_model_size": '"4x model size"',
@@ -338,12 +321,41 @@ def memory_breakdown(cert: Certificate) -> Table | None:
                  "allocator counts them: whole blocks); slack = reserved - allocated")
 
 
+def gates_section(cert: Certificate) -> Section:
+    """The gate table (COSTS 1.4 and 1.5), every row of every gate, the noise floor."""
+    g = cert.gates
+    tables = [gates_report_table(g), gate_rows_report_table(g)]
+    tables += [t for t in (noise_report_table(g),) if t is not None]
+    notes = tuple(f"{x.name}: {n}" for x in g.gates for n in x.notes)
+    notes += tuple(f"{x.name}: tolerance {x.tolerance_source}" for x in g.gates)
+    if g.readings.parity_not_executable is not None:
+        n = g.readings.parity_not_executable
+        notes += (f"NOT EXECUTABLE: {n.what}: {n.reason}",)
+    return Section("Gates", notes=(f"Gates run on {g.device_name} ({g.device}), torch "
+                                   f"{g.torch_version}, deterministic algorithms "
+                                   f"{'on' if g.deterministic_algorithms else 'off'}: "
+                                   f"verdict {g.verdict}.",) + notes, tables=tuple(tables))
+
+
+def determinism_section(cert: Certificate) -> Section:
+    d = cert.determinism
+    return Section("Determinism", notes=tuple(d.warnings),
+                   tables=(determinism_report_table(d),))
+
+
+def host_load_section(cert: Certificate) -> Section:
+    table = host_load_table(cert)
+    return Section("Host load", notes=host_load_notes(cert),
+                   tables=(table,) if table is not None else ())
+
+
+DESIGNED = {"probes": probes_section, "gates": gates_section,
+            "determinism": determinism_section}
+
+
 def _named(cert: Certificate, key: str, plots: tuple[str, ...]) -> Section:
-    section = getattr(cert, key, None)
-    contract = probes(cert) if key == "probes" else \
-        gates_report_table(cert.gates) if key == "gates" and cert.gates else None
     title = key.capitalize()
-    if section is None and contract is None:
+    if getattr(cert, key, None) is None:
         note = (f"Not run: this certificate has no {key} section (the stage that writes "
                 "it did not run, or this afford predates it).")
         if key == "memory":
@@ -353,9 +365,8 @@ def _named(cert: Certificate, key: str, plots: tuple[str, ...]) -> Section:
         return Section(title=title, notes=(note,), plots=plots)
     if key == "memory":
         return memory_section(cert, plots)
-    s = generic_section(title, section) if section is not None else Section(title=title)
-    tables = ((contract,) if contract else ()) + s.tables
-    return Section(title=title, notes=s.notes, tables=tables, plots=plots)
+    s = DESIGNED[key](cert)
+    return Section(s.title, s.notes, s.tables, plots)
 
 
 def stage_sections(cert: Certificate, plot_ids: dict[str, list[str]]) -> list[Section]:
@@ -364,7 +375,11 @@ def stage_sections(cert: Certificate, plot_ids: dict[str, list[str]]) -> list[Se
     extra = [k for k in type(cert).model_fields
              if k not in FOUNDATION_FIELDS and k not in NAMED_SECTIONS]
     for key in extra:
-        if getattr(cert, key, None) is not None:
+        if key == "host_load" and cert.host_load:
+            out.append(host_load_section(cert))
+        elif key in SECTIONS and getattr(cert, key, None) is not None:
+            out.append(SECTIONS[key](cert))
+        elif getattr(cert, key, None) is not None:
             out.append(generic_section(key.replace("_", " ").capitalize(), getattr(cert, key)))
     return out
 

@@ -3,11 +3,12 @@ tagged lines of :mod:`afford.figures.gates`; every number passes :func:`fmt`."""
 
 from __future__ import annotations
 
-from afford.figures.gates import DeterminismLine, GateLine, NoiseLine, gate_lines
+from afford.figures.gates import (DeterminismLine, GateLine, NoiseLine, determinism_lines,
+                                  gate_lines, noise_lines, row_lines)
 from afford.report import model
 from afford.report.rich_table import Table, escape, styled
 from afford.report.terminal import LEGEND, fmt, fmt_list
-from afford.schema.determinism import QUANTITIES, GatesSection
+from afford.schema.determinism import QUANTITIES, DeterminismSection, GatesSection
 
 STATUS_STYLE = {"PASS": "green", "FAIL": "bold red", "NOT EXECUTABLE": "yellow"}
 SHORT = {"forward output": "forward", "loss": "loss", "gradients": "gradients",
@@ -106,3 +107,41 @@ def gates_report_table(section: GatesSection) -> model.Table:
                                 "status"), rows=rows,
                        caption=f"gates on {section.device_name}: verdict {section.verdict} "
                        "(any FAIL halts); headroom = line / worst delta-over-tolerance")
+
+
+def gate_rows_report_table(section: GatesSection) -> model.Table:
+    """Every row of every gate, each delta against its tolerance (the table above shows the
+    worst of each)."""
+    return model.Table(("gate", "row", "delta", "tolerance", "status", "detail"), tuple(
+        (r.gate, r.label, r.delta, r.tolerance, r.status, r.detail)
+        for r in row_lines(section)), "every checked case; a gate passes when every row does")
+
+
+def noise_report_table(section: GatesSection) -> model.Table | None:
+    lines = noise_lines(section)
+    if not lines:
+        return None
+    return model.Table(("workload", "steps", "final loss", "same seed |delta|", "bitwise",
+                        "between seeds |delta|"), tuple(
+        (ln.workload, ln.steps, ln.final_loss, ln.same_seed, "yes" if ln.bitwise else "no",
+         ln.between_seeds) for ln in lines), "training noise floor: one seed twice, another "
+        "once")
+
+
+def _quantity_text(ln: DeterminismLine, quantity: str) -> str:
+    c = ln.cells.get(quantity)
+    if c is None:
+        return "NOT EXECUTABLE" if ln.not_executable else "-"
+    return "bitwise" if c.bitwise else f"differs {fmt(c.differing)}, max {fmt(c.max_delta)}"
+
+
+def determinism_report_table(d: DeterminismSection) -> model.Table:
+    lines = determinism_lines(d)
+    reasons = "; ".join(f"{ln.workload}, flag {ln.flag}: {ln.not_executable}"
+                        for ln in lines if ln.not_executable)
+    return model.Table(("workload", "deterministic", *(SHORT[q] for q in QUANTITIES),
+                        "warm step", "cost on/off"), tuple(
+        (ln.workload, ln.flag, *(_quantity_text(ln, q) for q in QUANTITIES), ln.median_step,
+         ln.cost) for ln in lines),
+        f"determinism audit: {d.repeats} repeats of one step" + (f"; {reasons}" if reasons
+                                                                  else ""))

@@ -1,8 +1,10 @@
 """The report as one self-contained HTML file: inline CSS, inline SVG plots, no script and
 no network (nothing is fetched: no link, no src, no font). Formats the typed
 :class:`Report` and computes nothing; every tagged value shows its tag letter with its
-provenance as a tooltip, struck values are ``<del>`` with the reason, and an untagged number
-raises (through :func:`afford.report.cells.cell_text`).
+provenance as a tooltip, struck values are ``<del>`` with the reason, an impossible one is
+FAILED with its cause, and an untagged number raises (through
+:func:`afford.report.cells.cell_text`). The page fits a 1400-pixel window (issue 32, item 3):
+tables no wider than the page, cells wrapping anywhere but in a figure, which stays whole.
 """
 
 from __future__ import annotations
@@ -10,17 +12,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from html import escape
 
-from afford.provenance import NotExecutable, Struck, Tagged
+from afford.provenance import NotExecutable, Struck, Tagged, impossible
 from afford.report.cells import cell_text, struck_note, tagged_parts
 from afford.report.model import Report, Section, Table
+from afford.report.terminal import FAILED, refused
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
-       max-width: 1100px; padding: 0 1em; color: #1b1f23; }
+       max-width: 1320px; padding: 0 1em; color: #1b1f23; }
+p, li, caption, figcaption, pre, code { overflow-wrap: anywhere; }
+p.note, p.legend { max-width: 110ch; }
 h1 { font-size: 1.6em; } h2 { border-bottom: 2px solid #d0d7de; padding-bottom: .2em; }
 h3 { margin-top: 1.6em; } h4 { margin-top: 1.2em; }
-table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 13px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 13px; max-width: 100%; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
+th { overflow-wrap: normal; word-break: normal; }
 th { background: #f6f8fa; } td.num { text-align: right; white-space: nowrap; }
 caption { caption-side: bottom; text-align: left; font-style: italic; color: #57606a; }
 .tag { font-size: 10px; font-weight: 600; padding: 0 3px; margin-left: 3px; border-radius: 3px;
@@ -30,7 +37,7 @@ caption { caption-side: bottom; text-align: left; font-style: italic; color: #57
 del { color: #8c959f; } .struck-note { color: #8c959f; font-size: 12px; }
 .notexec { color: #9a6700; font-weight: 600; }
 .note { color: #57606a; } .legend { color: #57606a; font-style: italic; }
-pre { background: #f6f8fa; padding: .6em 1em; border-radius: 4px; }
+pre { background: #f6f8fa; padding: .6em 1em; border-radius: 4px; white-space: pre-wrap; }
 figure { margin: 1em 0 2em; } figure svg { max-width: 100%; height: auto; }
 figcaption { color: #57606a; font-size: 12px; }
 .slot td { background: #fffbe6; }
@@ -38,6 +45,9 @@ figcaption { color: #57606a; font-size: 12px; }
 
 
 def _tagged_html(t: Tagged, where: str) -> str:
+    why = impossible(t)
+    if why is not None:  # refused: the failed measurement and its cause, never the figure
+        return f'<span class="notexec">{FAILED}</span>: {escape(refused(t, why)[len(FAILED) + 2:])}'
     value, letters = tagged_parts(t, where)
     letter = letters[0]
     tip = f"{t.tag.value}: {t.source}" + (" (extrapolated)" if t.extrapolated else "") + \

@@ -5,7 +5,7 @@ from __future__ import annotations
 from afford.fit.verdicts import FIXED_SHARE_MAX
 from afford.plan.ladder import Ladder, LadderRow
 from afford.plan.levers import LeverRow
-from afford.provenance import Tagged, fitted, module, require_tagged
+from afford.provenance import SHARE, Tagged, fitted, module, require_tagged
 from afford.report.prose import prose
 from afford.report.rich_table import Table
 from afford.report.terminal import ABBREV, LEGEND, fmt
@@ -158,7 +158,7 @@ def batch_lines(section) -> list[str]:
                        "its noise); no fixed cost is quoted")
             continue
         src = f"{run.workload} batch ladder: t = F + c tokens (fit_linear_floor)"
-        share = module(run.fixed_share, "ratio", "F / t at batch x1 (fit_linear_floor)")
+        share = module(run.fixed_share, SHARE, "F / t at batch x1 (fit_linear_floor)")
         out.append(prose("{} batch ladder: t = {} + {} x tokens (R^2 {}); fixed share at "
                          "batch x1 {}", run.workload, fitted(p["F"], "s", src),
                          fitted(p["c"], "s/token", src),

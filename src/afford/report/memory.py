@@ -9,7 +9,7 @@ from afford.fit.memory import BATCH_CAP
 from afford.provenance import Tagged, fitted, inherited, measured, module, run_label
 from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
-from afford.schema.memory import DefaultVerdict, MemoryLaw
+from afford.schema.memory import DefaultVerdict, MemoryLaw, signed_bytes
 
 
 def _yes_no(x: bool | None) -> str:
@@ -144,7 +144,8 @@ def memory_summary_table(cert) -> Table:
         a, r = heldout_accuracy(law, run)
         t.add_row(law.workload, law.mode, fmt(fitted(round(f.c_res, 2), "", src)),
                   fmt(fitted(round(f.c_op, 3), "", src)) if f.s2_term else "-",
-                  fmt(fitted(f.fixed_bytes, "B", src)) if f.form == "states_plus_fixed" else "-",
+                  fmt(fitted(signed_bytes(f.fixed_bytes), "", src))
+                  if f.form == "states_plus_fixed" else "-",
                   fmt(module(round(f.r2, 5), "", "fit_memory")),
                   fmt(measured(round(law.bytes_per_param, 3), "B/param", "states counted")),
                   fmt(a) + (f"; reserved {fmt(r)}" if r else ""), _loop(law),

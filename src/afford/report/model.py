@@ -39,7 +39,8 @@ class Series:
     tag: Tag
     x: tuple[float, ...]
     y: tuple[float, ...]
-    style: Literal["points", "line", "linepoints", "dashed", "excluded"] = "points"
+    style: Literal["points", "line", "linepoints", "dashed", "excluded", "heldout",
+                   "predicted"] = "points"
 
 
 @dataclass(frozen=True)

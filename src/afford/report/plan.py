@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
-from rich.table import Table as RichTable
 from rich.text import Text
 
 from afford.plan.result import ChunkRow, PlanResult, Verdict
 from afford.provenance import Tagged
 from afford.report.cells import cell_text
 from afford.report.model import Cell, Section, Table
+from afford.report.rich_table import Table as RichTable
 from afford.report.terminal import LEGEND, fmt
 
 WRONG = "WRONG"
@@ -223,8 +223,8 @@ def plan_blocks(p: PlanResult) -> list[Block]:
 def rich_table(b: Block) -> RichTable:
     """A block drawn for the terminal: ``from`` dim, WRONG rows red."""
     table = RichTable(title=Text(b.title), title_justify="left", caption_justify="left")
-    for col in b.table.columns:
-        right = col in b.right
+    for i, col in enumerate(b.table.columns):
+        right = col in b.right or _figures(row[i] for row in b.table.rows)
         table.add_column(col, justify="right" if right else "left", no_wrap=right,
                          overflow="fold", style="dim" if col == "from" else None)
     for n, row in enumerate(b.table.rows):
@@ -234,6 +234,12 @@ def rich_table(b: Block) -> RichTable:
     if b.table.caption:
         table.caption = Text(b.table.caption)
     return table
+
+
+def _figures(cells) -> bool:
+    """A column of figures (every cell tagged, or empty): kept whole, never wrapped."""
+    cells = [c for c in cells if c not in (None, "", "-")]
+    return bool(cells) and all(isinstance(c, Tagged) for c in cells)
 
 
 def _draw(blocks: list[Block]) -> list[RenderableType]:

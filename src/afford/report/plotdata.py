@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 
 from afford import figures
-from afford.provenance import Tag, Tagged
+from afford.figures.memory import law_points
+from afford.figures.memory import laws as memory_laws
+from afford.provenance import Tag, Tagged, run_label
 from afford.report.generic import items_of, as_leaf, find_key
 from afford.report.model import Plot, Series
 from afford.schema.cert import Certificate, WorkloadResult
@@ -61,23 +63,18 @@ def throughput(cert: Certificate, r: WorkloadResult) -> Plot | None:
 
 
 def _memory_series(cert: Certificate, r: WorkloadResult) -> list[Series]:
+    """The sweep's measured peaks (a workload without a memory law)."""
     rows = [(p, *figures.peak_bytes(cert, r.name, p.value, r.mode)) for p in r.points]
     out = []
     for i, label in ((2, "peak reserved"), (1, "peak allocated (or RSS)")):
         pts = [(float(row[0].value), row[i].value / GIB) for row in rows if row[i] is not None]
         if pts:
             out.append(Series(label, Tag.MEASURED, *map(tuple, zip(*pts))))
-    predicted = [(float(p.value), figures.predicted_memory(cert, r.name, p.shape, r.mode))
-                 for p in r.points if p.shape]
-    for i, label in ((0, "memory law: allocated"), (1, "memory law: reserved")):
-        pts = [(x, pr[i].value / GIB) for x, pr in predicted
-               if pr is not None and pr[i] is not None]
-        if pts:
-            out.append(Series(label, Tag.FITTED, *map(tuple, zip(*pts)), style="dashed"))
     return out
 
 
 def memory(cert: Certificate, r: WorkloadResult) -> Plot | None:
+    """The sweep's peaks of a workload the memory stage has no law for."""
     series = _memory_series(cert, r)
     if not series:
         return None
@@ -88,6 +85,37 @@ def memory(cert: Certificate, r: WorkloadResult) -> Plot | None:
                 x_label=r.sweep_param, y_label="GiB", series=tuple(series), limits=card,
                 caption=f"{r.name} ({r.mode}): peak memory of one training step at each "
                 "sweep point, against the device's memory.")
+
+
+def memory_law(cert: Certificate, law) -> Plot | None:
+    """The memory law at the shapes the memory stage measured, beside what it measured
+    there: the figures of the memory tables (the held-out ones are the held-out table's),
+    in the law's own quantity (peak RSS increment on a CPU, allocated and reserved on CUDA),
+    against tokens per step."""
+    pts = law_points(law, run_label(cert))
+    if not pts:
+        return None
+    scale, unit = (GIB, "GiB") if max(p.measured.value for p in pts) >= GIB else \
+        (float(2**20), "MiB")
+    series = []
+    for q in dict.fromkeys(p.quantity for p in pts):
+        mine = sorted((p for p in pts if p.quantity == q), key=lambda p: p.tokens)
+        for held, style in ((False, "points"), (True, "heldout")):
+            got = [p for p in mine if p.held_out == held]
+            if got:
+                series.append(Series(f"{q}, measured ({'held out' if held else 'fitted'})",
+                                     Tag.MEASURED, tuple(float(p.tokens) for p in got),
+                                     tuple(p.measured.value / scale for p in got), style))
+        series.append(Series(f"{q}, memory law at each shape", Tag.FITTED,
+                             tuple(float(p.tokens) for p in mine),
+                             tuple(p.law.value / scale for p in mine), "predicted"))
+    e = cert.environment
+    return Plot(id=slug(e.device_name, law.workload, law.mode, "memory"), kind="memory",
+                title=f"{law.workload} ({law.mode}) on {e.device_name}: peak memory and its "
+                "law", x_label="tokens per step (B x s)", y_label=unit, series=tuple(series),
+                caption=f"{law.workload} ({law.mode}): each shape the memory stage measured "
+                "(circles fitted, squares held out) and the law at that shape (x), in the "
+                "law's quantity; the same figures as the memory tables.")
 
 
 def residency(cert: Certificate) -> Plot | None:
@@ -139,11 +167,14 @@ def breakdown(cert: Certificate) -> Plot | None:
 def certificate_plots(cert: Certificate) -> dict[str, list[Plot]]:
     """Plots of one certificate, keyed by the subsection that shows them."""
     out: dict[str, list[Plot]] = {"laws": [], "memory": [], "residency": []}
+    laws = memory_laws(cert)
+    with_law = {(law.workload, law.mode) for law in laws}
     for r in cert.workloads:
         if (p := throughput(cert, r)) is not None:
             out["laws"].append(p)
-        if (p := memory(cert, r)) is not None:
+        if (r.name, r.mode) not in with_law and (p := memory(cert, r)) is not None:
             out["memory"].append(p)
+    out["memory"].extend(p for law in laws if (p := memory_law(cert, law)) is not None)
     if (p := breakdown(cert)) is not None:
         out["memory"].append(p)
     if (p := residency(cert)) is not None:

@@ -24,7 +24,9 @@ _STYLE = {"points": dict(linestyle="none", marker="o", markersize=5),
           "excluded": dict(linestyle="none", marker="x", markersize=8, color="#c0392b"),
           "line": dict(linestyle="-", linewidth=1.8),
           "linepoints": dict(linestyle="-", linewidth=1.5, marker="o", markersize=5),
-          "dashed": dict(linestyle="--", linewidth=1.2)}
+          "dashed": dict(linestyle="--", linewidth=1.2),
+          "heldout": dict(linestyle="none", marker="s", markersize=7, fillstyle="none"),
+          "predicted": dict(linestyle="none", marker="x", markersize=7)}
 
 
 def available() -> bool:

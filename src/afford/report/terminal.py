@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-from afford.figures.probes import ProbesSummary
 from afford.figures.summary import WorkloadSummary
-from afford.provenance import NotExecutable, Tag, Tagged, require_tagged
+from afford.provenance import SHARE, NotExecutable, Tag, Tagged, impossible, require_tagged
 from afford.report.rich_table import Table
 from afford.units import format_bytes, format_count, format_duration, format_gpu_hours
 
@@ -35,7 +34,7 @@ def value_text(t: Tagged) -> str:
         return format_rate(v, unit)
     if unit == "x":
         return f"{v:.1f}x"
-    if unit == "ratio":
+    if unit in ("ratio", SHARE):
         return f"{v:.2%}"
     if unit == "tokens/s":
         return f"{format_count(v)} tokens/s"
@@ -54,11 +53,24 @@ def format_rate(v: float, unit: str) -> str:
     return f"{v:.3g} {unit}"
 
 
+FAILED = "FAILED"
+
+
+def refused(t: Tagged, why: str) -> str:
+    """An impossible figure as the failed measurement it is: its cause, then where it came
+    from (the source names the inputs), never the figure itself."""
+    return f"{FAILED}: {why}; from {t.source}"
+
+
 def fmt(x: object, where: str = "") -> str:
-    """``12.30 ms M``: value, unit and tag letter; TypeError for an untagged number."""
+    """``12.30 ms M``: value, unit and tag letter; TypeError for an untagged number; an
+    impossible one (:func:`afford.provenance.impossible`) as ``FAILED: <cause>; from ...``."""
     if x is None:
         return "-"
     t = require_tagged(x, where)
+    why = impossible(t)
+    if why is not None:
+        return refused(t, why)
     star = "*" if t.extrapolated else ""
     prov = "?" if t.provisional else ""
     return f"{value_text(t)} {ABBREV[t.tag]}{star}{prov}"
@@ -92,51 +104,26 @@ def fmt_list(xs: tuple[Tagged, ...] | list[Tagged], where: str = "") -> str:
     ts = [require_tagged(x, where) for x in xs]
     if not ts:
         return "-"
+    if any(impossible(t) for t in ts):
+        return "; ".join(fmt(t) for t in ts)
     tags = {ABBREV[t.tag] for t in ts}
     return ", ".join(value_text(t) for t in ts) + " " + "/".join(sorted(tags))
 
 
-def _not_executable_caption(items) -> str:
+def not_executable_caption(items) -> str:
     lines = [f"{NOT_EXECUTABLE}: {n.what}: {n.reason}" for n in items]
     return "\n".join([LEGEND, *lines])
 
 
-def probes_device_table(s: ProbesSummary, title: str) -> Table:
+def drawn(t, title: str, caption: str | None = None) -> Table:
+    """A report table (:class:`afford.report.model.Table`) for the terminal: the same rows,
+    a probe that could not run as ``NOT EXECUTABLE`` (its reason goes in the caption)."""
     table = Table(title=title, title_justify="left")
-    for col in ("figure", "measured", "datasheet", "measured / datasheet", "max rel. error"):
+    for col in t.columns:
         table.add_column(col, overflow="fold")
-    for r in s.device:
-        table.add_row(r.figure, cell(r.measured, r.figure), fmt(r.datasheet), fmt(r.of_datasheet),
-                      cell(r.max_rel_error))
-    if s.wall_seconds is not None:
-        table.add_row("probes stage (wall)", fmt(s.wall_seconds), "-", "-", "-")
-    table.caption = _not_executable_caption(s.not_executable)
-    return table
-
-
-def probes_workload_table(s: ProbesSummary, title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in ("workload", "mode", "probed at", "verdict", "fixed share", "GPU util",
-                "idle <=5%", "FLOP/step", "at", "MFU ceiling", "MFU datasheet",
-                "own GEMM / square"):
-        table.add_column(col, overflow="fold")
-    for r in s.workloads:
-        table.add_row(r.name, r.mode, r.at, cell(r.verdict), cell(r.fixed_share),
-                      cell(r.utilisation), cell(r.idle_share), cell(r.flops), r.flops_at,
-                      fmt(r.mfu_ceiling), fmt(r.mfu_datasheet), cell(r.own_gemm))
-    table.caption = LEGEND
-    return table
-
-
-def warmup_table(s: ProbesSummary, title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in ("workload", "mode", "at", "first steps (0, 1, ...)", "warm median",
-                "step0/warm, at this point", "until warm (5 %)", "ckpt write", "ckpt size"):
-        table.add_column(col, overflow="fold")
-    for r in s.warmup:
-        table.add_row(r.name, r.mode, r.at, fmt_list(r.first), fmt(r.warm), fmt(r.ratio),
-                      fmt(r.until_warm), cell(r.checkpoint_seconds), cell(r.checkpoint_bytes))
-    table.caption = (f"{LEGEND}. step0/warm here is at the point under 'at' (the largest "
-                     "resident one; median over its children's steps); the summary's "
-                     "step0/warm is the median over every point of the sweep")
+    for row in t.rows:
+        table.add_row(*(c if isinstance(c, str) else cell(c, f"{title}: {col}")
+                        for c, col in zip(row, t.columns)))
+    table.caption = caption if caption is not None else LEGEND + (
+        f". {t.caption}" if t.caption else "")
     return table

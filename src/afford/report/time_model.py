@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from afford.figures.time import TimeSummary, summarize_times
 from afford.provenance import fitted
+from afford.report.host_load import host_load_notes, host_load_table
 from afford.report.model import Cell, Section, Table
 from afford.report.prose import prose
 from afford.report.rich_table import Table as RichTable
@@ -74,13 +75,18 @@ def time_section(cert: Certificate) -> Section:
         return Section("Step-time model", notes=(NO_MODEL,))
     notes: list[str] = []
     v = cert.time_verdict
+    load = host_load_table(cert) if v is not None and v.label == "NOISY" else None
     if v is not None:
         notes.append(f"Time verdict: {v.label}" + (": " + "; ".join(v.reasons) if v.reasons
                                                    else "") + f". Rule: {v.rule}.")
+        if v.label == "NOISY":  # the host load beside it: the usual cause
+            notes.extend(host_load_notes(cert) or ("Host load: not recorded by this "
+                                                   "certificate.",))
     semantics = cert.protocol.step_semantics
     if semantics:
         notes.append(f"A timed step: {semantics}")
-    tables = [model_table(summaries)] + [held_out_rows(s) for s in summaries if s.held_out]
+    tables = ([load] if load is not None else []) + [model_table(summaries)] + \
+        [held_out_rows(s) for s in summaries if s.held_out]
     for s in summaries:
         notes.extend(_notes(s))
     return Section("Step-time model", notes=tuple(notes), tables=tuple(tables))

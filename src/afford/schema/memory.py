@@ -22,6 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
                       PositiveFloat, PositiveInt)
 
 from afford.provenance import NotExecutable
+from afford.units import format_bytes
 
 Form = Literal["states_measured", "states_plus_fixed"]
 Role = Literal["warmup", "base", "seq", "batch", "corner", "heldout-interpolated",
@@ -81,11 +82,16 @@ class MemoryFit(BaseModel):
         return float(states_bytes + c["fixed_bytes"] + c["c_res"] * x_res + c["c_op"] * x_op)
 
     def describe(self) -> str:
-        fixed = f" + {self.fixed_bytes / 2**20:+.1f} MiB" if self.form == "states_plus_fixed" \
-            else ""
+        fixed = f" {signed_bytes(self.fixed_bytes)}" if self.form == "states_plus_fixed" else ""
         op = f" + {self.c_op:.3f} B*H*s^2" if self.s2_term else ""
         return (f"states{fixed} + L*({self.c_res:.2f} B*s*d{op}) "
                 f"({self.quantity}, {self.name}, R^2 {self.r2:.5f}, {self.n_points} shapes)")
+
+
+def signed_bytes(n: float) -> str:
+    """A law's constant term as a term: ``+ 190.80 MiB``, ``- 41.20 KiB`` (a fitted
+    intercept may be negative; it is a coefficient of the law, never a size shown alone)."""
+    return f"{'-' if n < 0 else '+'} {format_bytes(abs(n))}"
 
 
 def form_name(form: Form, s2_term: bool) -> str:
