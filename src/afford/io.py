@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -39,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from afford.errors import AffordError, InputError, WriteError
+from afford.units import MAX_MAGNITUDE, UnitError, bounded
 
 STALE_SECONDS = 3600.0  # an afford temp file or probe folder this old is a dead writer's
 TEMP_TAG = ".afford-"  # between the target's name and mkstemp's 8 random characters
@@ -177,29 +179,67 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number afford accepts (only finite numbers)")
 
 
+def _numbers_bounded(doc: object, label: str, *, nonfinite: bool = False) -> None:
+    """Every number in ``doc`` (parsed JSON or TOML) finite and of magnitude at most
+    :data:`~afford.units.MAX_MAGNITUDE`: no real figure nears it, and products of a few such
+    numbers stay finite; the schemas then bound each quantity by what it is. InputError
+    naming the file and where the number is otherwise. ``nonfinite``: let ``nan`` and
+    ``inf`` pass (TOML's, refused by the schema that reads the field, naming it)."""
+    stack: list[tuple[str, object]] = [("", doc)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            if nonfinite and isinstance(v, float) and not math.isfinite(v):
+                continue
+            try:
+                bounded(v, where or "the number", low=-MAX_MAGNITUDE, high=MAX_MAGNITUDE,
+                        low_open=False)
+            except UnitError as exc:
+                raise InputError(f"{label}: {exc}") from None
+
+
 def loads_json(text: str, label: str) -> object:
     """JSON text as Python data, bounded: size and nesting (:func:`_bounded`), numbers
-    finite (``NaN``/``Infinity`` refused), integers of at most 4300 digits (Python's own
-    limit). InputError naming ``label`` otherwise, never a traceback."""
+    finite (``NaN``/``Infinity`` refused) and at most :data:`~afford.units.MAX_MAGNITUDE`
+    (:func:`_numbers_bounded`), integers of at most 4300 digits (Python's own limit).
+    InputError naming ``label`` otherwise, never a traceback. The one JSON reader: every
+    JSON file afford reads (certificates, plans, manifests, bars, eval logs, the loop
+    guard's marker) goes through it."""
     _bounded(text, label, "JSON")
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        doc = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputError(f"{label}: not JSON ({exc.msg} at line {exc.lineno})") from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{label}: not an input afford reads: {exc}") from None
+    _numbers_bounded(doc, label)
+    return doc
+
+
+def read_json(path: str | os.PathLike, label: str | None = None) -> object:
+    """The JSON file at ``path`` through :func:`loads_json`; ``label`` names it in errors
+    (default: its path)."""
+    label = label or str(Path(path))
+    return loads_json(read_text(path, label), label)
 
 
 def loads_toml(text: str, label: str) -> dict:
     """TOML text as a dict, bounded as :func:`loads_json` (TOML's ``nan``/``inf`` are left
-    to the schemas, which refuse them where a number is read)."""
+    to the schemas, which refuse them where a number is read; a number beyond
+    :data:`~afford.units.MAX_MAGNITUDE` is refused here)."""
     _bounded(text, label, "TOML")
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{label}: not valid TOML: {exc}") from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{label}: not an input afford reads: {exc}") from None
+    _numbers_bounded(doc, label, nonfinite=True)
+    return doc
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool = True) -> Path:

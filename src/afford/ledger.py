@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,6 +59,7 @@ from afford.errors import InputError
 from afford.io import atomic_write_text
 from afford.lock import locked
 from afford.provenance import Struck, Tag, Tagged
+from afford.units import MAX_MAGNITUDE, UnitError, bounded, check_date
 
 if TYPE_CHECKING:  # certificates are read only by append_certificate: the loop guard's
     # readings go through this module at every save and need none of their stack
@@ -195,8 +195,12 @@ class Reading(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> "Reading":
-        if not math.isfinite(self.value):
-            raise ValueError(f"{self.quantity} = {self.value}: a reading is a finite number")
+        try:
+            bounded(self.value, self.quantity, low=-MAX_MAGNITUDE, high=MAX_MAGNITUDE,
+                    low_open=False)
+            check_date(self.date, "date")
+        except UnitError as exc:
+            raise ValueError(f"{exc}: a reading is a finite number, read on a date") from None
         if is_step_time(self.quantity, self.unit, self.tag):
             if not self.step_indices:
                 raise ValueError(f"{self.quantity} ({self.unit or 'no unit'}) is a reading of "

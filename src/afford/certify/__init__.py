@@ -36,7 +36,8 @@ from afford._callable import make_callable
 from afford.certify.gates import gates_stage
 from afford.certify.levers import levers_stage
 from afford.certify.memory import memory_stage
-from afford.certify.partial import gate_failures, run_stage, sweep_failures
+from afford.certify.partial import (failed_measurements, gate_failures, run_stage,
+                                   sweep_failures)
 from afford.certify.probes import probes_stage
 from afford.certify.request import (MIN_CHILDREN, CertifyRequest, Plan, Stage, StageContext,
                                    build_request, resolve)
@@ -162,7 +163,7 @@ def certify(req: CertifyRequest,
             mark("stage", name=stage.__name__)
             sections.update(run_stage(stage, ctx, failures))
             seconds[stage.__name__.removesuffix("_stage")] = time.perf_counter() - t0
-        failures += gate_failures(sections.get("gates"))
+        failures += gate_failures(sections.get("gates")) + failed_measurements(sections)
         if time_verdict is not None and sections.get("probes") is not None:
             results = bound_by_ceilings(results, list(plan.designs), sections["probes"],
                                         device.type)

@@ -105,10 +105,11 @@ def command(
     with guard():
         if quick and full:
             raise InputError("--quick and --full contradict each other; choose one")
-        from afford.certify.request import CertifyRequest, parse_sweep
+        from afford.certify.request import CertifyRequest, check_children, parse_sweep
         from afford.measure.children import child_timeout
 
         child_timeout()  # a bad AFFORD_CHILD_TIMEOUT is exit 2 before anything is measured
+        check_children(children)
         sweeps = dict(parse_sweep(s) for s in sweep or [])
         if out_path is not None:
             check_writable(out_path, overwrite=force)

@@ -10,9 +10,8 @@ may carry step options after ``+`` (``tinylm@q3+compile``, ``softmax+fused+x2``;
 
 from __future__ import annotations
 
-import importlib
-
 from afford.errors import InputError
+from afford.user_code import call, import_attr
 from afford.workloads.base import Built, Workload, WorkloadRefused, train_step
 from afford.workloads.scan import Scan
 from afford.workloads.softmax import Softmax
@@ -63,20 +62,12 @@ def resolve(spec: str, device_class: str) -> Workload:
 
 
 def _load_user(spec: str) -> Workload:
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise InputError(f"workload {spec!r}: write a user workload as pkg.module:factory")
-    try:
-        mod = importlib.import_module(mod_name)
-    except Exception as exc:  # import errors of any kind are the user's input
-        raise InputError(f"workload {spec!r}: cannot import {mod_name!r}: {exc}") from exc
-    factory = getattr(mod, attr, None)
+    """``pkg.module:factory`` called (:mod:`afford.user_code`: imported from the working
+    folder only where it is not installed; any failure one line, exit 2)."""
+    factory = import_attr(spec, "workload")
     if not callable(factory):
-        raise InputError(f"workload {spec!r}: {mod_name} has no callable {attr!r}")
-    try:
-        workload = factory()
-    except Exception as exc:
-        raise InputError(f"workload {spec!r}: the factory raised {exc!r}") from exc
+        raise InputError(f"workload {spec!r}: {spec.partition(':')[2]!r} is not callable")
+    workload = call(factory, spec, "workload")
     if not isinstance(workload, Workload):
         raise InputError(f"workload {spec!r}: the factory returned {type(workload).__name__}, "
                          "not an afford.workloads.Workload (see afford.workloads.base)")

@@ -48,8 +48,10 @@ class Emitter:
             _emit(self.out, {"event": "probe", "key": key, "result": value, **timing})
 
     def run(self, key: str, what: str, fn) -> Any:
-        """``fn()``'s result, sent with its wall seconds; an exception is sent as
-        NotExecutable and returns None."""
+        """``fn()``'s result, sent with its wall seconds; an exception is sent as a failed
+        NotExecutable (a full disk under the checkpoint probe is a failure of this run, not
+        a probe that cannot run on this device; certify names it in the certificate's
+        failures) and returns None."""
         from afford.measure.child import error_text
         from afford.provenance import NotExecutable
 
@@ -57,8 +59,8 @@ class Emitter:
         t0 = time.perf_counter()
         try:
             value = fn()
-        except Exception as exc:
-            value = NotExecutable(what=what, reason=error_text(exc))
+        except Exception as exc:  # it raised here, this run: a failure, not "cannot run"
+            value = NotExecutable(what=what, reason=error_text(exc), failed=True)
         self.result(key, value, time.perf_counter() - t0)
         return value
 

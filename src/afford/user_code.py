@@ -1,0 +1,115 @@
+"""The user's own code that afford imports: a workload ``pkg.mod:factory``, a data generator
+``pkg.mod:function`` (issue 33).
+
+Two rules, one place:
+
+- **Where it is imported from.** Afford's processes never put the working folder on
+  ``sys.path`` by themselves (its measuring children start with ``python -P``): a
+  ``numpy.py`` left in the folder where ``afford certify`` runs is never imported. A spec
+  names a module; when its top package is not importable from ``sys.path`` as it stands
+  (installed, or on ``PYTHONPATH``), the working folder is added, at the end of
+  ``sys.path`` (installed packages keep their names), and :func:`added_folder` says so, for
+  the certificate to record.
+- **Its failures are the user's input.** Whatever importing the module or calling its
+  function raises (any exception, ``SystemExit`` too: a module that calls ``sys.exit(7)``
+  must not end afford with exit 7) becomes one line naming the module, an
+  :class:`~afford.errors.InputError` (exit 2). Only a module that is not there at all is
+  :class:`UserCodeMissing`, which a caller may record instead (an UNPINNED generator).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+
+from afford.errors import InputError
+
+_ADDED: dict[str, str] = {}  # top package -> the folder added to sys.path to import it
+
+
+class UserCodeMissing(InputError):
+    """The module a spec names does not exist (neither installed nor in the working folder),
+    or has no such name."""
+
+
+def split_spec(spec: str, what: str) -> tuple[str, str]:
+    """``pkg.mod:attr`` -> (``pkg.mod``, ``attr``); InputError naming ``what`` otherwise."""
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name.strip() or not attr.strip():
+        raise InputError(f"{what} {spec!r}: write it as pkg.module:name")
+    return mod_name.strip(), attr.strip()
+
+
+def one_line(exc: BaseException) -> str:
+    """``ValueError: boom`` on one line (a SystemExit as ``sys.exit(7)``)."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def import_attr(spec: str, what: str) -> object:
+    """The object ``spec`` (``pkg.mod:attr``) names, imported under the rules above.
+    UserCodeMissing when the module or its ``attr`` is not there, InputError when importing
+    it failed."""
+    mod_name, attr = split_spec(spec, what)
+    top = mod_name.split(".")[0]
+    _find_top(top)
+    try:
+        module = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (mod_name == exc.name or
+                                     mod_name.startswith(exc.name + ".")):
+            raise UserCodeMissing(f"{what} {spec!r}: cannot import {mod_name}: no module "
+                                  f"{exc.name!r} (installed, on PYTHONPATH or in the working "
+                                  "folder)") from None
+        raise InputError(f"{what} {spec!r}: importing {mod_name} failed: "
+                         f"{one_line(exc)}") from None
+    except (Exception, SystemExit) as exc:  # the user's code: any failure is their input
+        raise InputError(f"{what} {spec!r}: importing {mod_name} failed: "
+                         f"{one_line(exc)}") from None
+    if not hasattr(module, attr):
+        raise UserCodeMissing(f"{what} {spec!r}: {mod_name} has no {attr!r}")
+    return getattr(module, attr)
+
+
+def call(fn: Callable[[], object], spec: str, what: str) -> object:
+    """``fn()``, the user's function: any failure (SystemExit too) one InputError line."""
+    try:
+        return fn()
+    except (Exception, SystemExit) as exc:
+        raise InputError(f"{what} {spec!r}: it raised {one_line(exc)}") from None
+
+
+def added_folder(spec: str) -> str | None:
+    """The folder added to ``sys.path`` to import ``spec``'s package; None when none was
+    (installed, or on PYTHONPATH)."""
+    return _ADDED.get(spec.partition(":")[0].split(".")[0])
+
+
+def _find_top(top: str) -> None:
+    """Make ``top`` importable: as it stands, or from the working folder added at the end
+    of ``sys.path`` (only here, only for a user's package)."""
+    if top in sys.modules or top in _ADDED:
+        return
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return
+    except (ImportError, ValueError):
+        return  # import_module says why
+    folder = os.getcwd()
+    if folder in sys.path:
+        return
+    sys.path.append(folder)
+    importlib.invalidate_caches()
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        _ADDED[top] = folder
+    else:  # not there either: nothing is added
+        sys.path.remove(folder)
