@@ -44,11 +44,12 @@ def split_spec(spec: str, what: str) -> tuple[str, str]:
 
 
 def one_line(exc: BaseException) -> str:
-    """``ValueError: boom`` on one line (a SystemExit as ``sys.exit(7)``)."""
+    """What the user's code did, on one line: ``raised ValueError: boom``, ``called
+    sys.exit(7)``."""
     if isinstance(exc, SystemExit):
-        return f"it called sys.exit({exc.code!r})"
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        return f"called sys.exit({exc.code!r})"
+    text = " ".join(str(exc).split())[:500]
+    return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
 
 
 def import_attr(spec: str, what: str) -> object:
@@ -67,10 +68,10 @@ def import_attr(spec: str, what: str) -> object:
                                   f"{exc.name!r} (installed, on PYTHONPATH or in the working "
                                   "folder)") from None
         raise InputError(f"{what} {spec!r}: importing {mod_name} failed: "
-                         f"{one_line(exc)}") from None
+                         f"it {one_line(exc)}") from None
     except (Exception, SystemExit) as exc:  # the user's code: any failure is their input
         raise InputError(f"{what} {spec!r}: importing {mod_name} failed: "
-                         f"{one_line(exc)}") from None
+                         f"it {one_line(exc)}") from None
     if not hasattr(module, attr):
         raise UserCodeMissing(f"{what} {spec!r}: {mod_name} has no {attr!r}")
     return getattr(module, attr)
@@ -81,7 +82,7 @@ def call(fn: Callable[[], object], spec: str, what: str) -> object:
     try:
         return fn()
     except (Exception, SystemExit) as exc:
-        raise InputError(f"{what} {spec!r}: it raised {one_line(exc)}") from None
+        raise InputError(f"{what} {spec!r}: it {one_line(exc)}") from None
 
 
 def added_folder(spec: str) -> str | None:

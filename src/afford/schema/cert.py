@@ -105,6 +105,10 @@ class Protocol(_Model):
 class WorkloadResult(_Model):
     name: str
     source: str = Field(description="'builtin' or the user's pkg.module:factory")
+    import_folder: str | None = Field(
+        None, description="a user workload imported from the working folder: the folder "
+        "afford and its children added to sys.path (at its end) for it, and only for it; "
+        "None: built in, installed or on PYTHONPATH")
     description: str = ""
     mode: Literal["fp32", "bf16", "fp16"]
     sweep_param: str
