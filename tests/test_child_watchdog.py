@@ -19,6 +19,9 @@ from afford.measure.memory_sweep import run_memory_child
 from afford.measure.timing import rule_for
 
 
+pytestmark = pytest.mark.usefixtures("tests_on_pythonpath")
+
+
 class _Fake(Spawned):
     def __init__(self, prewarm=None, overlapped=False, **_):
         self.prewarm = prewarm

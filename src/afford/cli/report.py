@@ -13,7 +13,7 @@ from afford import ledger
 from afford import manifest as mf
 from afford.cli.common import err, guard, out
 from afford.errors import InputError
-from afford.io import atomic_write_text, check_writable, read_json
+from afford.io import atomic_write_text, check_writable, ensure_folder, read_json
 from afford.plan.result import read_plan
 from afford.report import html, markdown, plots
 from afford.report.build import Inputs, build_report
@@ -65,7 +65,8 @@ def command(
         if plots_dir is not None:
             if not have_plots:
                 raise InputError(f"--plots-dir: {plots.MISSING_NOTE}")
-            plots.export(report.plots, plots_dir, overwrite=force)
+            plots.export(report.plots, ensure_folder(plots_dir, "--plots-dir"),
+                         overwrite=force)
         if target.suffix.lower() == ".md":
             href = os.path.relpath(plots_dir, target.parent or ".") if plots_dir else None
             text = markdown.render(report, plots_href=href)
