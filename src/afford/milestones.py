@@ -118,7 +118,7 @@ def parse_log(text: str, where: str, run: str | None = None) -> list[EvalReading
     s = text.strip()
     if not s:
         raise InputError(f"{where}: empty log")
-    rows = _json_rows(s, where) if s[0] in "[{" else _tsv_rows(s)
+    rows = _json_rows(s, where) if s[0] in "[{" else _tsv_rows(s, where)
     return [_log_row(row, f"{where}:{line}", run) for line, row in rows]
 
 
@@ -145,12 +145,17 @@ def _json_rows(s: str, where: str) -> list[tuple[int, dict]]:
     return rows
 
 
-def _tsv_rows(s: str) -> list[tuple[int, dict]]:
+def _tsv_rows(s: str, where: str) -> list[tuple[int, dict]]:
     lines = [(n, line) for n, line in enumerate(s.splitlines(), 1)
              if line.strip() and not line.startswith("#")]
+    if not lines:
+        raise InputError(f"{where}: no header row and no readings")
     header = lines[0][1].split("\t")
     reader = csv.reader(io.StringIO("\n".join(line for _, line in lines[1:])), delimiter="\t")
-    return [(n, dict(zip(header, cells))) for (n, _), cells in zip(lines[1:], reader)]
+    try:
+        return [(n, dict(zip(header, cells))) for (n, _), cells in zip(lines[1:], reader)]
+    except csv.Error as exc:  # a cell past csv's field limit, a stray NUL
+        raise InputError(f"{where}: not a TSV log: {exc}") from None
 
 
 def _log_row(row: dict, where: str, run: str | None) -> EvalReading:

@@ -94,7 +94,7 @@ def added_folder(spec: str) -> str | None:
 def _find_top(top: str) -> None:
     """Make ``top`` importable: as it stands, or from the working folder added at the end
     of ``sys.path`` (only here, only for a user's package)."""
-    if top in sys.modules or top in _ADDED:
+    if top in sys.modules or _ADDED.get(top) in sys.path:
         return
     try:
         if importlib.util.find_spec(top) is not None:

@@ -46,6 +46,7 @@ from afford.measure.distributed import runtime as rtm
 from afford.measure.timing import rule_for
 from afford.provenance import NotExecutable
 from afford.schema.cert import Certificate
+from afford.units import UnitError, bounded
 from afford.schema.distributed import (STAGES, CollectivePoint, CollectivesSection,
                                        DistributedSection, DPRun, DPStrategy, RankInfo)
 
@@ -69,8 +70,11 @@ class DistOutcome:
 
 
 def _check_request(req: CertifyRequest, launch: rtm.Launch, opts: DistOptions):
-    if not opts.timeout_seconds > 0:
-        raise InputError(f"--dist-timeout {opts.timeout_seconds}: must be positive seconds")
+    try:  # every collective's timeout: at least a second, at most a week
+        bounded(opts.timeout_seconds, "--dist-timeout", low=1.0, high=7 * 86400.0,
+                low_open=False)
+    except UnitError as exc:
+        raise InputError(f"{exc}: the seconds a collective may wait") from None
     device = rtm.choose_device(launch, req.device)
     memory = torch.cuda.get_device_properties(device).total_memory \
         if device.type == "cuda" else envmod.host_memory_bytes()

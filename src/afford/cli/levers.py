@@ -62,8 +62,9 @@ def command(
     with guard():
         if quick and full:
             raise InputError("--quick and --full contradict each other; choose one")
-        if children < 3:
-            raise InputError(f"--children {children}: the protocol needs at least 3")
+        from afford.certify.request import check_children
+
+        check_children(children)
         if mode is not None and mode not in MODES:
             raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
         from afford.certify.levers import check_arms, parse_arms, parse_levers

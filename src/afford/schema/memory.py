@@ -82,8 +82,9 @@ class MemoryFit(BaseModel):
         return float(states_bytes + c["fixed_bytes"] + c["c_res"] * x_res + c["c_op"] * x_op)
 
     def describe(self) -> str:
-        fixed = f" + {self.fixed_bytes / 2**20:+.1f} MiB" if self.form == "states_plus_fixed" \
-            else ""
+        mib = round(self.fixed_bytes / 2**20, 1)  # -0.04 MiB reads "+ 0.0", never "+ -0.0"
+        fixed = f" {'-' if mib < 0 else '+'} {abs(mib):.1f} MiB" \
+            if self.form == "states_plus_fixed" else ""
         op = f" + {self.c_op:.3f} B*H*s^2" if self.s2_term else ""
         return (f"states{fixed} + L*({self.c_res:.2f} B*s*d{op}) "
                 f"({self.quantity}, {self.name}, R^2 {self.r2:.5f}, {self.n_points} shapes)")
