@@ -61,7 +61,7 @@ runner = CliRunner()
 FAST = 30
 SLOW = int(os.environ.get("AFFORD_FUZZ_EXAMPLES", "100"))
 _BAD_NUMBER = re.compile(r"(?<![\w.])(nan|inf|infinity)(?![\w])", re.IGNORECASE)
-_NEGATIVE_QUANTITY = re.compile(r"(?<![\w.\-+])-\d[\d.,]*(e[+-]?\d+)?\s?"
+_NEGATIVE_QUANTITY = re.compile(r"(?<![\w.\-+])-(\d{1,3}(,\d{3})+|\d+)(\.\d+)?(e[+-]?\d+)?\s?"
                                 r"(TiB|GiB|MiB|KiB|TB|GB|MB|B|FLOPs?|params|tokens)\b")
 
 

@@ -100,6 +100,7 @@ def parse_fraction(text: str | int | float) -> float:
 MAX_SECONDS = 100 * 365.25 * 86400.0  # a century
 MIN_SECONDS = 1e-9  # a nanosecond: no step, call or write afford times (or divides by) is shorter
 MAX_BYTES = 2**70  # a zebibyte
+MIN_DEVICE_BYTES = 2**20  # a device's memory: a mebibyte at least (a budget of it holds a byte)
 MAX_COUNT = 1e18  # tokens, steps, parameters
 MAX_RATE = 1e30  # FLOP/s, B/s: 1e15 times an H200's dense bf16 peak
 MAX_FLOPS = 1e40  # FLOPs of a step or a run

@@ -261,12 +261,18 @@ def read_plan(doc: object, label: str) -> PlanResult:
     """An ``afford.plan/1`` document read from a file (``afford report --plan``, ``afford
     milestones --plan``): its schema, then every figure one a plan can hold (issue 33): a
     number not negative (a plan computes no negative time, size, count or share), the
-    memory budget's fraction in [1e-6, 1]. InputError naming ``label`` and the figure
+    memory budget's fraction in [1e-6, 1], one row of the chunk table the run's exactly
+    when there is a run. InputError naming ``label`` and the figure
     otherwise: a hand-edited fraction of 1e40 is refused here, not rendered."""
     if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
         raise InputError(f"{label}: not a plan (expected schema {PLAN_SCHEMA!r}; write one "
                          "with afford plan --json)")
     plan = validate(doc, PlanResult, label)
+    runs = sum(r.is_run for r in plan.rows)
+    if runs != (plan.run is not None):
+        raise InputError(f"{label}: {runs} rows are the run's, with "
+                         f"{'a' if plan.run else 'no'} run section; not a plan afford plan "
+                         "writes (one run row exactly when there is a run)")
     try:
         for where, t in _figures(plan, ""):
             if isinstance(t.value, (int, float)) and not isinstance(t.value, bool):

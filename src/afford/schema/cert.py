@@ -23,7 +23,7 @@ from afford.schema.point import Point
 from afford.schema.probes import ProbesSection
 from afford.schema.sizes import SizesSection
 from afford.schema.time import CertTimeVerdict, HostLoad, WorkloadTime
-from afford.schema.quantities import Capacity, Count, Dim, Duration, Ratio, Timestamp
+from afford.schema.quantities import Count, DeviceMemory, Dim, Duration, Ratio, Timestamp
 
 CERT_SCHEMA = "afford.cert/1"
 
@@ -40,7 +40,7 @@ class Environment(_Model):
     device_class: Literal["cpu", "small-gpu", "large-gpu"]
     device_index: Count | None = None
     compute_capability: str | None = None
-    device_memory_bytes: Capacity | None = Field(
+    device_memory_bytes: DeviceMemory | None = Field(
         None, description="CUDA: total memory of the card; CPU: MemTotal of the host")
     multiprocessors: Dim | None = None
     driver_version: str | None = None

@@ -21,8 +21,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
 from afford.provenance import NotExecutable
-from afford.schema.quantities import (Bytes, ByteFigure, Capacity, Count, Dim, Duration, Fraction,
-                                      Ratio)
+from afford.schema.quantities import (Bytes, ByteFigure, Count, DeviceMemory, Dim, Duration,
+                                      Fraction, Ratio)
 
 Form = Literal["states_measured", "states_plus_fixed"]
 Role = Literal["warmup", "base", "seq", "batch", "corner", "heldout-interpolated",
@@ -384,7 +384,7 @@ class MemorySection(_Model):
                                    description="share of device memory plans may use")
     tolerance: Ratio = Field(description="verdict tolerance on the predicted peak")
     targets: dict[str, float] = Field(description="held-out accuracy aimed for, by quantity")
-    device_memory_bytes: Capacity | None = None
+    device_memory_bytes: DeviceMemory | None = None
     laws: list[MemoryLaw] = []
     not_executable: list[NotExecutable] = []
     wall_seconds: Duration

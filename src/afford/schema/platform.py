@@ -27,8 +27,8 @@ from afford.errors import InputError
 from afford.io import loads_toml, read_toml
 from afford.provenance import Tagged, assumed, inherited
 from afford.schema.envelope import validate
-from afford.units import (MAX_BYTES, MAX_SECONDS, MIN_SECONDS, bounded, parse_bytes,
-                          parse_duration, parse_fraction)
+from afford.units import (MAX_BYTES, MAX_SECONDS, MIN_DEVICE_BYTES, MIN_SECONDS, bounded,
+                          parse_bytes, parse_duration, parse_fraction)
 
 PLATFORM_SCHEMA = "afford.platform/1"
 DEFAULT_MARGIN_REASON = ("afford's default margin: one hour before the session cap for "
@@ -139,6 +139,18 @@ class Size(_Positive):
     sentinels: ClassVar[tuple[str, ...]] = ("unknown",)
 
 
+class DeviceMemory(Size):
+    """A device's memory: a mebibyte at least (:data:`~afford.units.MIN_DEVICE_BYTES`), so
+    that a budget of any fraction of it holds a byte."""
+
+    def si(self) -> float | None:
+        v = super().si()
+        if v is not None and v < MIN_DEVICE_BYTES:
+            raise ValueError(f"{self.value!r} is not a device's memory (at least "
+                             f"{MIN_DEVICE_BYTES} bytes, a mebibyte)")
+        return v
+
+
 class Fraction(Figure):
     kind: ClassVar[str] = "fraction"
 
@@ -158,7 +170,7 @@ class Device(_Model):
     match: str | None = Field(None, min_length=1, description="a word (or words) that a "
                               "certificate's device name must contain; default: name")
     count: int = Field(1, ge=1, description="devices on the platform (a plan uses one)")
-    memory: Size | None = Field(None, description="memory of one device; default: the "
+    memory: DeviceMemory | None = Field(None, description="memory of one device; default: the "
                                 "certificate's measured figure")
 
     @property

@@ -18,7 +18,8 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 from afford.units import (MAX_BYTES, MAX_COUNT, MAX_FLOPS, MAX_MAGNITUDE, MAX_RATE,
-                          MAX_SECONDS, MIN_FRACTION, MIN_SECONDS, bounded, check_date, whole)
+                          MAX_SECONDS, MIN_DEVICE_BYTES, MIN_FRACTION, MIN_SECONDS, bounded,
+                          check_date, whole)
 
 
 def _number(value, *, what: str, **limits):
@@ -47,6 +48,9 @@ Duration = _quantity(float, "a duration in seconds", high=MAX_SECONDS, low_open=
 Bytes = _count("a byte count", low=0, high=MAX_BYTES)
 # A capacity (a device's memory, a buffer): [1 byte, a zebibyte].
 Capacity = _count("a size in bytes", low=1, high=MAX_BYTES)
+# A device's memory (or a CPU host's): from a mebibyte, so that any budget fraction of it
+# (at least 1e-6) holds a byte.
+DeviceMemory = _count("a device's memory in bytes", low=MIN_DEVICE_BYTES, high=MAX_BYTES)
 # A byte figure that a fit or a median gives (a float): [0, a zebibyte].
 ByteFigure = _quantity(float, "a byte figure", high=MAX_BYTES, low_open=False)
 # A count of things (parameters, tokens, steps, calls): [0, 1e18].
