@@ -56,7 +56,7 @@ def _write(files, name: str, doc) -> str:
 
 @pytest.mark.parametrize("edit,match", [
     (lambda p: p.update(budget_fraction={"value": 1e-300, "assumed": "x"}),
-     "budget_fraction: fraction: 1e-300 is out of range [1e-06, 1]"),
+     "budget_fraction: 1e-300 is not a fraction in [1e-06, 1]"),
     (lambda p: p["device"].update(memory={"value": True, "cite": "x"}),
      "device.memory.value: True is not a quantity"),
     (lambda p: p.update(weekly_quota={"value": "1e-320s", "cite": "x"}),

@@ -35,8 +35,9 @@ def check_fraction(value: float, what: str = "") -> float:
     ``what``."""
     try:
         return bounded(value, what or "fraction", low=MIN_FRACTION, high=1.0, low_open=False)
-    except UnitError as exc:
-        raise InputError(str(exc)) from None
+    except UnitError:
+        raise InputError(f"{what + ': ' if what else ''}{value!r} is not a fraction in "
+                         f"[{MIN_FRACTION:g}, 1]") from None
 
 
 @dataclass(frozen=True)

@@ -224,10 +224,10 @@ def parse_params(items: Iterable[str]) -> dict[str, str]:
 def pin_generator(spec: str, params: dict[str, str], name: str | None = None) -> Source:
     """A generator ``pkg.mod:func`` pinned by its module's source and its parameters;
     UNPINNED when it cannot be imported or its source cannot be read."""
-    split_spec(spec, "--generator")
+    split_spec(spec, "--generator", "function")
     label = name or spec
     try:
-        target = import_attr(spec, "--generator")  # a module that fails: InputError, exit 2
+        target = import_attr(spec, "--generator", "function")  # a module that fails: InputError, exit 2
         code_path = inspect.getsourcefile(target)  # type: ignore[arg-type]
         if code_path is None:
             raise OSError("no source file")

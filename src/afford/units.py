@@ -131,6 +131,8 @@ def whole(value: object, what: str, *, low: int = 1, high: float = MAX_COUNT) ->
     """``value`` as an int when it is a whole number in ``[low, high]`` (an int, a float
     with no fraction, or a count such as ``"4k"``); UnitError naming ``what`` otherwise:
     ``1.5`` is refused, never truncated to 1."""
+    if isinstance(value, bool):
+        raise UnitError(f"{what}: {value!r} is not a whole number")
     if isinstance(value, str):
         try:
             value = parse_count(value)

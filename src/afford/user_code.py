@@ -35,11 +35,12 @@ class UserCodeMissing(InputError):
     or has no such name."""
 
 
-def split_spec(spec: str, what: str) -> tuple[str, str]:
-    """``pkg.mod:attr`` -> (``pkg.mod``, ``attr``); InputError naming ``what`` otherwise."""
+def split_spec(spec: str, what: str, noun: str = "name") -> tuple[str, str]:
+    """``pkg.mod:attr`` -> (``pkg.mod``, ``attr``); InputError naming ``what`` otherwise
+    (``noun``: what the attribute is, ``factory`` or ``function``)."""
     mod_name, sep, attr = spec.partition(":")
     if not sep or not mod_name.strip() or not attr.strip():
-        raise InputError(f"{what} {spec!r}: write it as pkg.module:name")
+        raise InputError(f"{what} {spec!r}: write it as pkg.module:{noun}")
     return mod_name.strip(), attr.strip()
 
 
@@ -52,11 +53,11 @@ def one_line(exc: BaseException) -> str:
     return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
 
 
-def import_attr(spec: str, what: str) -> object:
+def import_attr(spec: str, what: str, noun: str = "name") -> object:
     """The object ``spec`` (``pkg.mod:attr``) names, imported under the rules above.
     UserCodeMissing when the module or its ``attr`` is not there, InputError when importing
     it failed."""
-    mod_name, attr = split_spec(spec, what)
+    mod_name, attr = split_spec(spec, what, noun)
     top = mod_name.split(".")[0]
     _find_top(top)
     try:

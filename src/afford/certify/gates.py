@@ -81,8 +81,10 @@ class _Resolved:
 def resolve_request(req: GateRequest) -> _Resolved:
     """Check every name before any time is spent; InputError otherwise."""
     try:  # whole numbers in a range a run can finish: 10**20 repeats never would
-        whole(req.settings.repeats, "--repeats", low=2, high=MAX_REPEATS)
-        whole(req.settings.noise_steps, "--steps", low=1, high=MAX_NOISE_STEPS)
+        whole(req.settings.repeats, "--repeats (the audit needs at least 2)", low=2,
+              high=MAX_REPEATS)
+        whole(req.settings.noise_steps, "--steps (at least 1 step)", low=1,
+              high=MAX_NOISE_STEPS)
         whole(req.seed, "--seed", low=0, high=2**32 - 1)
     except UnitError as exc:
         raise InputError(str(exc)) from None

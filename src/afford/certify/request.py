@@ -199,7 +199,7 @@ def parse_sweep(text: str) -> tuple[str, list[int]]:
         values = [whole(v.strip(), f"--sweep {name}", high=MAX_SWEEP_VALUE)
                   for v in rest.split(",") if v.strip()]
     except UnitError as exc:
-        raise InputError(f"{exc} (sweep values are whole numbers from 1 to 2**40)") from None
+        raise InputError(f"{exc} (sweep values are positive integers, at most 2**40)") from None
     if not values:
         raise InputError(f"--sweep {text!r}: the values must be positive integers")
     if len(set(values)) != len(values):

@@ -91,7 +91,7 @@ def command(
 
 def _positive_int(text: str, flag: str) -> int:
     try:
-        return whole(text, flag, high=MAX_DIM)
+        return whole(text, f"{flag} {text!r}", high=MAX_DIM)
     except UnitError as exc:
         raise InputError(f"{exc} (give a positive whole number)") from None
 

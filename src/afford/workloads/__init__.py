@@ -64,7 +64,7 @@ def resolve(spec: str, device_class: str) -> Workload:
 def _load_user(spec: str) -> Workload:
     """``pkg.module:factory`` called (:mod:`afford.user_code`: imported from the working
     folder only where it is not installed; any failure one line, exit 2)."""
-    factory = import_attr(spec, "workload")
+    factory = import_attr(spec, "workload", "factory")
     if not callable(factory):
         raise InputError(f"workload {spec!r}: {spec.partition(':')[2]!r} is not callable")
     workload = call(factory, spec, "workload")
