@@ -99,8 +99,9 @@ def _marker(folder: Path) -> None:
 
 def _ledger(folder: Path) -> None:
     r = CliRunner().invoke(app, ["history", "add", "-f", str(folder / "h2.tsv"),
-                                 "--quantity", "x/loss", "--value", str(time.monotonic_ns()), "--device", "d",
-                                 "--command", "c", "--commit", "a", "--torch", "2"])
+                                 "--quantity", "x/loss", "--value", str(time.monotonic_ns()),
+                                 "--device", "d", "--command", "c", "--commit", "a",
+                                 "--torch", "2"])
     assert r.exit_code == 0, r.output
 
 

@@ -227,7 +227,8 @@ def pin_generator(spec: str, params: dict[str, str], name: str | None = None) ->
     split_spec(spec, "--generator", "function")
     label = name or spec
     try:
-        target = import_attr(spec, "--generator", "function")  # a module that fails: InputError, exit 2
+        # a module that fails to import: InputError, exit 2; one that is not there: UNPINNED
+        target = import_attr(spec, "--generator", "function")
         code_path = inspect.getsourcefile(target)  # type: ignore[arg-type]
         if code_path is None:
             raise OSError("no source file")

@@ -175,7 +175,7 @@ def certify(req: CertifyRequest,
     loads.append(host_load("after", (device.index or 0) if cuda else None))
     ended = datetime.now(timezone.utc)
     env = env.model_copy(update={"ended_at": ended,
-                                 "elapsed_seconds": (ended - started).total_seconds(),
+                                 "elapsed_seconds": max(0.0, (ended - started).total_seconds()),
                                  "stage_seconds": seconds})
     protocol = protocol_of(req, rule, device.type,
                            prewarmed=sorted(e["child"] for e in starts if e.get("prewarmed")))

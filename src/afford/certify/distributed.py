@@ -169,7 +169,7 @@ def _with_sweep(req, opts, device, started, section, sweep) -> Certificate:
                                  [f"the single-device sweep failed: {exc}"])
     env = cert.environment.model_copy(update={
         "started_at": started,
-        "elapsed_seconds": (cert.environment.ended_at - started).total_seconds()})
+        "elapsed_seconds": max(0.0, (cert.environment.ended_at - started).total_seconds())})
     return cert.model_copy(update={"environment": env, "distributed": section,
                                    "warnings": cert.warnings + _dist_warnings(section)})
 
@@ -179,8 +179,8 @@ def _bare_certificate(req, device, started, section, notes: list[str]) -> Certif
     rule that was requested."""
     env = envmod.capture(device, req.command or " ".join(sys.argv), started)
     ended = datetime.now(timezone.utc)
-    env = env.model_copy(update={"ended_at": ended,
-                                 "elapsed_seconds": (ended - started).total_seconds()})
+    elapsed = max(0.0, (ended - started).total_seconds())  # the wall clock may step back
+    env = env.model_copy(update={"ended_at": ended, "elapsed_seconds": elapsed})
     rule = rule_for(req.precision)
     return Certificate(environment=env, protocol=protocol_of(req, rule, device.type),
                        workloads=[], distributed=section,

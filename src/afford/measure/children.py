@@ -276,7 +276,7 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
         if event["event"] == "start":
             event.update(spawn_wall=kid.spawn_wall, overlapped=kid.overlapped,
                          early=getattr(kid, "early", False),
-                         process_seconds=event["ready_wall"] - kid.spawn_wall)
+                         process_seconds=max(0.0, event["ready_wall"] - kid.spawn_wall))
         if event["event"] == "point":
             results[event["key"]] = event
         elif event["event"] == "device":  # the point's device side, profiled after the job

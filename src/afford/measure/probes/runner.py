@@ -53,7 +53,7 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
         if event["event"] == "probe":
             if event["key"] == "startup":
                 got = event["result"]
-                got["process_seconds"] = got.pop("ready_wall") - kid.spawn_wall
+                got["process_seconds"] = max(0.0, got.pop("ready_wall") - kid.spawn_wall)  # wall
                 if kid.overlapped:
                     got["role"] += " (spawned ahead: its imports overlapped the sweep's " \
                                    "last child)"
