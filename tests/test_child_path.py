@@ -114,11 +114,9 @@ def test_child_env_leaves_out_the_working_folder_and_keeps_pythonpath(tmp_path,
 
 @pytest.fixture
 def user_folder(tmp_path, monkeypatch):
-    """A working folder of the user's, left as it was: sys.path, its modules, the record
-    of folders added."""
+    """A working folder of the user's, left as it was: sys.path and its modules."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(user_code, "_ADDED", {})
     before = set(sys.modules)
     yield tmp_path
     for name in set(sys.modules) - before:

@@ -59,7 +59,11 @@ from tests import fuzz_inputs as fz
 
 runner = CliRunner()
 FAST = 30
-SLOW = int(os.environ.get("AFFORD_FUZZ_EXAMPLES", "100"))
+KINDS = ["certs", "probe_certs", "platforms", "runs", "manifests", "plans", "ledgers",
+         "constants", "bars", "logs", "ladders", "flags"]
+# per kind: AFFORD_FUZZ_EXAMPLES, else AFFORD_FUZZ_TOTAL (inputs in all) shared out, else 100
+SLOW = int(os.environ.get("AFFORD_FUZZ_EXAMPLES") or
+           -(-int(os.environ.get("AFFORD_FUZZ_TOTAL", 100 * len(KINDS))) // len(KINDS)))
 _BAD_NUMBER = re.compile(r"(?<![\w.])(nan|inf|infinity)(?![\w])", re.IGNORECASE)
 _NEGATIVE_QUANTITY = re.compile(r"(?<![\w.\-+])-(\d{1,3}(,\d{3})+|\d+)(\.\d+)?(e[+-]?\d+)?\s?"
                                 r"(TiB|GiB|MiB|KiB|TB|GB|MB|B|FLOPs?|params|tokens)\b")
@@ -197,7 +201,32 @@ def base(tmp_path_factory):
             "plan": plan, "plan_path": d / "plan.json", "ledger": ledger.read_text(),
             "corpus": corpus, "bars": bars, "window": window, "ladder": ladder, "logs": logs}
     _ok(_milestones(base))
-    return base
+    yield base
+    if LOG:
+        _summary()
+
+
+def _summary() -> None:
+    """Census mode: the campaign's figures beside the log (``LOG.summary.json``): inputs,
+    tracebacks, exit codes in all and by command, and the failures recorded."""
+    from collections import Counter
+
+    with open(LOG + ".codes", encoding="utf-8") as fh:
+        rows = [line.rstrip("\n").split("\t") for line in fh if line.strip()]
+    failures = []
+    if os.path.exists(LOG):
+        with open(LOG, encoding="utf-8") as fh:
+            failures = [line.rstrip("\n") for line in fh]
+    codes = Counter(code for _, code in rows)
+    by_command: dict[str, Counter] = {}
+    for command, code in rows:
+        by_command.setdefault(command, Counter())[code] += 1
+    with open(LOG + ".summary.json", "w", encoding="utf-8") as fh:
+        json.dump({"inputs": len(rows), "tracebacks": codes.pop("traceback", 0),
+                   "exit_codes": dict(sorted(codes.items())),
+                   "by_command": {k: dict(sorted(v.items())) for k, v in sorted(
+                       by_command.items())},
+                   "failures": len(failures), "failing_inputs": failures}, fh, indent=1)
 
 
 def _milestones(b, ladder=None, logs=None, *extra):
@@ -357,8 +386,8 @@ FLAGS = [["ladder", "{cert}", "--params", "1M", "--ratio", "{v}"],
 
 def _flag_case(b, k, v):
     args = [a.format(cert=b["cert"], dir=b["dir"], corpus=b["corpus"], v=v) for a in FLAGS[k]]
-    if args[0].startswith("env:"):
-        invoke(args[1:], env={args[0][4:]: v})
+    if args[0].startswith("env:"):  # an environment holds no NUL byte: no user can set one
+        invoke(args[1:], env={args[0][4:]: v.replace("\x00", "")})
     else:
         invoke(args)
 
@@ -440,8 +469,6 @@ def _campaign(n):
             "flags": flags}
 
 
-KINDS = ["certs", "probe_certs", "platforms", "runs", "manifests", "plans", "ledgers",
-         "constants", "bars", "logs", "ladders", "flags"]
 _fast = _campaign(FAST)
 _slow = _campaign(SLOW)
 

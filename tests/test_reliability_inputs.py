@@ -225,7 +225,6 @@ def test_a_generator_module_that_fails_is_one_line_exit_2(tmp_path, monkeypatch,
                                                           match):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(user_code, "_ADDED", {})
     (tmp_path / "badgen.py").write_text(body + "\n")
     try:
         refused(["pin", "--generator", "badgen:make", "-o", tmp_path / "m.json"],

@@ -40,15 +40,15 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+from afford.errors import AffordError, InputError, WriteError
+from afford.units import MAX_MAGNITUDE, UnitError, bounded
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory locks on the temps
     fcntl = None  # type: ignore[assignment]
-from pathlib import Path
-
-from afford.errors import AffordError, InputError, WriteError
-from afford.units import MAX_MAGNITUDE, UnitError, bounded
 
 STALE_SECONDS = 3600.0  # a checkpoint probe's folder this old is a dead probe's
 LOCK_TIMEOUT_S = 30.0  # seconds a writer waits for a file's lock (afford.lock); no afford

@@ -8,13 +8,14 @@ Two rules, one place:
   ``numpy.py`` left in the folder where ``afford certify`` runs is never imported. A spec
   names a module; when its top package is not importable from ``sys.path`` as it stands
   (installed, or on ``PYTHONPATH``), the working folder is added, at the end of
-  ``sys.path`` (installed packages keep their names), and :func:`added_folder` says so, for
-  the certificate to record.
+  ``sys.path`` (installed packages keep their names); :func:`added_folder` says whether
+  the package came from the working folder, for the certificate to record.
 - **Its failures are the user's input.** Whatever importing the module or calling its
   function raises (any exception, ``SystemExit`` too: a module that calls ``sys.exit(7)``
   must not end afford with exit 7) becomes one line naming the module, an
   :class:`~afford.errors.InputError` (exit 2). Only a module that is not there at all is
-  :class:`UserCodeMissing`, which a caller may record instead (an UNPINNED generator).
+  :class:`UserCodeMissing` (or one without the name), which a caller may record instead
+  (an UNPINNED generator).
 """
 
 from __future__ import annotations
@@ -26,9 +27,6 @@ import sys
 from collections.abc import Callable
 
 from afford.errors import InputError
-
-_ADDED: dict[str, str] = {}  # top package -> the folder added to sys.path to import it
-
 
 class UserCodeMissing(InputError):
     """The module a spec names does not exist (neither installed nor in the working folder),
@@ -62,15 +60,12 @@ def import_attr(spec: str, what: str, noun: str = "name") -> object:
     _find_top(top)
     try:
         module = importlib.import_module(mod_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (mod_name == exc.name or
-                                     mod_name.startswith(exc.name + ".")):
-            raise UserCodeMissing(f"{what} {spec!r}: cannot import {mod_name}: no module "
-                                  f"{exc.name!r} (installed, on PYTHONPATH or in the working "
-                                  "folder)") from None
-        raise InputError(f"{what} {spec!r}: importing {mod_name} failed: "
-                         f"it {one_line(exc)}") from None
     except (Exception, SystemExit) as exc:  # the user's code: any failure is their input
+        name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+        if name is not None and (mod_name == name or mod_name.startswith(name + ".")):
+            raise UserCodeMissing(f"{what} {spec!r}: cannot import {mod_name}: no module "
+                                  f"{name!r} (installed, on PYTHONPATH or in the working "
+                                  "folder)") from None
         raise InputError(f"{what} {spec!r}: importing {mod_name} failed: "
                          f"it {one_line(exc)}") from None
     if not hasattr(module, attr):
@@ -87,15 +82,21 @@ def call(fn: Callable[[], object], spec: str, what: str) -> object:
 
 
 def added_folder(spec: str) -> str | None:
-    """The folder added to ``sys.path`` to import ``spec``'s package; None when none was
-    (installed, or on PYTHONPATH)."""
-    return _ADDED.get(spec.partition(":")[0].split(".")[0])
+    """The working folder when ``spec``'s package was imported from it (afford added it to
+    ``sys.path``, or the process started there); None when it came from anywhere else
+    (installed, on PYTHONPATH) or was not imported."""
+    module = sys.modules.get(spec.partition(":")[0].split(".")[0])
+    paths = list(getattr(module, "__path__", None) or [])
+    where = os.path.dirname(paths[0]) if paths else \
+        os.path.dirname(getattr(module, "__file__", None) or "")
+    here = os.getcwd()
+    return here if where and os.path.realpath(where) == os.path.realpath(here) else None
 
 
 def _find_top(top: str) -> None:
     """Make ``top`` importable: as it stands, or from the working folder added at the end
     of ``sys.path`` (only here, only for a user's package)."""
-    if top in sys.modules or _ADDED.get(top) in sys.path:
+    if top in sys.modules:
         return
     try:
         if importlib.util.find_spec(top) is not None:
@@ -111,7 +112,5 @@ def _find_top(top: str) -> None:
         found = importlib.util.find_spec(top) is not None
     except (ImportError, ValueError):
         found = False
-    if found:
-        _ADDED[top] = folder
-    else:  # not there either: nothing is added
+    if not found:  # not there either: nothing is added
         sys.path.remove(folder)
