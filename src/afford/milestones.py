@@ -95,7 +95,11 @@ def from_ledger(rows: Sequence[ledger.Reading], where: str) -> tuple[list[EvalRe
                              "fingerprint window=SHA256 of the held-out window's bytes)")
         if r.unit != BPB_UNIT:
             raise InputError(f"{label}: an eval reading is in {BPB_UNIT}, not {r.unit!r}")
-        out.append(_reading(dict(run=m["run"], step=flat[0], tokens=int(m["tokens"]),
+        try:
+            tokens = whole(m["tokens"], "tokens")
+        except UnitError as exc:
+            raise InputError(f"{label}: {exc}") from None
+        out.append(_reading(dict(run=m["run"], step=flat[0], tokens=tokens,
                                  bpb=r.value, window=w["sha"], source=f"{where}:{r.id}"),
                             label))
     return out, struck

@@ -102,6 +102,7 @@ MIN_SECONDS = 1e-9  # a nanosecond: no step, call or write afford times (or divi
 MAX_BYTES = 2**70  # a zebibyte
 MIN_DEVICE_BYTES = 2**20  # a device's memory: a mebibyte at least (a budget of it holds a byte)
 MAX_COUNT = 1e18  # tokens, steps, parameters
+MAX_DIM = 2**40  # a shape's dimension (batch, sequence, width, sweep value): no device holds more
 MAX_RATE = 1e30  # FLOP/s, B/s: 1e15 times an H200's dense bf16 peak
 MAX_FLOPS = 1e40  # FLOPs of a step or a run
 MAX_MAGNITUDE = 1e60  # any number in a file afford reads: products of a few stay finite

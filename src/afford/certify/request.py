@@ -19,7 +19,7 @@ from afford.constants import MODES
 from afford.errors import InputError
 from afford.measure.children import Event
 from afford.schema.cert import WorkloadResult
-from afford.units import UnitError, whole
+from afford.units import MAX_DIM, UnitError, whole
 from afford.workloads import DEFAULT, resolve as resolve_workload
 from afford.workloads.base import Workload, validate_shape
 
@@ -135,7 +135,7 @@ def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class
     return out
 
 
-MAX_SWEEP_VALUE = 2**40  # far beyond any device's memory; above it a size overflows torch
+MAX_SWEEP_VALUE = MAX_DIM  # far beyond any device's memory; above it a size overflows torch
 
 
 PRECISIONS = ("quick", "adaptive", "full")

@@ -17,10 +17,9 @@ from afford.report.memory import replay_tables, size_tables, tagged_json
 from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.schema.constants import load_constants
-from afford.units import MIN_FRACTION, UnitError, parse_fraction, whole
+from afford.units import MAX_DIM, MIN_FRACTION, UnitError, parse_fraction, whole
 
 
-MAX_DIM = 2**40  # a batch or sequence beyond this is no shape a device holds
 
 
 def command(

@@ -54,9 +54,9 @@ POOL = 4  # random token batches cycled through
 SIZE_KEYS = {"d": "hidden_size", "L": "num_hidden_layers", "H": "num_attention_heads",
              "K": "num_key_value_heads", "V": "vocab_size"}
 FFN_KEYS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff")  # llama-style, GPT-2, OPT, T5
-_SIZE = re.compile(r"(?:[dLHKVF][1-9][0-9]*)+")
-_SHAPE = re.compile(r"(?:b([1-9][0-9]*))?(?:s([1-9][0-9]*))?")
-_LORA = re.compile(r"lora=r([1-9][0-9]*)(?:a([1-9][0-9]*))?(?::(all-linear))?")
+_SIZE = re.compile(r"(?:[dLHKVF][1-9][0-9]{0,11})+")  # each at most 12 digits: 2**40 has 13
+_SHAPE = re.compile(r"(?:b([1-9][0-9]{0,11}))?(?:s([1-9][0-9]{0,11}))?")
+_LORA = re.compile(r"lora=r([1-9][0-9]{0,11})(?:a([1-9][0-9]{0,11}))?(?::(all-linear))?")
 _FROZEN = re.compile(r"frozen=(embeddings|blocks([1-9][0-9]*))")
 
 

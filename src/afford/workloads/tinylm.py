@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from afford.units import MAX_DIM, UnitError, whole
 from afford.workloads.base import Built, Workload
 
 VOCAB = 256
@@ -76,9 +77,11 @@ def parse_size(text: str, base: TinyLMConfig) -> TinyLMConfig:
     dup = sorted({k for k in seen if seen.count(k) > 1})
     if dup:
         raise ValueError(f"tinylm size {text!r}: field {dup[0]!r} given twice")
-    values = {_FIELDS[k]: int(v) for k, v in pieces}
-    if any(v <= 0 for v in values.values()):
-        raise ValueError(f"tinylm size {text!r}: every field must be a positive integer")
+    try:
+        values = {_FIELDS[k]: whole(v, k, high=MAX_DIM) for k, v in pieces}
+    except UnitError:
+        raise ValueError(f"tinylm size {text!r}: every field must be a positive integer "
+                         f"(at most {MAX_DIM})") from None
     config = replace(config, **values)
     if config.d % config.H:
         raise ValueError(f"tinylm size {text!r}: width d={config.d} is not divisible by "

@@ -47,7 +47,7 @@ def parse_options(text: str) -> tuple[str, ...]:
     """``"compile+x2"`` -> ("compile", "x2"); ``ValueError`` naming the choices."""
     opts = tuple(o.strip() for o in text.split("+"))
     for o in opts:
-        if o not in OPTIONS and not re.fullmatch(r"x[1-9][0-9]*", o):
+        if o not in OPTIONS and not re.fullmatch(r"x[1-9][0-9]{0,5}", o):  # x1 .. x999999
             raise ValueError(f"unknown step option {o!r}; options: {', '.join(OPTIONS)}")
     if len(set(opts)) != len(opts):
         raise ValueError("a step option appears twice")
