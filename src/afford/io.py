@@ -187,7 +187,7 @@ def read_text(path: str | os.PathLike, label: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{label}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # not UTF-8; a path with a NUL byte (from a file)
         raise InputError(f"{label}: cannot read it: {exc}") from None
 
 
