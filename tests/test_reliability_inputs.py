@@ -249,3 +249,20 @@ def test_certify_refuses_a_count_or_timeout_no_run_can_take(tmp_path, args, env,
 def test_ladder_refuses_a_ratio_of_1e_320(files):
     refused(["ladder", files["cert"], "--params", "1M", "--ratio", "1e-320"],
             match="--ratio: 1e-320 is out of range [0.001, 1e+06]")
+
+
+@pytest.mark.parametrize("value,unit,shown", [("-1", "B", None), ("-2.5", "s", None),
+                                              ("-0", "B", "0 B"), ("-3", "", "-3")])
+def test_a_ledger_reading_of_a_size_or_time_is_never_negative(files, value, unit, shown):
+    """A negative size, time or rate is no reading (exit 2); ``-0`` reads ``0`` (history
+    show printed ``-0 B``); a quantity without such a unit may be negative."""
+    f = files["dir"] / f"ledger-{unit or 'none'}.tsv"
+    args = ["history", "add", "-f", f, "--quantity", "x/peak", "--value", value, "--unit",
+            unit, "--device", "d", "--command", "c", "--commit", "a", "--torch", "2"]
+    if shown is None:
+        refused(args, match=f"value: {value} is out of range [0, 1e+60] (a reading in {unit} "
+                "is never negative)")
+        return
+    assert runner.invoke(app, [str(a) for a in args]).exit_code == 0
+    r = runner.invoke(app, ["history", "show", "-f", str(f)])
+    assert r.exit_code == 0 and shown in r.stdout and "-0 B" not in r.stdout, r.stdout

@@ -53,7 +53,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from afford.errors import InputError
 from afford.io import atomic_write_text
@@ -76,6 +77,7 @@ LIVE = ("current", "noisy")  # not struck
 _STEP_TIME = re.compile(r"(^|[/._:])step\d*_seconds$")
 _NAMES_A_STEP = re.compile(r"(^|[^a-z])step(?!s_per|_count|s$)", re.IGNORECASE)
 TIME_UNITS = frozenset({"s", "ms", "us", "µs", "ns", "min", "h"})
+SIZE_UNITS = frozenset({"B", "kB", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"})
 RATE_UNITS = frozenset({"tokens/s", "tok/s", "token/s", "samples/s", "sample/s",
                         "sequences/s", "examples/s", "steps/s", "step/s", "it/s",
                         "images/s", "batches/s"})
@@ -193,14 +195,21 @@ class Reading(BaseModel):
     reason: str = ""
     superseded_by: str = ""
 
+    @field_validator("value")
+    @classmethod
+    def _unsigned_zero(cls, v: int | float) -> int | float:
+        return 0.0 if v == 0 and isinstance(v, float) else v  # -0.0 reads "0", never "-0"
+
     @model_validator(mode="after")
     def _rules(self) -> "Reading":
-        try:
-            bounded(self.value, self.quantity, low=-MAX_MAGNITUDE, high=MAX_MAGNITUDE,
-                    low_open=False)
+        sized = self.unit.strip() in TIME_UNITS | SIZE_UNITS | RATE_UNITS
+        try:  # a time, a size or a rate is never negative; any reading is finite
+            bounded(self.value, "value", low=0.0 if sized else -MAX_MAGNITUDE,
+                    high=MAX_MAGNITUDE, low_open=False)
             check_date(self.date, "date")
         except UnitError as exc:
-            raise ValueError(f"{exc}: a reading is a finite number, read on a date") from None
+            raise ValueError(f"{exc}" + (f" (a reading in {self.unit} is never negative)"
+                                         if sized and self.value < 0 else "")) from None
         if is_step_time(self.quantity, self.unit, self.tag):
             if not self.step_indices:
                 raise ValueError(f"{self.quantity} ({self.unit or 'no unit'}) is a reading of "
