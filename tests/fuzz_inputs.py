@@ -168,6 +168,27 @@ def replaced(doc, path, value):
     return [replaced(v, rest, value) if i == head else v for i, v in enumerate(doc)]
 
 
+EDGES = [0, 1e-9, 1, 1e18, 1e59, -1e-9, 0.5, 2**40]  # in range of the readers, at its edges
+
+
+def numeric_paths(doc: dict) -> list[tuple]:
+    """The paths of ``doc``'s numbers, one entry of each list (the first) standing for all."""
+    def at(path):
+        v = doc
+        for k in path:
+            v = v[k]
+        return v
+    return [p for p in leaves(doc) if p and not any(isinstance(k, int) and k > 0 for k in p)
+            and isinstance(at(p), (int, float)) and not isinstance(at(p), bool)]
+
+
+@st.composite
+def edged(draw, doc: dict, paths: list[tuple]):
+    """``doc`` with one of its numbers set to an edge value (:data:`EDGES`): what the
+    bounded readers let through, at its ends, where a divisor is 0 or a product is huge."""
+    return replaced(doc, draw(st.sampled_from(paths)), draw(st.sampled_from(EDGES)))
+
+
 @st.composite
 def mutated(draw, doc: dict, max_edits: int = 3):
     """``doc`` with one to ``max_edits`` values replaced by nasty ones."""

@@ -1,18 +1,45 @@
-"""The fuzz campaign of issue 14: every input file kind and number flag, broken by hypothesis,
-through the command line in-process. Whatever the input: exit 0, 1, 2 or 3, never a
-traceback, and no NaN, infinite or negative quantity printed by a command that succeeded
-(a NaN or inf that is the user's own string shown back, a name or a reason, is no number).
+"""The fuzz campaign of issues 14 and 33: every input file kind and number flag, broken by
+hypothesis, through the command line in-process. Whatever the input: exit 0, 1, 2 or 3,
+never a traceback, a one-line reason on stderr with exit 2, and no NaN, infinite or negative
+quantity printed by a command that succeeded (a NaN or inf that is the user's own string
+shown back, a name or a reason, is no number).
+
+The families (issue 33, item 7): certificates (the synthetic P100 with a memory law, and
+the H200 one with its probes and step-time model; mutated, and one number at a time set to
+an edge the readers let through: 0, 1e-9, 1e18, ...), platforms, runs, ledgers, manifests,
+constants (``size --constants``), bars files, milestones eval logs (JSON, JSON lines, TSV),
+ladders and plans (``report --plan``, ``milestones --plan``), and every numeric flag of every
+command (certify, gate and levers given an input refused after their flags are read, so
+that a valid value measures nothing) and ``AFFORD_CHILD_TIMEOUT``.
 
 Three sizes of run:
 
-- the default run (``-m "not slow"``): 30 examples per input kind, 210 in all;
-- the slow run (``-m slow``, as CI runs it): 100 per kind, 700 in all, 39 s on a
-  CPU box at load 1 (2026-12-03);
-- the long campaign: ``AFFORD_FUZZ_EXAMPLES=N pytest -m slow tests/test_fuzz.py`` (N per
-  kind); with ``AFFORD_FUZZ_LOG=FILE`` each failure is recorded (command, exception, the
-  deepest afford frame) with its input kept beside FILE, and the campaign goes on.
+- the default run (``-m "not slow"``): 30 examples per family, 390 in all;
+- the slow run (``-m slow``, as CI runs it): 100 per family, 1,300 in all;
+- the long campaign: ``AFFORD_FUZZ_TOTAL=10000 pytest -m slow tests/test_fuzz.py`` (or
+  ``AFFORD_FUZZ_EXAMPLES=N`` per family); with ``AFFORD_FUZZ_LOG=FILE`` (census mode) each
+  failure is recorded (command, exception, the deepest afford frame) with its input kept
+  beside FILE, every input's exit code in ``FILE.codes``, the figures in
+  ``FILE.summary.json``, and the campaign goes on.
 
-The long campaign, 2026-12-03 (2 shared CPU cores, load 4-5), 25,000 examples in all:
+The campaign of issue 33, 2026-12-04 (2 shared CPU cores, load 5-14), 12 families x 834:
+
+- first passes (census, 200 and 834 per family) after the bounded readers: 4 sites, each
+  fixed at its root: a milestones TSV log cell past csv's field limit; a plan JSON with a
+  run but no run row (``report --plan`` took ``next()`` of nothing); ``bars --heldout
+  batches:`` and ``ladder --params N:dXLY`` with a 5000-digit number (``int()`` refused
+  it); a ladder whose bars path holds a NUL byte; and one output, ``history show``
+  printing ``-0 B`` (a ledger reading in bytes, seconds or a rate is now never negative).
+- a directed sweep beside it: every numeric leaf of both certificates (150 and 346 paths,
+  list entries past the first left out) at 0, 1e-9, 1, 1e18, 1e59 and -1e-9, through all
+  seven commands that read a certificate: 20,832 invocations, 2 sites: a device memory of
+  1 byte (its budget of 0 bytes divided by; a device's memory is now at least a MiB) and
+  the checker's own false positive (``R^2 -0.0000, params``).
+- the last two campaigns after every fix, 10,008 inputs each: 0 tracebacks, 0 failing
+  inputs; exit codes 0: 934 / 998, 1: 490 / 409, 2: 8,584 / 8,601, none outside 0-3.
+
+The campaign of issue 14, 2026-12-03 (2 shared CPU cores, load 4-5), 25,000 examples in all
+(7 kinds then):
 
 - 7 kinds x 2000 (14,000 examples, 26 min) at 26a354d, before the range fixes: 35 failing
   inputs at 7 sites, each fixed at its root: Daly's failure model overflowing e^x (8: an
@@ -59,8 +86,8 @@ from tests import fuzz_inputs as fz
 
 runner = CliRunner()
 FAST = 30
-KINDS = ["certs", "probe_certs", "platforms", "runs", "manifests", "plans", "ledgers",
-         "constants", "bars", "logs", "ladders", "flags"]
+KINDS = ["certs", "probe_certs", "edges", "platforms", "runs", "manifests", "plans",
+         "ledgers", "constants", "bars", "logs", "ladders", "flags"]
 # per kind: AFFORD_FUZZ_EXAMPLES, else AFFORD_FUZZ_TOTAL (inputs in all) shared out, else 100
 SLOW = int(os.environ.get("AFFORD_FUZZ_EXAMPLES") or
            -(-int(os.environ.get("AFFORD_FUZZ_TOTAL", 100 * len(KINDS))) // len(KINDS)))
@@ -395,6 +422,11 @@ def _flag_case(b, k, v):
 def _campaign(n):
     cert = st.tuples(fz.mutated(fz.cert_doc()), st.integers(0, 6))
     probe_cert = st.tuples(fz.mutated(fz.probe_cert_doc()), st.integers(0, 6))
+    cert0, probe0 = fz.cert_doc(), fz.probe_cert_doc()
+    edge = st.one_of(
+        st.tuples(st.just(False), fz.edged(cert0, fz.numeric_paths(cert0)), st.integers(0, 6)),
+        st.tuples(st.just(True), fz.edged(probe0, fz.numeric_paths(probe0)),
+                  st.integers(0, 6)))
     platform = st.tuples(fz.mutated(fz.platform_doc()), st.integers(0, 1))
     run = st.tuples(fz.mutated(fz.run_doc()), st.integers(0, 1))
     manifest = st.tuples(fz.mutated(fz.manifest_doc()), st.integers(0, 1))
@@ -410,6 +442,12 @@ def _campaign(n):
     @given(case=probe_cert)
     def probe_certs(base, case):
         _probe_cert_case(base, *case)
+
+    @_settings(n)
+    @given(case=edge)
+    def edges(base, case):
+        probes, doc, k = case
+        (_probe_cert_case if probes else _cert_case)(base, doc, k)
 
     @_settings(n)
     @given(case=platform)
@@ -463,7 +501,8 @@ def _campaign(n):
     def flags(base, k, v):
         _flag_case(base, k, v)
 
-    return {"certs": certs, "probe_certs": probe_certs, "platforms": platforms, "runs": runs,
+    return {"certs": certs, "probe_certs": probe_certs, "edges": edges,
+            "platforms": platforms, "runs": runs,
             "manifests": manifests, "plans": plans, "ledgers": ledgers,
             "constants": constants_files, "bars": bars, "logs": logs, "ladders": ladders,
             "flags": flags}
