@@ -115,8 +115,8 @@ def test_whole_numbers(value, low, expected):
 @pytest.mark.parametrize("value,match", [(1.5, "not a whole number"), ("1.5", "not a whole"),
                                          (0, r"out of range \[1"), (-3, "out of range"),
                                          (99999999999999999999, "out of range"),
-                                         (True, "not a whole number"), (float("nan"), "not a finite"),
-                                         ("x", "cannot read")])
+                                         (True, "not a whole number"),
+                                         (float("nan"), "not a finite"), ("x", "cannot read")])
 def test_whole_refuses_what_is_not_a_count(value, match):
     """``--children 99999999999999999999`` and ``--sweep s=1.5`` (issue 33): refused, never
     truncated or taken."""
