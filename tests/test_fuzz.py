@@ -22,7 +22,7 @@ Three sizes of run:
   beside FILE, every input's exit code in ``FILE.codes``, the figures in
   ``FILE.summary.json``, and the campaign goes on.
 
-The campaign of issue 33, 2026-12-04 (2 shared CPU cores, load 5-14), 12 families x 834:
+The campaign of issue 33, 2026-12-04 (2 shared CPU cores, load 1-14):
 
 - first passes (census, 200 and 834 per family) after the bounded readers: 4 sites, each
   fixed at its root: a milestones TSV log cell past csv's field limit; a plan JSON with a
@@ -35,8 +35,12 @@ The campaign of issue 33, 2026-12-04 (2 shared CPU cores, load 5-14), 12 familie
   seven commands that read a certificate: 20,832 invocations, 2 sites: a device memory of
   1 byte (its budget of 0 bytes divided by; a device's memory is now at least a MiB) and
   the checker's own false positive (``R^2 -0.0000, params``).
-- the last two campaigns after every fix, 10,008 inputs each: 0 tracebacks, 0 failing
-  inputs; exit codes 0: 934 / 998, 1: 490 / 409, 2: 8,584 / 8,601, none outside 0-3.
+- two campaigns after every fix, 12 families x 834 (10,008 inputs each): 0 tracebacks, 0
+  failing inputs; exit codes 0: 934 / 998, 1: 490 / 409, 2: 8,584 / 8,601.
+- the last, with the edges family, at 13096f9: ``AFFORD_FUZZ_TOTAL=10000``, 13 families x
+  770, 10,010 inputs in 2 min 36 s at load 1-2: 0 tracebacks, 0 failing inputs; exit codes
+  0: 1,344, 1: 448, 2: 8,218, none outside 0-3 (by command: plan 513 / 0 / 1,277,
+  milestones 9 / 347 / 2,472, report 222 / 0 / 873, certify, gate and levers 0 / 0 / 215).
 
 The campaign of issue 14, 2026-12-03 (2 shared CPU cores, load 4-5), 25,000 examples in all
 (7 kinds then):
