@@ -24,12 +24,14 @@ Three sizes of run:
 
 The campaign of issue 33, 2026-12-04 (2 shared CPU cores, load 1-14):
 
-- first passes (census, 200 and 834 per family) after the bounded readers: 4 sites, each
-  fixed at its root: a milestones TSV log cell past csv's field limit; a plan JSON with a
-  run but no run row (``report --plan`` took ``next()`` of nothing); ``bars --heldout
-  batches:`` and ``ladder --params N:dXLY`` with a 5000-digit number (``int()`` refused
-  it); a ladder whose bars path holds a NUL byte; and one output, ``history show``
-  printing ``-0 B`` (a ledger reading in bytes, seconds or a rate is now never negative).
+- first passes (census, 200 and 834 per family) after the bounded readers: 4 crash
+  sites, each fixed at its root: a milestones TSV log cell past csv's field limit; a plan
+  JSON with a run but no run row (``report --plan`` took ``next()`` of nothing); ``bars
+  --heldout batches:`` with a 5000-digit number (``int()`` refused it; the same ``int()``
+  of a regex's digits, found by reading for it, in ``ladder --params N:dXLY``, tinylm and
+  hf sizes, a ledger eval reading's tokens); a ladder whose bars path holds a NUL byte;
+  and one output, ``history show`` printing ``-0 B`` (a ledger reading in bytes, seconds
+  or a rate is now never negative).
 - a directed sweep beside it: every numeric leaf of both certificates (150 and 346 paths,
   list entries past the first left out) at 0, 1e-9, 1, 1e18, 1e59 and -1e-9, through all
   seven commands that read a certificate: 20,832 invocations, 2 sites: a device memory of
