@@ -3,7 +3,22 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture
+def tests_on_pythonpath(monkeypatch):
+    """The repository's root on PYTHONPATH, for a test that runs a module of the test suite
+    (``tests.fake_sweep_child``) as afford's child: children start without the working
+    folder on their path (``python -P``), as a user's would, and find it as a user's
+    would, through PYTHONPATH."""
+    given = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT)] + ([given] if given else [])))
 
 
 def _cuda_available() -> bool:

@@ -87,6 +87,65 @@ def manifest_doc(created: str = "2026-12-01T12:00:00Z") -> dict:
          "sha256": "0" * 64, "size_bytes": 12, "files": 1, "pinned_at": created}]}
 
 
+PROBE_CERT = Path(__file__).parent / "data" / "h200_time_default_2026-12-02.json"
+
+
+def probe_cert_doc() -> dict:
+    """The H200 certificate of tests/data, its tinylm workload alone (bf16, with its step-time
+    model), its probes (GEMM and copy ceilings, the batch ladder, FLOPs, the checkpoint write,
+    startup), and every list of raw samples cut to 6: what ``plan``'s checkpoint cadence and
+    ``ladder``'s roofline read, in 3,000 leaves."""
+    doc = json.loads(PROBE_CERT.read_text())
+    doc["workloads"] = [w for w in doc["workloads"] if w["name"] == "tinylm"]
+    doc["probes"]["workloads"] = [w for w in doc["probes"]["workloads"]
+                                  if w["name"] == "tinylm"]
+    doc["memory"] = None
+
+    def cut(v):
+        if isinstance(v, dict):
+            return {k: cut(x) for k, x in v.items()}
+        if isinstance(v, list):
+            if len(v) > 6 and all(isinstance(x, (int, float)) for x in v):
+                return v[:6]
+            return [cut(x) for x in v]
+        return v
+
+    return cut(doc)
+
+
+def probe_run_doc() -> dict:
+    """A run of the H200 certificate's tinylm (bf16, batch 8 at seq 1024)."""
+    return {**run_doc(), "mode": "bf16", "value": 1024}
+
+
+def constants_doc() -> dict:
+    """A user's sizing constants (``afford size --constants``) for the fp32 memory law."""
+    return {"schema": "afford.constants/1", "name": "fuzz/sizing.py", "citation": "fuzz",
+            "constant": [
+                {"name": "BPP", "value": 16, "unit": "B/param", "multiplies": "bytes_per_param",
+                 "mode": "fp32"},
+                {"name": "C_RES", "value": 34, "unit": "B/elem", "multiplies": "c_res",
+                 "mode": "fp32"},
+                {"name": "C_OP", "value": 5, "unit": "B/elem", "multiplies": "c_op",
+                 "mode": "fp32"},
+                {"name": "FIXED", "value": -2e7, "unit": "B", "multiplies": "fixed_bytes",
+                 "mode": "fp32"}]}
+
+
+def ladder_doc() -> dict:
+    """A milestones ladder (TOML) on ``bars.json``: a bar rung and a curve rung."""
+    return {"schema": "afford.milestones/1", "bars": "bars.json", "rungs": [
+        {"name": "a beats the unigram counter", "run": "a", "bar": "kneser-ney:1",
+         "params": "1M"},
+        {"name": "a beats b at equal tokens", "run": "a", "beats_run": "b", "tokens": "20M"}]}
+
+
+def eval_log(window: str, run: str, bpb0: float = 3.0) -> list[dict]:
+    """A trainer's eval log (JSON list): step, tokens, bpb and window, three readings."""
+    return [{"run": run, "step": s, "tokens": s * 1000, "bpb": bpb0 - s / 100,
+             "window": window} for s in (10, 20, 40)]
+
+
 # --- mutation -------------------------------------------------------------------------------
 
 def leaves(doc, path=()):
@@ -107,6 +166,27 @@ def replaced(doc, path, value):
     if isinstance(doc, dict):
         return {k: (replaced(v, rest, value) if k == head else v) for k, v in doc.items()}
     return [replaced(v, rest, value) if i == head else v for i, v in enumerate(doc)]
+
+
+EDGES = [0, 1e-9, 1, 1e18, 1e59, -1e-9, 0.5, 2**40]  # in range of the readers, at its edges
+
+
+def numeric_paths(doc: dict) -> list[tuple]:
+    """The paths of ``doc``'s numbers, one entry of each list (the first) standing for all."""
+    def at(path):
+        v = doc
+        for k in path:
+            v = v[k]
+        return v
+    return [p for p in leaves(doc) if p and not any(isinstance(k, int) and k > 0 for k in p)
+            and isinstance(at(p), (int, float)) and not isinstance(at(p), bool)]
+
+
+@st.composite
+def edged(draw, doc: dict, paths: list[tuple]):
+    """``doc`` with one of its numbers set to an edge value (:data:`EDGES`): what the
+    bounded readers let through, at its ends, where a divisor is 0 or a product is huge."""
+    return replaced(doc, draw(st.sampled_from(paths)), draw(st.sampled_from(EDGES)))
 
 
 @st.composite

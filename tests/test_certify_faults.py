@@ -162,3 +162,70 @@ def test_a_bad_child_timeout_is_refused_before_measuring(monkeypatch, tmp_path):
     monkeypatch.setenv("AFFORD_CHILD_TIMEOUT", "-3")
     r = runner.invoke(app, [*ARGS, "-o", str(tmp_path / "c.json")])
     assert r.exit_code == 2 and "AFFORD_CHILD_TIMEOUT" in r.output, r.output
+
+
+# ---------------------------------------------------------------- issue 33, item 6
+
+
+STOPPED = ("child 1 was stopped by the watchdog after 900 s without progress (a hung or "
+           "stopped process; AFFORD_CHILD_TIMEOUT sets the limit)")
+
+
+def test_a_stopped_child_is_named_in_the_failures_even_when_remeasured(monkeypatch, tmp_path):
+    """A SIGSTOPped child was stopped by the watchdog and its points measured again in a
+    fresh child: the certificate is complete in its points, but names the stopped child in
+    its failures and the output, and certify exits 3."""
+    def record_for(it):
+        rec = _timed(it)
+        return {**rec, "round": "remeasure", "replaced": STOPPED} if it["value"] == 64 else rec
+    r, out = _run(monkeypatch, tmp_path, record_for)
+    assert r.exit_code == 3, r.output
+    c = load_certificate(out)
+    assert c.status == "partial" and all(p.usable for p in c.workloads[0].points)
+    assert [f for f in c.failures if "stopped by the watchdog" in f] == \
+        [f"workload tinylm (fp32): {STOPPED}; its unfinished points were measured again in a "
+         "fresh child"]
+    assert "stopped by the watchdog" in r.output
+
+
+def test_a_stopped_memory_child_makes_the_certificate_partial(monkeypatch, tmp_path):
+    """A memory child stopped by its watchdog (AFFORD_CHILD_TIMEOUT) is a failed
+    measurement, not a law that cannot be fitted here: exit 3, not 1."""
+    from afford.provenance import NotExecutable
+    from afford.schema.memory import MemorySection
+
+    why = "the memory child was stopped by the watchdog after 5 s without progress"
+
+    def memory_stage(ctx):
+        return {"memory": MemorySection(
+            steps_per_shape=3, budget_fraction=0.9, tolerance=0.1, targets={},
+            not_executable=[NotExecutable(what="memory child", reason=why, failed=True),
+                            NotExecutable(what="memory law of x", reason="not transformer-"
+                                          "shaped")], wall_seconds=5.0)}
+
+    monkeypatch.setattr(certify_mod, "stages_for", lambda req: [memory_stage])
+    r, out = _run(monkeypatch, tmp_path, _timed)
+    assert r.exit_code == 3, r.output
+    assert load_certificate(out).failures == [f"memory: memory child: {why}"]
+
+
+def test_a_probe_that_raises_is_a_failure_not_not_executable():
+    """A full disk under the checkpoint probe (an OSError in the probe child) is sent as a
+    failed measurement; one that cannot run here by design stays NOT EXECUTABLE."""
+    import io as stdio
+
+    from afford.measure.probes.child import Emitter
+    from afford.provenance import NotExecutable
+
+    buf = stdio.StringIO()
+
+    def full_disk():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    Emitter(buf).run("w0.checkpoint", "checkpoint write", full_disk)
+    Emitter(buf).run("gemm.fp32", "GEMM fp32",
+                     lambda: NotExecutable(what="GEMM fp32", reason="no CUDA device"))
+    events = [json.loads(line) for line in buf.getvalue().splitlines()
+              if json.loads(line)["event"] == "probe"]
+    assert [e["not_executable"]["failed"] for e in events] == [True, False]
+    assert "No space left on device" in events[0]["not_executable"]["reason"]

@@ -19,6 +19,9 @@ from afford.measure.memory_sweep import run_memory_child
 from afford.measure.timing import rule_for
 
 
+pytestmark = pytest.mark.usefixtures("tests_on_pythonpath")
+
+
 class _Fake(Spawned):
     def __init__(self, prewarm=None, overlapped=False, **_):
         self.prewarm = prewarm
@@ -54,6 +57,18 @@ def test_a_stopped_child_is_stopped_by_the_watchdog_and_its_points_remeasured(
     again = [r for r in recs if r.get("round") == "remeasure"]
     assert again, "the stopped child's unfinished points were not measured again"
     assert all(r.get("error") is None for r in again)
+    # each says whose record it replaced and why: the certificate names the stopped child
+    assert all("was stopped by the watchdog after 1.5 s" in r["replaced"] for r in again)
+    from types import SimpleNamespace
+
+    from afford.certify.partial import sweep_failures
+    from afford.certify.sweep import assemble_point, fit_workload
+
+    points = [assemble_point(it["value"], [c[it["key"]] for c in out], None) for it in ITEMS]
+    result = fit_workload("w", SimpleNamespace(sweep_param="n"), "fp32", points)
+    (line,) = sweep_failures([result])
+    assert line.startswith("workload w (fp32): child ") and "watchdog after 1.5 s" in line
+    assert line.endswith("its unfinished points were measured again in a fresh child")
 
 
 def test_a_child_that_hangs_every_time_is_reported_as_timed_out(fake_children, monkeypatch):
@@ -108,6 +123,50 @@ def test_the_memory_child_killed_by_its_watchdog_says_it_timed_out(monkeypatch):
     assert time.monotonic() - t0 < 30
     why = recs["m"]["error"]
     assert "watchdog after 1 s" in why and "exited with code" not in why, why
+
+
+def test_the_memory_child_honours_afford_child_timeout(monkeypatch):
+    """Not a fixed 600 s (issue 33): the one setting every child honours, and the way it
+    ended is handed back for the certificate's failures."""
+    monkeypatch.setenv("FAKE_HANG_KEY", "m")
+    monkeypatch.setenv("AFFORD_CHILD_TIMEOUT", "1")
+    ended: list[str] = []
+    t0 = time.monotonic()
+    run_memory_child([{"key": "m", "value": 1}], device="cpu", device_class="cpu", seed=0,
+                     spawned=Spawned("tests.fake_sweep_child"), failures=ended)
+    assert time.monotonic() - t0 < 30
+    assert len(ended) == 1 and "the memory child was stopped by the watchdog after 1 s" in \
+        ended[0]
+
+
+@pytest.mark.parametrize("kind", ["startup", "audit"])
+def test_the_startup_and_audit_children_take_afford_child_timeout(monkeypatch, kind):
+    """They run under a subprocess timeout and a timer: the same one setting."""
+    import subprocess
+    import threading
+    from types import SimpleNamespace
+
+    class Stop(Exception):
+        pass
+
+    seen: list[float] = []
+
+    def record(timeout):
+        seen.append(timeout)
+        raise Stop
+
+    monkeypatch.setenv("AFFORD_CHILD_TIMEOUT", "7")
+    monkeypatch.setattr(subprocess, "run", lambda *a, timeout=None, **k: record(timeout))
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: SimpleNamespace(kill=None))
+    monkeypatch.setattr(threading, "Timer", lambda timeout, fn: record(timeout))
+    with pytest.raises(Stop):
+        if kind == "startup":
+            from afford.measure.probes.startup import run_one
+            run_one(None)
+        else:
+            from afford.measure.determinism import run_child
+            run_child({"deterministic": False})
+    assert seen == [7.0]
 
 
 def test_failure_text_names_the_exit_code_otherwise():

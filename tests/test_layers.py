@@ -18,7 +18,8 @@ SRC = Path(__file__).parents[1] / "src"
 # Lowest first. A module belongs to the last layer whose prefix it starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("afford._version", "afford._callable", "afford.errors", "afford.provenance",
-              "afford.units", "afford.io", "afford.constants", "afford.lock")),
+              "afford.units", "afford.io", "afford.constants", "afford.lock",
+              "afford.user_code")),
     ("schema", ("afford.schema", "afford.manifest")),
     ("fit", ("afford.fit", "afford.gates", "afford.bars")),
     ("workloads", ("afford.workloads",)),

@@ -224,13 +224,32 @@ def test_tokens_needed_default_to_chinchilla_and_weeks_follow_the_plan():
     assert cols["tokens_needed"].value == 600_000_000 and cols["weeks_needed"] is None
 
 
+def _plan_doc(tokens_per_week: float | None = None) -> dict:
+    """A whole plan (afford plan --json) of the synthetic P100, its tokens a week set."""
+    from afford.plan.planner import plan
+    from tests.plan_helpers import make_cert, make_platform, make_run
+
+    doc = json.loads(plan(make_cert(), make_platform(), make_run()).to_json())
+    if tokens_per_week is None:
+        doc["quota"] = None
+    else:
+        doc["quota"]["tokens_per_week"]["value"] = tokens_per_week
+    return doc
+
+
 def test_tokens_per_week_is_read_from_a_plan():
-    t = module(1e9, "tokens", "steps a week x tokens per step")
-    plan = {"schema": "afford.plan/1", "quota": {"tokens_per_week": t.model_dump(mode="json")}}
-    assert ms.tokens_per_week(plan, "p.json").value == 1e9
-    assert ms.tokens_per_week({"schema": "afford.plan/1", "quota": None}, "p") is None
+    assert ms.tokens_per_week(_plan_doc(1e9), "p.json").value == 1e9
+    assert ms.tokens_per_week(_plan_doc(None), "p") is None
     with pytest.raises(InputError):
         ms.tokens_per_week({"schema": "afford.cert/1"}, "p.json")
+
+
+@pytest.mark.parametrize("value,match", [(-5e7, "out of range"), ("many", "not a number")])
+def test_a_plan_is_read_whole_and_bounded(value, match):
+    """The plan goes through the plan reader report --plan uses (issue 33): a negative or
+    non-numeric figure is refused, never divided by."""
+    with pytest.raises(InputError, match=match):
+        ms.tokens_per_week(_plan_doc(value), "p.json")
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(bar="kn:1", beats_run="x"),
@@ -287,9 +306,7 @@ def test_cli_not_yet_exits_1_and_prints_margins(setup):
 
 def test_cli_all_passed_exits_0_with_the_plan_beside(setup):
     log = _log(setup / "run.tsv", [(9000, 4_608_000, 2.4, W)])
-    t = module(50_000_000, "tokens", "steps a week x tokens per step")
-    (setup / "plan.json").write_text(json.dumps(
-        {"schema": "afford.plan/1", "quota": {"tokens_per_week": t.model_dump(mode="json")}}))
+    (setup / "plan.json").write_text(json.dumps(_plan_doc(50_000_000)))
     r = runner.invoke(app, ["milestones", str(setup / "ladder.toml"), "--log",
                             f"7.5M={log}", "--plan", str(setup / "plan.json")])
     assert r.exit_code == 0, r.output

@@ -101,7 +101,7 @@ def test_defaults_are_tagged_assumed():
     (lambda t: t + 'margin = { value = "12h", assumed = "x" }\n',
      "margin (43200 s) must be shorter"),
     (lambda t: t + 'budget_fraction = { value = 1.5, assumed = "x" }\n',
-     "field budget_fraction: 1.5 is not a fraction in (0, 1]"),
+     "field budget_fraction: 1.5 is not a fraction in [1e-06, 1]"),
     (lambda t: t.replace('value = "12h", cite', 'value = "unknown", cite'),
      "field session_cap: 'unknown' is not allowed here"),
     (lambda t: t.replace('value = "20GB"', 'value = "-5GB"'), "field disk: cannot read"),

@@ -94,11 +94,51 @@ def test_bounded_edges():
         bounded(0.5, "n", low=1, low_open=False)
     with pytest.raises(UnitError, match=r"out of range \(1, 1e\+18\]"):
         bounded(1, "n", low=1)
-    # an integer that is a float is judged by its size; one past every float is not finite
+    # an integer is judged by its size, one past every float too (it is finite, only too
+    # large), and shown by its digits' count, not 400 digits
     with pytest.raises(UnitError, match=r"out of range \(0, 1e\+18\]"):
         bounded(10**30, "n")
-    with pytest.raises(UnitError, match="not a finite quantity"):
+    with pytest.raises(UnitError, match=r"a number of 401 digits is out of range"):
         bounded(10**400, "n")
+    with pytest.raises(UnitError, match="not a finite quantity"):
+        bounded(float("inf"), "n")
+
+
+@pytest.mark.parametrize("value,low,expected", [(3, 1, 3), (3.0, 1, 3), ("4k", 1, 4000),
+                                                (0, 0, 0), (10**18, 1, 10**18)])
+def test_whole_numbers(value, low, expected):
+    from afford.units import whole
+    got = whole(value, "n", low=low)
+    assert got == expected and isinstance(got, int)
+
+
+@pytest.mark.parametrize("value,match", [(1.5, "not a whole number"), ("1.5", "not a whole"),
+                                         (0, r"out of range \[1"), (-3, "out of range"),
+                                         (99999999999999999999, "out of range"),
+                                         (True, "not a whole number"),
+                                         (float("nan"), "not a finite"), ("x", "cannot read")])
+def test_whole_refuses_what_is_not_a_count(value, match):
+    """``--children 99999999999999999999`` and ``--sweep s=1.5`` (issue 33): refused, never
+    truncated or taken."""
+    from afford.units import whole
+    with pytest.raises(UnitError, match=match):
+        whole(value, "n")
+
+
+def test_dates_afford_can_compute_with():
+    """Year 1 at +14:00 lies before year 1 in UTC: astimezone overflowed (issue 33)."""
+    from datetime import datetime, timedelta, timezone
+
+    from afford.units import check_date
+    ok = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    assert check_date(ok, "d") is ok
+    naive = datetime(2026, 12, 1)
+    assert check_date(naive, "d") is naive
+    for bad in (datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+                datetime(1969, 12, 31, 23, 59, tzinfo=timezone.utc),
+                datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-14)))):
+        with pytest.raises(UnitError, match="out of range"):
+            check_date(bad, "d")
 
 
 def test_a_century_is_the_longest_duration():

@@ -77,7 +77,7 @@ def test_non_finite_gradient_is_refused():
     ("nope", "unknown workload"),
     ("tinylm@q9", "unknown tinylm preset"),
     ("no_such_module_xyz:f", "cannot import"),
-    ("tests.user_workload:missing", "no callable"),
+    ("tests.user_workload:missing", "has no 'missing'"),
     ("tests.user_workload:not_a_workload", "not an afford.workloads.Workload"),
 ])
 def test_bad_workload_names(spec, match):

@@ -28,7 +28,6 @@ the functions here import no torch either (certify does: it measures).
 
 from __future__ import annotations
 
-import math
 import os
 from datetime import datetime, timezone
 from importlib import metadata
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
     from afford.schema.platform import Platform
     from afford.schema.run import RunFile
 
-MAX_DIM = 2**40  # a batch or sequence beyond this is no shape a device holds
 
 __all__ = ["load_inputs", "plan", "predict", "preflight", "size", "torch_version_here"]
 
@@ -187,28 +185,25 @@ def _parsed(v: Any, parse, what: str) -> Any:
         raise InputError(f"{what} {v!r}: {exc}") from None
 
 
-def _finite(v: Any) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-
-
 def _dim(v: Any, what: str) -> int:
     """A batch or sequence length: a whole number (or text such as ``4Ki``) in 1..2^40."""
-    from afford.units import parse_count
+    from afford.units import MAX_DIM, UnitError, whole
 
-    v = _parsed(v, parse_count, what)
-    if not _finite(v) or v != int(v) or not 1 <= v <= MAX_DIM:
-        raise InputError(f"{what} {v!r}: give a whole number from 1 to {MAX_DIM}")
-    return int(v)
+    try:
+        return whole(v, f"{what} {v!r}", high=MAX_DIM)
+    except UnitError as exc:
+        raise InputError(f"{exc} (give a whole number from 1 to {MAX_DIM})") from None
 
 
 def _share(v: Any, what: str) -> float:
     """A share of device memory: a fraction (or text such as ``90%``) above 0, at most 1."""
-    from afford.units import MIN_FRACTION, parse_fraction
+    from afford.units import MIN_FRACTION, UnitError, bounded, parse_fraction
 
-    v = _parsed(v, parse_fraction, what)
-    if not _finite(v) or not MIN_FRACTION <= v <= 1.0:
-        raise InputError(f"{what} {v!r}: give a fraction from {MIN_FRACTION:g} to 1")
-    return float(v)
+    given = _parsed(v, parse_fraction, what)
+    try:
+        return bounded(given, f"{what} {v!r}", low=MIN_FRACTION, high=1.0, low_open=False)
+    except UnitError as exc:
+        raise InputError(f"{exc} (a fraction from {MIN_FRACTION:g} to 1)") from None
 
 
 def _mode(mode: str | None) -> str | None:

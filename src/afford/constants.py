@@ -15,6 +15,7 @@ from pathlib import Path
 
 from afford.errors import InputError
 from afford.io import tomllib
+from afford.units import MIN_FRACTION, UnitError, bounded
 
 DATA = Path(__file__).parent / "data"  # the package's data files, each value with its citation
 MEMORY_DEFAULTS = DATA / "memory_defaults.toml"
@@ -28,11 +29,15 @@ MEMORY_FRACTION_REASON = ("afford's default budget fraction: 10 % of the card le
 
 
 def check_fraction(value: float, what: str = "") -> float:
-    """``value`` when it is a fraction in (0, 1]; else an InputError (a ValueError, so a
-    pydantic validator reports it as a field error) naming ``what``."""
-    if not 0.0 < value <= 1.0:
-        raise InputError(f"{what + ': ' if what else ''}{value:g} is not a fraction in (0, 1]")
-    return value
+    """``value`` when it is a fraction in [:data:`~afford.units.MIN_FRACTION`, 1] (a budget
+    of less than a millionth of the device leaves the floats when divided by); else an
+    InputError (a ValueError, so a pydantic validator reports it as a field error) naming
+    ``what``."""
+    try:
+        return bounded(value, what or "fraction", low=MIN_FRACTION, high=1.0, low_open=False)
+    except UnitError:
+        raise InputError(f"{what + ': ' if what else ''}{value!r} is not a fraction in "
+                         f"[{MIN_FRACTION:g}, 1]") from None
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,14 @@ new one whole, never a torn one. Temp file in the same folder, fsync, rename, fs
 What makes the rule hold in practice (issue 14):
 
 - **Debris is recognisable and swept.** Temp files are named ``.NAME.afford-XXXXXXXX.tmp``.
-  Before a write, afford's own temps in the folder older than :data:`STALE_SECONDS` (those of
-  a writer that was killed) are removed; nothing that does not match the pattern is touched.
-  :func:`clean_stale_probes` does the same for the checkpoint probe's ``.afford-probe-*``
-  folders. A writer holding a file's lock (:mod:`afford.lock`) sweeps that file's temps at
-  any age, since no other live writer can own one.
+  Before a write, afford's own temps in the folder older than the lock timeout
+  (:data:`LOCK_TIMEOUT_S`: those of a writer that was killed, ``kill -9`` during a report,
+  a certificate or the loop guard's marker) are removed; nothing that does not match the
+  pattern is touched, and a temp its writer still holds (an advisory lock on it while it
+  is written) never is, whatever its age. :func:`clean_stale_probes` does the same for the
+  checkpoint probe's ``.afford-probe-*`` folders, older than :data:`STALE_SECONDS`. A
+  writer holding a file's lock (:mod:`afford.lock`) sweeps that file's temps at any age,
+  since no other live writer can own one.
 - **Modes.** A new file gets ``0666 & ~umask``, as ``open()`` would give it (not mkstemp's
   0600); an overwritten file keeps its mode.
 - **Failures are one line and an exit code.** An ``OSError`` becomes an
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -40,8 +44,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from afford.errors import AffordError, InputError, WriteError
+from afford.units import MAX_MAGNITUDE, UnitError, bounded
 
-STALE_SECONDS = 3600.0  # an afford temp file or probe folder this old is a dead writer's
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks on the temps
+    fcntl = None  # type: ignore[assignment]
+
+STALE_SECONDS = 3600.0  # a checkpoint probe's folder this old is a dead probe's
+LOCK_TIMEOUT_S = 30.0  # seconds a writer waits for a file's lock (afford.lock); no afford
+#                        write takes so long, so an afford temp file this old is a dead
+#                        writer's unless a live one still holds it (see _sweep)
 TEMP_TAG = ".afford-"  # between the target's name and mkstemp's 8 random characters
 _OWN_TEMP = re.compile(r"^\..+\.afford-[a-z0-9_]{8}\.tmp$")
 _PROBE = re.compile(r"^\.afford-probe-[a-z0-9_]{8}$")
@@ -116,6 +129,32 @@ def _fill(fd: int, data: bytes, mode: int) -> None:
     os.fsync(fd)
 
 
+def _hold(fd: int) -> None:
+    """Hold an advisory lock on the temp file being written (released when it is closed,
+    or its process dies): a sweeper leaves a held temp alone whatever its age."""
+    if fcntl is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _held(path: str) -> bool:
+    """Whether a live writer holds ``path`` (:func:`_hold`); False where there is no
+    ``fcntl`` (the age alone then decides)."""
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def _publish(tmp: str, target: Path, *, overwrite: bool) -> None:
     """Rename ``tmp`` onto ``target``; without ``overwrite`` a hard link, which fails rather
     than replace a file that appeared meanwhile (plain check-and-rename where the filesystem
@@ -163,7 +202,7 @@ def read_text(path: str | os.PathLike, label: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{label}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # not UTF-8; a path with a NUL byte (from a file)
         raise InputError(f"{label}: cannot read it: {exc}") from None
 
 
@@ -192,29 +231,67 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number afford accepts (only finite numbers)")
 
 
+def _numbers_bounded(doc: object, label: str, *, nonfinite: bool = False) -> None:
+    """Every number in ``doc`` (parsed JSON or TOML) finite and of magnitude at most
+    :data:`~afford.units.MAX_MAGNITUDE`: no real figure nears it, and products of a few such
+    numbers stay finite; the schemas then bound each quantity by what it is. InputError
+    naming the file and where the number is otherwise. ``nonfinite``: let ``nan`` and
+    ``inf`` pass (TOML's, refused by the schema that reads the field, naming it)."""
+    stack: list[tuple[str, object]] = [("", doc)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            if nonfinite and isinstance(v, float) and not math.isfinite(v):
+                continue
+            try:
+                bounded(v, where or "the number", low=-MAX_MAGNITUDE, high=MAX_MAGNITUDE,
+                        low_open=False)
+            except UnitError as exc:
+                raise InputError(f"{label}: {exc}") from None
+
+
 def loads_json(text: str, label: str) -> object:
     """JSON text as Python data, bounded: size and nesting (:func:`_bounded`), numbers
-    finite (``NaN``/``Infinity`` refused), integers of at most 4300 digits (Python's own
-    limit). InputError naming ``label`` otherwise, never a traceback."""
+    finite (``NaN``/``Infinity`` refused) and at most :data:`~afford.units.MAX_MAGNITUDE`
+    (:func:`_numbers_bounded`), integers of at most 4300 digits (Python's own limit).
+    InputError naming ``label`` otherwise, never a traceback. The one JSON reader: every
+    JSON file afford reads (certificates, plans, manifests, bars, eval logs, the loop
+    guard's marker) goes through it."""
     _bounded(text, label, "JSON")
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        doc = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputError(f"{label}: not JSON ({exc.msg} at line {exc.lineno})") from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{label}: not an input afford reads: {exc}") from None
+    _numbers_bounded(doc, label)
+    return doc
+
+
+def read_json(path: str | os.PathLike, label: str | None = None) -> object:
+    """The JSON file at ``path`` through :func:`loads_json`; ``label`` names it in errors
+    (default: its path)."""
+    label = label or str(Path(path))
+    return loads_json(read_text(path, label), label)
 
 
 def loads_toml(text: str, label: str) -> dict:
     """TOML text as a dict, bounded as :func:`loads_json` (TOML's ``nan``/``inf`` are left
-    to the schemas, which refuse them where a number is read)."""
+    to the schemas, which refuse them where a number is read; a number beyond
+    :data:`~afford.units.MAX_MAGNITUDE` is refused here)."""
     _bounded(text, label, "TOML")
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{label}: not valid TOML: {exc}") from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{label}: not an input afford reads: {exc}") from None
+    _numbers_bounded(doc, label, nonfinite=True)
+    return doc
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool = True) -> Path:
@@ -234,6 +311,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool 
     doing = "writing the temp file"
     try:
         try:
+            _hold(fd)
             _fill(fd, data, mode)
         finally:
             os.close(fd)
@@ -279,6 +357,19 @@ def write_or_rescue(path: str | os.PathLike, text: str, *, overwrite: bool,
                        f"{', '.join(map(str, places))})") from None
 
 
+def ensure_folder(path: str | os.PathLike, what: str) -> Path:
+    """The folder ``path``, made (with its parents) if missing; InputError naming ``what``
+    when it cannot be (a file is there, no permission), never an ``OSError``."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(f"{what} {folder}: a file is there, not a folder") from None
+    except OSError as exc:
+        raise os_failure(folder, exc, "making the folder") from None
+    return folder
+
+
 def check_writable(path: str | os.PathLike, *, overwrite: bool) -> Path:
     """Fail early (before a long measurement) when ``path`` cannot be written."""
     target = Path(path)
@@ -319,21 +410,26 @@ def _sweep(folder: str | os.PathLike, limit_for: Callable[[str], float | None],
             continue
         with contextlib.suppress(OSError):
             st = entry.stat(follow_symlinks=False)
-            if stat.S_IFMT(st.st_mode) == want and now - st.st_mtime >= limit:
-                if want == stat.S_IFDIR:
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-                removed.append(Path(entry.path))
+            if stat.S_IFMT(st.st_mode) != want or now - st.st_mtime < limit:
+                continue
+            if want == stat.S_IFDIR:
+                shutil.rmtree(entry.path)
+            elif _held(entry.path):
+                continue  # a live writer's, however old
+            else:
+                os.unlink(entry.path)
+            removed.append(Path(entry.path))
     return removed
 
 
-def clean_stale_temps(folder: str | os.PathLike, *, max_age_s: float = STALE_SECONDS,
+def clean_stale_temps(folder: str | os.PathLike, *, max_age_s: float | None = None,
                       legacy_of: str | None = None) -> list[Path]:
     """Remove afford's temp files (``.*.afford-XXXXXXXX.tmp``) in ``folder`` last modified
-    ``max_age_s`` ago or earlier; with ``legacy_of``, also that file's temps in the naming
-    used before temps carried ``.afford-`` (``.NAME.XXXXXXXX.tmp``), when
-    :data:`STALE_SECONDS` old. Regular files only."""
+    ``max_age_s`` ago or earlier (default :data:`LOCK_TIMEOUT_S`) and held by no live
+    writer; with ``legacy_of``, also that file's temps in the naming used before temps
+    carried ``.afford-`` (``.NAME.XXXXXXXX.tmp``), when :data:`STALE_SECONDS` old. Regular
+    files only."""
+    max_age_s = LOCK_TIMEOUT_S if max_age_s is None else max_age_s
     legacy = re.compile(rf"\.{re.escape(legacy_of)}\.[a-z0-9_]{{8}}\.tmp") \
         if legacy_of is not None else None
 

@@ -48,18 +48,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from afford.errors import InputError
 from afford.io import atomic_write_text
 from afford.lock import locked
 from afford.provenance import Struck, Tag, Tagged
+from afford.units import MAX_MAGNITUDE, UnitError, bounded, check_date
 
 if TYPE_CHECKING:  # certificates are read only by append_certificate: the loop guard's
     # readings go through this module at every save and need none of their stack
@@ -76,6 +77,7 @@ LIVE = ("current", "noisy")  # not struck
 _STEP_TIME = re.compile(r"(^|[/._:])step\d*_seconds$")
 _NAMES_A_STEP = re.compile(r"(^|[^a-z])step(?!s_per|_count|s$)", re.IGNORECASE)
 TIME_UNITS = frozenset({"s", "ms", "us", "µs", "ns", "min", "h"})
+SIZE_UNITS = frozenset({"B", "kB", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"})
 RATE_UNITS = frozenset({"tokens/s", "tok/s", "token/s", "samples/s", "sample/s",
                         "sequences/s", "examples/s", "steps/s", "step/s", "it/s",
                         "images/s", "batches/s"})
@@ -193,10 +195,21 @@ class Reading(BaseModel):
     reason: str = ""
     superseded_by: str = ""
 
+    @field_validator("value")
+    @classmethod
+    def _unsigned_zero(cls, v: int | float) -> int | float:
+        return 0.0 if v == 0 and isinstance(v, float) else v  # -0.0 reads "0", never "-0"
+
     @model_validator(mode="after")
     def _rules(self) -> "Reading":
-        if not math.isfinite(self.value):
-            raise ValueError(f"{self.quantity} = {self.value}: a reading is a finite number")
+        sized = self.unit.strip() in TIME_UNITS | SIZE_UNITS | RATE_UNITS
+        try:  # a time, a size or a rate is never negative; any reading is finite
+            bounded(self.value, "value", low=0.0 if sized else -MAX_MAGNITUDE,
+                    high=MAX_MAGNITUDE, low_open=False)
+            check_date(self.date, "date")
+        except UnitError as exc:
+            raise ValueError(f"{exc}" + (f" (a reading in {self.unit} is never negative)"
+                                         if sized and self.value < 0 else "")) from None
         if is_step_time(self.quantity, self.unit, self.tag):
             if not self.step_indices:
                 raise ValueError(f"{self.quantity} ({self.unit or 'no unit'}) is a reading of "

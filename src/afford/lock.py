@@ -28,9 +28,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from afford.errors import InputError
-from afford.io import clean_temps_of, current_umask, folder_of, os_failure
-
-LOCK_TIMEOUT_S = 30.0  # seconds a writer waits for the lock before it is refused
+from afford.io import LOCK_TIMEOUT_S, clean_temps_of, current_umask, folder_of, os_failure
 POLL_S = 0.01  # seconds between two tries
 
 

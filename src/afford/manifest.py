@@ -56,7 +56,6 @@ A manifest written before the time was recorded is checked against the time it w
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 import json
 import os
@@ -67,13 +66,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from afford.errors import InputError
 from afford.io import loads_json, read_text
 from afford.lock import locked
 from afford.provenance import Tagged
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
+from afford.schema.quantities import Bytes, Count, Timestamp
+from afford.user_code import UserCodeMissing, import_attr, split_spec
 
 MANIFEST_SCHEMA = "afford.manifest/1"
 BLOCK = 1 << 20  # bytes read per step of the streamed hash
@@ -87,17 +88,24 @@ class Source(BaseModel):
     kind: Literal["file", "folder", "generator"]
     status: Literal["PINNED", "UNPINNED"]
     path: str | None = Field(None, description="as given on the command line")
-    sha256: str | None = Field(None, description="file bytes, tree hash, or generator pin")
-    size_bytes: int | None = None
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                               description="file bytes, tree hash, or generator pin")
+    size_bytes: Bytes | None = None
     mtime_ns: int | None = Field(None, description="modification time when pinned (a "
                                  "folder: its newest entry's), for the cheap re-check")
-    files: int | None = Field(None, description="folders: files hashed")
+    files: Count | None = Field(None, description="folders: files hashed")
     generator: str | None = Field(None, description="pkg.mod:func")
     params: dict[str, str] | None = None
     code_path: str | None = Field(None, description="generators: the module source hashed")
-    code_sha256: str | None = None
+    code_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
     reason: str | None = Field(None, description="why UNPINNED")
-    pinned_at: datetime
+    pinned_at: Timestamp
+
+    @model_validator(mode="after")
+    def _pinned_by_a_hash(self) -> "Source":
+        if self.status == PINNED and self.sha256 is None:
+            raise ValueError(f"source {self.name!r} is PINNED without its sha256")
+        return self
 
 
 class Manifest(Envelope):
@@ -255,17 +263,16 @@ def parse_params(items: Iterable[str]) -> dict[str, str]:
 def pin_generator(spec: str, params: dict[str, str], name: str | None = None) -> Source:
     """A generator ``pkg.mod:func`` pinned by its module's source and its parameters;
     UNPINNED when it cannot be imported or its source cannot be read."""
-    mod_name, sep, func = spec.partition(":")
-    if not sep or not mod_name or not func:
-        raise InputError(f"--generator {spec!r}: write it as pkg.module:function")
+    split_spec(spec, "--generator", "function")
     label = name or spec
     try:
-        target = getattr(importlib.import_module(mod_name), func)
-        code_path = inspect.getsourcefile(target)
+        # a module that fails to import: InputError, exit 2; one that is not there: UNPINNED
+        target = import_attr(spec, "--generator", "function")
+        code_path = inspect.getsourcefile(target)  # type: ignore[arg-type]
         if code_path is None:
             raise OSError("no source file")
         code_sha, _ = sha256_file(code_path)
-    except (ImportError, AttributeError, OSError, TypeError) as exc:
+    except (UserCodeMissing, OSError, TypeError) as exc:
         return Source(name=label, kind="generator", status=UNPINNED, generator=spec,
                       params=params, reason=f"cannot read the generator's code: {exc}",
                       pinned_at=_now())

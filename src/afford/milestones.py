@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -37,9 +36,12 @@ from pydantic import ValidationError
 
 from afford import ledger
 from afford.errors import InputError
+from afford.io import loads_json
+from afford.plan.result import read_plan
 from afford.provenance import Tagged, inherited, measured, module
 from afford.schema.bars import (BPB_UNIT, BarsFile, EvalReading, Ladder, MilestonesResult,
                                 Rung, RungResult)
+from afford.units import UnitError, parse_number, whole
 
 CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022, "Training Compute-Optimal LLMs"
 EVAL_SUFFIX = "eval_bpb"
@@ -93,7 +95,11 @@ def from_ledger(rows: Sequence[ledger.Reading], where: str) -> tuple[list[EvalRe
                              "fingerprint window=SHA256 of the held-out window's bytes)")
         if r.unit != BPB_UNIT:
             raise InputError(f"{label}: an eval reading is in {BPB_UNIT}, not {r.unit!r}")
-        out.append(_reading(dict(run=m["run"], step=flat[0], tokens=int(m["tokens"]),
+        try:
+            tokens = whole(m["tokens"], "tokens")
+        except UnitError as exc:
+            raise InputError(f"{label}: {exc}") from None
+        out.append(_reading(dict(run=m["run"], step=flat[0], tokens=tokens,
                                  bpb=r.value, window=w["sha"], source=f"{where}:{r.id}"),
                             label))
     return out, struck
@@ -116,26 +122,26 @@ def parse_log(text: str, where: str, run: str | None = None) -> list[EvalReading
     s = text.strip()
     if not s:
         raise InputError(f"{where}: empty log")
-    rows = _json_rows(s, where) if s[0] in "[{" else _tsv_rows(s)
+    rows = _json_rows(s, where) if s[0] in "[{" else _tsv_rows(s, where)
     return [_log_row(row, f"{where}:{line}", run) for line, row in rows]
 
 
 def _json_rows(s: str, where: str) -> list[tuple[int, dict]]:
+    """A JSON list (or ``{"readings": [...]}``) or JSON lines, each read by the one bounded
+    JSON reader (:func:`afford.io.loads_json`: size, nesting and numbers bounded)."""
     try:
-        doc = json.loads(s)
+        doc = loads_json(s, where)
+    except InputError:
+        lines = [(n, line) for n, line in enumerate(s.splitlines(), 1) if line.strip()]
+        if len(lines) < 2:
+            raise
+        rows = [(n, loads_json(line, f"{where}:{n}")) for n, line in lines]  # JSON lines
+    else:
         items = doc.get("readings") if isinstance(doc, dict) else doc
         if not isinstance(items, list):
             raise InputError(f"{where}: a JSON log is a list of readings or "
                              '{"readings": [...]}')
         rows = list(enumerate(items, 1))
-    except json.JSONDecodeError:
-        rows = []
-        for n, line in enumerate(s.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append((n, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{where}:{n}: not JSON ({exc.msg})") from None
     for n, row in rows:
         if not isinstance(row, dict):
             raise InputError(f"{where}:{n}: a reading is an object with step, tokens, bpb, "
@@ -143,12 +149,17 @@ def _json_rows(s: str, where: str) -> list[tuple[int, dict]]:
     return rows
 
 
-def _tsv_rows(s: str) -> list[tuple[int, dict]]:
+def _tsv_rows(s: str, where: str) -> list[tuple[int, dict]]:
     lines = [(n, line) for n, line in enumerate(s.splitlines(), 1)
              if line.strip() and not line.startswith("#")]
+    if not lines:
+        raise InputError(f"{where}: no header row and no readings")
     header = lines[0][1].split("\t")
     reader = csv.reader(io.StringIO("\n".join(line for _, line in lines[1:])), delimiter="\t")
-    return [(n, dict(zip(header, cells))) for (n, _), cells in zip(lines[1:], reader)]
+    try:
+        return [(n, dict(zip(header, cells))) for (n, _), cells in zip(lines[1:], reader)]
+    except csv.Error as exc:  # a cell past csv's field limit, a stray NUL
+        raise InputError(f"{where}: not a TSV log: {exc}") from None
 
 
 def _log_row(row: dict, where: str, run: str | None) -> EvalReading:
@@ -167,19 +178,13 @@ def _log_row(row: dict, where: str, run: str | None) -> EvalReading:
     if name is None:
         raise InputError(f"{where}: which run? Give --log RUN=PATH or a run column")
     try:
-        fields = dict(run=str(name), step=_whole(present["step"]),
-                      tokens=_whole(present["tokens"]), bpb=float(present["bpb"]),
+        fields = dict(run=str(name), step=whole(present["step"], "step", low=0),
+                      tokens=whole(present["tokens"], "tokens"),
+                      bpb=parse_number(present["bpb"], "bpb"),
                       window=str(present["window"]).strip().lower(), source=where)
-    except ValueError as exc:
+    except UnitError as exc:
         raise InputError(f"{where}: {exc}") from None
     return _reading(fields, where)
-
-
-def _whole(v) -> int:
-    f = float(v)
-    if not math.isfinite(f) or f != int(f):
-        raise ValueError(f"{v!r} is not a whole number")
-    return int(f)
 
 
 # ---------------------------------------------------------------- windows and curves
@@ -315,17 +320,14 @@ def plan_columns(rung: Rung, tokens_per_week: Tagged | None, ladder_name: str) -
                 weeks_needed=weeks)
 
 
-def tokens_per_week(plan: dict, where: str) -> Tagged | None:
-    """``quota.tokens_per_week`` of an ``afford.plan/1`` document (None: the plan has none)."""
-    if not isinstance(plan, dict) or plan.get("schema") != "afford.plan/1":
-        raise InputError(f"{where}: not an afford.plan/1 document (afford plan --json)")
-    raw = (plan.get("quota") or {}).get("tokens_per_week")
-    if raw is None:
-        return None
-    try:
-        return Tagged.model_validate(raw)
-    except ValidationError:
-        raise InputError(f"{where}: quota.tokens_per_week is not a tagged figure") from None
+def tokens_per_week(plan: object, where: str) -> Tagged | None:
+    """``quota.tokens_per_week`` of an ``afford.plan/1`` document, read as ``afford report
+    --plan`` reads one (:func:`afford.plan.result.read_plan`); None: the plan has none."""
+    quota = read_plan(plan, where).quota
+    t = None if quota is None else quota.tokens_per_week
+    if t is not None and not isinstance(t.value, (int, float)):
+        raise InputError(f"{where}: quota.tokens_per_week {t.value!r} is not a number")
+    return t
 
 
 def evaluate(ladder: Ladder, ladder_name: str, bars: Sequence[BarsFile | None],

@@ -97,6 +97,12 @@ class Struck(BaseModel):
     superseded_by: str | None = None
 
 
+class CannotRunHere(RuntimeError):
+    """Raised by a measurement that cannot run on this device by design (a host link on a
+    CPU, a workload without a batch to multiply): recorded NOT EXECUTABLE, not failed. Any
+    other exception of a measurement is a failure of this run (a full disk), and says so."""
+
+
 class NotExecutable(BaseModel):
     """A probe that could not run here, with the error text (rule 9)."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, timezone
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
@@ -36,7 +37,7 @@ def parse_count(text: str | int | float) -> float:
     """``"7.5M"`` -> 7.5e6, ``"4k"`` -> 4000 (decimal), ``"4Ki"`` -> 4096 (binary); plain
     numbers pass through."""
     if isinstance(text, (int, float)):
-        return _finite(float(text), text)
+        return _finite(text, text)
     m = re.fullmatch(_NUMBER + r"\s*(Ki|Mi|Gi|[kKMBGT]?)", str(text).strip())
     if not m:
         raise UnitError(f"cannot read {text!r} as a count (examples: 124M, 7.5M, 1B, 2048, "
@@ -47,7 +48,7 @@ def parse_count(text: str | int | float) -> float:
 def parse_duration(text: str | int | float) -> float:
     """Seconds from ``"11h"``, ``"1h30m"``, ``"7d"``, ``"90s"`` or a bare number of seconds."""
     if isinstance(text, (int, float)):
-        return _finite(float(text), text)
+        return _finite(text, text)
     s = str(text).strip().replace(" ", "")
     if re.fullmatch(_NUMBER, s):
         return _finite(float(s), text)
@@ -60,17 +61,32 @@ def parse_duration(text: str | int | float) -> float:
 def parse_bytes(text: str | int | float) -> int:
     """Bytes from ``"20GB"`` (decimal) or ``"16GiB"`` (binary); a bare number is bytes."""
     if isinstance(text, (int, float)):
-        return int(_finite(float(text), text))
+        return int(_finite(text, text))
     m = re.fullmatch(_NUMBER + r"\s*([kKMGT]i?B|B)?", str(text).strip())
     if not m or (m.group(2) or "") not in _BYTE_SUFFIX:
         raise UnitError(f"cannot read {text!r} as a size (examples: 20GB, 16GiB, 512MiB)")
     return int(round(_finite(float(m.group(1)) * _BYTE_SUFFIX[m.group(2) or ""], text)))
 
 
+def parse_number(text: str | int | float, what: str = "number") -> float:
+    """A plain number (``6.49``, ``-3``, ``1e-3``) from a number or its text, finite; no
+    unit. UnitError naming ``what`` for anything else (a list, ``nan``, ``6.49 bit``)."""
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise UnitError(f"{what}: {_short(text)} is not a number")
+    if isinstance(text, str):
+        if not re.fullmatch(r"[-+]?" + _NUMBER, text.strip()):
+            raise UnitError(f"{what}: {_short(text)} is not a number")
+        text = float(text)
+    v = _as_float(text)
+    if not math.isfinite(v):
+        raise UnitError(f"{what}: {_short(text)} is not a finite number")
+    return v
+
+
 def parse_fraction(text: str | int | float) -> float:
     """``"5%"`` -> 0.05; ``"0.05"`` -> 0.05."""
     if isinstance(text, (int, float)):
-        return _finite(float(text), text)
+        return _finite(text, text)
     s = str(text).strip()
     m = re.fullmatch(_NUMBER + r"\s*(%?)", s)
     if not m:
@@ -82,10 +98,18 @@ def parse_fraction(text: str | int | float) -> float:
 # The largest quantities afford accepts from a file or a flag: far beyond any real run, small
 # enough that the plan's arithmetic (products, exponentials) stays finite.
 MAX_SECONDS = 100 * 365.25 * 86400.0  # a century
+MIN_SECONDS = 1e-9  # a nanosecond: no step, call or write afford times (or divides by) is shorter
 MAX_BYTES = 2**70  # a zebibyte
+MIN_DEVICE_BYTES = 2**20  # a device's memory: a mebibyte at least (a budget of it holds a byte)
 MAX_COUNT = 1e18  # tokens, steps, parameters
+MAX_DIM = 2**40  # a shape's dimension (batch, sequence, width, sweep value): no device holds more
+MAX_RATE = 1e30  # FLOP/s, B/s: 1e15 times an H200's dense bf16 peak
+MAX_FLOPS = 1e40  # FLOPs of a step or a run
+MAX_MAGNITUDE = 1e60  # any number in a file afford reads: products of a few stay finite
 MIN_FRACTION = 1e-6  # the smallest share (of device memory) a flag may give: below, shares of
 #                      it leave the floats
+FIRST_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)  # dates afford reads lie in
+LAST_DATE = datetime(9000, 1, 1, tzinfo=timezone.utc)   # [FIRST_DATE, LAST_DATE)
 
 
 def bounded(value: float, what: str, *, low: float = 0.0, high: float = MAX_COUNT,
@@ -95,22 +119,67 @@ def bounded(value: float, what: str, *, low: float = 0.0, high: float = MAX_COUN
     number read from a file or a flag goes through."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UnitError(f"{what}: {value!r} is not a number")
-    try:
-        v = float(value)
-    except OverflowError:  # an integer past the largest float (JSON and TOML allow one)
-        v = math.inf
-    if not math.isfinite(v):
-        raise UnitError(f"{what}: {value!r} is not a finite quantity")
-    if v < low or (low_open and v == low) or v > high:
+    v = _as_float(value)
+    if not math.isfinite(v) and not isinstance(value, int):
+        raise UnitError(f"{what}: {_short(value)} is not a finite quantity")
+    if not math.isfinite(v) or v < low or (low_open and v == low) or v > high:
         side = "(" if low_open else "["
-        raise UnitError(f"{what}: {value!r} is out of range {side}{low:g}, {high:g}]")
+        raise UnitError(f"{what}: {_short(value)} is out of range {side}{low:g}, {high:g}]")
     return v
 
 
-def _finite(value: float, text: object) -> float:
-    if not math.isfinite(value):
-        raise UnitError(f"{text!r} is not a finite quantity")
+def whole(value: object, what: str, *, low: int = 1, high: float = MAX_COUNT) -> int:
+    """``value`` as an int when it is a whole number in ``[low, high]`` (an int, a float
+    with no fraction, or a count such as ``"4k"``); UnitError naming ``what`` otherwise:
+    ``1.5`` is refused, never truncated to 1."""
+    if isinstance(value, bool):
+        raise UnitError(f"{what}: {value!r} is not a whole number")
+    if isinstance(value, str):
+        try:
+            value = parse_count(value)
+        except UnitError as exc:
+            raise UnitError(f"{what}: {exc}") from None
+    v = bounded(value, what, low=low, high=high, low_open=False)
+    if v != math.floor(v):
+        raise UnitError(f"{what}: {_short(value)} is not a whole number")
+    return int(value) if isinstance(value, int) else int(v)
+
+
+def check_date(value: datetime, what: str) -> datetime:
+    """``value`` when it is a moment afford can compute with: time-zone aware (a naive one
+    is taken as UTC) and from :data:`FIRST_DATE` up to :data:`LAST_DATE`; UnitError
+    naming ``what`` otherwise (year 1 at +14:00 lies before year 1 in UTC)."""
+    if not isinstance(value, datetime):
+        raise UnitError(f"{what}: {value!r} is not a date")
+    d = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    try:
+        utc = d.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        utc = None
+    if utc is None or not FIRST_DATE <= utc < LAST_DATE:
+        raise UnitError(f"{what}: {value.isoformat()} is out of range (from "
+                        f"{FIRST_DATE:%Y-%m-%d} to {LAST_DATE:%Y-%m-%d})")
     return value
+
+
+def _as_float(value: int | float) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer past the largest float (JSON and TOML allow one)
+        return math.inf
+
+
+def _short(value: object) -> str:
+    """``value`` for a message: a number of hundreds of digits as its magnitude."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"a number of {len(text)} digits"
+
+
+def _finite(value: float, text: object) -> float:
+    v = _as_float(value)
+    if not math.isfinite(v):
+        raise UnitError(f"{_short(text)} is not a finite quantity")
+    return v
 
 
 def format_count(n: float, digits: int = 3) -> str:

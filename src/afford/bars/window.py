@@ -22,7 +22,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from afford.units import UnitError, parse_bytes
+from afford.units import MAX_BYTES, UnitError, parse_bytes, whole
 
 FIXED = "fixed bytes"
 BATCHES = "eval_batches x batch x seq_len"
@@ -108,9 +108,11 @@ def _parse_batches(rest: str, text: str) -> HeldoutSpec:
     if not m:
         raise WindowError(f"--heldout {text!r}: batches takes EVAL_BATCHESxBATCHxSEQ, e.g. "
                           "batches:10x10x1024")
-    eb, b, sq = (int(g) for g in m.groups())
-    if min(eb, b, sq) <= 0:
-        raise WindowError(f"--heldout {text!r}: eval batches, batch and seq_len are positive")
+    try:  # whole numbers, each at most MAX_BYTES: 5000 digits is no batch (int() refused it)
+        eb, b, sq = (whole(g, "each", high=MAX_BYTES) for g in m.groups())
+    except UnitError:
+        raise WindowError(f"--heldout {text!r}: eval batches, batch and seq_len are positive "
+                          "whole numbers") from None
     at = at.strip()
     anchor: str | int = "last" if at in ("", "last") else "first" if at == "first" else \
         _size(at, "an offset", text)

@@ -36,7 +36,8 @@ from afford._callable import make_callable
 from afford.certify.gates import gates_stage
 from afford.certify.levers import levers_stage
 from afford.certify.memory import memory_stage
-from afford.certify.partial import gate_failures, run_stage, sweep_failures
+from afford.certify.partial import (failed_measurements, gate_failures, run_stage,
+                                   sweep_failures)
 from afford.certify.probes import probes_stage
 from afford.certify.request import (MIN_CHILDREN, CertifyRequest, Plan, Stage, StageContext,
                                    build_request, device_defaults, resolve)
@@ -163,7 +164,7 @@ def certify(req: CertifyRequest,
             _stage(on_event, stage.__name__)
             sections.update(run_stage(stage, ctx, failures))
             seconds[stage.__name__.removesuffix("_stage")] = time.perf_counter() - t0
-        failures += gate_failures(sections.get("gates"))
+        failures += gate_failures(sections.get("gates")) + failed_measurements(sections)
         if time_verdict is not None and sections.get("probes") is not None:
             results = bound_by_ceilings(results, list(plan.designs), sections["probes"],
                                         device.type)
@@ -175,7 +176,7 @@ def certify(req: CertifyRequest,
     loads.append(host_load("after", (device.index or 0) if cuda else None))
     ended = datetime.now(timezone.utc)
     env = env.model_copy(update={"ended_at": ended,
-                                 "elapsed_seconds": (ended - started).total_seconds(),
+                                 "elapsed_seconds": max(0.0, (ended - started).total_seconds()),
                                  "stage_seconds": seconds})
     protocol = protocol_of(req, rule, device.type,
                            prewarmed=sorted(e["child"] for e in starts if e.get("prewarmed")))

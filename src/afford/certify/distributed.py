@@ -46,6 +46,7 @@ from afford.measure.distributed import runtime as rtm
 from afford.measure.timing import rule_for
 from afford.provenance import NotExecutable
 from afford.schema.cert import Certificate
+from afford.units import UnitError, bounded
 from afford.schema.distributed import (STAGES, CollectivePoint, CollectivesSection,
                                        DistributedSection, DPRun, DPStrategy, RankInfo)
 
@@ -69,8 +70,11 @@ class DistOutcome:
 
 
 def _check_request(req: CertifyRequest, launch: rtm.Launch, opts: DistOptions):
-    if not opts.timeout_seconds > 0:
-        raise InputError(f"--dist-timeout {opts.timeout_seconds}: must be positive seconds")
+    try:  # every collective's timeout: at least a second, at most a week
+        bounded(opts.timeout_seconds, "--dist-timeout", low=1.0, high=7 * 86400.0,
+                low_open=False)
+    except UnitError as exc:
+        raise InputError(f"{exc}: the seconds a collective may wait") from None
     device = rtm.choose_device(launch, req.device)
     memory = torch.cuda.get_device_properties(device).total_memory \
         if device.type == "cuda" else envmod.host_memory_bytes()
@@ -165,7 +169,7 @@ def _with_sweep(req, opts, device, started, section, sweep) -> Certificate:
                                  [f"the single-device sweep failed: {exc}"])
     env = cert.environment.model_copy(update={
         "started_at": started,
-        "elapsed_seconds": (cert.environment.ended_at - started).total_seconds()})
+        "elapsed_seconds": max(0.0, (cert.environment.ended_at - started).total_seconds())})
     return cert.model_copy(update={"environment": env, "distributed": section,
                                    "warnings": cert.warnings + _dist_warnings(section)})
 
@@ -175,8 +179,8 @@ def _bare_certificate(req, device, started, section, notes: list[str]) -> Certif
     rule that was requested."""
     env = envmod.capture(device, req.command or " ".join(sys.argv), started)
     ended = datetime.now(timezone.utc)
-    env = env.model_copy(update={"ended_at": ended,
-                                 "elapsed_seconds": (ended - started).total_seconds()})
+    elapsed = max(0.0, (ended - started).total_seconds())  # the wall clock may step back
+    env = env.model_copy(update={"ended_at": ended, "elapsed_seconds": elapsed})
     rule = rule_for(req.precision)
     return Certificate(environment=env, protocol=protocol_of(req, rule, device.type),
                        workloads=[], distributed=section,

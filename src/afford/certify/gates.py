@@ -35,7 +35,11 @@ from afford.measure.env import choose_device, cpu_model, device_class as class_o
 from afford.schema.determinism import (DeterminismSection, GateReadings, GatesSection,
                                        InitLossReading)
 from afford.workloads import resolve
+from afford.units import UnitError, whole
 from afford.workloads.base import Workload
+
+MAX_REPEATS = 1000  # determinism audit repeats (the default is 8)
+MAX_NOISE_STEPS = 100_000  # steps per noise-floor run (the default is 16)
 
 Event = dict
 
@@ -76,10 +80,14 @@ class _Resolved:
 
 def resolve_request(req: GateRequest) -> _Resolved:
     """Check every name before any time is spent; InputError otherwise."""
-    if req.settings.repeats < 2:
-        raise InputError(f"--repeats {req.settings.repeats}: the audit needs at least 2")
-    if req.settings.noise_steps < 1:
-        raise InputError(f"--steps {req.settings.noise_steps}: at least 1 step")
+    try:  # whole numbers in a range a run can finish: 10**20 repeats never would
+        whole(req.settings.repeats, "--repeats (the audit needs at least 2)", low=2,
+              high=MAX_REPEATS)
+        whole(req.settings.noise_steps, "--steps (at least 1 step)", low=1,
+              high=MAX_NOISE_STEPS)
+        whole(req.seed, "--seed", low=0, high=2**32 - 1)
+    except UnitError as exc:
+        raise InputError(str(exc)) from None
     device = choose_device(req.device)  # InputError for anything but cpu / an available cuda
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

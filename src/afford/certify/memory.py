@@ -206,12 +206,16 @@ def memory_stage(ctx: "StageContext") -> dict:
                     learner.take(event["key"], event["record"])
                 ctx.on_event(event)
 
+            ended: list[str] = []
             records = run_memory_child([it for _, items in per_job for it in items],
                                        device=ctx.plan.device, seed=ctx.req.seed,
                                        device_class=ctx.plan.device_class,
-                                       on_event=tap, spawned=spawned)
+                                       on_event=tap, spawned=spawned, failures=ended)
+            skipped += [NotExecutable(what="memory child", reason=why, failed=True)
+                        for why in ended]  # died or stopped: a failure of this run
     except (OSError, ValueError) as exc:  # the child could not start, or spoke garbage
-        skipped.append(NotExecutable(what="memory child", reason=f"{type(exc).__name__}: {exc}"))
+        skipped.append(NotExecutable(what="memory child", reason=f"{type(exc).__name__}: {exc}",
+                                     failed=True))
     laws = []
     for job, items in per_job:
         shapes = [_shape(it, records.get(it["key"], {"error": "not measured"})) for it in items]

@@ -7,7 +7,9 @@ evaluated, and writes the partial certificate (status partial) in every failure 
 - :func:`run_stage`: a stage after the sweep that raises is recorded as a failure and
   certify goes on to the next one; the measurement so far is kept;
 - :func:`gate_failures`: a gate that could not be evaluated because its readings failed
-  (not one that cannot run on this box by design, e.g. CPU/CUDA parity without CUDA).
+  (not one that cannot run on this box by design, e.g. CPU/CUDA parity without CUDA);
+- :func:`failed_measurements`: a probe, child or audit run of a stage that was attempted
+  and failed (issue 33: a full disk under the checkpoint probe, a stopped memory child).
 
 Certify writes each into ``Certificate.failures`` with ``status="partial"``; the command
 line writes the certificate and exits 3.
@@ -15,20 +17,60 @@ line writes the certificate and exits 3.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from pydantic import BaseModel
+
+from afford.provenance import NotExecutable
 from afford.schema.cert import WorkloadResult
 from afford.schema.determinism import GatesSection
 
 
 def sweep_failures(results: list[WorkloadResult]) -> list[str]:
-    """One line per workload that ended with no usable point, with its points' reasons."""
+    """One line per workload that ended with no usable point, with its points' reasons,
+    and one per child that died or was stopped by the watchdog (a SIGSTOP, a hang) even
+    where a fresh child measured its points again: the measurement went wrong there."""
     out = []
     for r in results:
+        ended = dict.fromkeys(c.replaced for p in r.points + r.design_points
+                              for c in p.children if c.replaced)
+        out += [f"workload {r.name} ({r.mode}): {why}; its unfinished points were measured "
+                "again in a fresh child"[:1500] for why in ended]
         if r.refused or any(p.usable for p in r.points):
             continue
         reasons = sorted({p.excluded_reason or "not timed" for p in r.points})
         out.append(f"workload {r.name} ({r.mode}): no usable point of {len(r.points)}: "
                    + "; ".join(reasons)[:1500])
     return out
+
+
+def failed_measurements(sections: dict) -> list[str]:
+    """One line per measurement of the stages' sections that was attempted and failed
+    (a :class:`~afford.provenance.NotExecutable` with ``failed``: a child that died or was
+    stopped, a probe that raised, a full disk under the checkpoint probe), as against one
+    that cannot run on this device by design. The gates are judged by
+    :func:`gate_failures`."""
+    out: dict[str, None] = {}
+    for name, section in sections.items():
+        if name != "gates":
+            for ne in _not_executables(section):
+                if ne.failed:
+                    out[f"{name}: {ne.what}: {ne.reason}"[:1500]] = None
+    return list(out)
+
+
+def _not_executables(obj: object) -> Iterator[NotExecutable]:
+    if isinstance(obj, NotExecutable):
+        yield obj
+    elif isinstance(obj, BaseModel):
+        for field in type(obj).model_fields:
+            yield from _not_executables(getattr(obj, field))
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _not_executables(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _not_executables(x)
 
 
 def run_stage(stage, ctx, failures: list[str]) -> dict:

@@ -128,7 +128,8 @@ def _startup_runs(n: int, cuda_device: str | None, on_event) -> tuple[list[dict]
 def _get(events: dict, key: str, what: str, stopped: str | None) -> dict | NotExecutable:
     ev = events.get(key)
     if ev is None:
-        return NotExecutable(what=what, reason=stopped or "the probe child did not run it")
+        return NotExecutable(what=what, reason=stopped or "the probe child did not run it",
+                             failed=stopped is not None)
     if "not_executable" in ev:
         return NotExecutable(**ev["not_executable"])
     return ev["result"]
@@ -294,7 +295,8 @@ def _startup(runs: list[dict], child, error: str | None, cuda: bool) -> Startup 
     if isinstance(child, dict):
         all_runs.append(StartupRun(**child))
     if not all_runs:
-        return NotExecutable(what="startup costs", reason=error or "no startup run completed")
+        return NotExecutable(what="startup costs", reason=error or "no startup run completed",
+                             failed=error is not None)
     alone = counted_runs(all_runs)
     tf = [r.import_transformers_seconds for r in alone]
     cu = [r.cuda_init_seconds for r in all_runs if r.cuda_init_seconds is not None]

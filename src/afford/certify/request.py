@@ -19,10 +19,12 @@ from afford.constants import MODES
 from afford.errors import InputError
 from afford.measure.children import Event
 from afford.schema.cert import WorkloadResult
+from afford.units import MAX_DIM, UnitError, whole
 from afford.workloads import DEFAULT, resolve as resolve_workload
 from afford.workloads.base import Workload, validate_shape
 
 MIN_CHILDREN = 3
+MAX_CHILDREN = 64  # independent children: the protocol's 3 and far more than any use
 
 
 @dataclass
@@ -119,9 +121,7 @@ def default_mode(device_type: str) -> str:
 
 def resolve(req: CertifyRequest, device_type: str, device_class: str, device: str) -> Plan:
     """Check everything a user typed before any time is spent; InputError otherwise."""
-    if req.children < MIN_CHILDREN:
-        raise InputError(f"--children {req.children}: the protocol needs at least "
-                         f"{MIN_CHILDREN} independent child processes")
+    check_children(req.children)
     for m in req.modes:
         if m not in MODES:
             raise InputError(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
@@ -163,7 +163,7 @@ def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class
     return out
 
 
-MAX_SWEEP_VALUE = 2**40  # far beyond any device's memory; above it a size overflows torch
+MAX_SWEEP_VALUE = MAX_DIM  # far beyond any device's memory; above it a size overflows torch
 
 
 PRECISIONS = ("quick", "adaptive", "full")
@@ -191,8 +191,7 @@ def build_request(workloads: list[str] | str | None = None, *,
         texts = list(sweeps or [])
     if checkpoint_dir is not None and not Path(checkpoint_dir).is_dir():
         raise InputError(f"checkpoint_dir {checkpoint_dir}: no such folder")
-    if isinstance(children, bool) or not isinstance(children, int):
-        raise InputError(f"children {children!r}: give a whole number of child processes")
+    check_children(children)
     return CertifyRequest(workloads=_names(workloads), sweeps=dict(parse_sweep(t) for t in texts),
                           modes=_names(modes), precision=precision, children=children,
                           device=device, gates=gates, memory=memory, probes=probes,
@@ -205,21 +204,32 @@ def _names(given: list[str] | str | None) -> list[str]:
     return [given] if isinstance(given, str) else list(given or [])
 
 
+def check_children(n: object) -> int:
+    """``--children``: a whole number from :data:`MIN_CHILDREN` to :data:`MAX_CHILDREN`;
+    InputError otherwise (``99999999999999999999`` would measure for ever)."""
+    try:
+        return whole(n, "--children", low=MIN_CHILDREN, high=MAX_CHILDREN)
+    except UnitError as exc:
+        raise InputError(f"{exc}: the protocol needs at least {MIN_CHILDREN} independent "
+                         f"child processes; more than {MAX_CHILDREN} add hours, not "
+                         "precision") from None
+
+
 def parse_sweep(text: str) -> tuple[str, list[int]]:
-    """``"seq=128,256,512"`` -> ("seq", [128, 256, 512]); InputError when malformed."""
+    """``"seq=128,256,512"`` -> ("seq", [128, 256, 512]); InputError when malformed. Each
+    value a whole number from 1 to :data:`MAX_SWEEP_VALUE` (``s=1.5`` is refused, never
+    measured as ``s=1``; counts as ``4k`` are read as counts)."""
     name, sep, rest = text.partition("=")
     name = name.strip()
     if not sep or not name.isidentifier():
         raise InputError(f"--sweep {text!r}: write it as NAME=V1,V2,... (e.g. n=2048,4096)")
     try:
-        values = [int(float(v)) for v in rest.split(",") if v.strip()]
-    except (ValueError, OverflowError):
-        raise InputError(f"--sweep {text!r}: the values must be positive integers") from None
-    if not values or any(v <= 0 for v in values):
+        values = [whole(v.strip(), f"--sweep {name}", high=MAX_SWEEP_VALUE)
+                  for v in rest.split(",") if v.strip()]
+    except UnitError as exc:
+        raise InputError(f"{exc} (sweep values are positive integers, at most 2**40)") from None
+    if not values:
         raise InputError(f"--sweep {text!r}: the values must be positive integers")
-    if any(v > MAX_SWEEP_VALUE for v in values):
-        raise InputError(f"--sweep {text!r}: a value beyond {MAX_SWEEP_VALUE} (2**40) is no "
-                         "shape a device can hold")
     if len(set(values)) != len(values):
         raise InputError(f"--sweep {text!r}: a value appears twice")
     return name, sorted(values)

@@ -18,6 +18,7 @@ from afford.measure.timing import TimingRule
 from afford.schema.cert import Protocol, WorkloadResult
 from afford.schema.laws import Excluded
 from afford.schema.point import ChildPoint, Point
+from afford.user_code import added_folder
 from afford.workloads.base import Workload
 from afford.workloads.clock import clock_name
 
@@ -157,7 +158,9 @@ def fit_workload(spec: str, w: Workload, mode: str, points: list[Point]) -> Work
         notes.append(f"only {len(used)} resident point(s): no law fitted")
     for p in used:
         notes.extend(p.quality_notes(w.sweep_param))
+    user = ":" in spec.partition("+")[0] and not spec.startswith("hf:")  # pkg.mod:factory
     return WorkloadResult(name=spec, source="builtin" if ":" not in spec else spec,
+                          import_folder=added_folder(spec) if user else None,
                           description=getattr(w, "description", ""), mode=mode,
                           sweep_param=w.sweep_param, points=points, law=law, refused=refused,
                           warnings=notes)

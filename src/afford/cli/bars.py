@@ -8,10 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import err, guard, out, print_json
+from afford.cli.common import err, flag_number, guard, out, print_json
 from afford.errors import InputError
 from afford.report.rich_table import labelled
-from afford.units import UnitError, parse_bytes, parse_count
+from afford.units import MAX_BYTES, UnitError, parse_bytes, parse_count, whole
+
+MAX_ADD_K = 1e6  # k of add-k: beyond it every byte is equally likely to the digits shown
 
 HELP = """Byte-level n-gram baselines (bits per byte) on a held-out window: the bars a model
 must beat.
@@ -86,10 +88,8 @@ def command(
             raise InputError(f"--smoothing {smoothing!r}: choose from {', '.join(SMOOTHINGS)}")
         if method not in ("auto", "exact", "streaming"):
             raise InputError(f"--method {method!r}: choose auto, exact or streaming")
-        if not add_k > 0:
-            raise InputError(f"--add-k {add_k}: choose k > 0")
-        if discount is not None and not 0 < discount <= 1:
-            raise InputError(f"--discount {discount}: choose one in (0, 1]")
+        flag_number("--add-k", add_k, high=MAX_ADD_K)
+        flag_number("--discount", discount, high=1.0)
         for p in (out_path, window_out):
             if p is not None:
                 check_writable(p, overwrite=force)
@@ -142,20 +142,19 @@ def _bytes(text: str, flag: str) -> int:
         n = parse_bytes(text)
     except UnitError as exc:
         raise InputError(f"{flag}: {exc}") from None
-    if n <= 0:
-        raise InputError(f"{flag} {text!r}: a positive size")
-    return n
+    return int(flag_number(f"{flag} {text!r}", n, high=MAX_BYTES))
 
 
 def _buckets(text: str | None) -> int | None:
+    """Slots per hashed order: ``2^N`` or a count, rounded down to a power of two, from
+    2^8 to 2^40 (a 64-bit hash keeps at most 2^63; 2^40 slots are terabytes)."""
     if text is None:
         return None
-    if text.strip().startswith("2^") and text.strip()[2:].isdigit():
-        return 1 << int(text.strip()[2:])
+    t = text.strip()
     try:
-        n = int(parse_count(text))
+        n = 2 ** whole(t[2:], "--buckets 2^N", low=0, high=64) if t.startswith("2^") \
+            else whole(parse_count(t) // 1, "--buckets")
+        n = whole(n, f"--buckets {text!r}", low=2**8, high=2**40)
     except UnitError as exc:
-        raise InputError(f"--buckets: {exc}") from None
-    if n < 256:
-        raise InputError(f"--buckets {text!r}: at least 256")
+        raise InputError(str(exc)) from None
     return 1 << (n.bit_length() - 1)

@@ -119,10 +119,12 @@ def command(
         if quick + adaptive + full > 1:
             raise InputError("--quick, --adaptive and --full contradict each other; choose one")
         check_names(workload)  # torch-free: a typo is answered before torch loads
-        from afford.certify.request import CertifyRequest, is_first_look, parse_sweep
+        from afford.certify.request import (CertifyRequest, check_children, is_first_look,
+                                            parse_sweep)
         from afford.measure.children import child_timeout
 
         child_timeout()  # a bad AFFORD_CHILD_TIMEOUT is exit 2 before anything is measured
+        check_children(children)
         sweeps = dict(parse_sweep(s) for s in sweep or [])
         if out_path is not None:
             check_writable(out_path, overwrite=force)

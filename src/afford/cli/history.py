@@ -14,6 +14,7 @@ from afford import ledger
 from afford.cli.common import guard, interactive, out, print_json
 from afford.errors import InputError
 from afford.provenance import Tag
+from afford.units import UnitError, check_date
 from afford.report.history import history_table
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -48,7 +49,11 @@ def _date(text: str | None) -> datetime | None:
     except ValueError:
         raise InputError(f"--date {text!r}: write it as ISO 8601, e.g. 2026-12-02T10:31:00Z") \
             from None
-    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+    d = d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+    try:
+        return check_date(d, f"--date {text!r}")
+    except UnitError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _value(text: str) -> int | float:

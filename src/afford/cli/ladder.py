@@ -17,6 +17,8 @@ from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.units import MAX_SECONDS, MIN_FRACTION, UnitError, parse_duration
 
+MIN_RATIO = 1e-3  # tokens per parameter: below, a model sees less than a token per 1000 weights
+
 
 def command(
     cert: Annotated[Path, typer.Argument(help="A certificate (afford certify --sizes).")],
@@ -46,7 +48,7 @@ def command(
         except UnitError as exc:
             raise InputError(f"--budget: {exc}") from None
         flag_number(f"--budget {budget!r}", seconds, high=MAX_SECONDS)
-        flag_number("--ratio", ratio, high=1e6)
+        flag_number("--ratio", ratio, low=MIN_RATIO, low_open=False, high=1e6)
         flag_number("--memory-fraction", memory_fraction, low=MIN_FRACTION, low_open=False,
                     high=1.0)
         entries = parse_entries(params)

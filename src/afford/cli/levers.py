@@ -63,8 +63,9 @@ def command(
     with guard():
         if quick and full:
             raise InputError("--quick and --full contradict each other; choose one")
-        if children < 3:
-            raise InputError(f"--children {children}: the protocol needs at least 3")
+        from afford.certify.request import check_children
+
+        check_children(children)
         if mode is not None and mode not in MODES:
             raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
         check_names(workload)  # torch-free: a typo is answered before torch loads

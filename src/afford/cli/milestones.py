@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,6 +10,7 @@ import typer
 from afford.cli.bars import unwrap
 from afford.cli.common import guard, out, print_json
 from afford.errors import InputError
+from afford.io import read_json, read_text, read_toml
 
 HELP = """Judge a ladder of milestones against runs' eval readings: each rung PASSED or NOT
 YET, with the margin, the step and the token count.
@@ -61,7 +61,6 @@ def command(
         from afford import milestones as ms
         from afford.report.bars import milestone_notes, milestones_table, plan_table
         from afford.schema.bars import Ladder, load_bars
-        from afford.io import read_toml
         from afford.schema.envelope import validate
 
         lad = validate(read_toml(ladder, "ladder"), Ladder, f"ladder {ladder}")
@@ -86,7 +85,7 @@ def command(
             bars.append(cache.get(p) if p is not None else None)
         per_week = None
         if plan is not None:
-            per_week = ms.tokens_per_week(_json(plan), str(plan))
+            per_week = ms.tokens_per_week(read_json(plan), str(plan))
         res = ms.evaluate(lad, str(ladder), bars, readings, per_week=per_week,
                           plan_name=str(plan) if plan else None)
         res = res.model_copy(update={"notes": res.notes + notes})
@@ -114,16 +113,4 @@ def _log_arg(item: str) -> tuple[str | None, Path]:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read it: {exc}") from None
-
-
-def _json(path: Path) -> dict:
-    try:
-        return json.loads(_read(path))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    return read_text(path, str(path))

@@ -13,24 +13,20 @@ from afford import ledger
 from afford import manifest as mf
 from afford.cli.common import err, guard, out
 from afford.errors import InputError
-from afford.io import atomic_write_text, check_writable, loads_json, read_text
-from afford.plan.result import PLAN_SCHEMA, PlanResult
+from afford.io import atomic_write_text, check_writable, ensure_folder, read_json
+from afford.plan.result import read_plan
 from afford.report import html, markdown, plots
 from afford.report.build import Inputs, build_report
 from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
-from afford.schema.envelope import validate
 
 
 def _plan(path: Path) -> tuple[str, object]:
     """The plan's JSON, refused unless it is an ``afford.plan/1`` document (a certificate,
     ``null`` or a list is not a plan)."""
     label = f"--plan {path}"
-    doc = loads_json(read_text(path, label), label)
-    if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
-        raise InputError(f"{label}: not a plan (expected schema {PLAN_SCHEMA!r}; write one "
-                         "with afford plan --json)")
-    validate(doc, PlanResult, label)
+    doc = read_json(path, label)
+    read_plan(doc, label)
     return str(path), doc
 
 
@@ -69,7 +65,8 @@ def command(
         if plots_dir is not None:
             if not have_plots:
                 raise InputError(f"--plots-dir: {plots.MISSING_NOTE}")
-            plots.export(report.plots, plots_dir, overwrite=force)
+            plots.export(report.plots, ensure_folder(plots_dir, "--plots-dir"),
+                         overwrite=force)
         if target.suffix.lower() == ".md":
             href = os.path.relpath(plots_dir, target.parent or ".") if plots_dir else None
             text = markdown.render(report, plots_href=href)

@@ -17,10 +17,9 @@ from afford.report.memory import replay_tables, size_tables, tagged_json
 from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.schema.constants import load_constants
-from afford.units import MIN_FRACTION, UnitError, parse_count, parse_fraction
+from afford.units import MAX_DIM, MIN_FRACTION, UnitError, parse_fraction, whole
 
 
-MAX_DIM = 2**40  # a batch or sequence beyond this is no shape a device holds
 
 
 def command(
@@ -91,12 +90,9 @@ def command(
 
 def _positive_int(text: str, flag: str) -> int:
     try:
-        v = parse_count(text)
+        return whole(text, f"{flag} {text!r}", high=MAX_DIM)
     except UnitError as exc:
-        raise InputError(f"{flag} {text!r}: {exc}") from None
-    if v < 1 or v != int(v):
-        raise InputError(f"{flag} {text!r}: give a positive whole number")
-    return int(flag_number(f"{flag} {text!r}", v, low=1, low_open=False, high=MAX_DIM))
+        raise InputError(f"{exc} (give a positive whole number)") from None
 
 
 def _fraction(text: str, flag: str) -> float:

@@ -60,7 +60,7 @@ def split_shape_option(spec: str) -> tuple[str, int | None, int | None]:
 
 
 def _shape_option(opt: str) -> tuple[int | None, int | None]:
-    m = re.fullmatch(r"(?:b([1-9][0-9]*))?(?:s([1-9][0-9]*))?", opt.strip())
+    m = re.fullmatch(r"(?:b([1-9][0-9]{0,11}))?(?:s([1-9][0-9]{0,11}))?", opt.strip())
     if not opt or m is None:
         return None, None
     return (int(m.group(1)) if m.group(1) else None, int(m.group(2)) if m.group(2) else None)

@@ -150,11 +150,12 @@ def bound_verdict(fixed_share: float | None = None, utilisation_mean: float | No
         label = "undetermined"
         reasons.append("undetermined: needs the ladder (or NVML) and the arithmetic share")
     k, r, spread = growth if growth is not None else (None, None, None)
-    return BoundVerdict(label=label, reasons=reasons, fixed_share=share,
+    return BoundVerdict(label=label, reasons=reasons, fixed_share=_or_none(share),
                         failed_fixed_share=fixed_share if failed else None,
                         ladder_tokens_ratio=k, ladder_time_ratio=r, ladder_spread=spread,
-                        utilisation_mean=utilisation_mean,
-                        utilisation_low_share=utilisation_low_share, arithmetic_share=arithmetic)
+                        utilisation_mean=_or_none(utilisation_mean),
+                        utilisation_low_share=_or_none(utilisation_low_share),
+                        arithmetic_share=_or_none(arithmetic))
 
 
 def _growth(k: float, r: float, spread: float) -> tuple[bool | None, str]:
@@ -185,6 +186,11 @@ def _elimination(grows: bool, utilisation_mean: float | None) -> str:
 
 def _known(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
+
+
+def _or_none(x: float | None) -> float | None:
+    """A figure as the verdict keeps it: None where it is not known (NaN: not measured)."""
+    return x if _known(x) else None
 
 
 def _reasons(fixed_share, util_mean, util_low, arithmetic) -> list[str]:

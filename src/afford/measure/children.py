@@ -38,28 +38,31 @@ from typing import Any
 from afford.errors import InputError
 from afford.measure.timeline import mark
 from afford.measure.timing import TimingRule
+from afford.units import UnitError, bounded, parse_number
 
 Event = dict[str, Any]
 
 CHILD_TIMEOUT_SECONDS = 900.0  # silence (no event) after which a sweep child is stopped
 CHILD_TIMEOUT_ENV = "AFFORD_CHILD_TIMEOUT"
+MIN_CHILD_TIMEOUT = 1.0  # seconds: less would stop a child before it reported anything
+MAX_CHILD_TIMEOUT = 7 * 86400.0  # a week
 
 
 def child_timeout(default: float = CHILD_TIMEOUT_SECONDS) -> float:
-    """Seconds a sweep child may go without sending an event before the watchdog stops it:
-    ``AFFORD_CHILD_TIMEOUT`` when set (a positive number of seconds), else ``default``.
-    A value that is not one is an InputError (exit 2), before anything is measured."""
+    """Seconds a child of certify (sweep, probe, memory, audit, startup) may go without
+    sending an event before its watchdog stops it: ``AFFORD_CHILD_TIMEOUT`` when set, the
+    one setting every child honours, else ``default`` (each kind of child has its own).
+    A value that is not a number of seconds from :data:`MIN_CHILD_TIMEOUT` to a week is an
+    InputError (exit 2), before anything is measured: ``1e-320`` would stop every child
+    at once, ``1e99`` none ever."""
     text = os.environ.get(CHILD_TIMEOUT_ENV, "").strip()
     if not text:
         return default
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0.0 < value <= 7 * 86400.0):
-        raise InputError(f"{CHILD_TIMEOUT_ENV}={text!r}: give the seconds a child may go "
-                         "silent, a number in (0, 604800]")
-    return value
+        return bounded(parse_number(text, CHILD_TIMEOUT_ENV), CHILD_TIMEOUT_ENV,
+                       low=MIN_CHILD_TIMEOUT, high=MAX_CHILD_TIMEOUT, low_open=False)
+    except UnitError as exc:
+        raise InputError(f"{exc}: the seconds a child may go silent") from None
 
 
 def failure_text(who: str, rc: int | None, tail: str, timed_out: bool,
@@ -81,9 +84,32 @@ def child_order(items: list[dict], child: int) -> list[dict]:
     return order
 
 
+# Python 3.10 has no -P: the child starts through this bootstrap, which drops the entry
+# ``-c`` puts first on sys.path (``''``, the working folder), then runs the module as -m.
+_BOOTSTRAP = ("import runpy, sys; sys.path[:1] = [] if sys.path[:1] == [''] else "
+              "sys.path[:1]; runpy.run_module(sys.argv.pop(1), run_name='__main__', "
+              "alter_sys=True)")
+
+
+def python_command(module: str, args: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """``python -P -m MODULE ARGS``: every child afford spawns with ``sys.executable``
+    starts without the working folder on ``sys.path`` (issue 33: ``-m`` puts it first, so
+    a ``numpy.py`` left there ran in every measuring child). ``PYTHONPATH`` is honoured;
+    a user workload's folder is added by the child itself, and only for it
+    (:mod:`afford.user_code`). Python 3.10: the same through :data:`_BOOTSTRAP`."""
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", module, *args]
+    return [sys.executable, "-c", _BOOTSTRAP, module, *args]
+
+
 def child_env() -> dict[str, str]:
+    """The parent's environment, with its ``sys.path`` on ``PYTHONPATH`` (the same afford
+    and packages, as the GPU machine passes them) less the working folder, which the
+    parent's own start may have put there (``python -m afford``); the user's
+    ``PYTHONPATH`` is kept whole."""
     env = dict(os.environ)
-    paths = [p for p in sys.path if p]
+    here = os.path.realpath(os.getcwd())
+    paths = [p for p in sys.path if p and os.path.realpath(p) != here]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
@@ -104,7 +130,7 @@ class Spawned:
         self.overlapped = overlapped
         self.early = False  # spawned by the console script, before the parent's imports
         self.spawn_wall = time.time()
-        self.proc = subprocess.Popen([sys.executable, "-m", module] + list(args or []),
+        self.proc = subprocess.Popen(python_command(module, list(args or [])),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.err, text=True, env=env or child_env())
 
@@ -250,7 +276,7 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
         if event["event"] == "start":
             event.update(spawn_wall=kid.spawn_wall, overlapped=kid.overlapped,
                          early=getattr(kid, "early", False),
-                         process_seconds=event["ready_wall"] - kid.spawn_wall)
+                         process_seconds=max(0.0, event["ready_wall"] - kid.spawn_wall))
         if event["event"] == "point":
             results[event["key"]] = event
         elif event["event"] == "device":  # the point's device side, profiled after the job
@@ -279,13 +305,16 @@ def remeasure(results: dict[str, Event], items: list[dict], child: int, **kw) ->
     """Time once more, in a fresh child, the points child ``child`` left unfinished (it died
     or the watchdog stopped it; a point that failed by itself, OOM included, is a reading
     and stays); the fresh child's records (``round="remeasure"``) replace the dead ones in
-    ``results``. Once only: a point that fails again keeps that error."""
+    ``results``, each saying whose it replaced and why (``replaced``: the certificate
+    names that child in its failures). Once only: a point that fails again keeps that
+    error."""
     dead = [it for it in child_order(items, child) if results.get(it["key"], {}).get("died")]
     if not dead:
         return
     again = run_child(child, dead, **kw)
     for key, event in again.items():
         event["record"]["round"] = "remeasure"
+        event["record"]["replaced"] = results[key]["record"].get("error")
         results[key] = event
 
 

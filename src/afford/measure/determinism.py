@@ -32,7 +32,7 @@ from typing import Any, TextIO
 import torch
 
 from afford.measure.child import error_text
-from afford.measure.children import child_env
+from afford.measure.children import child_env, child_timeout, python_command
 from afford.measure.env import cpu_model
 from afford.measure.step_capture import StageError, bitwise_equal, capture_step, max_abs_delta
 from afford.measure.timing import TimingRule, time_point
@@ -253,11 +253,14 @@ def child_environment(deterministic: bool) -> dict[str, str]:
     return env
 
 
-def run_child(job: dict, timeout: float = CHILD_TIMEOUT_SECONDS) -> tuple[list[dict], str]:
-    """Run one audit child; its events, and the tail of its stderr when it failed."""
+def run_child(job: dict, timeout: float | None = None) -> tuple[list[dict], str]:
+    """Run one audit child; its events, and the tail of its stderr when it failed. It is
+    stopped after ``timeout`` (default :func:`~afford.measure.children.child_timeout` with
+    :data:`CHILD_TIMEOUT_SECONDS`)."""
+    timeout = child_timeout(CHILD_TIMEOUT_SECONDS) if timeout is None else timeout
     env = child_environment(bool(job["deterministic"]))
     try:
-        proc = subprocess.run([sys.executable, "-m", "afford.measure.determinism"],
+        proc = subprocess.run(python_command("afford.measure.determinism"),
                               input=json.dumps(job), capture_output=True, text=True,
                               env=env, timeout=timeout)
         stdout, rc, err = proc.stdout, proc.returncode, proc.stderr
@@ -307,7 +310,8 @@ def _lost(item: dict, deterministic: bool, repeats: int, why: str) -> dict:
             "deterministic": deterministic, "repeats": repeats, "stage": "child",
             "not_executable": {"what": f"{item['workload']} at {item['value']}, "
                                        f"deterministic mode {flag}",
-                               "reason": why or "the audit child gave no result"}}
+                               "reason": why or "the audit child gave no result",
+                               "failed": bool(why)}}
 
 
 if __name__ == "__main__":

@@ -227,12 +227,18 @@ def spawn_memory_child(device: str, overlapped: bool = False, stagger: float = 0
 
 def run_memory_child(items: list[dict], *, device: str, device_class: str, seed: int,
                      on_event: Callable[[dict], None] = lambda e: None,
-                     timeout: float = CHILD_TIMEOUT_SECONDS, spawned=None) -> dict[str, dict]:
+                     timeout: float | None = None, spawned=None,
+                     failures: list[str] | None = None) -> dict[str, dict]:
     """Run the child over ``items`` (each with key, workload, mode, shape, steps); return
-    each item's record by key. Items the child did not finish get an error record.
-    ``spawned``: the child started ahead (:func:`spawn_memory_child`); else started now."""
+    each item's record by key. Items the child did not finish get an error record, and
+    ``failures`` (when given) the line saying how the child ended (it died, or the watchdog
+    stopped it after ``timeout``, default :func:`~afford.measure.children.child_timeout`
+    with :data:`CHILD_TIMEOUT_SECONDS`). ``spawned``: the child started ahead
+    (:func:`spawn_memory_child`); else started now."""
     job = {"device": device, "device_class": device_class, "seed": seed, "items": items}
-    from afford.measure.children import exchange, failure_text
+    from afford.measure.children import child_timeout, exchange, failure_text
+
+    timeout = child_timeout(CHILD_TIMEOUT_SECONDS) if timeout is None else timeout
 
     records: dict[str, dict] = {}
 
@@ -241,11 +247,14 @@ def run_memory_child(items: list[dict], *, device: str, device_class: str, seed:
             records[event["key"]] = event["record"]
         on_event({**event, "child": "memory"})
 
-    rc, tail, timed_out = exchange(spawned or spawn_memory_child(device), job, take, timeout)
+    rc, tail, timed_out = exchange(spawned or spawn_memory_child(device), job, take, timeout,
+                                   idle=True)
     if rc != 0 or len(records) < len(items):
         why = failure_text("the memory child", rc, tail, timed_out, timeout)
         for it in items:
             records.setdefault(it["key"], {"error": why})
+        if failures is not None:
+            failures.append(why)
     return records
 
 

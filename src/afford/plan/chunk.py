@@ -100,7 +100,10 @@ def projected_reserved(allocated: Tagged | None, ratio: Tagged,
 
 
 def budget_share(projected: Tagged | None, budget: Tagged) -> Tagged | None:
-    if projected is None:
+    """projected reserved / budget; None where there is no projection or no budget to
+    share (a budget of 0 bytes: the inputs are bounded so that none is, see
+    :data:`~afford.units.MIN_DEVICE_BYTES`)."""
+    if projected is None or num(budget) <= 0:
         return None
     return derive(num(projected) / num(budget), "ratio", "projected reserved / budget",
                   projected, budget)

@@ -49,7 +49,8 @@ from afford.provenance import (SHARE, Tag, Tagged, assumed, fitted, inherited, m
                                run_label)
 from afford.schema.cert import Certificate
 from afford.schema.sizes import SizesSection
-from afford.units import UnitError, bounded, format_count, format_duration, parse_count
+from afford.units import (MAX_DIM, UnitError, bounded, format_count, format_duration,
+                          parse_count, whole)
 
 LADDER_SCHEMA = "afford.ladder/1"
 DEFAULT_PARAMS = "7.5M,20M,124M,1B"
@@ -88,11 +89,17 @@ def parse_entries(text: str) -> list[Entry]:
 
 
 def _shape(item: str, text: str) -> tuple[int, int, int | None]:
+    """``d768L12H12`` -> (768, 12, 12): whole numbers from 1 to 2**40 each."""
     m = re.fullmatch(r"d([0-9]+)L([0-9]+)(?:H([0-9]+))?", text)
-    if not m or int(m.group(1)) <= 0 or int(m.group(2)) <= 0 or m.group(3) == "0":
+    try:
+        dims = [whole(g, "a dimension", high=MAX_DIM) if g is not None else None
+                for g in m.groups()] if m else None
+    except UnitError:
+        dims = None
+    if dims is None:
         raise InputError(f"--params {item!r}: write a shape as N:d<width>L<layers>[H<heads>], "
-                         "e.g. 124M:d768L12H12")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else None
+                         "e.g. 124M:d768L12H12 (each a whole number from 1 to 2**40)")
+    return dims[0], dims[1], dims[2]
 
 
 class LadderRow(_Frozen):

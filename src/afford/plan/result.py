@@ -12,7 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from afford.errors import InputError
 from afford.provenance import Tagged
+from afford.schema.envelope import validate
+from afford.units import MIN_FRACTION, UnitError, bounded
 
 PLAN_SCHEMA = "afford.plan/1"
 VERDICT_SCHEMA = "afford.preflight/1"
@@ -252,3 +255,42 @@ class Verdict(_Frozen):
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=1) + "\n"
+
+
+def read_plan(doc: object, label: str) -> PlanResult:
+    """An ``afford.plan/1`` document read from a file (``afford report --plan``, ``afford
+    milestones --plan``): its schema, then every figure one a plan can hold (issue 33): a
+    number not negative (a plan computes no negative time, size, count or share), the
+    memory budget's fraction in [1e-6, 1], one row of the chunk table the run's exactly
+    when there is a run. InputError naming ``label`` and the figure
+    otherwise: a hand-edited fraction of 1e40 is refused here, not rendered."""
+    if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
+        raise InputError(f"{label}: not a plan (expected schema {PLAN_SCHEMA!r}; write one "
+                         "with afford plan --json)")
+    plan = validate(doc, PlanResult, label)
+    runs = sum(r.is_run for r in plan.rows)
+    if runs != (plan.run is not None):
+        raise InputError(f"{label}: {runs} rows are the run's, with "
+                         f"{'a' if plan.run else 'no'} run section; not a plan afford plan "
+                         "writes (one run row exactly when there is a run)")
+    try:
+        for where, t in _figures(plan, ""):
+            if isinstance(t.value, (int, float)) and not isinstance(t.value, bool):
+                low = MIN_FRACTION if where == "memory.fraction" else 0.0
+                high = 1.0 if where == "memory.fraction" else float("inf")
+                bounded(t.value, where, low=low, high=high, low_open=False)
+    except UnitError as exc:
+        raise InputError(f"{label}: {exc}; not a figure afford plan computes") from None
+    return plan
+
+
+def _figures(obj: object, where: str):
+    """(dotted path, figure) of every :class:`Tagged` in ``obj``, a model of this module."""
+    if isinstance(obj, Tagged):
+        yield where, obj
+    elif isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            yield from _figures(getattr(obj, name), f"{where}.{name}" if where else name)
+    elif isinstance(obj, tuple):
+        for i, x in enumerate(obj):
+            yield from _figures(x, f"{where}[{i}]")

@@ -11,7 +11,6 @@ section 3, rule 8), and the file says so at the top and in every figure.
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -19,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from afford.provenance import Tagged
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
-from afford.units import parse_count
+from afford.schema.quantities import (Bytes, Capacity, Count, Dim, Duration, Ratio,
+                                      Timestamp)
+from afford.units import MAX_COUNT, UnitError, whole
 
 BARS_SCHEMA = "afford.bars/1"
 LADDER_SCHEMA = "afford.milestones/1"
@@ -41,7 +42,7 @@ class DataRef(_Model):
 
     path: str = Field(description="as given on the command line")
     sha256: Sha256
-    size_bytes: int = Field(ge=0)
+    size_bytes: Bytes
     pinned: bool
     manifest: str | None = Field(None, description="the manifest looked up")
     source: str | None = Field(None, description="the manifest's name for these data")
@@ -51,13 +52,13 @@ class WindowRef(_Model):
     """The held-out window: where, how long, its hash, and how it was cut."""
 
     sha256: Sha256
-    offset_bytes: int = Field(ge=0)
-    length_bytes: int = Field(gt=0)
+    offset_bytes: Bytes
+    length_bytes: Capacity
     spec: str = Field(description="the --heldout spec as given")
     cut: Literal["fixed bytes", "eval_batches x batch x seq_len"]
-    eval_batches: int | None = None
-    batch: int | None = None
-    seq_len: int | None = None
+    eval_batches: Dim | None = None
+    batch: Dim | None = None
+    seq_len: Dim | None = None
     arithmetic: str = Field(description="e.g. '10 x 10 x 1024 = 102,400 bytes'")
     bytes_path: str | None = Field(None, description="where the window's bytes were written "
                                    "(afford bars --window-out): what a trainer evaluates on")
@@ -72,22 +73,22 @@ class WindowRef(_Model):
 
 
 class OrderHashing(_Model):
-    order: int
-    slots: int
+    order: Dim
+    slots: Count
     direct: bool = Field(description="indexed by the gram itself: exact")
-    occupied: int
-    occurrences: int = Field(description="grams of this order in the training part")
-    dropped: int = Field(description="occurrences not counted: their slot had another owner")
-    dropped_share: float
+    occupied: Count
+    occurrences: Count = Field(description="grams of this order in the training part")
+    dropped: Count = Field(description="occurrences not counted: their slot had another owner")
+    dropped_share: Ratio
 
 
 class Counting(_Model):
     """How the training part was counted."""
 
     method: Literal["exact", "streaming"]
-    seconds: float = Field(description="wall time of counting (not scoring)")
-    buckets: int | None = Field(None, description="streaming: slots per hashed order")
-    table_bytes: int | None = None
+    seconds: Duration = Field(description="wall time of counting (not scoring)")
+    buckets: Dim | None = Field(None, description="streaming: slots per hashed order")
+    table_bytes: Bytes | None = None
     hashing: list[OrderHashing] = []
     approximation: str | None = Field(None, description="streaming: what hashing changes")
 
@@ -99,10 +100,10 @@ class Bar(_Model):
     smoothing: Literal["kneser-ney", "add-k"]
     bpb: Tagged
     window_sha256: Sha256
-    bits: float = Field(ge=0)
-    bytes_scored: int = Field(gt=0)
-    discounts: list[float] = Field([], description="Kneser-Ney: D per level 1..order")
-    k: float | None = Field(None, description="add-k: the k")
+    bits: Ratio
+    bytes_scored: Capacity
+    discounts: list[Ratio] = Field([], description="Kneser-Ney: D per level 1..order")
+    k: Ratio | None = Field(None, description="add-k: the k")
     warnings: list[str] = []
 
     @field_validator("bpb")
@@ -119,13 +120,13 @@ class Bar(_Model):
 
 class BarsFile(Envelope):
     schema_id: Literal["afford.bars/1"] = Field(BARS_SCHEMA, alias="schema")
-    created_at: datetime
+    created_at: Timestamp
     afford_version: str
     command: str
     data: DataRef
     window: WindowRef
-    train_bytes: int = Field(gt=0)
-    train_segments: list[tuple[int, int]] = Field(description="(offset, length) outside the "
+    train_bytes: Capacity
+    train_segments: list[tuple[Bytes, Bytes]] = Field(description="(offset, length) outside the "
                                                   "window; no n-gram spans the window")
     counting: Counting
     provisional: bool = Field(description="the data are not pinned: every bar is provisional")
@@ -169,10 +170,10 @@ def save_bars(doc: BarsFile, path: str | Path, *, overwrite: bool) -> Path:
 def _count(v):
     if v is None:
         return v
-    n = parse_count(v)
-    if n <= 0:
-        raise ValueError(f"{v!r} is not a positive count")
-    return int(n)
+    try:
+        return whole(v, "a count", low=1, high=MAX_COUNT)
+    except UnitError as exc:
+        raise ValueError(f"{exc} (a positive whole count, e.g. 7.5M)") from None
 
 
 class Rung(_Model):
@@ -223,18 +224,11 @@ class EvalReading(_Model):
     """One eval reading of a run: step index, tokens seen, BPB, and the window it was on."""
 
     run: str = Field(min_length=1)
-    step: int = Field(ge=0)
-    tokens: int = Field(gt=0)
-    bpb: float = Field(gt=0)
+    step: Count
+    tokens: Dim
+    bpb: Ratio = Field(gt=0)
     window: WindowId
     source: str = Field(description="where it was read: ledger id or log file:line")
-
-    @field_validator("bpb")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("a BPB reading is a finite number")
-        return v
 
 
 class RungResult(_Model):

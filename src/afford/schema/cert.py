@@ -7,12 +7,10 @@ derived from them and stored beside them for convenience; they are re-derivable.
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
-                      PositiveInt, model_validator)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from afford.io import write_or_rescue
 from afford.schema.determinism import DeterminismSection, GatesSection
@@ -25,6 +23,7 @@ from afford.schema.point import Point
 from afford.schema.probes import ProbesSection
 from afford.schema.sizes import SizesSection
 from afford.schema.time import CertTimeVerdict, HostLoad, WorkloadTime
+from afford.schema.quantities import Count, DeviceMemory, Dim, Duration, Ratio, Timestamp
 
 CERT_SCHEMA = "afford.cert/1"
 
@@ -39,21 +38,21 @@ class Environment(_Model):
     device_type: Literal["cuda", "cpu"]
     device_name: str
     device_class: Literal["cpu", "small-gpu", "large-gpu"]
-    device_index: int | None = None
+    device_index: Count | None = None
     compute_capability: str | None = None
-    device_memory_bytes: PositiveInt | None = Field(
+    device_memory_bytes: DeviceMemory | None = Field(
         None, description="CUDA: total memory of the card; CPU: MemTotal of the host")
-    multiprocessors: PositiveInt | None = None
+    multiprocessors: Dim | None = None
     driver_version: str | None = None
     cpu_model: str | None = None
-    cpu_count: PositiveInt | None = None
+    cpu_count: Dim | None = None
     hostname: str | None = None
     os: str
     python_version: str
     torch_version: str
     cuda_version: str | None = None
     cudnn_version: str | None = None
-    torch_num_threads: PositiveInt
+    torch_num_threads: Dim
     tf32_matmul: bool | None = Field(None, description="torch.backends.cuda.matmul.allow_tf32")
     tf32_cudnn: bool | None = Field(None, description="torch.backends.cudnn.allow_tf32")
     float32_matmul_precision: str
@@ -63,10 +62,10 @@ class Environment(_Model):
     git_dirty: bool | None = None
     afford_version: str
     command: str
-    started_at: datetime
-    ended_at: datetime | None = None
-    elapsed_seconds: NonNegativeFloat | None = None
-    stage_seconds: dict[str, NonNegativeFloat] = Field(
+    started_at: Timestamp
+    ended_at: Timestamp | None = None
+    elapsed_seconds: Duration | None = None
+    stage_seconds: dict[str, Duration] = Field(
         {}, description="wall seconds (host clock) by stage: 'setup' (environment and "
         "plan), 'sweep', then each stage after it in order")
 
@@ -78,19 +77,19 @@ class Protocol(_Model):
     handle) unless the child is listed in ``prewarmed_children``."""
 
     precision: Literal["full", "adaptive", "quick"]
-    children: PositiveInt
-    warmup_steps: NonNegativeInt
-    warmup_seconds: NonNegativeFloat
-    min_timed_steps: NonNegativeInt
-    floor_seconds: NonNegativeFloat
-    max_floor_seconds: NonNegativeFloat
-    target_rel_precision: NonNegativeFloat
+    children: Dim
+    warmup_steps: Count
+    warmup_seconds: Duration
+    min_timed_steps: Count
+    floor_seconds: Duration
+    max_floor_seconds: Duration
+    target_rel_precision: Ratio
     confidence: float = 0.95
     clock: str
     order: str = "each child times every point in its own shuffled order (seed = child index)"
     point_value: str = "median over children of each child's median of timed warm steps"
     seed: int = 0
-    prewarmed_children: list[int] = Field(
+    prewarmed_children: list[Count] = Field(
         [], description="children spawned ahead on CUDA that created their CUDA context and "
         "cuBLAS handle before their first point: their step 0 excludes CUDA context creation "
         "(the probes' startup figures measure it); child 0 is never pre-warmed")
@@ -106,6 +105,10 @@ class Protocol(_Model):
 class WorkloadResult(_Model):
     name: str
     source: str = Field(description="'builtin' or the user's pkg.module:factory")
+    import_folder: str | None = Field(
+        None, description="a user workload imported from the working folder: the folder "
+        "afford and its children added to sys.path (at its end) for it, and only for it; "
+        "None: built in, installed or on PYTHONPATH")
     description: str = ""
     mode: Literal["fp32", "bf16", "fp16"]
     sweep_param: str

@@ -11,7 +11,8 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from afford.schema.quantities import Extent, Seconds
 
 
 class LawFit(BaseModel):
@@ -66,7 +67,7 @@ _FORM_PARAMS = {"power": ("a", "b"), "floor_power": ("F", "c", "b"), "linear_flo
 class Excluded(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
 
-    value: float
+    value: Extent
     reason: str
 
 
@@ -76,10 +77,10 @@ class ThroughputLaw(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
 
     x_name: str
-    x: list[PositiveFloat]
-    seconds: list[PositiveFloat]
-    x_min: PositiveFloat
-    x_max: PositiveFloat
+    x: list[Extent]
+    seconds: list[Seconds]
+    x_min: Extent
+    x_max: Extent
     power: LawFit
     floor_power: LawFit | None = None
     chosen: Literal["power", "floor_power"]

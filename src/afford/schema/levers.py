@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from afford.provenance import NotExecutable
 from afford.schema.laws import LawFit
 from afford.schema.point import Point
+from afford.schema.quantities import Dim, Flops, Ratio, Timestamp
 
 
 class _Model(BaseModel):
@@ -48,26 +49,26 @@ class Lever(_Model):
     metric: Literal["step_seconds", "tokens_per_second"] = Field(
         description="step_seconds: speedup = t_A / t_B; tokens_per_second: (tok_B / t_B) / "
         "(tok_A / t_A)")
-    per_child: list[float] = Field([], description="speedup within each child (A and B "
+    per_child: list[Ratio] = Field([], description="speedup within each child (A and B "
                                    "timed in the same process)")
-    speedup: float | None = Field(None, description="median over children")
-    speedup_min: float | None = None
-    speedup_max: float | None = None
+    speedup: Ratio | None = Field(None, description="median over children")
+    speedup_min: Ratio | None = None
+    speedup_max: Ratio | None = None
     not_executable: NotExecutable | None = None
 
 
 class LeverRun(_Model):
     workload: str
-    value: int = Field(description="the sweep value the workload was built at")
-    shape: dict[str, int] = {}
+    value: Dim = Field(description="the sweep value the workload was built at")
+    shape: dict[str, Dim] = {}
     mode: Literal["fp32", "bf16", "fp16"] = Field(description="the base variant's mode")
-    flops_per_step: float | None = Field(None, description="base variant, counted")
+    flops_per_step: Flops | None = Field(None, description="base variant, counted")
     flops_source: str | None = None
     variants: list[LeverVariant]
     levers: list[Lever]
     batch_law: LawFit | None = Field(None, description="t = F + c * tokens over batch x1, "
                                      "x2, x4 (docs/DESIGN.md section 4: the batch ladder)")
-    fixed_share: float | None = Field(None, description="F / t at batch x1: large means "
+    fixed_share: Ratio | None = Field(None, description="F / t at batch x1: large means "
                                       "launch-bound")
     warnings: list[str] = []
 
@@ -75,9 +76,9 @@ class LeverRun(_Model):
 class LeversSection(_Model):
     device_name: str
     torch_version: str
-    started_at: datetime
+    started_at: Timestamp
     command: str
     precision: Literal["full", "adaptive", "quick"]
-    children: int
+    children: Dim
     clock: str
     runs: list[LeverRun]

@@ -18,11 +18,12 @@ import zlib
 from array import array
 from typing import Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
-                      PositiveFloat, PositiveInt)
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
 from afford.provenance import NotExecutable
 from afford.units import format_bytes
+from afford.schema.quantities import (Bytes, ByteFigure, Count, DeviceMemory, Dim, Duration,
+                                      Fraction, Ratio)
 
 Form = Literal["states_measured", "states_plus_fixed"]
 Role = Literal["warmup", "base", "seq", "batch", "corner", "heldout-interpolated",
@@ -62,7 +63,7 @@ class MemoryFit(BaseModel):
         None, description="the smallest leave-one-out max of the forms not chosen")
     candidates: dict[str, float] = Field(
         {}, description="leave-one-out max of every form tried, by form name")
-    n_points: int
+    n_points: Count
 
     @property
     def name(self) -> str:
@@ -115,16 +116,16 @@ class DefaultVerdict(BaseModel):
     citation: str
     default_value: float | None = None
     fitted_value: float | None = None
-    target: dict[str, int]
+    target: dict[str, Dim]
     fitted_bytes: float
     default_bytes: float
     effect: float
     tolerance: float
     status: Literal["CONFIRMED", "WRONG"]
     direction: Literal["optimistic", "pessimistic"] | None = None
-    budget_bytes: float | None = None
-    max_batch_fitted: int | None = None
-    max_batch_default: int | None = None
+    budget_bytes: ByteFigure | None = None
+    max_batch_fitted: Count | None = None
+    max_batch_default: Count | None = None
     consequence: str
 
 
@@ -181,33 +182,33 @@ class MemoryShape(_Model):
 
     key: str
     role: Role
-    shape: dict[str, int] = Field(description="the workload's own shape keys")
-    dims: dict[str, int] = Field(description="B, s, d, L, H of the memory law")
-    params: NonNegativeInt | None = Field(None, description="trainable parameters")
-    frozen_params: NonNegativeInt | None = Field(None, description="parameters not trained; "
+    shape: dict[str, Dim] = Field(description="the workload's own shape keys")
+    dims: dict[str, Dim] = Field(description="B, s, d, L, H of the memory law")
+    params: Count | None = Field(None, description="trainable parameters")
+    frozen_params: Count | None = Field(None, description="parameters not trained; "
                                                  "None: not counted (older certificates)")
-    frozen_bytes: NonNegativeInt | None = Field(
+    frozen_bytes: Bytes | None = Field(
         None, description="the frozen parameters' weights, counted storage by storage (part "
         "of states_bytes)")
-    states_bytes: NonNegativeInt | None = Field(
+    states_bytes: Bytes | None = Field(
         None, description="weights + gradients + optimizer state after the loop, counted "
         "tensor by tensor (each storage once)")
-    steps: int = 0
-    allocated_by_step: list[NonNegativeInt] = Field(
+    steps: Count = 0
+    allocated_by_step: list[Bytes] = Field(
         [], description="CUDA: max_memory_allocated after each step (cumulative)")
-    reserved_by_step: list[NonNegativeInt] = Field(
+    reserved_by_step: list[Bytes] = Field(
         [], description="CUDA: max_memory_reserved after each step (cumulative)")
-    rss_by_step: list[NonNegativeInt] = Field([], description="CPU: peak RSS after each step "
+    rss_by_step: list[Bytes] = Field([], description="CPU: peak RSS after each step "
                                               "(cumulative)")
-    baseline_rss_bytes: NonNegativeInt | None = Field(None, description="CPU: RSS before the "
+    baseline_rss_bytes: Bytes | None = Field(None, description="CPU: RSS before the "
                                                       "build")
-    swap_bytes: NonNegativeInt | None = None
-    resting_allocated_bytes: NonNegativeInt | None = Field(
+    swap_bytes: Bytes | None = None
+    resting_allocated_bytes: Bytes | None = Field(
         None, description="CUDA: memory_allocated after the loop (states, data, workspaces)")
     memory_source: str | None = None
     trace: AllocTrace | None = Field(None, description="CUDA: the allocator's history, "
                                      "recorded at the traced shapes")
-    wall_seconds: float | None = None
+    wall_seconds: Duration | None = None
     oom: bool = False
     error: str | None = None
 
@@ -233,13 +234,13 @@ class HeldOut(_Model):
     """A shape measured but not fitted: how good the law's prediction was there."""
 
     role: Role
-    dims: dict[str, int]
-    params: int
+    dims: dict[str, Dim]
+    params: Count
     extrapolated: bool
-    measured_bytes: float = Field(description="allocated (CUDA) or RSS increment (CPU)")
+    measured_bytes: ByteFigure = Field(description="allocated (CUDA) or RSS increment (CPU)")
     predicted_bytes: float
     error: float = Field(description="predicted / measured - 1")
-    measured_reserved_bytes: float | None = None
+    measured_reserved_bytes: ByteFigure | None = None
     predicted_reserved_bytes: float | None = None
     reserved_error: float | None = None
     formulas: dict[str, float] = Field(
@@ -264,11 +265,11 @@ class ReplayCheck(_Model):
     history synthesised from the traced ones (prediction), with the law beside it."""
 
     role: Role
-    B: int
-    s: int
+    B: Dim
+    s: Dim
     tokens_over_traced: float = Field(description="B*s over the largest traced shape's")
-    measured_allocated_bytes: float
-    measured_reserved_bytes: float
+    measured_allocated_bytes: ByteFigure
+    measured_reserved_bytes: ByteFigure
     replay_allocated_bytes: float
     replay_reserved_bytes: float
     allocated_error: float = Field(description="replay / measured - 1")
@@ -291,19 +292,19 @@ class MemoryBreakdownRecord(_Model):
     block classed by its lifetime (:mod:`afford.fit.breakdown`), plus the allocator's slack
     (reserved - allocated then). Bytes as the allocator counts them (whole blocks)."""
 
-    B: int
-    s: int
+    B: Dim
+    s: Dim
     expandable: bool
     source: str = Field(description="'recorded' (the traced history) or 'synthesised'")
-    allocated_bytes: int
-    reserved_bytes: int = Field(description="reserved at the allocated peak")
-    peak_reserved_bytes: int
-    parameters_bytes: int
-    workspaces_bytes: int
-    optimizer_state_bytes: int
-    gradients_bytes: int
-    activations_bytes: int
-    temporaries_bytes: int
+    allocated_bytes: Bytes
+    reserved_bytes: Bytes = Field(description="reserved at the allocated peak")
+    peak_reserved_bytes: Bytes
+    parameters_bytes: Bytes
+    workspaces_bytes: Bytes
+    optimizer_state_bytes: Bytes
+    gradients_bytes: Bytes
+    activations_bytes: Bytes
+    temporaries_bytes: Bytes
     slack_bytes: int
 
     def classes(self) -> dict[str, int]:
@@ -315,11 +316,11 @@ class ReplayModel(_Model):
     caching allocator (issue 20): validated at the traced shapes, compared with the law at
     the held-out ones. Derived from the traced shapes' :class:`AllocTrace` records."""
 
-    traced: list[tuple[int, int]] = Field(description="(B, s) traced, reference first")
+    traced: list[tuple[Dim, Dim]] = Field(description="(B, s) traced, reference first")
     alloc_conf: str = Field("", description="PYTORCH_CUDA_ALLOC_CONF the traces ran under")
     expandable: bool = Field(False, description="the traces ran with expandable segments")
     validation: list[ReplayCheck] = Field(description="each traced history replayed")
-    tolerance: float = Field(description="validation passes within this relative error")
+    tolerance: Ratio = Field(description="validation passes within this relative error")
     trusted: bool = Field(description="validated: every traced shape within tolerance")
     heldout: list[ReplayCheck] = []
     better: Literal["replay", "law"] | None = Field(
@@ -334,7 +335,7 @@ class ReplayModel(_Model):
         None, description="at the base shape's recorded peak, native allocator")
     size_laws: dict[str, int] = Field({}, description="slots per size basis (and inexact, "
                                       "capped, interpolated, ambiguous)")
-    fit_seconds: float = 0.0
+    fit_seconds: Duration = 0.0
     warnings: list[str] = []
 
 
@@ -349,8 +350,8 @@ class MemoryLaw(_Model):
         "(Workload.attention): decides whether the law has an s^2 term and which variant "
         "of Korthikanti's formula applies; None: not declared, or not attention")
     dim_keys: dict[str, str] = Field(description="law dim -> the workload's shape key")
-    base_shape: dict[str, int]
-    base_dims: dict[str, int]
+    base_shape: dict[str, Dim]
+    base_dims: dict[str, Dim]
     ranges: dict[str, list[float]] = Field(
         description="[min, max] over the fitted shapes of B, s, B*s and B*s^2")
     bytes_per_param: NonNegativeFloat = Field(
@@ -383,15 +384,15 @@ class MemoryLaw(_Model):
 class MemorySection(_Model):
     """What the memory stage measured and fitted."""
 
-    steps_per_shape: int
-    budget_fraction: float = Field(gt=0.0, le=1.0,
+    steps_per_shape: Count
+    budget_fraction: Fraction = Field(gt=0.0, le=1.0,
                                    description="share of device memory plans may use")
-    tolerance: NonNegativeFloat = Field(description="verdict tolerance on the predicted peak")
+    tolerance: Ratio = Field(description="verdict tolerance on the predicted peak")
     targets: dict[str, float] = Field(description="held-out accuracy aimed for, by quantity")
-    device_memory_bytes: PositiveInt | None = None
+    device_memory_bytes: DeviceMemory | None = None
     laws: list[MemoryLaw] = []
     not_executable: list[NotExecutable] = []
-    wall_seconds: float
+    wall_seconds: Duration
     alloc_conf: str | None = Field(None, description="PYTORCH_CUDA_ALLOC_CONF of the child "
                                    "(CUDA; '' when unset)")
     warnings: list[str] = []

@@ -20,15 +20,15 @@ import re
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from afford.constants import DATA, MEMORY_FRACTION, MEMORY_FRACTION_REASON, check_fraction
 from afford.errors import InputError
 from afford.io import STDIN, loads_toml, read_toml
 from afford.provenance import Tagged, assumed, inherited
 from afford.schema.envelope import validate
-from afford.units import (MAX_BYTES, MAX_SECONDS, bounded, parse_bytes, parse_duration,
-                          parse_fraction)
+from afford.units import (MAX_BYTES, MAX_SECONDS, MIN_DEVICE_BYTES, MIN_SECONDS, bounded,
+                          parse_bytes, parse_duration, parse_fraction)
 
 PLATFORM_SCHEMA = "afford.platform/1"
 DEFAULT_MARGIN_REASON = ("afford's default margin: one hour before the session cap for "
@@ -48,6 +48,13 @@ class Figure(_Model):
     value: str | float | int
     cite: str | None = Field(None, min_length=1, description="where the figure comes from")
     assumed: str | None = Field(None, min_length=1, description="why it is assumed")
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _not_a_bool(cls, v: object) -> object:
+        if isinstance(v, bool):  # before pydantic reads true as 1
+            raise ValueError(f"{v!r} is not a quantity")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> "Figure":
@@ -71,8 +78,6 @@ class Figure(_Model):
                 allowed = " or ".join(f"'{s}'" for s in self.sentinels) or "a quantity"
                 raise ValueError(f"'{self.sentinel}' is not allowed here (give {allowed})")
             return None
-        if isinstance(self.value, bool):
-            raise ValueError(f"{self.value!r} is not a quantity")
         value = _PARSE[self.kind](self.value)
         _check_range(self.kind, value)
         return value
@@ -105,13 +110,17 @@ class Duration(Figure):
 
 
 class _Positive(Figure):
-    """A figure something is divided by: zero is refused (give 'none' for no limit)."""
+    """A figure something is divided by: zero is refused (give 'none' for no limit), and so
+    is a duration under a nanosecond (:data:`~afford.units.MIN_SECONDS`), whose shares leave
+    the floats."""
 
     def si(self) -> float | None:
         v = super().si()
-        if v is not None and v <= 0:
-            raise ValueError(f"{self.value!r} must be positive (give 'none' or 'unknown' for "
-                             "no limit or an unknown one, where allowed)")
+        least = MIN_SECONDS if self.kind == "duration" else 1
+        if v is not None and v < least:
+            raise ValueError(f"{self.value!r} must be positive (at least {least:g} "
+                             f"{'s' if self.kind == 'duration' else 'byte'}; give 'none' or "
+                             "'unknown' for no limit or an unknown one, where allowed)")
         return v
 
 
@@ -128,6 +137,18 @@ class Quota(_Positive):
 class Size(_Positive):
     kind: ClassVar[str] = "bytes"
     sentinels: ClassVar[tuple[str, ...]] = ("unknown",)
+
+
+class DeviceMemory(Size):
+    """A device's memory: a mebibyte at least (:data:`~afford.units.MIN_DEVICE_BYTES`), so
+    that a budget of any fraction of it holds a byte."""
+
+    def si(self) -> float | None:
+        v = super().si()
+        if v is not None and v < MIN_DEVICE_BYTES:
+            raise ValueError(f"{self.value!r} is not a device's memory (at least "
+                             f"{MIN_DEVICE_BYTES} bytes, a mebibyte)")
+        return v
 
 
 class Fraction(Figure):
@@ -149,7 +170,7 @@ class Device(_Model):
     match: str | None = Field(None, min_length=1, description="a word (or words) that a "
                               "certificate's device name must contain; default: name")
     count: int = Field(1, ge=1, description="devices on the platform (a plan uses one)")
-    memory: Size | None = Field(None, description="memory of one device; default: the "
+    memory: DeviceMemory | None = Field(None, description="memory of one device; default: the "
                                 "certificate's measured figure")
 
     @property

@@ -8,17 +8,12 @@ are each one :class:`Point`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
-                      PositiveInt)
+from afford.schema.quantities import Bytes, Count, Dim, Duration, Flops, Ratio, Seconds
 
-from afford.units import MAX_SECONDS
-
-
-# A step time afford accepts: positive and at most a century (afford.units.MAX_SECONDS);
-# beyond it the plan's arithmetic (failure model exponentials) leaves the floats.
-Seconds = Annotated[float, Field(gt=0.0, le=MAX_SECONDS)]
+# A step time afford accepts: from a nanosecond to a century (afford.units); beyond it the
+# plan's arithmetic (failure model exponentials) leaves the floats.
 
 
 class _Model(BaseModel):
@@ -33,11 +28,11 @@ class StepFlops(_Model):
     When counting failed, every count is ``None`` and ``error`` says why: the time model then
     uses the shape only (tokens = B*s and B*s^2), never a guess."""
 
-    total: float | None = None
-    gemm: float | None = None
-    attn: float | None = None
-    other: float | None = None
-    by_op: dict[str, float] = {}
+    total: Flops | None = None
+    gemm: Flops | None = None
+    attn: Flops | None = None
+    other: Flops | None = None
+    by_op: dict[str, Flops] = {}
     counter: str | None = None
     error: str | None = Field(None, description="why the FLOPs could not be counted")
 
@@ -49,48 +44,48 @@ class DeviceStep(_Model):
     queued before the device freed (the device's own per-boundary cost), and the host's
     time from this step's launch to the next's under the profiler."""
 
-    index: int
-    busy_seconds: NonNegativeFloat
-    kernels: NonNegativeInt
-    span_seconds: NonNegativeFloat
-    queued_gap_seconds: NonNegativeFloat | None = None
-    queued_gaps: NonNegativeInt = 0
-    host_seconds: NonNegativeFloat | None = None
+    index: Count
+    busy_seconds: Duration
+    kernels: Count
+    span_seconds: Duration
+    queued_gap_seconds: Duration | None = None
+    queued_gaps: Count = 0
+    host_seconds: Duration | None = None
 
 
 class ChildPoint(_Model):
     """One child's timing of one sweep point: raw samples with their step indices."""
 
-    child: int
-    order_position: int
-    step0_seconds: NonNegativeFloat | None = None
-    warmup_seconds: list[NonNegativeFloat] = []
-    timed_seconds: list[NonNegativeFloat] = []
-    timed_step_indices: list[int] = []
+    child: Count
+    order_position: Count
+    step0_seconds: Duration | None = None
+    warmup_seconds: list[Duration] = []
+    timed_seconds: list[Duration] = []
+    timed_step_indices: list[Count] = []
     median_seconds: Seconds | None = None
-    precision: NonNegativeFloat | None = Field(None, description="95% CI half-width of the median / median")
+    precision: Ratio | None = Field(None, description="95% CI half-width of the median / median")
     reached_target: bool | None = None
     stopped: str | None = Field(None, description="why timing stopped: floor, target (median "
                                 "known to the target), cap (max floor spent), unreachable "
                                 "(the target was out of reach within the cap)")
     first_loss: float | None = Field(None, description="loss of step 0")
-    grads_checked: int | None = Field(None, description="parameters with a finite gradient")
-    peak_allocated_bytes: NonNegativeInt | None = None
-    peak_reserved_bytes: NonNegativeInt | None = None
-    peak_rss_bytes: NonNegativeInt | None = None
-    baseline_rss_bytes: NonNegativeInt | None = None
-    swap_bytes: NonNegativeInt | None = None
+    grads_checked: Count | None = Field(None, description="parameters with a finite gradient")
+    peak_allocated_bytes: Bytes | None = None
+    peak_reserved_bytes: Bytes | None = None
+    peak_rss_bytes: Bytes | None = None
+    baseline_rss_bytes: Bytes | None = None
+    swap_bytes: Bytes | None = None
     memory_source: str | None = None
-    wall_seconds: float | None = None
-    synced_seconds: list[float] = Field(
+    wall_seconds: Duration | None = None
+    synced_seconds: list[Duration] = Field(
         [], description="host seconds of each step run with a host sync after it (float of "
         "the loss, as a loop that logs loss.item() every step): perf_counter around the step "
         "and the sync; after the timed steps, in the child that records them")
-    synced_step_indices: list[int] = []
+    synced_step_indices: list[Count] = []
     flops: StepFlops | None = Field(None, description="counted by this child after timing")
-    cpu_seconds: float | None = Field(None, description="CPU seconds (user + system, all "
+    cpu_seconds: Duration | None = Field(None, description="CPU seconds (user + system, all "
                                       "threads) of this process over the point's steps")
-    involuntary_switches: int | None = Field(
+    involuntary_switches: Count | None = Field(
         None, description="times the OS took the CPU from this process over the point's "
         "steps (getrusage ru_nivcsw): CPU contention shows here")
     timed_cpu_seconds: list[NonNegativeFloat] = Field(
@@ -110,6 +105,8 @@ class ChildPoint(_Model):
     round: str = Field("sweep", description="sweep, extension (fresh children measuring "
                        "the shapes that continue the ladder) or remeasure (a fresh child "
                        "measuring a point once more)")
+    replaced: str | None = Field(None, description="remeasure: how the child whose record "
+                                 "this replaces ended (it died, or the watchdog stopped it)")
     oom: bool = False
     refused: str | None = None
     error: str | None = None
@@ -120,11 +117,11 @@ SPREAD_WARN = 0.05
 
 
 class Point(_Model):
-    value: int
-    shape: dict[str, int]
-    batch: int | None = Field(None, description="the shape's batch (transformer-shaped "
+    value: Dim
+    shape: dict[str, Dim]
+    batch: Dim | None = Field(None, description="the shape's batch (transformer-shaped "
                               "workloads: the dims' B), where known")
-    seq: int | None = Field(None, description="the shape's sequence length (dims' s)")
+    seq: Dim | None = Field(None, description="the shape's sequence length (dims' s)")
     role: str = Field("sweep", description="sweep (the workload's sweep at its base batch), "
                       "across (the time design's batch variation), held_out_interpolated / "
                       "held_out_seq / held_out_batch / held_out_largest (measured, never "
@@ -134,13 +131,13 @@ class Point(_Model):
     device_busy_seconds: Seconds | None = Field(
         None, description="median over children of each child's median device busy time "
         "per profiled step (CUDA)")
-    device_busy_spread: float | None = Field(None, description="(max - min) / median of the "
+    device_busy_spread: Ratio | None = Field(None, description="(max - min) / median of the "
                                              "children's busy medians")
     kernels_per_step: NonNegativeFloat | None = Field(None, description="median over children")
-    device_gap_seconds: NonNegativeFloat | None = Field(
+    device_gap_seconds: Duration | None = Field(
         None, description="median over children of the median gap between queued kernels: "
         "the device's own cost per kernel boundary")
-    synced_median_seconds: float | None = Field(
+    synced_median_seconds: Seconds | None = Field(
         None, description="median of the synced steps (host sync after each step)")
     idle_seconds: Seconds | None = Field(
         None, description="the step on an idle box: the median of the timed steps in which "
@@ -158,23 +155,23 @@ class Point(_Model):
         "while a sibling waits)")
     threads: PositiveInt | None = Field(None, description="torch's intra-op threads of the "
                                         "children")
-    params: NonNegativeInt | None = Field(None, description="trainable parameters")
-    frozen_params: int | None = Field(None, description="parameters not trained (LoRA base, "
+    params: Count | None = Field(None, description="trainable parameters")
+    frozen_params: Count | None = Field(None, description="parameters not trained (LoRA base, "
                                       "frozen layers): weights only, no gradient or optimizer "
                                       "state; None: not counted (older certificates)")
-    tokens_per_step: PositiveInt | None = None
-    vocab: int | None = Field(None, description="classes of the workload's cross-entropy "
+    tokens_per_step: Dim | None = None
+    vocab: Dim | None = Field(None, description="classes of the workload's cross-entropy "
                               "(None: its loss is not one)")
     children: list[ChildPoint]
     median_seconds: Seconds | None = None
     child_medians: list[Seconds] = []
-    child_spread: float | None = Field(None, description="(max - min) / median of child medians")
-    worst_precision: float | None = None
-    step0_seconds: NonNegativeFloat | None = Field(None, description="median over children")
-    step0_over_warm: NonNegativeFloat | None = None
-    peak_allocated_bytes: NonNegativeInt | None = Field(None, description="max over children")
-    peak_reserved_bytes: NonNegativeInt | None = Field(None, description="max over children")
-    peak_rss_bytes: NonNegativeInt | None = Field(None, description="max over children (CPU)")
+    child_spread: Ratio | None = Field(None, description="(max - min) / median of child medians")
+    worst_precision: Ratio | None = None
+    step0_seconds: Duration | None = Field(None, description="median over children")
+    step0_over_warm: Ratio | None = None
+    peak_allocated_bytes: Bytes | None = Field(None, description="max over children")
+    peak_reserved_bytes: Bytes | None = Field(None, description="max over children")
+    peak_rss_bytes: Bytes | None = Field(None, description="max over children (CPU)")
     memory_source: str | None = None
     resident: bool | None = Field(description="None when the point failed and residency is unknown")
     excluded_reason: str | None = None

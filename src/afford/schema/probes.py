@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from afford.provenance import NotExecutable
 from afford.schema.laws import LawFit
+from afford.schema.quantities import (Bytes, Capacity, Count, Dim, Duration, Flops, Rate, Ratio,
+                                      Seconds)
 
 GEMM_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
@@ -42,43 +44,43 @@ class BoundVerdict(BaseModel):
 
     label: Label
     reasons: list[str] = Field(description="one line per figure, saying which way it points")
-    fixed_share: float | None = Field(None, description="the ladder fit's F / t where it is a "
+    fixed_share: Ratio | None = Field(None, description="the ladder fit's F / t where it is a "
                                       "share (at most 1); None when not measured or failed")
-    failed_fixed_share: float | None = Field(None, description="a fit's F / t above 1: a "
+    failed_fixed_share: Ratio | None = Field(None, description="a fit's F / t above 1: a "
                                              "failed fit, never quoted as a fixed cost")
-    ladder_tokens_ratio: float | None = Field(None, description="tokens of the largest timed "
+    ladder_tokens_ratio: Ratio | None = Field(None, description="tokens of the largest timed "
                                               "rung / the first's")
-    ladder_time_ratio: float | None = Field(None, description="their median steps' ratio")
-    ladder_spread: float | None = Field(None, description="the larger of the two rungs' "
+    ladder_time_ratio: Ratio | None = Field(None, description="their median steps' ratio")
+    ladder_spread: Ratio | None = Field(None, description="the larger of the two rungs' "
                                         "IQR / median of timed steps")
-    utilisation_mean: float | None = None
-    utilisation_low_share: float | None = None
-    arithmetic_share: float | None = None
-    thresholds: dict[str, float] = Field(default_factory=lambda: dict(THRESHOLDS))
+    utilisation_mean: Ratio | None = None
+    utilisation_low_share: Ratio | None = None
+    arithmetic_share: Ratio | None = None
+    thresholds: dict[str, Ratio] = Field(default_factory=lambda: dict(THRESHOLDS))
 
 
 class ProbeProtocol(_Model):
     """How the probes were run (written into the result, as the sweep's protocol is)."""
 
     precision: Literal["full", "adaptive", "quick"]
-    gemm_n: int = Field(description="m = n = k of the square GEMM probes")
-    gemm_warmup_calls: int
-    gemm_timed_calls: int
-    gemm_reference_rows: int = Field(description="rows of C recomputed in fp64 for the error")
-    copy_buffer_bytes: int
-    copy_timed_calls: int
+    gemm_n: Dim = Field(description="m = n = k of the square GEMM probes")
+    gemm_warmup_calls: Count
+    gemm_timed_calls: Count
+    gemm_reference_rows: Count = Field(description="rows of C recomputed in fp64 for the error")
+    copy_buffer_bytes: Capacity
+    copy_timed_calls: Count
     clock: str
-    ladder_multipliers: list[int]
-    ladder_floor_seconds: float
-    ladder_warmup_seconds: float
-    ladder_min_steps: int
-    nvml_hz: float
-    nvml_window_seconds: float
-    nvml_settle_seconds: float = Field(description="samples this soon after the sampler "
+    ladder_multipliers: list[Dim]
+    ladder_floor_seconds: Duration
+    ladder_warmup_seconds: Duration
+    ladder_min_steps: Count
+    nvml_hz: Ratio
+    nvml_window_seconds: Duration
+    nvml_settle_seconds: Duration = Field(description="samples this soon after the sampler "
                                        "started are dropped (NVML averages over a past period)")
-    low_utilisation: float = Field(description="a sample at or under this counts as idle")
-    checkpoint_writes: int
-    startup_children: int = Field(description="fresh-process startup runs at least, counting "
+    low_utilisation: Ratio = Field(description="a sample at or under this counts as idle")
+    checkpoint_writes: Count
+    startup_children: Count = Field(description="fresh-process startup runs at least, counting "
                                   "the sweep children and the probe child; fresh startup "
                                   "children are spawned only to make up the number")
 
@@ -87,13 +89,13 @@ class GemmProbe(_Model):
     """C = A @ B, square n x n x n, fresh random A and B (never zeros)."""
 
     dtype: Literal["fp32", "tf32", "bf16", "fp16"]
-    n: int
-    flop_per_call: float = Field(description="2 n^3")
-    warmup_calls: int
-    seconds: list[float] = Field(description="every timed call, in order")
-    median_seconds: float
-    flops_per_second: float = Field(description="flop_per_call / median_seconds")
-    max_rel_error: float = Field(description="max |C - C_ref| / max |C_ref| over the rows "
+    n: Dim
+    flop_per_call: Flops = Field(description="2 n^3")
+    warmup_calls: Count
+    seconds: list[Seconds] = Field(description="every timed call, in order")
+    median_seconds: Seconds
+    flops_per_second: Rate = Field(description="flop_per_call / median_seconds")
+    max_rel_error: Ratio = Field(description="max |C - C_ref| / max |C_ref| over the rows "
                                  "recomputed in fp64 from the same (rounded) inputs")
     reference: str
     settings: dict[str, str] = Field(description="backend flags in force during the probe")
@@ -102,38 +104,38 @@ class GemmProbe(_Model):
 class CopyProbe(_Model):
     """dst.copy_(src) of a fresh random buffer; bandwidth counts bytes read plus written."""
 
-    buffer_bytes: int
-    bytes_per_call: int = Field(description="2 x buffer_bytes (read + written)")
-    warmup_calls: int
-    seconds: list[float]
-    median_seconds: float
-    bytes_per_second: float
+    buffer_bytes: Capacity
+    bytes_per_call: Capacity = Field(description="2 x buffer_bytes (read + written)")
+    warmup_calls: Count
+    seconds: list[Seconds]
+    median_seconds: Seconds
+    bytes_per_second: Rate
 
 
 class HostCopyProbe(_Model):
     """Pinned host memory -> device and device -> pinned host, one buffer per call, each
     direction timed apart (the bytes cross the link once per call)."""
 
-    buffer_bytes: int
-    warmup_calls: int
-    h2d_seconds: list[float]
-    h2d_bytes_per_second: float = Field(description="buffer_bytes / median h2d call")
-    d2h_seconds: list[float]
-    d2h_bytes_per_second: float = Field(description="buffer_bytes / median d2h call")
+    buffer_bytes: Capacity
+    warmup_calls: Count
+    h2d_seconds: list[Seconds]
+    h2d_bytes_per_second: Rate = Field(description="buffer_bytes / median h2d call")
+    d2h_seconds: list[Seconds]
+    d2h_bytes_per_second: Rate = Field(description="buffer_bytes / median d2h call")
 
 
 class UtilisationTrace(_Model):
     """NVML device utilisation sampled in a thread over the warm steps of the x1 rung."""
 
     source: str
-    hz: float
-    settle_seconds: float
-    t_seconds: list[float] = Field(description="since the sampler started")
-    gpu: list[float] = Field(description="fraction of the sample period a kernel ran (0..1)")
-    memory: list[float] = Field(description="fraction of the period memory was read/written")
-    kept: int = Field(description="samples at or after settle_seconds")
-    mean: float | None = Field(None, description="mean gpu over the kept samples")
-    low_share: float | None = Field(None, description="share of kept samples at or under "
+    hz: Ratio
+    settle_seconds: Duration
+    t_seconds: list[Duration] = Field(description="since the sampler started")
+    gpu: list[Ratio] = Field(description="fraction of the sample period a kernel ran (0..1)")
+    memory: list[Ratio] = Field(description="fraction of the period memory was read/written")
+    kept: Count = Field(description="samples at or after settle_seconds")
+    mean: Ratio | None = Field(None, description="mean gpu over the kept samples")
+    low_share: Ratio | None = Field(None, description="share of kept samples at or under "
                                     "the low-utilisation threshold")
     error: str | None = None
 
@@ -141,19 +143,19 @@ class UtilisationTrace(_Model):
 class Rung(_Model):
     """One rung of the batch ladder: the workload's shape with its batch multiplied."""
 
-    multiplier: int
-    shape: dict[str, int]
-    tokens_per_step: int | None = None
-    step0_seconds: float | None = None
-    warmup_seconds: list[float] = []
-    timed_seconds: list[float] = []
-    timed_step_indices: list[int] = []
-    median_seconds: float | None = None
+    multiplier: Dim
+    shape: dict[str, Dim]
+    tokens_per_step: Dim | None = None
+    step0_seconds: Duration | None = None
+    warmup_seconds: list[Duration] = []
+    timed_seconds: list[Duration] = []
+    timed_step_indices: list[Count] = []
+    median_seconds: Seconds | None = None
     oom: bool = False
     error: str | None = None
-    build_seconds: float | None = Field(None, description="building the rung's model, "
+    build_seconds: Duration | None = Field(None, description="building the rung's model, "
                                         "optimizer and data (host clock)")
-    wall_seconds: float | None = Field(None, description="the whole rung: build, step 0, "
+    wall_seconds: Duration | None = Field(None, description="the whole rung: build, step 0, "
                                        "warm-up, timed steps (host clock)")
 
 
@@ -161,20 +163,20 @@ class Ladder(_Model):
     batch_key: str = Field(description="the shape key that was multiplied")
     rungs: list[Rung]
     law: LawFit | None = Field(None, description="t = F + c * tokens over the timed rungs")
-    fixed_seconds: float | None = Field(None, description="F")
-    fixed_share: float | None = Field(None, description="F / measured t of the x1 rung")
+    fixed_seconds: Duration | None = Field(None, description="F")
+    fixed_share: Ratio | None = Field(None, description="F / measured t of the x1 rung")
     warnings: list[str] = []
 
 
 class FlopCount(_Model):
     """FLOPs of one whole training step, counted by FlopCounterMode on the device."""
 
-    value: int = Field(description="sweep value the step was built at")
-    shape: dict[str, int]
-    flops: float
-    by_op: dict[str, float] = Field(description="per aten op, as FlopCounterMode reports")
+    value: Dim = Field(description="sweep value the step was built at")
+    shape: dict[str, Dim]
+    flops: Flops
+    by_op: dict[str, Flops] = Field(description="per aten op, as FlopCounterMode reports")
     counter: str
-    step_seconds: float | None = Field(None, description="the sweep's warm median at this "
+    step_seconds: Seconds | None = Field(None, description="the sweep's warm median at this "
                                        "value (resident points only)")
 
 
@@ -182,13 +184,13 @@ class CheckpointProbe(_Model):
     """Atomic writes (temp file in the same folder, fsync, rename, fsync folder) of the
     model and optimizer state after warm steps; loaded back with weights_only=True."""
 
-    value: int
-    shape: dict[str, int]
+    value: Dim
+    shape: dict[str, Dim]
     directory: str
-    bytes: int
-    write_seconds: list[float]
-    median_write_seconds: float
-    load_seconds: float
+    bytes: Bytes
+    write_seconds: list[Seconds]
+    median_write_seconds: Seconds
+    load_seconds: Duration
     verified: bool = Field(description="every tensor and setting loaded back equal")
     mismatch: str | None = None
     method: str
@@ -197,18 +199,18 @@ class CheckpointProbe(_Model):
 class ShapeGemm(_Model):
     """One matmul shape of the workload's step, timed alone (batch 1: a plain mm)."""
 
-    batch: int
-    m: int
-    n: int
-    k: int
+    batch: Dim
+    m: Dim
+    n: Dim
+    k: Dim
     dtype: str
-    calls: int = Field(description="calls of this shape in one training step")
-    flops_per_call: float = Field(description="2 batch m n k")
-    share_of_step_matmul_flops: float
-    seconds: list[float]
-    median_seconds: float
-    flops_per_second: float
-    fraction_of_square: float | None = Field(
+    calls: Count = Field(description="calls of this shape in one training step")
+    flops_per_call: Flops = Field(description="2 batch m n k")
+    share_of_step_matmul_flops: Ratio
+    seconds: list[Seconds]
+    median_seconds: Seconds
+    flops_per_second: Rate
+    fraction_of_square: Ratio | None = Field(
         None, description="flops_per_second / the square GEMM probe's rate of the ceiling "
         "dtype (None: that probe did not run)")
 
@@ -216,8 +218,8 @@ class ShapeGemm(_Model):
 class ShapeGemms(_Model):
     """GEMM probes at the workload's own shapes (issue 16): what its step's matmuls reach."""
 
-    distinct_shapes: int
-    matmul_flops_per_step: float
+    distinct_shapes: Count
+    matmul_flops_per_step: Flops
     timed: list[ShapeGemm] = Field(description="the shapes carrying the most arithmetic")
 
 
@@ -227,7 +229,7 @@ class WorkloadProbes(_Model):
     name: str
     mode: Literal["fp32", "bf16", "fp16"]
     sweep_param: str
-    value: int | None = Field(None, description="the sweep value probed (smallest resident)")
+    value: Dim | None = Field(None, description="the sweep value probed (smallest resident)")
     gemm_dtype: str | None = Field(None, description="the GEMM ceiling this mode's matmuls "
                                    "run at (fp32, tf32, bf16, fp16)")
     ladder: Ladder | NotExecutable
@@ -244,19 +246,19 @@ class StartupRun(_Model):
     """One fresh child: the parent's clock from spawn to the child's report, and the
     child's own clock around each import."""
 
-    process_seconds: float = Field(
+    process_seconds: Duration = Field(
         description="spawn to ready (after the imports, and the CUDA context creation where "
         "cuda_init_seconds is given): the parent's clock, or for a sweep child the wall clock "
         "of both")
-    import_torch_seconds: float
-    import_transformers_seconds: float | None = None
-    cuda_init_seconds: float | None = None
+    import_torch_seconds: Duration
+    import_transformers_seconds: Duration | None = None
+    cuda_init_seconds: Duration | None = None
     torch_version: str
     transformers_version: str | None = None
     contended: bool = Field(False, description="its imports ran beside another process's "
                             "imports (the first sweep child, spawned as the command started): "
                             "both slow down, so the medians leave it out when other runs exist")
-    prewarm_seconds: float | None = Field(
+    prewarm_seconds: Duration | None = Field(
         None, description="after ready, before its job: cuBLAS handles and the fused "
         "optimizer's first construction (the probe child on CUDA); not in process_seconds")
     role: str = Field("startup", description="'startup', 'probe child' or 'sweep child N' "
@@ -272,11 +274,11 @@ def counted_runs(runs: list[StartupRun]) -> list[StartupRun]:
 
 class Startup(_Model):
     runs: list[StartupRun]
-    process_seconds: float = Field(description="median over the runs not contended (all "
+    process_seconds: Duration = Field(description="median over the runs not contended (all "
                                    "runs when every one was)")
-    import_torch_seconds: float = Field(description="median over the same runs")
-    import_transformers_seconds: float | NotExecutable
-    cuda_init_seconds: float | NotExecutable
+    import_torch_seconds: Duration = Field(description="median over the same runs")
+    import_transformers_seconds: Duration | NotExecutable
+    cuda_init_seconds: Duration | NotExecutable
 
 
 class DatasheetPeaks(_Model):
@@ -284,8 +286,8 @@ class DatasheetPeaks(_Model):
 
     device: str = Field(description="the row's product name")
     matched: str = Field(description="the name pattern that matched the device")
-    flops_per_second: dict[str, float] = Field(description="dtype -> dense FLOP/s")
-    bandwidth_bytes_per_second: float | None = None
+    flops_per_second: dict[str, Rate] = Field(description="dtype -> dense FLOP/s")
+    bandwidth_bytes_per_second: Rate | None = None
     citation: str
     secondary: bool
     note: str = ""
@@ -302,8 +304,8 @@ class ProbesSection(_Model):
     startup: Startup | NotExecutable
     datasheet: DatasheetPeaks | None = Field(None, description="None: the device is not in "
                                              "the datasheet table (see warnings)")
-    wall_seconds: float = Field(description="wall time of the whole probes stage")
-    probe_seconds: dict[str, float] = Field(
+    wall_seconds: Duration = Field(description="wall time of the whole probes stage")
+    probe_seconds: dict[str, Duration] = Field(
         {}, description="wall seconds of each probe in the probe child, by event key (a "
         "ladder's include the FLOP count and checkpoint write of its x1 rung)")
     warnings: list[str] = []

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from afford.schema.laws import ThroughputLaw
 from afford.schema.point import Point
+from afford.schema.quantities import Count, Dim, Duration, Ratio, Seconds
 
 
 class _Model(BaseModel):
@@ -28,33 +29,33 @@ class SizePoint(_Model):
     """One model size: its spec, its dimensions, and its point (all children, raw)."""
 
     spec: str = Field(description="workload spec, e.g. tinylm@d512L8H8b8s1024")
-    d: int
-    L: int
-    H: int
-    params: int | None = Field(None, description="trainable parameters, counted in the child")
+    d: Dim
+    L: Dim
+    H: Dim
+    params: Count | None = Field(None, description="trainable parameters, counted in the child")
     point: Point
 
 
 class PhaseChild(_Model):
     """One child's per-phase seconds of its timed warm steps (same step indices)."""
 
-    child: int
-    step_indices: list[int]
-    forward_seconds: list[float]
-    backward_seconds: list[float]
-    optimizer_seconds: list[float]
+    child: Count
+    step_indices: list[Count]
+    forward_seconds: list[Duration]
+    backward_seconds: list[Duration]
+    optimizer_seconds: list[Duration]
 
 
 class PhaseSplit(_Model):
     """The warm step of one size split into forward, backward and optimizer."""
 
     spec: str
-    params: int | None = None
+    params: Count | None = None
     children: list[PhaseChild] = []
-    step_seconds: float | None = Field(None, description="whole step, median of child medians")
-    forward_seconds: float | None = Field(None, description="median of child medians")
-    backward_seconds: float | None = None
-    optimizer_seconds: float | None = None
+    step_seconds: Seconds | None = Field(None, description="whole step, median of child medians")
+    forward_seconds: Duration | None = Field(None, description="median of child medians")
+    backward_seconds: Duration | None = None
+    optimizer_seconds: Duration | None = None
     error: str | None = Field(None, description="why the split could not be measured")
 
 
@@ -62,12 +63,12 @@ class PhaseGrowth(_Model):
     """How one phase grew from the smallest to the largest split size."""
 
     phase: Literal["forward", "backward", "optimizer", "step"]
-    small_seconds: float
-    large_seconds: float
-    ratio: float = Field(description="large / small")
+    small_seconds: Duration
+    large_seconds: Duration
+    ratio: Ratio = Field(description="large / small")
     exponent: float = Field(description="b in t ~ N^b between the two sizes")
-    share_small: float = Field(description="share of the whole step at the small size")
-    share_large: float
+    share_small: Ratio = Field(description="share of the whole step at the small size")
+    share_large: Ratio
 
 
 class SizesSection(_Model):
@@ -75,9 +76,9 @@ class SizesSection(_Model):
 
     workload: str = "tinylm"
     mode: Literal["fp32", "bf16", "fp16"]
-    batch: int
-    seq: int
-    tokens_per_step: int
+    batch: Dim
+    seq: Dim
+    tokens_per_step: Dim
     sizes: list[SizePoint]
     law: ThroughputLaw | None = Field(None, description="step seconds vs params, over "
                                       "resident sizes")

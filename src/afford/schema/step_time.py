@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from afford.schema.quantities import Duration, Extent, Flops, Rate, Ratio, Seconds
 
 Axes = Literal["batch_seq", "n"]
 FEATURES = ("tokens", "gemm_flops", "attn_flops")
@@ -145,18 +146,18 @@ class CountedShape(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    batch: float | None = None
-    seq: float | None = None
-    n: float | None = None
-    tokens: float
-    gemm_flops: float | None = None
-    attn_flops: float | None = None
+    batch: Extent | None = None
+    seq: Extent | None = None
+    n: Extent | None = None
+    tokens: Extent
+    gemm_flops: Flops | None = None
+    attn_flops: Flops | None = None
 
 
 class ModelPoint(CountedShape):
     """A point as the model sees it: shape, features, measured and predicted seconds."""
 
-    measured_seconds: float
+    measured_seconds: Seconds
     predicted_seconds: float
     rel_error: float = Field(description="predicted / measured - 1")
     loo_rel_error: float | None = Field(None, description="fitted points: without it")
@@ -167,7 +168,7 @@ class ModelPoint(CountedShape):
     band: tuple[float, float] | None = Field(
         None, description="two-sided models, host-bound shapes: the step's range across "
         "processes (the floor's spread)")
-    device_measured_seconds: float | None = Field(None, description="the device's busy time "
+    device_measured_seconds: Seconds | None = Field(None, description="the device's busy time "
                                                   "measured at the shape (profiled)")
     device_predicted_seconds: float | None = None
     device_rel_error: float | None = Field(None, description="predicted / measured busy - 1")
@@ -197,7 +198,7 @@ class HostSide(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    issue_seconds: float = Field(description="host seconds per kernel issued (median)")
+    issue_seconds: Duration = Field(description="host seconds per kernel issued (median)")
     issue_range: tuple[float, float] = Field(description="its lowest and highest over the "
                                              "host-bound points' children: the band")
     points: list[str] = Field(description="the host-bound points it was read off")
@@ -206,9 +207,9 @@ class HostSide(BaseModel):
 class KernelCount(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tokens: float
-    seq: float | None = None
-    kernels: float
+    tokens: Extent
+    seq: Extent | None = None
+    kernels: Ratio
 
 
 class SidesModel(BaseModel):
@@ -222,7 +223,7 @@ class SidesModel(BaseModel):
     host: HostSide | None = Field(None, description="None: no measured step was host-bound "
                                   "(the host side was never seen above the device's)")
     kernels: list[KernelCount]
-    gap_seconds: float = Field(description="device seconds per kernel boundary")
+    gap_seconds: Duration = Field(description="device seconds per kernel boundary")
     gap_source: str
     loo_rel_errors: list[float] | None = Field(None, description="wall-time leave-one-out "
                                                "errors of the two-sided model")
@@ -275,11 +276,11 @@ class StepTimeModel(BaseModel):
     scaling: FeatureScaling
     candidates: list[CandidateFit]
     points: list[ModelPoint]
-    ranges: dict[str, tuple[float, float]] = Field(description="fitted range per axis")
+    ranges: dict[str, tuple[Extent, Extent]] = Field(description="fitted range per axis")
     held_out: list[ModelPoint] = Field([], description="never fitted: predicted vs measured")
     floor_left: bool = Field(description="the fitted points reach the work regime")
     floor_note: str
-    gemm_rate: float | None = Field(None, description="FLOP/s ceiling used as a bound")
+    gemm_rate: Rate | None = Field(None, description="FLOP/s ceiling used as a bound")
     warnings: list[str] = []
     sides: SidesModel | None = Field(None, description="GPU: the step as host issue time "
                                      "and device busy time; when present it is the model "
@@ -374,10 +375,10 @@ class TimeVerdict(BaseModel):
     noisy_points: list[int] = Field(description="indices of points beyond child_tolerance")
     failed_held_out: list[int] = Field(description="indices of held-out points beyond "
                                        "held_out_tolerance")
-    child_tolerance: float = Field(description="work-regime points' children may disagree "
+    child_tolerance: Ratio = Field(description="work-regime points' children may disagree "
                                    "by this much (relative spread)")
-    held_out_tolerance: float = Field(description="work-regime held-out |error| allowed")
-    floor_tolerance: float = Field(description="floor points' children may "
+    held_out_tolerance: Ratio = Field(description="work-regime held-out |error| allowed")
+    floor_tolerance: Ratio = Field(description="floor points' children may "
                                    "disagree by this much (the floor differs by process)")
     remeasured: bool = Field(description="the verdict is on a second measurement")
     held_out_median: float | None = Field(None, description="median |error| of the judged "

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.schema.step_time import StepTimeModel, TimeVerdict
+from afford.schema.quantities import Count, Dim, Ratio, Seconds
 
 
 class _Model(BaseModel):
@@ -23,7 +24,7 @@ class _Model(BaseModel):
 class Extension(_Model):
     """The shapes measured past the design because its fitted points stayed on the floor."""
 
-    shapes: list[tuple[int, int]] = Field(description="(batch, seq), or (1, n) on one axis")
+    shapes: list[tuple[Dim, Dim]] = Field(description="(batch, seq), or (1, n) on one axis")
     notes: list[str] = []
     left_floor: bool = Field(description="the model fitted with them reaches the work regime")
 
@@ -33,9 +34,9 @@ class Regime(_Model):
 
     label: str = Field(description="the point, e.g. '8 x 2048'")
     role: str
-    seconds: float
+    seconds: Seconds
     work: bool = Field(description="in the work regime: at least WORK_OVER_FLOOR x the floor")
-    child_spread: float | None = None
+    child_spread: Ratio | None = None
 
 
 class WorkloadTime(_Model):
@@ -44,7 +45,7 @@ class WorkloadTime(_Model):
     axes: Literal["batch_seq", "n"]
     batch_key: str | None = Field(None, description="the shape key that holds the batch")
     seq_key: str | None = Field(None, description="the shape key that holds the sequence")
-    base_batch: int | None = None
+    base_batch: Dim | None = None
     design_notes: list[str] = Field([], description="how the design was chosen, what was "
                                     "not planned and why")
     features: str = Field(description="what the model's work terms are made of: counted FLOPs, "
@@ -52,9 +53,9 @@ class WorkloadTime(_Model):
     model: StepTimeModel | None = None
     not_fitted: str | None = Field(None, description="why no model was fitted")
     extension: Extension | None = None
-    floor_seconds: float | None = Field(None, description="the smallest warm step measured "
+    floor_seconds: Seconds | None = Field(None, description="the smallest warm step measured "
                                         "(the launch floor's estimate)")
-    floor_spread: float | None = Field(None, description="worst children spread among the "
+    floor_spread: Ratio | None = Field(None, description="worst children spread among the "
                                        "floor points: the floor's uncertainty (its level "
                                        "differs from process to process)")
     regimes: list[Regime] = []
@@ -67,9 +68,9 @@ class HostLoad(_Model):
     """The host's load at one moment: ``None`` where it could not be read, with the reason."""
 
     at: str = Field(description="before or after")
-    load_average: tuple[float, float, float] | None = Field(
+    load_average: tuple[Ratio, Ratio, Ratio] | None = Field(
         None, description="os.getloadavg(): runnable processes over 1, 5, 15 minutes")
-    cpu_count: int | None = None
+    cpu_count: Dim | None = None
     gpu_processes: list[dict] | None = Field(
         None, description="other processes on the device (NVML compute processes: pid and "
         "used memory), this certify's own excluded; None where NVML could not say")
@@ -84,8 +85,8 @@ class CertTimeVerdict(_Model):
 
     label: Literal["OK", "NOISY", "UNJUDGED"]
     reasons: list[str] = []
-    child_tolerance: float
-    held_out_tolerance: float
-    floor_tolerance: float
+    child_tolerance: Ratio
+    held_out_tolerance: Ratio
+    floor_tolerance: Ratio
     rule: str = Field(description="the rule, in words")
-    remeasured_points: int = 0
+    remeasured_points: Count = 0

@@ -14,13 +14,14 @@ time), the startup component ``final_save`` when the cadence is missing, and the
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from afford.errors import InputError
+from afford.io import read_json
+from afford.units import MAX_SECONDS, UnitError, bounded, whole
 
 PLAN_SCHEMAS = ("afford.plan/1", "afford.preflight/1")
 
@@ -53,14 +54,10 @@ class Budget:
 def load_plan(path: str | Path) -> Budget:
     """The budget of a plan (or preflight) JSON file; InputError naming the file and fault."""
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not p.exists():
         raise InputError(f"{p}: no such plan (write one with `afford plan CERT --platform P "
-                         "--run RUN --json > plan.json`)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{p}: cannot read it as JSON: {exc}") from None
-    return budget_from_plan(doc, str(p))
+                         "--run RUN --json > plan.json`)")
+    return budget_from_plan(read_json(p), str(p))
 
 
 def plan_from_files(cert: str | Path, platform: str | Path, run: str | Path) -> dict:
@@ -186,12 +183,14 @@ def _tokens(v: Any) -> int | None:
 def _seconds(v: Any, where: str, key: str) -> float | None:
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise InputError(f"{where}: {key} = {v!r} is not a number of seconds")
-    return float(v)
+    try:
+        return bounded(v, f"{where}: {key}", high=MAX_SECONDS, low_open=False)
+    except UnitError as exc:
+        raise InputError(f"{exc}: not a number of seconds") from None
 
 
 def _count(v: Any, where: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
-        raise InputError(f"{where}: cadence.save_every = {v!r} is not a step count")
-    return int(v)
+    try:
+        return whole(v, f"{where}: cadence.save_every")
+    except UnitError as exc:
+        raise InputError(f"{exc}: not a step count") from None

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from afford.errors import InputError
+from afford.io import atomic_write_text, loads_json, read_text
 
 SCHEMA = "afford.resume/2"
 OLD_SCHEMAS = ("afford.resume/1",)
@@ -51,10 +52,7 @@ def read(path: Path, run: str) -> dict | None:
     is not a marker, or another run's."""
     if not path.exists():
         return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the resume marker: {exc}") from None
+    doc = loads_json(read_text(path, f"resume marker {path}"), f"resume marker {path}")
     if not isinstance(doc, dict) or doc.get("schema") not in (SCHEMA, *OLD_SCHEMAS) or \
             not _step_or_none(doc.get("last_saved_step"), doc.get("schema") == SCHEMA):
         raise InputError(f"{path}: not an {SCHEMA} resume marker (nor {OLD_SCHEMAS[0]})")
@@ -73,8 +71,6 @@ def _step_or_none(v: object, none_ok: bool) -> bool:
 def write(path: Path, doc: dict) -> str | None:
     """Write the marker atomically; the error's text when it failed (full disk, read-only
     folder), never an exception: the guard's bookkeeping must not stop the loop."""
-    from afford.io import atomic_write_text
-
     doc = {**doc, "schema": SCHEMA, "pid": os.getpid(),
            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     try:

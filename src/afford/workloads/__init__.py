@@ -15,10 +15,10 @@ torch (issue 32, item 6).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from afford.errors import InputError
+from afford.user_code import call, import_attr
 from afford.workloads.names import (BUILTINS, DEFAULT, parse_options, tinylm_preset_error,
                                     unknown_workload)
 
@@ -78,22 +78,14 @@ def resolve(spec: str, device_class: str) -> Workload:
 
 
 def _load_user(spec: str) -> Workload:
+    """``pkg.module:factory`` called (:mod:`afford.user_code`: imported from the working
+    folder only where it is not installed; any failure one line, exit 2)."""
     from afford.workloads.base import Workload
 
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise InputError(f"workload {spec!r}: write a user workload as pkg.module:factory")
-    try:
-        mod = importlib.import_module(mod_name)
-    except Exception as exc:  # import errors of any kind are the user's input
-        raise InputError(f"workload {spec!r}: cannot import {mod_name!r}: {exc}") from exc
-    factory = getattr(mod, attr, None)
+    factory = import_attr(spec, "workload", "factory")
     if not callable(factory):
-        raise InputError(f"workload {spec!r}: {mod_name} has no callable {attr!r}")
-    try:
-        workload = factory()
-    except Exception as exc:
-        raise InputError(f"workload {spec!r}: the factory raised {exc!r}") from exc
+        raise InputError(f"workload {spec!r}: {spec.partition(':')[2]!r} is not callable")
+    workload = call(factory, spec, "workload")
     if not isinstance(workload, Workload):
         raise InputError(f"workload {spec!r}: the factory returned {type(workload).__name__}, "
                          "not an afford.workloads.Workload (see afford.workloads.base)")

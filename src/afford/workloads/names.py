@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from afford.errors import InputError
+from afford.units import MAX_DIM, UnitError, whole
 
 BUILTINS = ("softmax", "scan", "tinylm")
 DEFAULT = ("softmax", "scan", "tinylm")
@@ -37,7 +38,7 @@ def parse_options(text: str) -> tuple[str, ...]:
     """``"compile+x2"`` -> ("compile", "x2"); ``ValueError`` naming the choices."""
     opts = tuple(o.strip() for o in text.split("+"))
     for o in opts:
-        if o not in OPTIONS and not re.fullmatch(r"x[1-9][0-9]*", o):
+        if o not in OPTIONS and not re.fullmatch(r"x[1-9][0-9]{0,5}", o):  # x1 .. x999999
             raise ValueError(f"unknown step option {o!r}; options: {', '.join(OPTIONS)}")
     if len(set(opts)) != len(opts):
         raise ValueError("a step option appears twice")
@@ -71,9 +72,11 @@ def tinylm_size_fields(text: str) -> tuple[str | None, dict[str, int]]:
     dup = sorted({k for k in seen if seen.count(k) > 1})
     if dup:
         raise ValueError(f"tinylm size {text!r}: field {dup[0]!r} given twice")
-    values = {TINYLM_FIELDS[k]: int(v) for k, v in pieces}
-    if any(v <= 0 for v in values.values()):
-        raise ValueError(f"tinylm size {text!r}: every field must be a positive integer")
+    try:
+        values = {TINYLM_FIELDS[k]: whole(v, k, high=MAX_DIM) for k, v in pieces}
+    except UnitError:
+        raise ValueError(f"tinylm size {text!r}: every field must be a positive integer "
+                         f"(at most {MAX_DIM})") from None
     return preset, values
 
 
@@ -96,9 +99,9 @@ def unknown_workload(spec: str) -> InputError:
 
 HF_PREFIX = "hf:"
 HF_EXTRA = "pip install 'afford[hf]'"
-_SIZE = re.compile(r"(?:[dLHKVF][1-9][0-9]*)+")
-_SHAPE = re.compile(r"(?:b([1-9][0-9]*))?(?:s([1-9][0-9]*))?")
-_LORA = re.compile(r"lora=r([1-9][0-9]*)(?:a([1-9][0-9]*))?(?::(all-linear))?")
+_SIZE = re.compile(r"(?:[dLHKVF][1-9][0-9]{0,11})+")  # each at most 12 digits: 2**40 has 13
+_SHAPE = re.compile(r"(?:b([1-9][0-9]{0,11}))?(?:s([1-9][0-9]{0,11}))?")
+_LORA = re.compile(r"lora=r([1-9][0-9]{0,11})(?:a([1-9][0-9]{0,11}))?(?::(all-linear))?")
 _FROZEN = re.compile(r"frozen=(embeddings|blocks([1-9][0-9]*))")
 EXAMPLE_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi", "opt", "gpt_neox")
 

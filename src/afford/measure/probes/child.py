@@ -48,17 +48,21 @@ class Emitter:
             _emit(self.out, {"event": "probe", "key": key, "result": value, **timing})
 
     def run(self, key: str, what: str, fn) -> Any:
-        """``fn()``'s result, sent with its wall seconds; an exception is sent as
-        NotExecutable and returns None."""
+        """``fn()``'s result, sent with its wall seconds; an exception is sent as a failed
+        NotExecutable (a full disk under the checkpoint probe is a failure of this run, not
+        a probe that cannot run on this device; certify names it in the certificate's
+        failures), :class:`~afford.provenance.CannotRunHere` as one that cannot run here;
+        returns None."""
         from afford.measure.child import error_text
-        from afford.provenance import NotExecutable
+        from afford.provenance import CannotRunHere, NotExecutable
 
         self.begin(key)
         t0 = time.perf_counter()
         try:
             value = fn()
-        except Exception as exc:
-            value = NotExecutable(what=what, reason=error_text(exc))
+        except Exception as exc:  # raised here, this run: a failure, unless by design
+            value = NotExecutable(what=what, reason=error_text(exc),
+                                  failed=not isinstance(exc, CannotRunHere))
         self.result(key, value, time.perf_counter() - t0)
         return value
 

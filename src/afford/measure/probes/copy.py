@@ -14,6 +14,7 @@ import torch
 
 from afford.fit.stats import median
 from afford.measure.probes.calls import time_calls
+from afford.provenance import CannotRunHere
 
 
 def copy_probe(device: torch.device, buffer_bytes: int, warmup: int, reps: int,
@@ -37,8 +38,8 @@ def host_copy_probe(device: torch.device, buffer_bytes: int, warmup: int, reps: 
     """The fields of :class:`~afford.schema.probes.HostCopyProbe`: pinned host -> device and
     device -> pinned host, each timed on its own."""
     if device.type != "cuda":
-        raise RuntimeError(f"a {device.type} device has no host link to time (host and "
-                           "device memory are one)")
+        raise CannotRunHere(f"a {device.type} device has no host link to time (host and "
+                            "device memory are one)")
     numel = buffer_bytes // 4
     gen = torch.Generator().manual_seed(seed)
     host = torch.randn(numel, generator=gen).pin_memory()  # fp32, (numel,)

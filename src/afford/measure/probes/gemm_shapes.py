@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from afford.fit.stats import median
 from afford.measure.probes.calls import time_calls
+from afford.provenance import CannotRunHere
 from afford.workloads.base import Built, train_step
 
 _MM = {torch.ops.aten.mm.default: "mm", torch.ops.aten.addmm.default: "addmm",
@@ -61,7 +62,7 @@ def time_gemm_shape(row: dict, device: torch.device, warmup: int, reps: int,
     """Median seconds and FLOP/s of one recorded shape, timed alone."""
     dtype = {v: k for k, v in _DTYPES.items()}.get(row["dtype"])
     if dtype is None:
-        raise ValueError(f"matmuls in {row['dtype']} are not probed")
+        raise CannotRunHere(f"matmuls in {row['dtype']} are not probed")
     gen = torch.Generator(device=device).manual_seed(seed)
     b, m, n, k = row["batch"], row["m"], row["n"], row["k"]
     lead = (b,) if b > 1 else ()

@@ -21,6 +21,7 @@ from afford.measure.child import error_text
 from afford.measure.memory import is_oom
 from afford.measure.probes.nvml import Reader, UtilisationSampler
 from afford.measure.timing import TimingRule, time_point
+from afford.provenance import CannotRunHere
 from afford.workloads.base import Built, Workload, check_gradients, train_step
 from afford.workloads.clock import clock_for
 
@@ -89,8 +90,8 @@ def run_ladder(workload: Workload, value: int, mode: str, device: torch.device,
     shape = workload.shape(value)
     key = batch_key(shape)
     if key is None:
-        raise ValueError(f"shape {shape} has no batch entry ({', '.join(BATCH_KEYS)}) to "
-                         "multiply")
+        raise CannotRunHere(f"shape {shape} has no batch entry ({', '.join(BATCH_KEYS)}) to "
+                            "multiply")
     rungs, trace = [], None
     for m in multipliers:
         sampler = None

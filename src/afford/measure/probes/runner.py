@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from afford.io import clean_stale_probes
-from afford.measure.children import Event, Spawned, exchange
+from afford.measure.children import Event, Spawned, child_timeout, exchange, failure_text
 
-TIMEOUT_SECONDS = 900.0
+TIMEOUT_SECONDS = 900.0  # silence after which the probe child is stopped (AFFORD_CHILD_TIMEOUT)
 
 
 def spawn_probe_child(device: str, overlapped: bool = False,
@@ -34,11 +34,14 @@ def spawn_probe_child(device: str, overlapped: bool = False,
 
 
 def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: None,
-                    timeout: float = TIMEOUT_SECONDS, spawned: Spawned | None = None
+                    timeout: float | None = None, spawned: Spawned | None = None
                     ) -> tuple[dict[str, dict], str | None]:
     """(probe events by key, why the child stopped early or None). The startup event gets
     ``process_seconds``: spawn to ready on the wall clock. ``spawned``: the child started
-    ahead (:func:`spawn_probe_child`); else it is started now."""
+    ahead (:func:`spawn_probe_child`); else it is started now. The watchdog stops a child
+    silent for ``timeout`` seconds (default :func:`~afford.measure.children.child_timeout`
+    with :data:`TIMEOUT_SECONDS`)."""
+    timeout = child_timeout(TIMEOUT_SECONDS) if timeout is None else timeout
     if job.get("checkpoint_dir"):  # a killed probe's .afford-probe-* folders, left there
         clean_stale_probes(job["checkpoint_dir"])
     kid = spawned or spawn_probe_child(job["device"])
@@ -50,7 +53,7 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
         if event["event"] == "probe":
             if event["key"] == "startup":
                 got = event["result"]
-                got["process_seconds"] = got.pop("ready_wall") - kid.spawn_wall
+                got["process_seconds"] = max(0.0, got.pop("ready_wall") - kid.spawn_wall)  # wall
                 if kid.overlapped:
                     got["role"] += " (spawned ahead: its imports overlapped the sweep's " \
                                    "last child)"
@@ -59,9 +62,7 @@ def run_probe_child(job: dict, on_event: Callable[[Event], None] = lambda e: Non
             done.append(True)
         on_event(event)
 
-    rc, tail, timed_out = exchange(kid, job, take, timeout)
+    rc, tail, timed_out = exchange(kid, job, take, timeout, idle=True)
     if done and rc == 0:
         return results, None
-    why = f"the probe child ran past {timeout:.0f} s and was stopped" if timed_out else \
-        f"the probe child exited with code {rc}"
-    return results, why + (f": {tail}" if tail else "")
+    return results, failure_text("the probe child", rc, tail, timed_out, timeout)

@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
+TIMEOUT_SECONDS = 300.0  # a startup child's limit unless AFFORD_CHILD_TIMEOUT sets one
+
 
 def measure_imports(cuda_device: str | None) -> dict:
     """Time the imports (and, given a CUDA device, its context creation) in this process,
@@ -48,13 +50,16 @@ def measure_imports(cuda_device: str | None) -> dict:
     return out
 
 
-def run_one(cuda_device: str | None, timeout: float = 300.0) -> dict:
+def run_one(cuda_device: str | None, timeout: float | None = None) -> dict:
     """Spawn one fresh child; its report plus ``process_seconds`` on the parent's clock
-    (spawn to the report line). A child that hangs is killed after ``timeout``."""
-    from afford.measure.children import child_env  # not at module level: numpy, scipy
+    (spawn to the report line). A child that hangs is killed after ``timeout`` (default
+    :func:`~afford.measure.children.child_timeout` with :data:`TIMEOUT_SECONDS`)."""
+    from afford.measure.children import (  # not at module level: numpy, scipy
+        child_env, child_timeout, python_command)
 
-    cmd = [sys.executable, "-m", "afford.measure.probes.startup"] + \
-        (["--device", cuda_device] if cuda_device else [])
+    timeout = child_timeout(TIMEOUT_SECONDS) if timeout is None else timeout
+    cmd = python_command("afford.measure.probes.startup",
+                         ["--device", cuda_device] if cuda_device else [])
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env())
