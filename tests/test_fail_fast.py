@@ -44,7 +44,7 @@ def _console(argv: list[str], cwd: Path | None = None) -> tuple[int, bool, int, 
     (["certify", "-w", "tinylm", "-w", "tinylm@q4"], "unknown tinylm preset 'q4'"),
     (["certify", "-w", "tinylm+fusd"], "unknown step option 'fusd'"),
     (["certify", "-w", "hf:no/such/config.json"], "no such config file"),
-    (["certify", "-w", "nosuchpkg.model:build"], "No module named 'nosuchpkg'"),
+    (["certify", "-w", "nosuchpkg.model:build"], "no module 'nosuchpkg'"),
     (["gate", "-w", "sofmax"], "unknown workload 'sofmax'"),
 ])
 def test_a_bad_workload_name_is_answered_before_any_child_starts_and_torch_loads(argv, words):

@@ -126,9 +126,9 @@ def test_a_negative_fixed_term_reads_as_a_subtraction():
         return MemoryFit(quantity="reserved", form="states_plus_fixed", c_res=2.0, c_op=0.0,
                          fixed_bytes=fixed, s2_term=False, r2=1.0, residuals=[0.0],
                          n_points=3).describe()
-    assert fit(-21.3 * 2**20).startswith("states - 21.3 MiB + L*(")
-    assert fit(-1e-3).startswith("states + 0.0 MiB + L*(")  # never "+ -0.0 MiB"
-    assert fit(56.7 * 2**20).startswith("states + 56.7 MiB + L*(")
+    assert fit(-21.3 * 2**20).startswith("states - 21.30 MiB + L*(")
+    assert fit(-1e-3).startswith("states + 0 B + L*(")  # never "+ -0 B" nor "- 0 B"
+    assert fit(56.7 * 2**20).startswith("states + 56.70 MiB + L*(")
 
 
 # ---------------------------------------------------------------- ledger, manifest, plans

@@ -25,6 +25,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from afford.errors import InputError
 
@@ -56,21 +57,46 @@ def import_attr(spec: str, what: str, noun: str = "name") -> object:
     UserCodeMissing when the module or its ``attr`` is not there, InputError when importing
     it failed."""
     mod_name, attr = split_spec(spec, what, noun)
-    top = mod_name.split(".")[0]
-    _find_top(top)
+    _find_top(mod_name.split(".")[0])
     try:
         module = importlib.import_module(mod_name)
     except (Exception, SystemExit) as exc:  # the user's code: any failure is their input
         name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
         if name is not None and (mod_name == name or mod_name.startswith(name + ".")):
-            raise UserCodeMissing(f"{what} {spec!r}: cannot import {mod_name}: no module "
-                                  f"{name!r} (installed, on PYTHONPATH or in the working "
-                                  "folder)") from None
+            raise _no_module(spec, what, mod_name, name) from None
         raise InputError(f"{what} {spec!r}: importing {mod_name} failed: "
                          f"it {one_line(exc)}") from None
     if not hasattr(module, attr):
         raise UserCodeMissing(f"{what} {spec!r}: {mod_name} has no {attr!r}")
     return getattr(module, attr)
+
+
+def _no_module(spec: str, what: str, mod_name: str, name: str) -> UserCodeMissing:
+    return UserCodeMissing(f"{what} {spec!r}: cannot import {mod_name}: no module {name!r} "
+                           "(installed, on PYTHONPATH or in the working folder)")
+
+
+def missing_module(spec: str, what: str = "workload") -> InputError | None:
+    """Why ``spec``'s module cannot be imported under the rules above, read without
+    importing anything: a malformed spec, or a top package neither importable from
+    ``sys.path`` nor in the working folder; None when it may be there (importing it may
+    still fail). The same words :func:`import_attr` raises."""
+    try:
+        mod_name, _ = split_spec(spec, what, "factory")
+    except InputError as exc:
+        return exc
+    top = mod_name.split(".")[0]
+    if top in sys.modules:
+        return None
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return None
+    except (ImportError, ValueError):
+        return None  # importing it says why
+    here = Path(os.getcwd())
+    if (here / top).is_dir() or (here / f"{top}.py").is_file():
+        return None
+    return _no_module(spec, what, mod_name, top)
 
 
 def call(fn: Callable[[], object], spec: str, what: str) -> object:

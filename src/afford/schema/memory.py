@@ -92,7 +92,8 @@ class MemoryFit(BaseModel):
 def signed_bytes(n: float) -> str:
     """A law's constant term as a term: ``+ 190.80 MiB``, ``- 41.20 KiB`` (a fitted
     intercept may be negative; it is a coefficient of the law, never a size shown alone)."""
-    return f"{'-' if n < 0 else '+'} {format_bytes(abs(n))}"
+    shown = format_bytes(abs(n))
+    return f"{'-' if n < 0 and shown != format_bytes(0) else '+'} {shown}"  # never "- 0 B"
 
 
 def form_name(form: Form, s2_term: bool) -> str:

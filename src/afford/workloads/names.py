@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from afford.errors import InputError
+from afford.user_code import missing_module
 from afford.units import MAX_DIM, UnitError, whole
 
 BUILTINS = ("softmax", "scan", "tinylm")
@@ -259,19 +260,6 @@ def hf_source_error(source: str) -> InputError | None:
 # ---------------------------------------------------------------- any name
 
 
-def _user_error(spec: str) -> InputError | None:
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        return InputError(f"workload {spec!r}: write a user workload as pkg.module:factory")
-    top = mod_name.split(".")[0]
-    try:
-        found = importlib.util.find_spec(top) is not None
-    except (ImportError, ValueError):
-        found = False
-    return None if found else InputError(
-        f"workload {spec!r}: cannot import {mod_name!r}: No module named {top!r}")
-
-
 def spec_error(spec: str) -> InputError | None:
     """Why ``spec`` names no workload, read from its grammar alone (module docstring), or
     None when it reads (the full resolve may still refuse it)."""
@@ -289,7 +277,7 @@ def spec_error(spec: str) -> InputError | None:
             return InputError(f"workload {spec!r}: {exc}")
         return spec_error(base)
     if ":" in spec:
-        return _user_error(spec)
+        return missing_module(spec)
     name, _, preset = spec.partition("@")
     if name in BUILTINS and not preset:
         return None
