@@ -73,7 +73,7 @@ def grid_shapes(traced: list[tuple[int, int]], n: int = 12, max_factor: float = 
 
 def item_for(law, B: int, s: int, steps: int, trace: bool) -> dict:
     """The memory child's item for the shape (as certify's ``items_for`` makes it)."""
-    from afford.fit.sizing import shape_dims
+    from afford.fit.memory.sizing import shape_dims
 
     shape = {**law.base_shape, law.dim_keys["B"]: int(B), law.dim_keys["s"]: int(s)}
     return {"key": f"truth|{law.workload}|{law.mode}|B={B},s={s}", "workload": law.workload,
@@ -179,7 +179,7 @@ def slot_diff(model, true, B: int, s: int, top: int = 20) -> list[dict]:
     one recorded there (``true``: an OpTrace): the slots whose size differs, largest
     byte difference first (with their size law), and the allocations either side has that
     the other lacks (as one row each)."""
-    from afford.fit.trace_scaling import align
+    from afford.fit.memory.trace_scaling import align
 
     syn = model.trace(B, s)
     match = align(syn, true)
@@ -216,8 +216,8 @@ def _laws(cert, workloads: list[str], modes: list[str]):
 
 
 def _slots(law, B: int, s: int, rec: dict) -> list[dict]:
-    from afford.fit import memory_replay as mr
-    from afford.schema.memory import AllocTrace
+    from afford.fit.memory import replay_fit as mr
+    from afford.schema.memory_section import AllocTrace
 
     learned = mr.learn_shapes(list(law.shapes))
     if learned is None or not rec.get("trace"):
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    from afford.certify.memory import STEPS
+    from afford.certify.stage_memory import STEPS
     from afford.schema.cert import load_certificate
 
     cert = load_certificate(a.cert)

@@ -47,8 +47,8 @@ def session(out: Path, spawned: float, name: str) -> int:
     """A training session under the guard; JSON lines on stdout."""
     import torch
 
-    import afford.ledger  # noqa: F401  (imported now: the session's close is then quick)
-    from afford.io import atomic_write_bytes
+    import afford.figures.ledger  # noqa: F401  (imported now: the session's close is then quick)
+    from afford.core.io import atomic_write_bytes
     from afford.track import Session, summary
     from afford.workloads import resolve, train_step
 

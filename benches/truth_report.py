@@ -35,7 +35,7 @@ MFU = 0.40  # the roofline baseline's assumed model FLOPs utilisation
 
 def rows_for(cert_path: Path, truth_path: Path) -> list[dict]:
     from afford import figures
-    from afford.plan.predict import predict
+    from afford.plan.prediction import predict
     from afford.schema.cert import load_certificate
 
     cert = load_certificate(cert_path)
@@ -133,7 +133,7 @@ def table(rows: list[dict]) -> str:
 
 def ledger_rows(rows: list[dict], commit: str, date: datetime, device: str, torch: str,
                 command: str) -> list:
-    from afford import ledger
+    from afford.figures import ledger
 
     out = []
     for r in rows:
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(rows) + "\n")
         print(json.dumps(s, indent=1) + "\n")
         if a.ledger:
-            from afford import ledger
+            from afford.figures import ledger
             from afford.schema.cert import load_certificate
 
             env = load_certificate(cert).environment

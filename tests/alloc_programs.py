@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from afford.fit.trace_scaling import OpTrace, from_history
+from afford.fit.memory.trace_scaling import OpTrace, from_history
 
 MIB = 1 << 20
 

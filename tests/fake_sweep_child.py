@@ -1,4 +1,4 @@
-"""A stand-in for the sweep child (afford.measure.child) that imports no torch: it reads the
+"""A stand-in for the sweep child (afford.measure.sweep_child) that imports no torch: it reads the
 job on stdin and answers every item with a made-up timing, in the child protocol's JSON
 lines. Faults by environment, for the watchdog tests:
 

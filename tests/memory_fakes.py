@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from afford.certify.memory import MemoryJob, build_law
-from afford.certify.memory_replay import build_replay
-from afford.fit.allocator import replay
-from afford.schema.memory import (SWEEP_ROLES, AllocTrace, MemoryLaw, MemorySection,
+from afford.certify.stage_memory import MemoryJob, build_law
+from afford.certify.stage_replay import build_replay
+from afford.fit.memory.allocator import replay
+from afford.schema.memory_section import (SWEEP_ROLES, AllocTrace, MemoryLaw, MemorySection,
                                   MemoryShape, pack_ints)
 from tests.alloc_programs import program
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from afford.fit.throughput import fit_throughput
+from afford.fit.time.throughput import fit_throughput
 from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
 from afford.schema.laws import Excluded
 from afford.schema.platform import Platform

@@ -126,7 +126,7 @@ def make_cert(device: str = "Synthetic GPU 80GB", scale: float = 1.0, **env) -> 
 
 def ledger_rows():
     """The synthetic certificate's readings, one of them struck and superseded."""
-    from afford import ledger
+    from afford.figures import ledger
 
     rows = ledger.certificate_readings(make_cert(), "afford certify --out synthetic.json")[:4]
     redo = ledger.new_reading(date=datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc),
@@ -142,7 +142,7 @@ def ledger_rows():
 
 
 def manifest():
-    from afford.manifest import Manifest, Source
+    from afford.schema.manifest import Manifest, Source
 
     at = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
     return Manifest(sources=[

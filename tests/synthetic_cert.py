@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from afford.fit.throughput import fit_throughput
+from afford.fit.time.throughput import fit_throughput
 from afford.schema.cert import Certificate, Environment, Protocol
 from afford.schema.point import ChildPoint, Point
-from afford.schema.sizes import SizePoint, SizesSection
+from afford.schema.sizes_section import SizePoint, SizesSection
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""The caching allocator model (afford.fit.allocator): cases worked by hand from the policy
+"""The caching allocator model (afford.fit.memory.allocator): cases worked by hand from the policy
 of c10/cuda/CUDACachingAllocator.cpp, and a real H200 history replayed block for block."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.fit.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
+from afford.fit.memory.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
                                   Segment, SeedSegment, is_small, parse_alloc_conf, replay,
                                   round_size, seed, segment_size)
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 import afford
 from afford import api
 from afford.cli import app
-from afford.errors import InputError
+from afford.core.errors import InputError
 
 ROOT = Path(__file__).parents[1]
 CERT = ROOT / "tests" / "data" / "cpu_tinylm_tiny.json"
@@ -38,7 +38,7 @@ def _fresh(code: str) -> str:
 def test_import_afford_loads_neither_torch_nor_the_library():
     out = _fresh("import sys, afford\n"
                  "print(sorted(m for m in sys.modules if m.startswith(('afford', 'torch'))))")
-    assert out == "['afford', 'afford._version']"
+    assert out == "['afford', 'afford.core', 'afford.core.version']"
 
 
 def test_the_functions_load_on_first_use_without_torch():

@@ -1,13 +1,13 @@
-"""Where the peak goes (afford.fit.breakdown): the step structure found in a history, every
+"""Where the peak goes (afford.fit.memory.breakdown): the step structure found in a history, every
 allocation classed by its lifetime, and the classes summing to the peak."""
 
 from __future__ import annotations
 
 import pytest
 
-from afford.fit.allocator import Allocator, replay
-from afford.fit.breakdown import CLASSES, breakdown, classify, find_steps
-from afford.fit.trace_scaling import from_history
+from afford.fit.memory.allocator import Allocator, replay
+from afford.fit.memory.breakdown import CLASSES, breakdown, classify, find_steps
+from afford.fit.memory.trace_scaling import from_history
 from tests.alloc_programs import MIB, program
 
 

@@ -98,7 +98,7 @@ def test_a_gate_that_cannot_be_evaluated_exits_3(monkeypatch, tmp_path):
 
 
 def test_a_failed_write_saves_the_measurement_beside_the_path(monkeypatch, tmp_path):
-    import afford.io as io
+    import afford.core.io as io
 
     real = io._fill
     calls = []
@@ -139,7 +139,7 @@ def test_sweep_values_out_of_range_are_bad_input(monkeypatch, tmp_path, sweep):
 
 
 def test_a_partial_certificate_loads_and_a_status_without_failures_does_not(tmp_path):
-    from afford.errors import InputError
+    from afford.core.errors import InputError
     from tests.plan_helpers import make_cert
 
     c = make_cert().model_copy(update={"status": "partial", "failures": ["x"]})
@@ -191,8 +191,8 @@ def test_a_stopped_child_is_named_in_the_failures_even_when_remeasured(monkeypat
 def test_a_stopped_memory_child_makes_the_certificate_partial(monkeypatch, tmp_path):
     """A memory child stopped by its watchdog (AFFORD_CHILD_TIMEOUT) is a failed
     measurement, not a law that cannot be fitted here: exit 3, not 1."""
-    from afford.provenance import NotExecutable
-    from afford.schema.memory import MemorySection
+    from afford.core.provenance import NotExecutable
+    from afford.schema.memory_section import MemorySection
 
     why = "the memory child was stopped by the watchdog after 5 s without progress"
 
@@ -214,8 +214,8 @@ def test_a_probe_that_raises_is_a_failure_not_not_executable():
     failed measurement; one that cannot run here by design stays NOT EXECUTABLE."""
     import io as stdio
 
-    from afford.measure.probes.child import Emitter
-    from afford.provenance import NotExecutable
+    from afford.measure.probes.probe_child import Emitter
+    from afford.core.provenance import NotExecutable
 
     buf = stdio.StringIO()
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from afford import user_code
-from afford.errors import InputError
+from afford.core import user_code
+from afford.core.errors import InputError
 from afford.measure.children import _BOOTSTRAP, child_env, python_command
 
 SRC = Path(__file__).parents[1] / "src"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.measure import children as ch
 from afford.measure.children import Spawned, child_timeout, failure_text, run_children
 from afford.measure.memory_sweep import run_memory_child

@@ -6,9 +6,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from afford import compare
+from afford.plan import compare_laws as compare
 from afford.cli import app
-from afford.errors import InputError
+from afford.core.errors import InputError
 from tests.synthetic import make_cert
 
 runner = CliRunner()
@@ -167,7 +167,7 @@ def test_a_bad_tol_flag_is_exit_2_in_one_line(pair, text):
 def _timed_cert(seconds=None):
     """A certificate whose tinylm has a step-time model over the time design (tests/
     time_fakes: the max form; ``seconds(item, child)`` moves what the children measured)."""
-    from afford.certify.step_time import refit_law, settle
+    from afford.certify.stage_time import refit_law, settle
     from afford.schema.cert import Certificate, save_certificate
     from tests.synthetic_cert import environment, protocol
     from tests.time_fakes import FakeRounds, sweep
@@ -184,7 +184,7 @@ def test_a_certificate_with_a_time_model_reproduces_itself_within_5_percent(tmp_
     """The floor point measured 30 % above the law in one child of three (as a process's
     floor does): where A measured a shape its measurement is what it states, so a certificate
     agrees with itself at every shape, the floor included."""
-    from afford.provenance import Tag
+    from afford.core.provenance import Tag
     from tests.time_fakes import law, shape_of
 
     cert, save_certificate = _timed_cert(lambda it, c: law(*shape_of(it)) * (1.3 if it["key"] ==
@@ -207,7 +207,7 @@ def test_a_certificate_with_a_time_model_reproduces_itself_within_5_percent(tmp_
 def test_a_shape_a_did_not_measure_is_judged_by_as_model(tmp_path):
     """B measured a shape A never did: A's model predicts it (FITTED); the rest are A's own
     measurements."""
-    from afford.provenance import Tag
+    from afford.core.provenance import Tag
 
     a, save_certificate = _timed_cert()
     w = a.workloads[0]
@@ -249,7 +249,7 @@ def test_a_certificate_without_a_time_section_is_judged_by_its_throughput_law(pa
 
 
 def _noisy(cert):
-    from afford.schema.time import CertTimeVerdict
+    from afford.schema.time_section import CertTimeVerdict
 
     v = CertTimeVerdict(label="NOISY", reasons=["tinylm (bf16): children disagree by 60%"],
                         child_tolerance=0.1, held_out_tolerance=0.1, floor_tolerance=0.5,
@@ -282,7 +282,7 @@ def test_a_noisy_certificate_is_named_beside_the_verdict(tmp_path):
 def test_the_verdict_sentence_agrees_with_its_word(pair, tmp_path, verdict, says, never):
     """Issue 32, item 8: "NOT COMPARED: A's laws do not describe B" said two contradicting
     things."""
-    from afford.report.compare import footer
+    from afford.report.compare_tables import footer
 
     b = {"REPRODUCES": pair["same"], "DOES NOT REPRODUCE": pair["slow"]}.get(verdict)
     if b is None:

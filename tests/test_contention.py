@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from afford.certify.step_time import judged_children, step_seconds
+from afford.certify.stage_time import judged_children, step_seconds
 from afford.certify.sweep import assemble_point
-from afford.fit.contention import (child_free_median, free_steps, idle_step, judged_medians,
+from afford.fit.time.contention import (child_free_median, free_steps, idle_step, judged_medians,
                                    wait_share)
-from afford.fit.time_noise import time_verdict
+from afford.fit.time.time_noise import time_verdict
 from afford.measure.host_load import UsageClock
 from afford.measure.timing import TimingRule, time_point
 from afford.workloads.clock import FakeClock
@@ -207,7 +207,7 @@ def test_the_certificate_states_the_idle_step_and_what_the_load_cost():
     and at the point the load cost most, its idle step beside the measured one."""
     from afford.cli.certify import load_lines
     from afford.figures.noise import load_line
-    from afford.schema.time import HostLoad
+    from afford.schema.time_section import HostLoad
     from tests.synthetic import make_cert
 
     cert = make_cert()

@@ -22,7 +22,7 @@ import pytest
 
 from afford.plan import cadence, chunk, disk, failures, quota
 from afford.plan.result import StartupComponent
-from afford.provenance import assumed, inherited, measured, module
+from afford.core.provenance import assumed, inherited, measured, module
 from afford.schema.laws import LawFit
 
 GIB = 2**30

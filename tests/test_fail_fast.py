@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.measure.children import child_env
 from afford.workloads import resolve
 from afford.workloads.names import spec_error

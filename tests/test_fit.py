@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.stats import median, median_ci, median_precision, relative_spread
-from afford.fit.throughput import fit_floor_power, fit_linear_floor, fit_power, fit_throughput
+from afford.fit.time.throughput import fit_floor_power, fit_linear_floor, fit_power, fit_throughput
 
 
 def test_power_law_recovered_exactly():
@@ -85,7 +85,7 @@ def test_fit_rejects_bad_input():
 def test_the_old_law_candidates_need_two_distinct_sizes():
     import numpy as np
 
-    from afford.fit.step_time import _candidate_old
+    from afford.fit.time.time_fit import _candidate_old
 
     x, y = np.array([512.0] * 4), np.array([0.1, 0.11, 0.12, 0.1])
     assert _candidate_old("power", x, y, "seq") is None
@@ -194,7 +194,7 @@ def test_the_poor_fit_warning_is_given_exactly_when_r2_is_below_the_threshold():
     falls from R^2 = 1 (m = 2) as m grows; bisect m to where R^2 crosses R2_WARN and check
     every float m within a few hundred ulps either side (on this numpy some give R^2 of
     exactly 0.99)."""
-    from afford.fit.throughput import R2_WARN
+    from afford.fit.time.throughput import R2_WARN
 
     x = [1.0, 2.0, 4.0]
     lo, hi = 2.0, 4.0  # R^2(lo) >= R2_WARN > R^2(hi)

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.fit.collectives import (algbw, busbw, busbw_factor, fit_alpha_beta,
+from afford.fit.nodes.collectives_fit import (algbw, busbw, busbw_factor, fit_alpha_beta,
                                     ring_allreduce_seconds, ring_parameters)
-from afford.fit.dp_scaling import (efficiency, exposed_comm_share, fit_world_size_law,
+from afford.fit.nodes.dp_scaling import (efficiency, exposed_comm_share, fit_world_size_law,
                                    throughput_multiplier)
-from afford.schema.distributed import ring_term
+from afford.schema.distributed_section import ring_term
 
 GiB = 2**30
 
@@ -180,7 +180,7 @@ def test_world_size_law_that_gets_faster_is_flagged():
 def test_flat_timings_fit_no_bandwidth_even_when_lstsq_leaves_a_roundoff_slope():
     """Equal times at sizes 0 and 1: lstsq's slope is about +5e-17, not 0; reading it as
     a bandwidth of 2e16 B/s would be a fabricated figure."""
-    from afford.fit.collectives import fit_alpha_beta
+    from afford.fit.nodes.collectives_fit import fit_alpha_beta
 
     fit = fit_alpha_beta("all_reduce", 2, [0, 1], [0.3, 0.3])
     assert fit.beta_bytes_per_second is None
@@ -195,7 +195,7 @@ def test_growth_is_judged_over_the_span_of_the_sizes_not_where_they_sit():
     level (below FLAT_RELATIVE = 1e-9): no bandwidth. The same 1 MiB span at 100-101 MiB
     says the same (where the sizes sit does not make a rise larger). A rise of 2e-9 is
     growth: beta = 1 MiB / 2e-12 s."""
-    from afford.fit.collectives import fit_alpha_beta
+    from afford.fit.nodes.collectives_fit import fit_alpha_beta
 
     M = 2 ** 20
     for lo in (M, 100 * M):

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from afford.fit import sizing
+from afford.fit.memory import sizing
 from afford.measure.memory_sweep import frozen_bytes, states_bytes
-from afford.certify.memory import build_law, plan_job
-from afford.schema.memory import MemoryShape
+from afford.certify.stage_memory import build_law, plan_job
+from afford.schema.memory_section import MemoryShape
 from afford.workloads import resolve, train_step
 from afford.workloads.base import count_frozen, count_params
 from afford.workloads.tinylm import tinylm_params

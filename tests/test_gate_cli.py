@@ -131,8 +131,8 @@ def test_default_certificate_carries_the_init_loss_gate(cpu_cert: Certificate):
 def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, monkeypatch,
                                                                       cpu_cert):
     import afford.certify as certify_pkg  # the command imports certify() when it runs
-    from afford.gates import GateSettings, init_loss_gate
-    from afford.schema.determinism import InitLossReading
+    from afford.fit.gates import GateSettings, init_loss_gate
+    from afford.schema.determinism_section import InitLossReading
 
     leak = InitLossReading(workload="tinylm", value=16, seed=0, mode="fp32", vocab=256,
                            loss=5.0)  # 5.0 / ln 256 = 0.90
@@ -164,7 +164,7 @@ def _result(name, mode, points):
 
 
 def test_default_init_loss_readings_come_from_the_sweeps_step_0():
-    from afford.certify.gates import sweep_init_losses
+    from afford.certify.stage_gates import sweep_init_losses
 
     results = [_result("tinylm", "bf16", [(16, 256, [5.5, 5.7, 5.6]), (32, 256, []),
                                            (64, 256, [5.0])]),

@@ -8,13 +8,13 @@ import textwrap
 import pytest
 import torch
 
-from afford.certify.gates import GateRequest, run_gates
-from afford.gates import GateSettings, evaluate, init_loss_gate, noise_floor_gate
+from afford.certify.stage_gates import GateRequest, run_gates
+from afford.fit.gates import GateSettings, evaluate, init_loss_gate, noise_floor_gate
 from afford.measure import gate_runs
 from afford.measure.determinism import audit_workload
 from afford.measure.step_capture import (bitwise_equal, capture_step, max_abs_delta,
                                          move_built)
-from afford.schema.determinism import GateReadings
+from afford.schema.determinism_section import GateReadings
 from afford.workloads import resolve
 from tests import gate_workloads as gw
 
@@ -109,19 +109,19 @@ def test_audit_of_softmax_is_bitwise_on_the_cpu():
 
 
 def _register_user_gate(tmp_path, monkeypatch, body: str, module: str) -> None:
-    """A distribution with an ``afford.gates`` entry point, on sys.path for this test."""
+    """A distribution with an ``afford.fit.gates`` entry point, on sys.path for this test."""
     (tmp_path / f"{module}.py").write_text(textwrap.dedent(body))
     info = tmp_path / "my_gates-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-gates\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[afford.gates]\nbudget = {module}:budget\n"
+    (info / "entry_points.txt").write_text(f"[afford.fit.gates]\nbudget = {module}:budget\n"
                                            f"needs-data = {module}:needs_data\n")
     monkeypatch.syspath_prepend(str(tmp_path))
 
 
 def test_a_user_gate_registered_as_an_entry_point_runs(tmp_path, monkeypatch):
     _register_user_gate(tmp_path, monkeypatch, """
-        from afford.gates import GateNotExecutable, GateResult
+        from afford.fit.gates import GateNotExecutable, GateResult
         seen = []
 
         def budget(ctx):
@@ -142,7 +142,7 @@ def test_a_user_gate_registered_as_an_entry_point_runs(tmp_path, monkeypatch):
     assert my_gates_a.seen[0].workloads == ("tests.gate_workloads:causal",)
     by_name = {g.name: g for g in out.gates.gates}
     assert by_name["budget"].status == "PASS" and by_name["budget"].rows[0].delta == 0.3
-    assert by_name["budget"].source == "entry point afford.gates: budget = my_gates_a:budget"
+    assert by_name["budget"].source == "entry point afford.fit.gates: budget = my_gates_a:budget"
     assert by_name["needs-data"].status == "NOT EXECUTABLE"
     assert out.gates.verdict == "GO" and out.determinism is None
     assert [g.name for g in out.gates.gates] == ["init-loss", "cpu-cuda-parity", "noise-floor",
@@ -198,8 +198,8 @@ def test_the_audit_keeps_what_ran_when_only_the_backward_cannot():
     parameters after the step are NOT EXECUTABLE, with the op torch names."""
     from tests.gate_workloads import backward_refuses
 
-    from afford.gates import determinism_gate
-    from afford.schema.determinism import AuditRun, DeterminismSection
+    from afford.fit.gates import determinism_gate
+    from afford.schema.determinism_section import AuditRun, DeterminismSection
 
     run = audit_workload(backward_refuses(), "tests.gate_workloads:backward_refuses", 16, CPU,
                          "fp32", repeats=3, seed=0, deterministic=True, timing_steps=3)

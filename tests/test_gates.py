@@ -6,15 +6,15 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from afford.errors import InputError
-from afford.figures.gates import determinism_lines, gate_lines, noise_lines
-from afford.gates import (TOLERANCE_REASONS, GateNotExecutable, GateResult, GateSettings,
+from afford.core.errors import InputError
+from afford.figures.gates_figures import determinism_lines, gate_lines, noise_lines
+from afford.fit.gates import (TOLERANCE_REASONS, GateNotExecutable, GateResult, GateSettings,
                           determinism_gate, evaluate, headroom, init_loss_gate, matched_params_gate,
                           noise_floor_gate, parity_gate, parse_line, parse_tolerances, ratio, row,
                           user_gate, verdict, worst_row)
 from afford.measure.determinism import missing_kernel_op
-from afford.provenance import NotExecutable, Tagged
-from afford.schema.determinism import (AuditRun, Comparison, DeterminismSection, Gate,
+from afford.core.provenance import NotExecutable, Tagged
+from afford.schema.determinism_section import (AuditRun, Comparison, DeterminismSection, Gate,
                                        GateReadings, GateRow, GatesSection, InitLossReading,
                                        NoiseFloorReading, ParamCountReading, ParityReading,
                                        StepTiming)
@@ -238,7 +238,7 @@ def test_section_round_trips_nan_and_every_printed_number_is_tagged():
 def test_gate_table_renders_worst_row_and_verdict():
     from rich.console import Console
 
-    from afford.report.gates import gate_table
+    from afford.report.gates_tables import gate_table
 
     g = init_loss_gate([_init(LN256 * 0.995), _init(LN256 * 0.99, seed=1)], S)
     con = Console(width=200, record=True)
@@ -329,7 +329,7 @@ def test_the_determinism_table_shows_each_quantity_that_ran():
     """COSTS 1.6's table: forward bitwise beside a gradient NOT EXECUTABLE, on one line."""
     from rich.console import Console
 
-    from afford.report.gates import determinism_table
+    from afford.report.gates_tables import determinism_table
 
     ne = NotExecutable(what="w on: gradients, parameters after step (backward)",
                        reason="RuntimeError: cumsum_cuda_kernel does not have a deterministic "

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.workloads import resolve, train_step
 from afford.workloads.base import check_gradients, count_frozen, count_params
 
@@ -26,7 +26,7 @@ TINY_LLAMA = "hf:llama@d64L2H4K2V512F128"  # grouped-query: 4 heads, 2 key/value
 
 
 def _parse(spec):
-    from afford.workloads.hf import parse_spec
+    from afford.workloads.hf_models import parse_spec
 
     return parse_spec(spec)
 
@@ -169,7 +169,7 @@ def test_cli_without_transformers_exits_2(monkeypatch, tmp_path):
 
 
 def test_per_layer_kinds_follow_the_layer_count():
-    from afford.workloads.hf import _cycle_kinds
+    from afford.workloads.hf_models import _cycle_kinds
 
     assert _cycle_kinds(["a", "b", "a", "b"], 2) == ["a", "b"]
     assert _cycle_kinds(["a", "b"], 5) == ["a", "b", "a", "b", "a"]
@@ -181,7 +181,7 @@ def test_per_layer_kinds_follow_the_layer_count():
 
 @needs_tf
 def test_layer_types_follow_L_and_grouped_heads_keep_their_group():
-    from afford.workloads.hf import base_config, with_sizes
+    from afford.workloads.hf_models import base_config, with_sizes
 
     c = with_sizes(base_config("qwen2"), {"d": 256, "L": 3, "H": 8})  # 32 heads, 32 kv
     assert c.num_hidden_layers == 3 and len(c.layer_types) == 3
@@ -217,7 +217,7 @@ def test_every_causal_lm_type_builds_a_sized_config_or_says_why():
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    from afford.workloads.hf import SIZE_FIELDS
+    from afford.workloads.hf_models import SIZE_FIELDS
 
     transformers.logging.set_verbosity_error()
     built, refused = [], {}

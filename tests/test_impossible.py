@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from afford.cli import app, common
-from afford.provenance import SHARE, impossible, measured, module
+from afford.core.provenance import SHARE, impossible, measured, module
 from afford.report import html, markdown
 from afford.report.model import Report, Section, Table
 from afford.report.terminal import fmt, fmt_list
@@ -134,7 +134,7 @@ def test_the_certify_summary_refuses_an_mfu_above_100_percent(tmp_path, monkeypa
 
 
 def test_a_memory_law_with_a_negative_constant_reads_as_a_term():
-    from afford.schema.memory import MemoryFit
+    from afford.schema.memory_section import MemoryFit
 
     fit = MemoryFit(quantity="rss_increment", form="states_plus_fixed", c_res=92.0, c_op=0.0,
                     fixed_bytes=-1.18 * 2**20, s2_term=False, r2=0.9997, residuals=[0.0],

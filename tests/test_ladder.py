@@ -9,12 +9,12 @@ from typer.testing import CliRunner
 
 from afford import figures
 from afford.cli import app
-from afford.constants import load_scaling
-from afford.errors import InputError
-from afford.plan import ladder as ladder_mod
-from afford.plan.ladder import Entry, LadderRow, build_ladder, parse_entries
-from afford.provenance import Tag, Tagged, inherited, measured
-from afford.report.ladder import ladder_notes, ladder_table
+from afford.core.published_constants import load_scaling
+from afford.core.errors import InputError
+from afford.plan import scale_ladder as ladder_mod
+from afford.plan.scale_ladder import Entry, LadderRow, build_ladder, parse_entries
+from afford.core.provenance import Tag, Tagged, inherited, measured
+from afford.report.ladder_tables import ladder_notes, ladder_table
 from afford.schema.cert import save_certificate
 from tests.synthetic_cert import certificate, linear_sizes, sizes_section
 
@@ -159,7 +159,7 @@ def test_a_failed_premise_is_a_warning():
 
 
 def test_measured_levers_are_listed_with_their_spread():
-    from afford.schema.levers import Lever, LeverRun, LeversSection
+    from afford.schema.levers_section import Lever, LeverRun, LeversSection
     lv = Lever(name="compile", description="torch.compile", a="a", b="b",
                metric="step_seconds", per_child=[1.2, 1.3, 1.4], speedup=1.3, speedup_min=1.2,
                speedup_max=1.4)
@@ -322,8 +322,8 @@ def test_mfu_implied_by_a_against_both_peaks(with_rate, monkeypatch):
 
 
 def test_ladder_flags_a_law_that_implies_more_than_the_gemm_rate():
-    from afford.plan.ladder import LadderRow, _warnings
-    from afford.provenance import module
+    from afford.plan.scale_ladder import LadderRow, _warnings
+    from afford.core.provenance import module
 
     class Ctx:
         sizes = None

@@ -15,22 +15,23 @@ import pytest
 
 SRC = Path(__file__).parents[1] / "src"
 
-# Lowest first. A module belongs to the last layer whose prefix it starts with.
+# Lowest first: each layer is a folder of src/afford; the package root's own modules (the
+# facade ``afford/__init__.py``, ``__main__`` and the console script's ``_entry``) stand
+# above every folder. A module's layer is its folder's, with no exceptions.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("afford._version", "afford._callable", "afford.errors", "afford.provenance",
-              "afford.units", "afford.io", "afford.constants", "afford.lock",
-              "afford.user_code")),
-    ("schema", ("afford.schema", "afford.manifest")),
-    ("fit", ("afford.fit", "afford.gates", "afford.bars")),
-    ("workloads", ("afford.workloads",)),
-    ("measure", ("afford.measure",)),
-    ("certify", ("afford.certify",)),
-    ("figures", ("afford.figures", "afford.ledger")),
-    # the package root is the API's facade (afford.api): it loads the library on first use
-    ("plan", ("afford.plan", "afford.compare", "afford.milestones", "afford.track",
-              "afford.api", "afford")),
-    ("report", ("afford.report",)),
-    ("cli", ("afford.cli", "afford._entry", "afford.__main__")),
+    ("base", ("core",)),
+    ("schema", ("schema",)),
+    ("fit", ("fit",)),
+    ("workloads", ("workloads",)),
+    ("measure", ("measure",)),
+    ("certify", ("certify",)),
+    ("figures", ("figures",)),
+    ("plan", ("plan",)),
+    ("wings", ("bars", "track")),  # docs/DESIGN.md section 2: the bars and the loop guard
+    ("api", ("api",)),
+    ("report", ("report",)),
+    ("cli", ("cli",)),
+    ("root", ("",)),
 ]
 FAST = ("plan", "preflight", "size", "predict", "compare", "report", "history", "pin", "schema")
 
@@ -46,10 +47,14 @@ def modules() -> dict[str, Path]:
 
 
 def layer(name: str) -> int:
-    found = [i for i, (_, prefixes) in enumerate(LAYERS)
-             for p in prefixes if name == p or (p != "afford" and name.startswith(p + "."))]
-    assert found, f"{name} is in no layer: add it to LAYERS in tests/test_layers.py"
-    return max(found)
+    """The layer of module ``name``: its folder's (``afford.fit.time.warmup`` -> fit); a
+    module of the package root, or the root itself, is the root's."""
+    parts = name.split(".")
+    in_folder = len(parts) > 2 or (len(parts) == 2 and (SRC / "afford" / parts[1]).is_dir())
+    folder = parts[1] if in_folder else ""
+    found = [i for i, (_, folders) in enumerate(LAYERS) if folder in folders]
+    assert found, f"{name}: its folder {folder!r} is in no layer: add it to LAYERS"
+    return found[0]
 
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
@@ -130,8 +135,19 @@ def test_no_import_circle(graph):
 def test_the_checks_can_fail():
     """A circle through three modules is found; an import from fit up to plan is up."""
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert layer("afford.fit.throughput") < layer("afford.plan.ladder")
-    assert layer("afford.cli.plan") == len(LAYERS) - 1 and layer("afford.errors") == 0
+    assert layer("afford.fit.time.throughput") < layer("afford.plan.scale_ladder")
+    assert layer("afford.cli.plan") == len(LAYERS) - 2 and layer("afford.core.errors") == 0
+    assert layer("afford") == layer("afford._entry") == len(LAYERS) - 1
+    assert layer("afford.fit") == layer("afford.fit.memory.sizing") == 2
+
+
+def test_every_folder_is_a_layer_and_no_file_name_repeats():
+    """The tree says what LAYERS says: every folder of the package is one layer's, and a
+    file's name says which file it is (``__init__.py`` aside, no name twice)."""
+    folders = {p.name for p in (SRC / "afford").iterdir() if (p / "__init__.py").exists()}
+    assert folders == {f for _, fs in LAYERS for f in fs if f}
+    names = [p.name for p in (SRC / "afford").rglob("*.py") if p.name != "__init__.py"]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
 
 
 def _torch_loaded(code: str) -> str:
@@ -152,3 +168,19 @@ def test_help_imports_no_torch(argv):
             f"sys.argv = ['afford', *{argv!r}]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass")
     assert _torch_loaded(code) == "False"
+
+
+def test_the_fit_families_import_nothing_from_one_another(graph):
+    """fit/memory, fit/time and fit/nodes stand side by side; what they share (stats,
+    gates) is beside them in fit/."""
+    families = ("memory", "time", "nodes")
+
+    def family(name: str) -> str | None:
+        parts = name.split(".")
+        return parts[2] if len(parts) > 3 and parts[1] == "fit" and parts[2] in families \
+            else None
+
+    across = [f"{a} imports {b}" for a, targets in graph.items() for b in sorted(targets)
+              if family(a) and family(b) and family(a) != family(b)]
+    assert across == []
+    assert family("afford.fit.time.warmup") == "time" and family("afford.fit.stats") is None

@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 import pytest
 from typer.testing import CliRunner
 
-from afford import ledger
+from afford.figures import ledger
 from afford.cli import app
-from afford.errors import InputError
-from afford.provenance import Struck, Tag
+from afford.core.errors import InputError
+from afford.core.provenance import Struck, Tag
 from tests.synthetic import make_cert
 
 runner = CliRunner()
@@ -311,7 +311,7 @@ def test_cli_bad_input_exits_2(args, match, tmp_path, monkeypatch):
 
 
 def _noisy_cert():
-    from afford.schema.time import CertTimeVerdict, HostLoad
+    from afford.schema.time_section import CertTimeVerdict, HostLoad
 
     v = CertTimeVerdict(label="NOISY", reasons=["tinylm (fp32) seq=256: children disagree by "
                                                  "40% (> 10%)"], child_tolerance=0.1,

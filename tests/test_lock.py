@@ -1,4 +1,4 @@
-"""afford.lock on filelock: a holder killed with SIGKILL frees the lock at once (the kernel
+"""afford.core.lock on filelock: a holder killed with SIGKILL frees the lock at once (the kernel
 drops its flock), two threads of one process exclude each other, a missing folder is exit 2
 before any lock file is made. (Timeouts, the sidecar's name and mode, and the holder's temp
 sweep: tests/test_reliability_io.py.)"""
@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from afford import lock
-from afford.errors import InputError
+from afford.core import lock
+from afford.core.errors import InputError
 
-HOLD = ("import sys, time\nfrom afford.lock import locked\n"
+HOLD = ("import sys, time\nfrom afford.core.lock import locked\n"
         "with locked(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n")
 
 

@@ -7,10 +7,10 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from afford import manifest as mf
+from afford.schema import manifest as mf
 from afford.cli import app
-from afford.errors import InputError
-from afford.provenance import measured
+from afford.core.errors import InputError
+from afford.core.provenance import measured
 
 runner = CliRunner()
 

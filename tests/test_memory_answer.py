@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 
 from afford import figures
 from afford.cli import app
-from afford.figures import memory as fm
+from afford.figures import memory_figures as fm
 from afford.figures import reserved
-from afford.fit import memory_replay as mr
-from afford.fit.allocator import replay
+from afford.fit.memory import replay_fit as mr
+from afford.fit.memory.allocator import replay
 from afford.plan import planner
-from afford.plan.predict import predict
+from afford.plan.prediction import predict
 from afford.schema.cert import save_certificate
 from tests import memory_fakes as mf
 from tests.alloc_programs import MIB, program
@@ -192,7 +192,7 @@ def test_size_and_predict_cli_take_the_mode(bf16_timed, tmp_path, monkeypatch):
 def _text(report) -> str:
     from rich.console import Console
 
-    from afford.report.memory import replay_tables, size_tables
+    from afford.report.memory_tables import replay_tables, size_tables
 
     console = Console(record=True, width=600)
     for t in size_tables(report) + replay_tables(report):

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.fit.memory import (BATCH_CAP, MemoryObservation, batch_linearity, candidate_forms,
+from afford.fit.memory.memory_fit import (BATCH_CAP, MemoryObservation, batch_linearity, candidate_forms,
                                columns, fit_form, fit_memory, fit_params_affine, judge,
                                largest_batch)
-from afford.schema.memory import MemoryFit, activation_features
+from afford.schema.memory_section import MemoryFit, activation_features
 
 MiB = 2**20
 # a tinylm-like sweep: seq sweep at B=8 and batch sweep at s=512, d=512, L=8, H=8

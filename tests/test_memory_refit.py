@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from afford.certify.memory import build_law, plan_job, refit_law, refit_section, s2_term
-from afford.schema.memory import MemorySection
+from afford.certify.stage_memory import build_law, plan_job, refit_law, refit_section, s2_term
+from afford.schema.memory_section import MemorySection
 from afford.workloads import resolve
 
 H200 = Path(__file__).parent / "data" / "h200_memory_2026-12-02.json"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from afford.fit import memory_replay as mr
-from afford.schema.memory import AllocTrace, pack_ints
+from afford.fit.memory import replay_fit as mr
+from afford.schema.memory_section import AllocTrace, pack_ints
 from tests.alloc_programs import MIB, program
 from tests.replay_data import shapes
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from afford.certify.memory import MemoryJob, build_law, refit_law
-from afford.certify.memory_replay import build_replay, use_replay
-from afford.schema.memory import MemoryLaw, MemorySection
+from afford.certify.stage_memory import MemoryJob, build_law, refit_law
+from afford.certify.stage_replay import build_replay, use_replay
+from afford.schema.memory_section import MemoryLaw, MemorySection
 from tests.replay_data import shapes
 
 ENV = SimpleNamespace(device_type="cuda", device_memory_bytes=150 * 10**9)
@@ -92,8 +92,8 @@ def test_the_laws_held_out_misses_say_the_replay_answers_where_it_does():
     import json
     from pathlib import Path
 
-    from afford.certify.memory import refit_law, with_replay
-    from afford.schema.memory import MemoryLaw
+    from afford.certify.stage_memory import refit_law, with_replay
+    from afford.schema.memory_section import MemoryLaw
 
     # softmax bf16's law of an H200 certificate (the merged tree of 2026-12-03): it misses
     # 16 x 4096 by -39 %

@@ -9,12 +9,12 @@ from datetime import datetime, timezone
 import pytest
 from typer.testing import CliRunner
 
-from afford import ledger
-from afford import milestones as ms
+from afford.figures import ledger
+from afford.bars import milestone_verdicts as ms
 from afford.cli import app
-from afford.errors import InputError
-from afford.provenance import Tag, module
-from afford.schema.bars import BarsFile, EvalReading, Ladder, Rung
+from afford.core.errors import InputError
+from afford.core.provenance import Tag, module
+from afford.schema.bars_file import BarsFile, EvalReading, Ladder, Rung
 
 runner = CliRunner()
 W = "ab" * 32          # the bars' window

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from afford.cli import certify as cli_certify
 from afford.figures.noise import summarize_noise
-from afford.schema.time import HostLoad
+from afford.schema.time_section import HostLoad
 from tests.time_certs import make_time_cert
 
 

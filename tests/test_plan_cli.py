@@ -8,11 +8,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from afford.cli import app
-from afford.errors import InputError
-from afford.manifest import pinned_sources
+from afford.core.errors import InputError
+from afford.schema.manifest import pinned_sources
 from afford.plan import planner
-from afford.provenance import Tag
-from afford.report.plan import render_plan, render_verdict
+from afford.core.provenance import Tag
+from afford.report.plan_tables import render_plan, render_verdict
 from afford.schema.cert import save_certificate
 from afford.schema.platform import load_platform, presets
 from afford.schema.run import load_run
@@ -287,7 +287,7 @@ def test_preflight_on_a_real_cpu_certificate(cpu_cert_path, tmp_path):
     # a real certificate of this shared 2-core box may come out NOISY under load: preflight
     # then says NO-GO naming it, and GO once the noise is accepted
     r = run("preflight", cpu_cert_path, "--platform", "local", "--run", runf)
-    from afford.figures.time import verdict_label
+    from afford.figures.time_figures import verdict_label
     from afford.schema.cert import load_certificate
 
     if verdict_label(load_certificate(cpu_cert_path)) == "NOISY":

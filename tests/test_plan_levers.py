@@ -5,9 +5,9 @@ Chowdhery et al. 2022, appendix B); the values below are worked by hand."""
 import pytest
 
 from afford import figures
-from afford.plan import levers
-from afford.provenance import NotExecutable, Tag, measured
-from afford.schema.levers import Lever, LeverRun, LeversSection, LeverVariant
+from afford.plan import lever_rows as levers
+from afford.core.provenance import NotExecutable, Tag, measured
+from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 from tests.synthetic_cert import T0, certificate, point
 
 PEAK = 1e13  # the certificate's measured bf16 GEMM rate, FLOP/s
@@ -141,7 +141,7 @@ def test_the_batch_ab_gives_each_rung_its_gain_and_its_memory():
     assert rows[1].step.tag is Tag.MEASURED and rows[1].tokens_per_second.tag is Tag.MODULE
     from rich.console import Console
 
-    from afford.report.ladder import batch_table
+    from afford.report.ladder_tables import batch_table
 
     con = Console(width=200, record=True)
     con.print(batch_table(rows))

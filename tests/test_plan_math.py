@@ -7,7 +7,7 @@ import pytest
 from afford.plan import cadence, chunk, disk, failures, quota
 from afford.plan.derive import ceil_div, floor_div
 from afford.plan.result import StartupComponent
-from afford.provenance import Tag, assumed, inherited, measured
+from afford.core.provenance import Tag, assumed, inherited, measured
 
 GIB = 2**30
 

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from afford.errors import InputError
-from afford.figures import time as ft
+from afford.core.errors import InputError
+from afford.figures import time_figures as ft
 from afford.plan import planner
-from afford.plan.predict import predict
-from afford.provenance import Tag
+from afford.plan.prediction import predict
+from afford.core.provenance import Tag
 from afford.schema.run import RunFile
-from afford.schema.step_time import (accuracy_text, held_out_accuracy, measured_ranges,
+from afford.schema.time_law import (accuracy_text, held_out_accuracy, measured_ranges,
                                      predict_at)
 from tests.plan_helpers import make_cert, make_platform, make_run
 from tests.time_certs import H200_DEFAULT, H200_HF, h200, make_time_cert, seconds, time_model
@@ -509,7 +509,7 @@ def test_a_noisy_plan_in_the_report_opens_with_its_warning():
 
 
 def test_a_partial_certificate_says_so_in_plan_and_preflight_warnings():
-    from afford.figures.time import time_warnings
+    from afford.figures.time_figures import time_warnings
     from tests.synthetic_cert import certificate
 
     c = certificate(None).model_copy(update={"status": "partial",

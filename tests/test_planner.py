@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.plan import planner
-from afford.provenance import Tag
+from afford.core.provenance import Tag
 from tests.plan_helpers import GIB, STARTED, make_cert, make_platform, make_run
 
 

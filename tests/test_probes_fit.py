@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from afford.fit.verdicts import arithmetic_share, bound_verdict, ladder_fit, mfu, utilisation_stats
-from afford.fit.warmup import combine_profiles, steps_until_warm, warmup_profile
-from afford.schema.probes import COMPUTE_SHARE, LAUNCH_FIXED_SHARE
+from afford.fit.time.verdicts import arithmetic_share, bound_verdict, ladder_fit, mfu, utilisation_stats
+from afford.fit.time.warmup import combine_profiles, steps_until_warm, warmup_profile
+from afford.schema.probes_section import COMPUTE_SHARE, LAUNCH_FIXED_SHARE
 
 
 def test_utilisation_stats_drop_the_settle_window_and_count_idle_samples():
@@ -154,7 +154,7 @@ def test_a_fixed_share_above_the_step_is_a_failed_fit_never_a_figure():
     CPU (utilisation NOT EXECUTABLE) a 1-child ladder gave F / t = 120 % and the verdict
     cited it as launch-bound evidence. Now the fit is reported failed and the verdict rests
     on the rungs: here 4x the tokens cost 3.6x the time, so the step grows with the batch."""
-    from afford.fit.verdicts import ladder_growth
+    from afford.fit.time.verdicts import ladder_growth
 
     grows = ladder_growth([512, 2048], [0.10, 0.36], [[0.1, 0.1, 0.1, 0.11, 0.1],
                                                       [0.36, 0.35, 0.37, 0.36, 0.36]])
@@ -177,9 +177,9 @@ def test_a_fixed_share_above_the_step_is_a_failed_fit_never_a_figure():
 
 
 def test_the_probes_table_shows_a_failed_fixed_share_as_a_failed_measurement():
-    from afford.figures.probes import _fixed_share
-    from afford.provenance import NotExecutable
-    from afford.schema.probes import Ladder, Rung
+    from afford.figures.probes_figures import _fixed_share
+    from afford.core.provenance import NotExecutable
+    from afford.schema.probes_section import Ladder, Rung
 
     law, fixed, share = ladder_fit([512, 1024, 2048], [0.05, 0.1, 0.05])  # F / t = 117 %
     lad = Ladder(batch_key="batch", rungs=[Rung(multiplier=1, shape={})], law=law,
@@ -192,7 +192,7 @@ def test_the_probes_table_shows_a_failed_fixed_share_as_a_failed_measurement():
 def test_the_levers_batch_line_never_quotes_a_failed_fixed_share():
     from types import SimpleNamespace
 
-    from afford.report.ladder import batch_lines
+    from afford.report.ladder_tables import batch_lines
 
     law, _, share = ladder_fit([512, 1024, 2048], [0.05, 0.1, 0.05])
     ok_law, _, ok_share = ladder_fit([512, 1024, 2048], [0.06, 0.08, 0.12])

@@ -7,7 +7,7 @@ import torch
 from afford.measure.probes.copy import copy_probe, host_copy_probe
 from afford.measure.probes.gemm import gemm_probe, matmul_settings, max_rel_error
 from afford.measure.probes.protocol import probe_protocol
-from afford.provenance import NotExecutable
+from afford.core.provenance import NotExecutable
 
 CPU = torch.device("cpu")
 
@@ -94,7 +94,7 @@ def test_cuda_copy_probe():
 
 @pytest.mark.cuda
 def test_cuda_host_copy_probe_times_each_direction():
-    from afford.schema.probes import HostCopyProbe
+    from afford.schema.probes_section import HostCopyProbe
 
     c = host_copy_probe(CUDA, buffer_bytes=64 * 2**20, warmup=2, reps=5)
     h = HostCopyProbe(**c)

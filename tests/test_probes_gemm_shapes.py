@@ -6,7 +6,7 @@ import torch
 
 from afford.measure.probes.flops import count_step_flops
 from afford.measure.probes.gemm_shapes import gemm_shape_probe, record_gemm_shapes
-from afford.schema.probes import ShapeGemms
+from afford.schema.probes_section import ShapeGemms
 from afford.workloads.softmax import Softmax
 from afford.workloads.tinylm import TinyLM, TinyLMConfig
 

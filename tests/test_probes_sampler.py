@@ -8,7 +8,7 @@ import types
 import pytest
 
 from afford.measure.probes.nvml import UtilisationSampler, not_on_cpu, nvml_reader
-from afford.provenance import NotExecutable
+from afford.core.provenance import NotExecutable
 
 
 def scripted(values, reached: threading.Event, after: int):

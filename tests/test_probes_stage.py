@@ -9,16 +9,16 @@ import pytest
 from rich.console import Console
 
 from afford import figures
-from afford.certify.probes import assemble_section, gemm_dtype_for, workload_items
-from afford.figures.probes import probes_json, summarize_probes
+from afford.certify.stage_probes import assemble_section, gemm_dtype_for, workload_items
+from afford.figures.probes_figures import probes_json, summarize_probes
 from afford.measure.probes.protocol import probe_protocol
-from afford.provenance import NotExecutable, Tag
-from afford.report.probes import probes_device_table, probes_workload_table
-from afford.report.probes import probes_warmup_table as warmup_table
+from afford.core.provenance import NotExecutable, Tag
+from afford.report.probes_tables import probes_device_table, probes_workload_table
+from afford.report.probes_tables import probes_warmup_table as warmup_table
 from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.point import ChildPoint, Point
-from afford.schema.probes import Ladder, ProbesSection
+from afford.schema.probes_section import Ladder, ProbesSection
 
 N = 8192
 FLOP = 2.0 * N**3

@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from afford.provenance import fitted, measured
+from afford.core.provenance import fitted, measured
 from afford.report.prose import prose, untagged_figures
 
 
@@ -50,8 +50,8 @@ def test_certify_prints_its_wall_time_and_stage_seconds_tagged():
 def test_the_levers_batch_law_prints_its_coefficients_tagged():
     from types import SimpleNamespace
 
-    from afford.fit.verdicts import ladder_fit
-    from afford.report.ladder import batch_lines
+    from afford.fit.time.verdicts import ladder_fit
+    from afford.report.ladder_tables import batch_lines
 
     law, _, share = ladder_fit([512, 1024, 2048], [0.06, 0.08, 0.12])
     (line,) = batch_lines(SimpleNamespace(runs=[SimpleNamespace(workload="w", batch_law=law,
@@ -63,7 +63,7 @@ def test_the_levers_batch_law_prints_its_coefficients_tagged():
 
 
 def test_the_step_time_model_line_tags_its_coefficients_fitted():
-    from afford.figures.time import TimeSummary
+    from afford.figures.time_figures import TimeSummary
     from afford.report.time_model import model_lines
 
     s = TimeSummary(name="tinylm", mode="fp32", form="max", formula="t = max(2.1e-3, 6.34e-10 "

@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from afford.provenance import (NotExecutable, Struck, Tag, Tagged, assumed, fitted, measured,
+from afford.core.provenance import (NotExecutable, Struck, Tag, Tagged, assumed, fitted, measured,
                                require_tagged)
 from afford.report.terminal import fmt
 

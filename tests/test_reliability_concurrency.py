@@ -18,8 +18,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from afford import io, ledger
-from afford import manifest as mf
+from afford.core import io
+
+from afford.figures import ledger
+from afford.schema import manifest as mf
 from tests.reliability import SRC, add_args, cli, fork, fork_rounds, leftovers, main
 
 WRITERS, ROUNDS = 16, 5

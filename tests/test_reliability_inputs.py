@@ -11,7 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from afford import user_code
+from afford.core import user_code
 from afford.cli import app
 from tests import fuzz_inputs as fz
 
@@ -120,7 +120,7 @@ def test_sweep_values_of_minus_1_are_refused_not_compared(files):
 
 
 def test_a_negative_fixed_term_reads_as_a_subtraction():
-    from afford.schema.memory import MemoryFit
+    from afford.schema.memory_section import MemoryFit
 
     def fit(fixed):
         return MemoryFit(quantity="reserved", form="states_plus_fixed", c_res=2.0, c_op=0.0,

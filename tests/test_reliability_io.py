@@ -9,8 +9,10 @@ import time
 
 import pytest
 
-from afford import io, lock
-from afford.errors import InputError, WriteError
+from afford.core import io
+
+from afford.core import lock
+from afford.core.errors import InputError, WriteError
 from tests.reliability import add_args, cli, one_line_error
 
 HOUR = 3600

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from afford import manifest as mf
-from afford.errors import InputError
+from afford.schema import manifest as mf
+from afford.core.errors import InputError
 from tests.reliability import cli, one_line_error
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from afford import io
+from afford.core import io
 from afford.cli import app
 from tests import fuzz_inputs as fz
 
@@ -25,7 +25,7 @@ SRC = Path(__file__).parents[1] / "src"
 PAYLOAD = 300_000  # bytes: a report's size
 WRITER = """
 import sys, time
-from afford.io import atomic_write_bytes
+from afford.core.io import atomic_write_bytes
 target, size = sys.argv[1], int(sys.argv[2])
 print("ready", flush=True)
 k = 0
@@ -35,7 +35,7 @@ while True:
 """
 HOLDER = """
 import os, sys, time
-import afford.io as io
+import afford.core.io as io
 def slow(fd, data, mode):
     os.write(fd, data[:10])
     print("holding", flush=True)

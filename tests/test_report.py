@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from afford.cli import app
-from afford.provenance import NotExecutable, Tagged, measured
+from afford.core.provenance import NotExecutable, Tagged, measured
 from afford.report import html, markdown, plots
 from afford.report.build import Inputs, build_report
 from afford.report.generic import generic_section
@@ -179,7 +179,7 @@ def test_plot_export_is_reproducible(tmp_path):
     one = report.plots[0]
     plots._save.cache_clear()
     assert plots.svg(one) == (tmp_path / "p" / f"{one.id}.svg").read_text()  # drawn anew
-    from afford.errors import InputError
+    from afford.core.errors import InputError
 
     with pytest.raises(InputError, match="already exists"):
         plots.export(report.plots, tmp_path / "p")
@@ -281,7 +281,7 @@ def test_a_real_plan_is_shown_as_the_terminals_tables():
 
     from afford.plan import planner
     from afford.report import markdown
-    from afford.report.plan import plan_blocks
+    from afford.report.plan_tables import plan_blocks
     from tests.plan_helpers import make_cert, make_platform, make_run
 
     plan = planner.plan(make_cert(), make_platform(), make_run())
@@ -303,7 +303,7 @@ def test_a_real_plan_is_shown_as_the_terminals_tables():
 def test_plan_quota_rows_show_gpu_hours():
     from afford.plan import planner
     from afford.report.cells import cell_text
-    from afford.report.plan import quota_block
+    from afford.report.plan_tables import quota_block
     from tests.plan_helpers import make_cert, make_platform, make_run
 
     rows = quota_block(planner.plan(make_cert(), make_platform(), make_run())).table.rows
@@ -350,7 +350,7 @@ def test_report_and_plan_mark_the_same_figures_provisional(tmp_path):
     assert unpinned.target.target_steps.provisional and not pinned.target.weeks.provisional
     assert not unpinned.chunk.chunk_seconds.provisional
     assert not any(r.steps_per_hour.provisional for r in unpinned.rows if r.steps_per_hour)
-    from afford import manifest as mf
+    from afford.schema import manifest as mf
 
     none_pinned = ("m.json", mf.Manifest())  # the report's manifest pins nothing
     seen = {}

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.schema.cert import CERT_SCHEMA, Certificate, load_certificate, save_certificate
 
 BENCH_CERT = Path(__file__).resolve().parent / "data" / "h200_default_d89f7a2.json"

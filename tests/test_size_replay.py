@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from afford.certify.memory import refit_law
+from afford.certify.stage_memory import refit_law
 from afford.cli import app
-from afford.figures import memory as memory_figures
-from afford.report.memory import replay_tables
+from afford.figures import memory_figures
+from afford.report.memory_tables import replay_tables
 from afford.schema.cert import save_certificate
-from afford.schema.memory import MemorySection
+from afford.schema.memory_section import MemorySection
 from tests.synthetic_cert import certificate
 
 SECTION = Path(__file__).parent / "data" / "h200_memory_section_hf.json"
@@ -122,7 +122,7 @@ def test_plans_largest_batch_reads_the_replay(cert):
 
 @pytest.mark.slow
 def test_expandable_segments_changing_the_fit_is_a_lever():
-    from afford.figures import memory_replay as fr
+    from afford.figures import replay_figures as fr
 
     sec = MemorySection.model_validate_json(SECTION.read_text())
     law = refit_law(next(x for x in sec.laws if x.workload == "hf_models:llama"

@@ -5,16 +5,16 @@ import math
 import numpy as np
 import pytest
 
-from afford.certify import levers as lv
-from afford.certify.sizes import SIZES, fit_sizes, size_configs
-from afford.errors import InputError
-from afford.fit.phases import growth, phase_child, phase_split, premise
-from afford.fit.speedup import per_child_speedups, summarize
-from afford.fit.verdicts import mfu
-from afford.provenance import NotExecutable
-from afford.schema.levers import LeverVariant
+from afford.certify import stage_levers as lv
+from afford.certify.stage_sizes import SIZES, fit_sizes, size_configs
+from afford.core.errors import InputError
+from afford.fit.time.phases import growth, phase_child, phase_split, premise
+from afford.fit.time.speedup import per_child_speedups, summarize
+from afford.fit.time.verdicts import mfu
+from afford.core.provenance import NotExecutable
+from afford.schema.levers_section import LeverVariant
 from afford.schema.point import ChildPoint
-from afford.schema.sizes import PhaseChild, SizePoint
+from afford.schema.sizes_section import PhaseChild, SizePoint
 from afford.workloads import resolve
 from afford.workloads.tinylm import tinylm_params
 from tests.synthetic_cert import point
@@ -193,7 +193,7 @@ def test_stages_are_wired_to_the_request(monkeypatch):
     from types import SimpleNamespace
 
     from afford import certify
-    from afford.certify import sizes as sz
+    from afford.certify import stage_sizes as sz
 
     assert certify.stages_for(certify.CertifyRequest(gates=False, memory=False, probes=False)) == []
     assert [s.__name__ for s in certify.stages_for(certify.CertifyRequest(

@@ -10,14 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from afford import figures
-from afford.certify.memory import build_law, dim_keys, memory_modes, plan_job
+from afford.certify.stage_memory import build_law, dim_keys, memory_modes, plan_job
 from afford.cli import app
-from afford.constants import load_memory_defaults
-from afford.figures import memory as memory_figures
-from afford.fit import sizing
-from afford.provenance import Tag
+from afford.core.published_constants import load_memory_defaults
+from afford.figures import memory_figures
+from afford.fit.memory import sizing
+from afford.core.provenance import Tag
 from afford.schema.cert import Certificate, Environment, Protocol, save_certificate
-from afford.schema.memory import MemorySection, MemoryShape
+from afford.schema.memory_section import MemorySection, MemoryShape
 from afford.workloads import resolve
 from afford.workloads.tinylm import tinylm_params
 
@@ -299,7 +299,7 @@ def test_size_memory_fraction_and_its_deprecated_name(gpu_cert_path):
 def test_renderers_tag_every_number(gpu_cert):
     from rich.console import Console
 
-    from afford.report.memory import memory_summary_table, size_tables
+    from afford.report.memory_tables import memory_summary_table, size_tables
 
     console = Console(width=200, record=True)
     report = memory_figures.size(gpu_cert, "tinylm", 4096, 64, None, 0.9, "run")
@@ -312,7 +312,7 @@ def test_renderers_tag_every_number(gpu_cert):
 
 
 def test_shape_with_a_bad_dimension_is_input_error(gpu_law):
-    from afford.errors import InputError
+    from afford.core.errors import InputError
 
     with pytest.raises(InputError, match="positive integer"):
         sizing.predict(gpu_law, {"seq": 0}, "run")
@@ -349,7 +349,7 @@ def test_defaults_block_from_a_certificate_round_trips(gpu_cert):
 
 
 def test_shapes_that_were_not_resident_are_left_out():
-    from afford.certify.memory import exclusion
+    from afford.certify.stage_memory import exclusion
 
     base = dict(key="k", role="seq", shape={}, dims={"B": 1, "s": 1}, params=10,
                 states_bytes=160, steps=2)
@@ -403,7 +403,7 @@ def test_user_constants_judged_like_the_defaults(gpu_cert, tmp_path):
     """The synthetic box's law is exactly C_res = 72 B/elem, 16 B/param (bf16). A user's
     C_res of 72 is CONFIRMED; 60 is WRONG and optimistic, and replacing it changes the peak
     by exactly L x (60 - 72) x B*s*d bytes at the target."""
-    from afford.schema.constants import load_constants
+    from afford.schema.user_constants import load_constants
 
     law = gpu_cert.memory.laws[0]
     ok = sizing.user_defaults(load_constants(_constants(tmp_path, 72)), "bf16")[0]
@@ -432,8 +432,8 @@ def test_user_constants_judged_like_the_defaults(gpu_cert, tmp_path):
     (('mode = "fp32"', 'mode = "bf16"', 1), "two constants multiply c_res in mode bf16"),
 ])
 def test_user_constants_schema_refuses_bad_files(tmp_path, edit, match):
-    from afford.errors import InputError
-    from afford.schema.constants import load_constants
+    from afford.core.errors import InputError
+    from afford.schema.user_constants import load_constants
 
     path = tmp_path / "c.toml"
     path.write_text(MY_CONSTANTS.format(c_res=72).replace(*edit))
@@ -456,7 +456,7 @@ def test_size_with_constants_through_the_cli(gpu_cert_path, tmp_path):
 
 
 def test_user_constants_with_every_term_judge_the_whole_formula(gpu_cert):
-    from afford.schema.constants import UserConstants
+    from afford.schema.user_constants import UserConstants
 
     consts = UserConstants.model_validate({
         "schema": "afford.constants/1", "name": "mine", "citation": "here",
@@ -478,8 +478,8 @@ def test_every_verdict_row_group_names_its_formula(gpu_cert, tmp_path):
     bytes_per_param row."""
     from rich.console import Console
 
-    from afford.report.memory import verdict_table
-    from afford.schema.constants import load_constants
+    from afford.report.memory_tables import verdict_table
+    from afford.schema.user_constants import load_constants
 
     path = tmp_path / "only_c_res.toml"
     path.write_text(MY_CONSTANTS.format(c_res=60).split("[[constant]]")[0] + "[[constant]]"

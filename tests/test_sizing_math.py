@@ -4,9 +4,9 @@ the INHERITED defaults' completeness check and the formula description."""
 
 import pytest
 
-from afford.errors import InputError
-from afford.fit import sizing
-from afford.schema.memory import MemoryFit, MemoryLaw
+from afford.core.errors import InputError
+from afford.fit.memory import sizing
+from afford.schema.memory_section import MemoryFit, MemoryLaw
 
 DIMS = {"B": 2, "s": 8, "d": 4, "L": 1, "H": 1}
 P = 100.0  # trainable parameters at every shape (params_per_s = 0)

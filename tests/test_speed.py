@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-import afford.certify.probes as stage
+import afford.certify.stage_probes as stage
 import afford.measure.children as children
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.timing import rule_for
@@ -225,7 +225,7 @@ def test_probe_seconds_are_kept_per_probe(monkeypatch):
 
 
 def test_the_sweep_child_module_imports_no_torch():
-    code = "import sys, afford.measure.child; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    code = "import sys, afford.measure.sweep_child; print('torch' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=children.child_env(), check=True)
     assert out.stdout.split() == ["False", "False"]
@@ -233,7 +233,7 @@ def test_the_sweep_child_module_imports_no_torch():
 
 @pytest.mark.cuda
 def test_prewarm_creates_the_context_and_times_it():
-    code = ("import json, sys; from afford.measure.child import prewarm; "
+    code = ("import json, sys; from afford.measure.sweep_child import prewarm; "
             "from afford.measure.probes.startup import measure_imports; "
             "measure_imports(None); print(json.dumps(prewarm('cuda:0')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -433,7 +433,7 @@ def test_the_early_child_gets_the_command_lines_workloads():
 
 
 def test_a_child_resolves_its_warm_workloads_and_ignores_bad_ones():
-    code = ("import sys\nfrom afford.measure.child import warm\n"
+    code = ("import sys\nfrom afford.measure.sweep_child import warm\n"
             "warm(['--prewarm', 'cpu', '--warm', 'tests.user_workload:factory', "
             "'--warm', 'no.such.module:f'])\n"
             "print('tests.user_workload' in sys.modules)")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from afford import io
+from afford.core import io
 from afford.cli import app
 
 CERT = Path(__file__).parent / "data" / "cpu_tinylm_tiny.json"
@@ -34,7 +34,7 @@ def test_a_certificate_from_stdin_plans_as_the_file_does(tmp_path):
 
 
 def test_a_platform_from_stdin(tmp_path):
-    preset = Path(io.__file__).parent / "data" / "platforms" / "kaggle-p100.toml"
+    preset = Path(io.__file__).parents[1] / "data" / "platforms" / "kaggle-p100.toml"
     got = _run(["plan", str(CERT), "--platform", "-", "--json"], preset.read_text())
     assert got.exit_code == 0, got.output
     assert json.loads(got.stdout)["platform"] == "kaggle-p100"

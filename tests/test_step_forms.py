@@ -5,8 +5,8 @@ floor level, the forms' normalised values, the work side, the weights and the de
 import numpy as np
 import pytest
 
-from afford.fit import step_forms as sf
-from afford.schema.step_time import evaluate_form
+from afford.fit.time import step_forms as sf
+from afford.schema.time_law import evaluate_form
 
 
 def test_floor_level_is_the_weighted_least_squares_floor():

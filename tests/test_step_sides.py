@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from afford.fit.step_features import fit_scaling
-from afford.fit.step_sides import SidePoint, bound_notes, fit_sides
-from afford.fit.step_time import fit_step_time
+from afford.fit.time.step_features import fit_scaling
+from afford.fit.time.step_sides import SidePoint, bound_notes, fit_sides
+from afford.fit.time.time_fit import fit_step_time
 
 GEMM_PER_TOKEN = 6 * 100e6  # 100M parameters: 6 N FLOPs a token
 ATTN_PER_BS2 = 12 * 768 * 12  # 12 L d per (B s^2)

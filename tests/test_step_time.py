@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from afford.fit.step_features import CountedShape, fit_scaling, op_class, split_flops
-from afford.fit.step_time import (FLOOR_WEIGHT, CandidateFit, StepPoint, choose_form,
+from afford.fit.time.step_features import CountedShape, fit_scaling, op_class, split_flops
+from afford.fit.time.time_fit import (FLOOR_WEIGHT, CandidateFit, StepPoint, choose_form,
                                   evaluate_held_out, fit_step_time, top_growth_per_doubling,
                                   work_regime)
-from afford.fit.time_design import (DesignLimits, DesignShape, design_from_ladder,
+from afford.fit.time.time_design import (DesignLimits, DesignShape, design_from_ladder,
                                     extension_shapes, ladder_shape, plan_time_design,
                                     run_ladder, static_design)
-from afford.fit.time_design import growth as time_growth
-from afford.fit.time_noise import disagreement, noisy_points, time_verdict
-from afford.schema.step_time import evaluate_form
+from afford.fit.time.time_design import growth as time_growth
+from afford.fit.time.time_noise import disagreement, noisy_points, time_verdict
+from afford.schema.time_law import evaluate_form
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "tests/data/h200_grid.jsonl"
@@ -606,7 +606,7 @@ def test_the_h200_grid_fitted_over_certifys_design(name, b0, seqs, median_bound,
 
 
 def test_near_the_floor_the_childrens_tolerance_widens():
-    from afford.fit.time_noise import tolerance_at
+    from afford.fit.time.time_noise import tolerance_at
 
     # 5 % + 45 % x (1/2)^2 = 16.25 % at twice the floor; 5 % + 45 % / 25 = 6.8 % at 5x
     assert tolerance_at(0.5, 0.05, 0.5) == pytest.approx(0.1625)
@@ -621,7 +621,7 @@ def test_near_the_floor_the_childrens_tolerance_widens():
 
 
 def test_a_reproduced_held_out_miss_is_the_models_error_not_noise():
-    from afford.fit.time_noise import time_verdict
+    from afford.fit.time.time_noise import time_verdict
 
     # two fitted points and one held-out shape whose children agree (1 % apart), missed by 8 %
     meds = [[0.10, 0.101, 0.1005], [0.20, 0.201, 0.2005], [0.40, 0.404, 0.402]]
@@ -678,7 +678,7 @@ def test_a_model_without_a_floor_has_left_it():
     """A new form whose floor F was fitted to 0: the step is all work, so whatever the growth
     between the two token counts (1.2x here, below GROWTH_WORK), it has left the floor; there
     is no work-over-floor ratio to state (it would divide by 0)."""
-    from afford.fit.step_time import _floor_state
+    from afford.fit.time.time_fit import _floor_state
 
     params = {"F": 0.0, "w_tokens": 1e-3, "w_gemm": 0.0, "w_attn": 0.0, "w_seq_tokens": 0.0}
     rows = [{"tokens": 1000.0}, {"tokens": 2000.0}]
@@ -693,7 +693,7 @@ def test_work_of_exactly_twice_the_floor_has_left_it():
     """A sum form with floor F = 0.5 s and 2^-11 s a token: at the largest point, 2048 tokens,
     the work is 1.0 s, exactly WORK_OVER_FLOOR x the floor (exact in binary). The threshold
     is inclusive, so the step has left the floor although it grew only 1.2x per doubling."""
-    from afford.fit.step_time import _floor_state
+    from afford.fit.time.time_fit import _floor_state
 
     params = {"F": 0.5, "w_tokens": 2.0 ** -11, "w_gemm": 0.0, "w_attn": 0.0,
               "w_seq_tokens": 0.0}

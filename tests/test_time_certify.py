@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from afford.certify.step_time import (child_options, fit_time_model, plan_design,
+from afford.certify.stage_time import (child_options, fit_time_model, plan_design,
                                       plan_extension, refit_law, settle)
-from afford.fit.time_design import long_factors, static_design
-from afford.fit.time_noise import disagreement, time_verdict
+from afford.fit.time.time_design import long_factors, static_design
+from afford.fit.time.time_noise import disagreement, time_verdict
 from afford.schema.cert import load_certificate
 from tests.time_fakes import FakeRounds, law, shape_of, sweep, tinylm_large
 
@@ -148,8 +148,8 @@ def test_with_the_device_side_the_model_is_two_sided_and_judges_every_held_out_s
 
 
 def test_judged_errors_take_the_device_side_on_the_floor_and_the_band():
-    from afford.certify.step_time import judged_errors
-    from afford.schema.step_time import ModelPoint
+    from afford.certify.stage_time import judged_errors
+    from afford.schema.time_law import ModelPoint
 
     def mp(**kw):
         base = dict(tokens=1.0, measured_seconds=0.050, predicted_seconds=0.048,
@@ -339,7 +339,7 @@ def test_design_items_are_timed_for_the_model_not_to_one_percent():
     """Shapes beyond the sweep stop timing by DESIGN_CAP_SECONDS and run no synced steps;
     held-out shapes are not FLOP-counted (the scaling laws predict them); sweep items carry
     none of these flags."""
-    from afford.certify.step_time import DESIGN_CAP_SECONDS
+    from afford.certify.stage_time import DESIGN_CAP_SECONDS
 
     design = plan_design("tinylm", tinylm_large(), "bf16", [1024, 2048, 4096, 8192])
     items = {it["key"]: it for it in design.items()}
@@ -356,7 +356,7 @@ def test_design_items_are_timed_for_the_model_not_to_one_percent():
 
 def _first_child(seconds):
     from afford.certify.request import Plan
-    from afford.certify.step_time import early_extension
+    from afford.certify.stage_time import early_extension
     from tests.time_fakes import event
 
     w = tinylm_large()

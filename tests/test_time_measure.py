@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from afford.measure.child import point_shape, run_point
+from afford.measure.sweep_child import point_shape, run_point
 from afford.measure.host_load import host_load, is_own, others
 from afford.measure.probes.flops import count_flops_or_why
 from afford.measure.timing import rule_for
@@ -67,7 +67,7 @@ def test_host_load_on_a_cpu_run():
 def test_certify_exits_1_on_a_noisy_certificate_and_keeps_it(tmp_path, monkeypatch):
     from afford.cli import app
     import afford.cli.certify as cli_certify
-    from afford.schema.time import CertTimeVerdict
+    from afford.schema.time_section import CertTimeVerdict
     from tests.synthetic_cert import certificate
 
     cert = certificate(elapsed_seconds=10.0).model_copy(update={"time_verdict": CertTimeVerdict(
@@ -106,7 +106,7 @@ def test_on_the_h200_grid_the_work_regime_decides_the_form(name, design):
     """Judged on every point, floor noise chose ``sum`` (held-out floor shapes off by
     23-50 %); judged on the work regime, a max form is chosen and every held-out
     work-regime shape of the grid is within 5 %."""
-    from afford.fit.step_time import StepPoint, fit_step_time, work_regime
+    from afford.fit.time.time_fit import StepPoint, fit_step_time, work_regime
 
     seconds, flops = _grid(name)
     pts = [StepPoint(batch=b, seq=s, tokens=b * s, seconds=seconds[(b, s)],
@@ -123,7 +123,7 @@ def test_on_the_h200_grid_the_work_regime_decides_the_form(name, design):
 
 
 def test_an_items_cap_shortens_the_adaptive_extension_never_the_floor():
-    from afford.measure.child import _capped
+    from afford.measure.sweep_child import _capped
 
     rule = rule_for("adaptive")
     assert _capped(rule, None) is rule

@@ -1,5 +1,5 @@
 """Allocation histories learned at small shapes and synthesised at a larger one
-(afford.fit.trace_scaling): exact size laws, canonical form, alignment, and a synthetic
+(afford.fit.memory.trace_scaling): exact size laws, canonical form, alignment, and a synthetic
 training program recovered exactly at a held-out shape."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.fit.allocator import replay
-from afford.fit.trace_scaling import (MAX_STRETCH, STAGING_WINDOW, OpTrace, SizeLaw, TraceModel,
+from afford.fit.memory.allocator import replay
+from afford.fit.memory.trace_scaling import (MAX_STRETCH, STAGING_WINDOW, OpTrace, SizeLaw, TraceModel,
                                       _opcodes, _propagate_caps, _stretches, _tokens, align,
                                       extra_slots, fit_size, from_history, learn)
 from tests.alloc_programs import MIB, program
@@ -318,7 +318,7 @@ def test_a_cap_seen_on_one_staging_buffer_bounds_the_others():
     """Two reductions' staging buffers (each followed by its small semaphores, both freed at
     once): the wide one reaches its cap at the traced shapes, the narrow one does not; the
     narrow one is capped like it (tinylm's d-wide bias gradients on an H200)."""
-    from afford.fit.trace_scaling import OpTrace
+    from afford.fit.memory.trace_scaling import OpTrace
 
     cap = 132 * MIB
     shapes = [(8, 2048), (8, 1024), (4, 2048), (4, 1024)]

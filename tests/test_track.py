@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from afford import ledger
-from afford.errors import InputError
+from afford.figures import ledger
+from afford.core.errors import InputError
 from afford.track import Budget, Session, budget_from_plan, load_plan, summary
 from afford.track.session import AFTER_SAVE, FIRST, WARM, WARMUP
 

@@ -334,7 +334,7 @@ def test_a_guard_that_does_not_write_leaves_no_file(tmp_path):
 
 
 def test_a_callback_takes_a_guard_or_a_plan_not_both(tmp_path):
-    from afford.errors import InputError
+    from afford.core.errors import InputError
     from afford.track.driver import Driver
 
     with pytest.raises(InputError, match="not both"):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from afford import ledger
+from afford.figures import ledger
 
 CHILD = Path(__file__).parent / "track_ddp_child.py"
 SRC = Path(__file__).parent.parent / "src"

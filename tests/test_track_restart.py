@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from afford import ledger
-from afford.errors import InputError
+from afford.figures import ledger
+from afford.core.errors import InputError
 from afford.track import Budget, Session
 from afford.track.marker import StepLog, previous_of, step_log_path
 

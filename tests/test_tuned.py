@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.measure.timing import rule_for, time_point
 from afford.workloads import resolve, train_step
 from afford.workloads.base import WorkloadRefused, check_gradients, validate_shape

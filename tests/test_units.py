@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from afford.units import (UnitError, format_bytes, format_count, format_duration, parse_bytes,
+from afford.core.units import (UnitError, format_bytes, format_count, format_duration, parse_bytes,
                           parse_count, parse_duration, parse_fraction)
 
 
@@ -66,23 +66,23 @@ def test_count_round_trip_within_rounding(x):
 
 def test_decimal_k_and_binary_ki_counts():
     """issue 16: ``4k`` is 4000 (decimal), ``4Ki`` is 4096 (binary)."""
-    from afford.units import parse_count
+    from afford.core.units import parse_count
     assert parse_count("4k") == 4000 and parse_count("4Ki") == 4096
     assert parse_count("1Mi") == 2**20 and parse_count("32Ki") == 32768
     assert parse_count("2048") == 2048 and parse_count("7.5") == 7.5  # no suffix: x 1
 
 
 def test_quota_time_formats_as_gpu_hours():
-    from afford.provenance import inherited
+    from afford.core.provenance import inherited
     from afford.report.terminal import value_text
-    from afford.units import format_gpu_hours
+    from afford.core.units import format_gpu_hours
     assert format_gpu_hours(108000) == "30 GPU-h"
     assert format_gpu_hours(11.134 * 3600) == "11.13 GPU-h"
     assert value_text(inherited(108000.0, "GPU-s", "quota")) == "30 GPU-h"
 
 
 def test_bounded_edges():
-    from afford.units import MAX_COUNT, bounded
+    from afford.core.units import MAX_COUNT, bounded
     assert bounded(5, "n") == 5.0 and bounded(MAX_COUNT, "n") == MAX_COUNT  # (0, 1e18]
     for bad in (0, 0.0, -1, MAX_COUNT * 1.01, math.inf, math.nan, True, "5"):
         with pytest.raises(UnitError, match="^n: "):
@@ -107,7 +107,7 @@ def test_bounded_edges():
 @pytest.mark.parametrize("value,low,expected", [(3, 1, 3), (3.0, 1, 3), ("4k", 1, 4000),
                                                 (0, 0, 0), (10**18, 1, 10**18)])
 def test_whole_numbers(value, low, expected):
-    from afford.units import whole
+    from afford.core.units import whole
     got = whole(value, "n", low=low)
     assert got == expected and isinstance(got, int)
 
@@ -120,7 +120,7 @@ def test_whole_numbers(value, low, expected):
 def test_whole_refuses_what_is_not_a_count(value, match):
     """``--children 99999999999999999999`` and ``--sweep s=1.5`` (issue 33): refused, never
     truncated or taken."""
-    from afford.units import whole
+    from afford.core.units import whole
     with pytest.raises(UnitError, match=match):
         whole(value, "n")
 
@@ -129,7 +129,7 @@ def test_dates_afford_can_compute_with():
     """Year 1 at +14:00 lies before year 1 in UTC: astimezone overflowed (issue 33)."""
     from datetime import datetime, timedelta, timezone
 
-    from afford.units import check_date
+    from afford.core.units import check_date
     ok = datetime(2026, 12, 1, tzinfo=timezone.utc)
     assert check_date(ok, "d") is ok
     naive = datetime(2026, 12, 1)
@@ -143,7 +143,7 @@ def test_dates_afford_can_compute_with():
 
 def test_a_century_is_the_longest_duration():
     """MAX_SECONDS: 100 Julian years of 365.25 days of 86400 s."""
-    from afford.units import MAX_SECONDS, bounded
+    from afford.core.units import MAX_SECONDS, bounded
     century = parse_duration("36525d")
     assert bounded(century, "t", high=MAX_SECONDS) == century == 3_155_760_000.0
     with pytest.raises(UnitError, match="out of range"):

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.workloads import resolve, train_step
 from afford.workloads.base import WorkloadRefused, check_gradients, count_params
 from afford.workloads.tinylm import TinyLM, q3, tinylm_params

@@ -1,10 +1,10 @@
-"""Children's events made by hand for the step-time stage (afford.certify.step_time): a
+"""Children's events made by hand for the step-time stage (afford.certify.stage_time): a
 known step law, exact FLOP counts, and a fake ``run_round`` that records what it was asked
 to measure. No processes, no torch steps."""
 
 from __future__ import annotations
 
-from afford.certify.step_time import Registry, assemble_design_points, plan_design
+from afford.certify.stage_time import Registry, assemble_design_points, plan_design
 from afford.certify.sweep import assemble_point, fit_workload, point_key
 from afford.workloads.tinylm import TinyLM, q3
 

@@ -77,7 +77,7 @@ def check_seen(seen, r: int) -> None:
 def loop_session(folder: Path, chunk: float | None, save_every: int) -> None:
     import time
 
-    from afford.io import atomic_write_text
+    from afford.core.io import atomic_write_text
     from afford.track import Session
 
     guard = Session(budget=budget("kill-loop", chunk, save_every),
@@ -262,7 +262,7 @@ def prepare(kind: str) -> None:
 
         for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
             logging.getLogger(name).setLevel(logging.ERROR)
-    import afford.ledger  # noqa: F401
+    import afford.figures.ledger  # noqa: F401
     import afford.track.hf  # noqa: F401
     import afford.track.lightning  # noqa: F401
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from afford.certify.memory import plan_job
+from afford.certify.stage_memory import plan_job
 from afford.workloads import resolve
 from afford.workloads.base import train_step
 

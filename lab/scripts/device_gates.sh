@@ -41,7 +41,7 @@ run_gate() {  # name, timeout seconds, afford gate arguments...
     python3 - "$OUT/$name.json" > "$OUT/$name.txt" 2>&1 <<'PY'
 import json, sys
 from afford.cli.gate import render_sections
-from afford.schema.determinism import DeterminismSection, GatesSection
+from afford.schema.determinism_section import DeterminismSection, GatesSection
 doc = json.load(open(sys.argv[1]))
 d = doc["sections"]["determinism"]
 render_sections(DeterminismSection.model_validate(d) if d else None,

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from afford.plan.levers import lever_rows
+from afford.plan.lever_rows import lever_rows
 from afford.schema.cert import load_certificate
 
 

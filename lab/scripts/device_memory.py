@@ -16,7 +16,7 @@ from pathlib import Path
 
 from afford.certify import certify
 from afford.certify.request import CertifyRequest
-from afford.figures import memory as sizing
+from afford.figures import memory_figures as sizing
 from afford.schema.cert import save_certificate
 
 

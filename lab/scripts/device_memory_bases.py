@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import afford.certify.memory as stage
+import afford.certify.stage_memory as stage
 from afford.measure.memory_sweep import run_memory_child
 from afford.workloads import resolve
 

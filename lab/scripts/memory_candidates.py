@@ -8,7 +8,7 @@ Each candidate is judged on the sweep shapes only, two ways:
   held-out shapes ask of the whole sweep.
 
 Then the held-out errors are printed beside them, to see (not to choose) what each
-criterion's choice gives. Allocated: the four forms of :mod:`afford.fit.memory`. Reserved:
+criterion's choice gives. Allocated: the four forms of :mod:`afford.fit.memory.memory_fit`. Reserved:
 the law in the same forms (what afford does), reserved as an affine function of allocated
 (reserved = a * allocated + b over the sweep shapes), and a fixed ratio (reserved = r *
 allocated, least squares through the origin); each floored at the predicted allocated.
@@ -23,10 +23,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from afford.certify.memory import s2_term
-from afford.fit.memory import MemoryObservation, candidate_forms, fit_form, fit_memory
+from afford.certify.stage_memory import s2_term
+from afford.fit.memory.memory_fit import MemoryObservation, candidate_forms, fit_form, fit_memory
 from afford.schema.cert import load_certificate
-from afford.schema.memory import HELDOUT_ROLES, SWEEP_ROLES, form_name
+from afford.schema.memory_section import HELDOUT_ROLES, SWEEP_ROLES, form_name
 
 Row = dict
 Predictor = Callable[[Row], float]
@@ -106,7 +106,7 @@ def law_lines(lw) -> list[str]:
 
 
 def floored(res: Predictor, alloc: Predictor) -> Predictor:
-    """Reserved is never below allocated (as afford.fit.sizing.budgeted_bytes)."""
+    """Reserved is never below allocated (as afford.fit.memory.sizing.budgeted_bytes)."""
     return lambda r: max(res(r), alloc(r))
 
 

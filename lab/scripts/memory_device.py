@@ -37,7 +37,7 @@ MAX_TRIES = 14
 
 
 def stage(workloads: list[str], ahead) -> tuple[object, float]:
-    from afford.certify.memory import memory_stage
+    from afford.certify.stage_memory import memory_stage
     from afford.certify.request import CertifyRequest, StageContext, resolve
     from afford.measure import env as envmod
 
@@ -78,9 +78,9 @@ def expandable(sections: list) -> dict:
 def predictions(sections: list, budget: float) -> list[dict]:
     """The largest batch under ``budget`` by the law and by the replay (with its safety
     margin), each law's replay rebuilt from its raw records by this afford."""
-    from afford.certify.memory_replay import build_replay, use_replay
-    from afford.figures import memory_replay as fr
-    from afford.fit import sizing
+    from afford.certify.stage_replay import build_replay, use_replay
+    from afford.figures import replay_figures as fr
+    from afford.fit.memory import sizing
 
     out = []
     for sec in sections:
@@ -149,7 +149,7 @@ def main(argv: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     gib = float(argv[argv.index("--budget-gib") + 1]) if "--budget-gib" in argv else 16.0
     if "--budget-only" in argv:  # the sections of an earlier run of this bench
-        from afford.schema.memory import MemorySection
+        from afford.schema.memory_section import MemorySection
 
         src = Path(argv[argv.index("--budget-only") + 1])
         sections = [MemorySection.model_validate_json((src / f"section-{n}.json").read_text())

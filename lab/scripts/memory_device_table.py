@@ -17,8 +17,8 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from afford.certify.memory_replay import build_replay
-from afford.schema.memory import MemorySection
+from afford.certify.stage_replay import build_replay
+from afford.schema.memory_section import MemorySection
 
 RUN = Path(__file__).parent / "device-runs" / "2026-12-03-h200-memory"
 GIB = 2 ** 30
@@ -105,7 +105,7 @@ def budget_table() -> list[str]:
 
 
 def ledger_rows(secs: dict[str, MemorySection], rows: list[dict]) -> list:
-    from afford import ledger
+    from afford.figures import ledger
 
     out = []
 
@@ -166,7 +166,7 @@ def main() -> None:
           f"{max(aerrs):.2%}; law reserved {max(lerrs):.2%}; expandable replay reserved "
           f"{max(eerrs):.2%} ({len(rows)} shapes)")
     if args.ledger:
-        from afford import ledger
+        from afford.figures import ledger
 
         got = ledger_rows(secs, rows)
         ledger.append(args.ledger, got)

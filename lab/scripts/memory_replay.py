@@ -10,15 +10,15 @@ order, each after ``gc``, ``empty_cache`` and ``reset_peak_memory_stats``, with 
 allocator's history of build + 3 training steps; and ``expandable.txt``, the peaks of the
 same bf16 runs under ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``.
 
-1. Validation: every recorded history is replayed through :mod:`afford.fit.allocator`,
+1. Validation: every recorded history is replayed through :mod:`afford.fit.memory.allocator`,
    the process as it ran (each shape starting from the allocator state the one before left:
    its cuBLAS workspaces stay), with the driver's segment addresses; the replay's peaks,
    segments and block addresses are compared with the recorded ones.
 2. Prediction: the first three shapes are the traced ones, the last three held out (up to
-   4x the tokens). :mod:`afford.fit.trace_scaling` learns each allocation's size from the
+   4x the tokens). :mod:`afford.fit.memory.trace_scaling` learns each allocation's size from the
    traced histories and writes the history out at each held-out shape; it is replayed from
    the state the process had (the traced shapes replayed, then the predicted ones), with
-   addresses of its own. Beside it, the memory law of :mod:`afford.fit.memory` fitted to the
+   addresses of its own. Beside it, the memory law of :mod:`afford.fit.memory.memory_fit` fitted to the
    traced shapes' peaks as afford fits it (``fit_memory``; states = 16 B per parameter:
    weights, gradients and AdamW's two moments in fp32; no s^2 term: every workload declares
    fused attention). For bf16 also the expandable-segments replay beside its measurement.
@@ -33,10 +33,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from afford.fit.allocator import AddressSource, Allocator, replay
-from afford.fit.breakdown import CLASSES, MemoryBreakdown, breakdown
-from afford.fit.memory import MemoryObservation, fit_memory
-from afford.fit.trace_scaling import OpTrace, TraceModel, extra_slots, from_history, learn
+from afford.fit.memory.allocator import AddressSource, Allocator, replay
+from afford.fit.memory.breakdown import CLASSES, MemoryBreakdown, breakdown
+from afford.fit.memory.memory_fit import MemoryObservation, fit_memory
+from afford.fit.memory.trace_scaling import OpTrace, TraceModel, extra_slots, from_history, learn
 
 HERE = Path(__file__).parent
 DEFAULT_DIR = HERE / "device-runs" / "2026-12-02-h200-traces"

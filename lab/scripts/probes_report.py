@@ -12,10 +12,10 @@ from pathlib import Path
 from rich.console import Console
 
 from afford import figures
-from afford.figures.probes import summarize_probes
-from afford.provenance import NotExecutable
-from afford.report.probes import probes_device_table, probes_workload_table
-from afford.report.probes import probes_warmup_table as warmup_table
+from afford.figures.probes_figures import summarize_probes
+from afford.core.provenance import NotExecutable
+from afford.report.probes_tables import probes_device_table, probes_workload_table
+from afford.report.probes_tables import probes_warmup_table as warmup_table
 from afford.schema.cert import load_certificate
 
 # docs/REFERENCES.md, one NVIDIA H200, torch 2.11, plain torch.matmul 8192^3, 2026-12-02

@@ -15,7 +15,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from afford import ledger
+from afford.figures import ledger
 from afford.schema.cert import load_certificate
 
 

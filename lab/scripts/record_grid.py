@@ -18,7 +18,7 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from afford import ledger
+from afford.figures import ledger
 
 HERE = Path(__file__).parent
 GRID = HERE / "device-runs/2026-12-02-h200-grid"

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from afford import ledger
+from afford.figures import ledger
 from afford.schema.cert import load_certificate
-from afford.figures.time import old_law_at
+from afford.figures.time_figures import old_law_at
 
 
 def _ms(x: float | None) -> str:

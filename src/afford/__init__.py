@@ -12,12 +12,12 @@ The commands are functions too, returning the typed results the CLI renders::
     afford.size(cert, seq=2048)                                            # SizeReport
 
 ``afford.certify`` and ``afford.plan`` are the subpackages of those names, made callable
-(:mod:`afford._callable` says why); the others live in :mod:`afford.api`. ``import afford``
+(:mod:`afford.core.callable_package` says why); the others live in :mod:`afford.api`. ``import afford``
 loads none of them, and no torch: each is imported when first used. The loop guard is
 :mod:`afford.track`.
 """
 
-from afford._version import __version__
+from afford.core.version import __version__
 
 API = ("certify", "plan", "preflight", "predict", "size")
 __all__ = ["__version__", *API]

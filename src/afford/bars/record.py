@@ -18,17 +18,17 @@ from typing import Literal
 
 import numpy as np
 
-from afford._version import __version__
-from afford import manifest as mf
+from afford.core.version import __version__
+from afford.schema import manifest as mf
 from afford.bars import count_exact, count_streaming, score
 from afford.bars.hashed import HashedCounter
 from afford.bars.smoothing import Score
 from afford.bars.source import CHUNK_BYTES, chunks, open_bytes
 from afford.bars.window import Window, WindowError, cut, parse_heldout, sha256_hex
-from afford.errors import InputError, MeasurementError
-from afford.io import atomic_write_bytes
-from afford.provenance import module
-from afford.schema.bars import (BPB_UNIT, Bar, BarsFile, Counting, DataRef, OrderHashing,
+from afford.core.errors import InputError, MeasurementError
+from afford.core.io import atomic_write_bytes
+from afford.core.provenance import module
+from afford.schema.bars_file import (BPB_UNIT, Bar, BarsFile, Counting, DataRef, OrderHashing,
                                 WindowRef)
 
 EXACT_BYTES_PER_BYTE = 32

@@ -22,7 +22,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from afford.units import MAX_BYTES, UnitError, parse_bytes, whole
+from afford.core.units import MAX_BYTES, UnitError, parse_bytes, whole
 
 FIXED = "fixed bytes"
 BATCHES = "eval_batches x batch x seq_len"

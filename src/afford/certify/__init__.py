@@ -5,21 +5,21 @@
 design beside it, derives each point from its raw samples and fits the throughput law over
 the resident points (:mod:`afford.certify.sweep`), fits the step-time model, extends it past
 the floor and re-measures noisy points once in fresh children where needed
-(:mod:`afford.certify.step_time`), then runs the stages after the sweep, one module each, in
+(:mod:`afford.certify.stage_time`), then runs the stages after the sweep, one module each, in
 this order:
 
-- :mod:`afford.certify.probes`: device ceilings, launch-boundness, FLOPs, checkpoint I/O,
+- :mod:`afford.certify.stage_probes`: device ceilings, launch-boundness, FLOPs, checkpoint I/O,
   startup costs;
-- :mod:`afford.certify.memory`: the memory law, validated at held-out shapes;
-- :mod:`afford.certify.gates`: the gates (the init-loss gate by default) and the audit;
-- :mod:`afford.certify.sizes` (opt-in): throughput across model sizes;
-- :mod:`afford.certify.levers` (opt-in): measured A/B levers;
+- :mod:`afford.certify.stage_memory`: the memory law, validated at held-out shapes;
+- :mod:`afford.certify.stage_gates`: the gates (the init-loss gate by default) and the audit;
+- :mod:`afford.certify.stage_sizes` (opt-in): throughput across model sizes;
+- :mod:`afford.certify.stage_levers` (opt-in): measured A/B levers;
 
-and returns a :class:`Certificate`. Under torchrun, :mod:`afford.certify.distributed` adds
+and returns a :class:`Certificate`. Under torchrun, :mod:`afford.certify.stage_distributed` adds
 the node's collectives and data-parallel scaling before the sweep.
 
 The package is also the API's ``afford.certify(...)``: :func:`run`, the command's flags as
-keyword arguments (:mod:`afford._callable` says why a package is callable).
+keyword arguments (:mod:`afford.core.callable_package` says why a package is callable).
 """
 
 from __future__ import annotations
@@ -31,18 +31,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from afford._callable import make_callable
+from afford.core.callable_package import make_callable
 
-from afford.certify.gates import gates_stage
-from afford.certify.levers import levers_stage
-from afford.certify.memory import memory_stage
+from afford.certify.stage_gates import gates_stage
+from afford.certify.stage_levers import levers_stage
+from afford.certify.stage_memory import memory_stage
 from afford.certify.partial import (failed_measurements, gate_failures, run_stage,
                                    sweep_failures)
-from afford.certify.probes import probes_stage
+from afford.certify.stage_probes import probes_stage
 from afford.certify.request import (MIN_CHILDREN, CertifyRequest, Plan, Stage, StageContext,
                                    build_request, device_defaults, resolve)
-from afford.certify.sizes import sizes_stage
-from afford.certify.step_time import (SEMANTICS, SEMANTICS_CPU, Registry, assemble_results,
+from afford.certify.stage_sizes import sizes_stage
+from afford.certify.stage_time import (SEMANTICS, SEMANTICS_CPU, Registry, assemble_results,
                                       bound_by_ceilings, cert_verdict, child_options,
                                       early_extension, refit_law, settle)
 from afford.certify.sweep import protocol_of
@@ -53,9 +53,9 @@ from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
 from afford.measure.probes.runner import spawn_probe_child
 from afford.measure.timeline import mark
 from afford.measure.timing import rule_for
-from afford.io import check_writable
+from afford.core.io import check_writable
 from afford.schema.cert import Certificate, save_measured
-from afford.schema.time import HostLoad
+from afford.schema.time_section import HostLoad
 
 
 def stages_for(req: CertifyRequest) -> list[Stage]:
@@ -198,7 +198,7 @@ def _stage(on_event: Callable[[Event], None], name: str, **fields) -> None:
 
 def _rounds(req: CertifyRequest, plan: Plan, rule, cuda: bool,
             on_event: Callable[[Event], None], ahead: dict, warm: tuple[str, ...] = ()):
-    """The step-time stage's measuring (:data:`afford.certify.step_time.RunRound`): fresh
+    """The step-time stage's measuring (:data:`afford.certify.stage_time.RunRound`): fresh
     children numbered after the sweep's; the first takes the spare child spawned ahead."""
 
     def run_round(items: list[dict], n: int, name: str) -> list[dict]:
@@ -307,4 +307,4 @@ def _progress_of(progress: Callable[[Progress], Any] | None, children: int):
     return on_event, on_plan
 
 
-make_callable(__name__, lambda: run)
+make_callable(__name__, f"{__name__}:run")

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
-from afford.provenance import NotExecutable
+from afford.core.provenance import NotExecutable
 from afford.schema.cert import WorkloadResult
-from afford.schema.determinism import GatesSection
+from afford.schema.determinism_section import GatesSection
 
 
 def sweep_failures(results: list[WorkloadResult]) -> list[str]:
@@ -46,7 +46,7 @@ def sweep_failures(results: list[WorkloadResult]) -> list[str]:
 
 def failed_measurements(sections: dict) -> list[str]:
     """One line per measurement of the stages' sections that was attempted and failed
-    (a :class:`~afford.provenance.NotExecutable` with ``failed``: a child that died or was
+    (a :class:`~afford.core.provenance.NotExecutable` with ``failed``: a child that died or was
     stopped, a probe that raised, a full disk under the checkpoint probe), as against one
     that cannot run on this device by design. The gates are judged by
     :func:`gate_failures`."""

@@ -3,8 +3,8 @@
 :class:`CertifyRequest` is the ``afford certify`` flags as a typed request; :func:`resolve`
 turns it into a :class:`Plan` (the workloads, modes and sweep values each child will time),
 and every name or value a user typed that cannot be measured is an
-:class:`~afford.errors.InputError` here. :func:`workload_values` is the one resolver of
-workloads and sweep values, shared with the gates (:mod:`afford.certify.gates`).
+:class:`~afford.core.errors.InputError` here. :func:`workload_values` is the one resolver of
+workloads and sweep values, shared with the gates (:mod:`afford.certify.stage_gates`).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from afford.certify.step_time import plan_design
+from afford.certify.stage_time import plan_design
 from afford.certify.sweep import point_key
-from afford.constants import MODES
-from afford.errors import InputError
+from afford.core.published_constants import MODES
+from afford.core.errors import InputError
 from afford.measure.children import Event
 from afford.schema.cert import WorkloadResult
-from afford.units import MAX_DIM, UnitError, whole
+from afford.core.units import MAX_DIM, UnitError, whole
 from afford.workloads import DEFAULT, resolve as resolve_workload
 from afford.workloads.base import Workload, validate_shape
 
@@ -41,18 +41,18 @@ class CertifyRequest:
     seed: int = 0
     command: str = ""
     gates: bool | None = None  # None: init-loss gate only; True: all gates + audit; False: none
-    sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.certify.sizes)
-    levers: bool = False  # the levers stage: measured A/B pairs (afford.certify.levers)
-    memory: bool = True  # the memory-law stage (afford.certify.memory)
-    probes: bool = True  # the probes stage (afford.certify.probes)
+    sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.certify.stage_sizes)
+    levers: bool = False  # the levers stage: measured A/B pairs (afford.certify.stage_levers)
+    memory: bool = True  # the memory-law stage (afford.certify.stage_memory)
+    probes: bool = True  # the probes stage (afford.certify.stage_probes)
     checkpoint_dir: str | None = None  # where the probes write checkpoints; None: cwd
-    time_design: bool = True  # the step-time design beside the sweep (afford.certify.step_time)
+    time_design: bool = True  # the step-time design beside the sweep (afford.certify.stage_time)
 
 
 @dataclass(frozen=True)
 class Plan:
     """The resolved request: what each child will time. ``designs``: per workload (in the
-    order of ``workloads``), the step-time design (:mod:`afford.certify.step_time`), whose
+    order of ``workloads``), the step-time design (:mod:`afford.certify.stage_time`), whose
     shapes beyond the sweep the children time with it."""
 
     device: str

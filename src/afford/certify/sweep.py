@@ -10,15 +10,15 @@ child protocol (the sweep, the model sizes, the levers) assembles them here;
 
 from __future__ import annotations
 
-from afford.fit.contention import idle_step, wait_share
+from afford.fit.time.contention import idle_step, wait_share
 from afford.fit.stats import median, relative_spread
-from afford.fit.throughput import fit_throughput
+from afford.fit.time.throughput import fit_throughput
 from afford.measure.children import Event
 from afford.measure.timing import TimingRule
 from afford.schema.cert import Protocol, WorkloadResult
 from afford.schema.laws import Excluded
 from afford.schema.point import ChildPoint, Point
-from afford.user_code import added_folder
+from afford.core.user_code import added_folder
 from afford.workloads.base import Workload
 from afford.workloads.clock import clock_name
 
@@ -87,7 +87,7 @@ def device_side(kids: list[ChildPoint]) -> dict:
 
 def contention(kids: list[ChildPoint], wall: float | None) -> dict:
     """A point's step on an idle box and what the load cost it, from its children's
-    per-step waits (:mod:`afford.fit.contention`; a CPU device), with the CPU time per step
+    per-step waits (:mod:`afford.fit.time.contention`; a CPU device), with the CPU time per step
     and the threads beside them."""
     timed = [k for k in kids if k.timed_cpu_seconds]
     if not timed:

@@ -99,7 +99,7 @@ app = typer.Typer(
 
 def _print_version(given: bool) -> None:
     if given:
-        from afford._version import __version__
+        from afford.core.version import __version__
 
         typer.echo(f"afford {__version__}")
         raise typer.Exit(0)

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from afford.cli.common import err, flag_number, guard, out, print_json
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.report.rich_table import labelled
-from afford.units import MAX_BYTES, UnitError, parse_bytes, parse_count, whole
+from afford.core.units import MAX_BYTES, UnitError, parse_bytes, parse_count, whole
 
 MAX_ADD_K = 1e6  # k of add-k: beyond it every byte is equally likely to the digits shown
 
@@ -74,9 +74,9 @@ def command(
     with guard():
         from afford.bars import SMOOTHINGS, parse_orders
         from afford.bars.record import BarsRequest, make_bars
-        from afford.io import check_writable
-        from afford.report.bars import bars_lines, bars_table
-        from afford.schema.bars import save_bars
+        from afford.core.io import check_writable
+        from afford.report.bars_tables import bars_lines, bars_table
+        from afford.schema.bars_file import save_bars
 
         try:
             orders = parse_orders(order)

@@ -15,17 +15,17 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from afford.cli.common import err, guard, interactive, out, print_json
-from afford.errors import InputError, MeasurementError
+from afford.core.errors import InputError, MeasurementError
 from afford.figures.noise import load_costs, summarize_noise
-from afford.figures.probes import probes_json, summarize_probes
+from afford.figures.probes_figures import probes_json, summarize_probes
 from afford.figures.summary import summarize
-from afford.figures.time import summarize_times
-from afford.fit.contention import MIN_FREE_POINT
-from afford.io import check_writable
-from afford.provenance import measured, module
-from afford.report.ladder import stage_lines
-from afford.report.memory import memory_summary_table
-from afford.report.probes import (probes_device_table, probes_warmup_table,
+from afford.figures.time_figures import summarize_times
+from afford.fit.time.contention import MIN_FREE_POINT
+from afford.core.io import check_writable
+from afford.core.provenance import measured, module
+from afford.report.ladder_tables import stage_lines
+from afford.report.memory_tables import memory_summary_table
+from afford.report.probes_tables import (probes_device_table, probes_warmup_table,
                                   probes_workload_table)
 from afford.report.prose import prose
 from afford.report.rich_table import labelled

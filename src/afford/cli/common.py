@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import typer
 from rich.console import Console
 
-from afford.errors import AffordError, InputError
+from afford.core.errors import AffordError, InputError
 from afford.report.rich_table import labelled
-from afford.units import UnitError, bounded
+from afford.core.units import UnitError, bounded
 
 # Markup off: whatever a string printed here holds (a user's workload named "[/]", a reason
 # with brackets) is shown as written (issue 14); afford's own styling is a rich Text
@@ -35,7 +35,7 @@ def guard() -> Iterator[None]:
 
 
 def flag_number(flag: str, value: float | None, **limits) -> float | None:
-    """A number flag checked by :func:`afford.units.bounded` (finite, in range); InputError
+    """A number flag checked by :func:`afford.core.units.bounded` (finite, in range); InputError
     naming the flag otherwise (exit 2). ``None`` (not given) passes."""
     if value is None:
         return None

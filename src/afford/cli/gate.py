@@ -1,6 +1,6 @@
 """``afford gate``: run the gates and the determinism audit; exit 1 on any FAIL.
 
-What measures (:mod:`afford.certify.gates`, and torch with it) is imported when the command
+What measures (:mod:`afford.certify.stage_gates`, and torch with it) is imported when the command
 runs, not when the command line is built: ``afford --help`` stays fast."""
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from afford.cli.common import err, guard, interactive, out, print_json
-from afford.errors import InputError
-from afford.figures.gates import cost_summary, determinism_lines, gate_lines, noise_lines
-from afford.gates import (GateSettings, headroom, margin, parse_line, parse_tolerances, ratio,
+from afford.core.errors import InputError
+from afford.figures.gates_figures import cost_summary, determinism_lines, gate_lines, noise_lines
+from afford.fit.gates import (GateSettings, headroom, margin, parse_line, parse_tolerances, ratio,
                           worst_margin, worst_row)
-from afford.report.gates import determinism_table, gate_table, noise_table
+from afford.report.gates_tables import determinism_table, gate_table, noise_table
 from afford.report.rich_table import labelled
 from afford.report.terminal import fmt
-from afford.schema.determinism import DeterminismSection, GatesSection
+from afford.schema.determinism_section import DeterminismSection, GatesSection
 from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
-    from afford.certify.gates import GateOutcome, GateRequest
+    from afford.certify.stage_gates import GateOutcome, GateRequest
 
 
 def command(
@@ -57,11 +57,11 @@ def command(
 ) -> None:
     """Run the gates (init loss at chance, CPU/CUDA parity, training noise floor,
     deterministic mode, matched parameters, user gates from the entry-point group
-    afford.gates) and the determinism audit. Exit codes: 0 every gate passed or could not
+    afford.fit.gates) and the determinism audit. Exit codes: 0 every gate passed or could not
     run here (GO), 1 a gate failed (HALT), 2 bad input, 3 the measurement failed."""
     with guard():
         check_names([*(workload or []), *(w for p in pair or [] for w in _parse_pair(p))])
-        from afford.certify.gates import GateRequest
+        from afford.certify.stage_gates import GateRequest
         from afford.certify.request import parse_sweep
 
         settings = parse_line(line, parse_tolerances(
@@ -88,7 +88,7 @@ def _parse_pair(text: str) -> tuple[str, str]:
 
 
 def _run(req: GateRequest, show: bool) -> GateOutcome:
-    from afford.certify.gates import run_gates
+    from afford.certify.stage_gates import run_gates
 
     if not show:
         return run_gates(req)

@@ -1,6 +1,6 @@
 """``afford levers CERT``: measured A/B levers on this box (the certificate's device).
 
-What measures (:mod:`afford.certify.levers`, :mod:`afford.measure`, and torch with them) is
+What measures (:mod:`afford.certify.stage_levers`, :mod:`afford.measure`, and torch with them) is
 imported when the command runs, not when the command line is built."""
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from afford.cli.common import err, guard, interactive, out, print_json
-from afford.constants import MODES
-from afford.errors import InputError
-from afford.io import check_writable
-from afford.plan.levers import batch_rungs, lever_rows
-from afford.provenance import run_label
-from afford.report.ladder import batch_lines, batch_table, levers_table
+from afford.core.published_constants import MODES
+from afford.core.errors import InputError
+from afford.core.io import check_writable
+from afford.plan.lever_rows import batch_rungs, lever_rows
+from afford.core.provenance import run_label
+from afford.report.ladder_tables import batch_lines, batch_table, levers_table
 from afford.report.rich_table import labelled
 from afford.schema.cert import Certificate, load_certificate, save_measured
 from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
-    from afford.certify.levers import LeverJob
+    from afford.certify.stage_levers import LeverJob
 
 LEVERS_SCHEMA = "afford.levers/1"
 
@@ -69,7 +69,7 @@ def command(
         if mode is not None and mode not in MODES:
             raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
         check_names(workload)  # torch-free: a typo is answered before torch loads
-        from afford.certify.levers import check_arms, parse_arms, parse_levers
+        from afford.certify.stage_levers import check_arms, parse_arms, parse_levers
 
         arms = parse_arms(arm)
         chosen = parse_levers(levers) if levers or not arms else ()
@@ -112,7 +112,7 @@ def command(
 def _job(c: Certificate, workloads: list[str], chosen: tuple[str, ...], mode: str | None,
          precision: str, children: int, arms: tuple = ()) -> LeverJob:
     """Resolve the run on this box; InputError when this box is not the certificate's."""
-    from afford.certify.levers import LeverJob, default_workloads
+    from afford.certify.stage_levers import LeverJob, default_workloads
     from afford.measure import env as envmod
     from afford.measure.timing import rule_for
     from afford.workloads.clock import clock_name
@@ -140,7 +140,7 @@ def _job(c: Certificate, workloads: list[str], chosen: tuple[str, ...], mode: st
 
 
 def _measure(job: LeverJob, show: bool):
-    from afford.certify.levers import measure_levers
+    from afford.certify.stage_levers import measure_levers
 
     if not show:
         return measure_levers(job)

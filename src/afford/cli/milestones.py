@@ -9,8 +9,8 @@ import typer
 
 from afford.cli.bars import unwrap
 from afford.cli.common import guard, out, print_json
-from afford.errors import InputError
-from afford.io import read_json, read_text, read_toml
+from afford.core.errors import InputError
+from afford.core.io import read_json, read_text, read_toml
 
 HELP = """Judge a ladder of milestones against runs' eval readings: each rung PASSED or NOT
 YET, with the margin, the step and the token count.
@@ -57,10 +57,10 @@ def command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdicts as JSON.")] = False,
 ) -> None:
     with guard():
-        from afford import ledger
-        from afford import milestones as ms
-        from afford.report.bars import milestone_notes, milestones_table, plan_table
-        from afford.schema.bars import Ladder, load_bars
+        from afford.figures import ledger
+        from afford.bars import milestone_verdicts as ms
+        from afford.report.bars_tables import milestone_notes, milestones_table, plan_table
+        from afford.schema.bars_file import Ladder, load_bars
         from afford.schema.envelope import validate
 
         lad = validate(read_toml(ladder, "ladder"), Ladder, f"ladder {ladder}")

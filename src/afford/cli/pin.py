@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford import manifest as mf
+from afford.schema import manifest as mf
 from afford.cli.common import err, guard, out, print_json
-from afford.errors import InputError
-from afford.provenance import measured
+from afford.core.errors import InputError
+from afford.core.provenance import measured
 from afford.report.rich_table import Table
 from afford.report.rich_table import labelled
 from afford.report.terminal import fmt

@@ -37,7 +37,7 @@ def command(
     certificate whose step times are NOISY says so first; its warnings follow.
     Exit codes: 0 planned, 2 bad input."""
     with guard():
-        from afford.report.plan import render_plan
+        from afford.report.plan_tables import render_plan
 
         result = api.plan(cert, platform, run, manifest=manifest)
         if as_json:

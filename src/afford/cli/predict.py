@@ -11,10 +11,10 @@ import typer
 from afford.cli.common import guard, out, print_json
 from afford.cli.plan import PLATFORM_HELP
 from afford.cli.size import _alloc_conf, _fraction, _positive_int
-from afford.constants import MODES
-from afford.errors import InputError
-from afford.plan.predict import predict
-from afford.report.predict import render_predict
+from afford.core.published_constants import MODES
+from afford.core.errors import InputError
+from afford.plan.prediction import predict
+from afford.report.predict_tables import render_predict
 from afford.schema.cert import load_certificate
 from afford.schema.platform import load_platform
 

@@ -10,7 +10,7 @@ import typer
 from afford import api
 from afford.cli.common import guard, out, print_json
 from afford.cli.plan import MANIFEST_HELP, PLATFORM_HELP
-from afford.report.plan import render_verdict
+from afford.report.plan_tables import render_verdict
 
 
 def command(

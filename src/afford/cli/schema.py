@@ -7,11 +7,11 @@ from typing import Annotated
 import typer
 
 from afford.cli.common import guard, print_json
-from afford.errors import InputError
+from afford.core.errors import InputError
 
 KINDS = {"cert": ("afford.schema.cert", "Certificate"),
-         "constants": ("afford.schema.constants", "UserConstants"),
-         "manifest": ("afford.manifest", "Manifest")}
+         "constants": ("afford.schema.user_constants", "UserConstants"),
+         "manifest": ("afford.schema.manifest", "Manifest")}
 
 
 def command(kind: Annotated[str, typer.Argument(help="File kind: " + ", ".join(KINDS))]) -> None:

@@ -2,7 +2,7 @@
 one tagged figure per function.
 
 This is the contract between the measuring side (certify and its stages) and the planning
-and rendering side. Each function returns a :class:`~afford.provenance.Tagged` value (or
+and rendering side. Each function returns a :class:`~afford.core.provenance.Tagged` value (or
 ``None`` when the certificate holds nothing to answer with); callers that need a figure
 anyway tag their fallback ASSUMED with the reason. A section a stage did not write
 (``cert.probes`` absent, say) gives ``None`` here, never a default dressed as a reading.
@@ -11,26 +11,27 @@ Workloads are named as in the certificate (``tinylm``, ``tinylm@q3``, ``pkg.mod:
 and, when a certificate measured several dtype modes, picked by ``mode`` (default: the first).
 
 The modules of this package read one part of a certificate each, for its table or command:
-:mod:`~afford.figures.summary` (the certify summary), :mod:`~afford.figures.probes` (the
-probes' tables), :mod:`~afford.figures.memory` (``afford size``),
-:mod:`~afford.figures.gates` (the gates and the audit), :mod:`~afford.figures.distributed`
+:mod:`~afford.figures.summary` (the certify summary), :mod:`~afford.figures.probes_figures` (the
+probes' tables), :mod:`~afford.figures.memory_figures` (``afford size``),
+:mod:`~afford.figures.gates_figures` (the gates and the audit), :mod:`~afford.figures.distributed_figures`
 (a node's collectives and data-parallel scaling).
 """
 
 from __future__ import annotations
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.figures import reserved
-from afford.figures.memory import law_or_none
+from afford.figures.memory_figures import law_or_none
 from afford.figures.reserved import ReservedAt
-from afford.figures.time import model_step
-from afford.fit import sizing, verdicts
+from afford.figures.time_figures import model_step
+from afford.fit.memory import sizing
+from afford.fit.time import verdicts
 from afford.fit.stats import median
-from afford.provenance import NotExecutable, Tagged, fitted, inherited, measured, module, run_label
+from afford.core.provenance import NotExecutable, Tagged, fitted, inherited, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.point import Point
-from afford.schema.probes import (CheckpointProbe, CopyProbe, GemmProbe, HostCopyProbe, Ladder,
+from afford.schema.probes_section import (CheckpointProbe, CopyProbe, GemmProbe, HostCopyProbe, Ladder,
                                   counted_runs)
 
 
@@ -53,7 +54,7 @@ def step_seconds(cert: Certificate, name: str, value: int, mode: str | None = No
                  ) -> Tagged | None:
     """Warm step seconds at sweep value ``value``: MEASURED where the sweep measured a
     resident point, else FITTED from the step-time model where the certificate has one
-    (:mod:`afford.figures.time`), else from the throughput law (extrapolated outside its
+    (:mod:`afford.figures.time_figures`), else from the throughput law (extrapolated outside its
     range)."""
     r = workload(cert, name, mode)
     p = point(r, value)
@@ -279,7 +280,7 @@ def boundness(cert: Certificate, name: str, mode: str | None = None) -> Tagged |
     if w is None:
         return None
     v = bound_verdict_of(w)
-    return module(v.label, "", f"afford.fit.verdicts.bound_verdict at "
+    return module(v.label, "", f"afford.fit.time.verdicts.bound_verdict at "
                   f"{w.sweep_param}={w.value}: " + "; ".join(v.reasons))
 
 

@@ -1,4 +1,4 @@
-"""The probes stage's records beyond its summary (:mod:`afford.figures.probes`), each tagged,
+"""The probes stage's records beyond its summary (:mod:`afford.figures.probes_figures`), each tagged,
 for the report (issue 32, item 3: the report to the end, never a schema dump): every rung of
 each batch ladder, every fresh process whose start-up was timed, and the protocol the probes
 ran under.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from afford.provenance import NotExecutable, Tagged, measured, module, run_label
+from afford.core.provenance import NotExecutable, Tagged, measured, module, run_label
 from afford.schema.cert import Certificate
-from afford.schema.probes import Ladder, Startup
+from afford.schema.probes_section import Ladder, Startup
 
 Cell = Tagged | NotExecutable | str | None
 

@@ -2,14 +2,14 @@
 ladder and the report read (issue 28).
 
 Why one answer: a certificate holds two models of a step's reserved memory, the memory law
-(least squares over the traced peaks, :mod:`afford.fit.sizing`) and the allocator replay
+(least squares over the traced peaks, :mod:`afford.fit.memory.sizing`) and the allocator replay
 (the step's allocations written out at the shape and replayed through the caching
-allocator's policy, :mod:`afford.figures.memory_replay`). On an H200 the replay was right
+allocator's policy, :mod:`afford.figures.replay_figures`). On an H200 the replay was right
 within a fraction of a percent where the law missed by up to 11 % either way, yet plans
 printed the law while ``size`` printed the replay (797 against 575 MiB at one shape). Here:
 
 - the *answer* is the replay where the certificate trusts it and it predicted the held-out
-  shapes no worse than the law (:func:`afford.figures.memory_replay.usable`), and the shape
+  shapes no worse than the law (:func:`afford.figures.replay_figures.usable`), and the shape
   keeps the certified model (another width, depth or head count is a model nobody traced);
   else the law. It names its source and its measured held-out error;
 - the *other* model's figure stands beside it when the two differ by more than their stated
@@ -27,14 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from afford.figures import memory_replay
-from afford.fit import memory_replay as mr
-from afford.fit import sizing
-from afford.fit.allocator import parse_alloc_conf
-from afford.fit.memory import largest_batch as search
-from afford.provenance import Tagged, fitted, measured
-from afford.schema.memory import MemoryLaw
-from afford.units import format_bytes
+from afford.figures import replay_figures as memory_replay
+from afford.fit.memory import replay_fit as mr
+from afford.fit.memory import sizing
+from afford.fit.memory.allocator import parse_alloc_conf
+from afford.fit.memory.memory_fit import largest_batch as search
+from afford.core.provenance import Tagged, fitted, measured
+from afford.schema.memory_section import MemoryLaw
+from afford.core.units import format_bytes
 
 Model = Literal["replay", "law"]
 
@@ -151,7 +151,7 @@ def combine(answer: ModelFigure, other: ModelFigure | None) -> tuple[Tagged, str
 def reserved_at(law: MemoryLaw, shape: dict[str, int], run: str, alloc_conf: str = ""
                 ) -> ReservedAt:
     """The memory answer of ``law`` at ``shape`` (workload keys or law dims, as
-    :func:`afford.fit.sizing.predict` takes them) under the ``PYTORCH_CUDA_ALLOC_CONF``
+    :func:`afford.fit.memory.sizing.predict` takes them) under the ``PYTORCH_CUDA_ALLOC_CONF``
     ``alloc_conf`` of the run (the replay predicts either allocator setting; the law
     knows only the one it was measured under)."""
     pred = sizing.predict(law, shape, run)

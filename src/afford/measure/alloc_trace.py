@@ -4,8 +4,8 @@
 the process keeps across shapes, its cuBLAS workspaces) and starts recording every
 allocation and free (``_record_memory_history``, no stack frames: the replay needs sizes and
 order only); :func:`stop` takes the history, stops recording and returns it in the
-canonical form of :func:`afford.fit.trace_scaling.from_history`, packed for the
-certificate (:class:`afford.schema.memory.AllocTrace`).
+canonical form of :func:`afford.fit.memory.trace_scaling.from_history`, packed for the
+certificate (:class:`afford.schema.memory_section.AllocTrace`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import os
 
 import torch
 
-from afford.fit.trace_scaling import from_history
-from afford.schema.memory import pack_ints
+from afford.fit.memory.trace_scaling import from_history
+from afford.schema.memory_section import pack_ints
 
 MAX_ENTRIES = 2_000_000
 

@@ -35,10 +35,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.measure.timeline import mark
 from afford.measure.timing import TimingRule
-from afford.units import UnitError, bounded, parse_number
+from afford.core.units import UnitError, bounded, parse_number
 
 Event = dict[str, Any]
 
@@ -96,7 +96,7 @@ def python_command(module: str, args: list[str] | tuple[str, ...] = ()) -> list[
     starts without the working folder on ``sys.path`` (issue 33: ``-m`` puts it first, so
     a ``numpy.py`` left there ran in every measuring child). ``PYTHONPATH`` is honoured;
     a user workload's folder is added by the child itself, and only for it
-    (:mod:`afford.user_code`). Python 3.10: the same through :data:`_BOOTSTRAP`."""
+    (:mod:`afford.core.user_code`). Python 3.10: the same through :data:`_BOOTSTRAP`."""
     if sys.version_info >= (3, 11):
         return [sys.executable, "-P", "-m", module, *args]
     return [sys.executable, "-c", _BOOTSTRAP, module, *args]
@@ -212,7 +212,7 @@ def warm_specs(specs) -> list[str]:
 
 
 def warm_args(specs) -> list[str]:
-    """A child's ``--warm SPEC`` arguments (:func:`afford.measure.child.warm`)."""
+    """A child's ``--warm SPEC`` arguments (:func:`afford.measure.sweep_child.warm`)."""
     return [a for s in warm_specs(specs) for a in ("--warm", s)]
 
 
@@ -225,7 +225,7 @@ class _Child(Spawned):
     def __init__(self, prewarm: str | None = None, overlapped: bool = False,
                  warm: tuple[str, ...] = ()) -> None:
         self.prewarm = prewarm
-        super().__init__("afford.measure.child",
+        super().__init__("afford.measure.sweep_child",
                          (["--prewarm", prewarm] if prewarm else []) + warm_args(warm),
                          overlapped=overlapped)
 
@@ -374,7 +374,7 @@ def spare_child(device: str, warm: tuple[str, ...] = ()) -> _Child:
 
 def startup_run(start: Event) -> dict | None:
     """A sweep child's ``start`` event as the fields of a startup run
-    (:class:`afford.schema.probes.StartupRun`), or ``None`` when it lacks them."""
+    (:class:`afford.schema.probes_section.StartupRun`), or ``None`` when it lacks them."""
     if "process_seconds" not in start or "import_torch_seconds" not in start:
         return None
     role = f"sweep child {start.get('child')}"

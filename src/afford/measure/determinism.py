@@ -31,12 +31,12 @@ from typing import Any, TextIO
 
 import torch
 
-from afford.measure.child import error_text
+from afford.measure.sweep_child import error_text
 from afford.measure.children import child_env, child_timeout, python_command
 from afford.measure.env import cpu_model
 from afford.measure.step_capture import StageError, bitwise_equal, capture_step, max_abs_delta
 from afford.measure.timing import TimingRule, time_point
-from afford.schema.determinism import AuditRun, DeterminismSection
+from afford.schema.determinism_section import AuditRun, DeterminismSection
 from afford.workloads import resolve
 from afford.workloads.base import train_step, validate_shape
 from afford.workloads.clock import clock_for
@@ -170,7 +170,7 @@ def _compare(workload, shape, device, mode: str, seed: int, repeats: int, run: d
 def audit_workload(workload, spec: str, value: int, device, mode: str, repeats: int,
                    seed: int, deterministic: bool, timing_steps: int = TIMING_STEPS) -> dict:
     """K repeats of one step, compared with repeat 0; then a few timed warm steps.
-    Returns the fields of :class:`afford.schema.determinism.AuditRun`. A stage that raises
+    Returns the fields of :class:`afford.schema.determinism_section.AuditRun`. A stage that raises
     after the forward (an op with no deterministic backward) leaves the quantities before it
     compared and the rest NOT EXECUTABLE (``not_executable`` then names them)."""
     if repeats < 2:
@@ -281,7 +281,7 @@ def run_audit(items: list[dict], *, device: str, device_class: str, repeats: int
               seed: int = 0, timing_steps: int = TIMING_STEPS,
               on_event: Callable[[dict], None] = lambda e: None):
     """Audit every item (``{"workload", "value", "mode"}``) with the flag off, then on.
-    Returns a :class:`~afford.schema.determinism.DeterminismSection`."""
+    Returns a :class:`~afford.schema.determinism_section.DeterminismSection`."""
     runs, names, torch_version, warnings = [], [], None, []
     for deterministic in (False, True):
         job = {"deterministic": deterministic, "device": device, "device_class": device_class,

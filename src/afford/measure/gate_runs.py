@@ -1,4 +1,4 @@
-"""The measurements behind the gates (:mod:`afford.gates` evaluates them; this only reads).
+"""The measurements behind the gates (:mod:`afford.fit.gates` evaluates them; this only reads).
 
 - :func:`init_losses`: the step-0 loss (no gradient, no step) of each workload whose
   ``Built.vocab`` is set, per shape and seed;
@@ -7,9 +7,9 @@
 - :func:`noise_floor`: two runs of k steps from one seed and one from another;
 - :func:`param_counts`: trainable parameters of a workload at a shape;
 - :func:`user_gate_outcomes`: calls every gate registered in the entry-point group
-  ``afford.gates`` (a user gate may touch the device, so it is called here).
+  ``afford.fit.gates`` (a user gate may touch the device, so it is called here).
 
-Each returns readings (:mod:`afford.schema.determinism`); a case that fails records its
+Each returns readings (:mod:`afford.schema.determinism_section`); a case that fails records its
 error text instead of a number (rule 9).
 """
 
@@ -22,12 +22,12 @@ from typing import Any
 
 import torch
 
-from afford.gates import ENTRY_POINT_GROUP, GateContext
-from afford.measure.child import error_text
+from afford.fit.gates import ENTRY_POINT_GROUP, GateContext
+from afford.measure.sweep_child import error_text
 from afford.measure.step_capture import (StageError, bitwise_equal, capture_step, max_abs,
                                          max_abs_delta, move_built)
-from afford.provenance import NotExecutable
-from afford.schema.determinism import (InitLossReading, NoiseFloorReading, ParamCountReading,
+from afford.core.provenance import NotExecutable
+from afford.schema.determinism_section import (InitLossReading, NoiseFloorReading, ParamCountReading,
                                        ParityReading)
 from afford.workloads.base import Workload, autocast_for, count_params, train_step, validate_shape
 
@@ -179,7 +179,7 @@ def param_counts(items: Iterable[tuple[str, Workload, int]], seed: int = 0
 
 def user_gate_outcomes(ctx: GateContext) -> list[tuple[str, str, Any]]:
     """(entry-point name, source, result or the exception it raised) for every gate
-    registered in the group ``afford.gates``, in name order."""
+    registered in the group ``afford.fit.gates``, in name order."""
     out = []
     eps = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
     for ep in eps:

@@ -10,7 +10,7 @@ read is ``None`` with the reason, never zero.
 
 :class:`UsageClock` is the CPU's step clock with the child's own accounting beside each
 step (issue 32, item 0): the process's CPU time and the time its threads waited, runnable,
-for a CPU (Linux's per-thread ``schedstat``), from which :mod:`afford.fit.contention` tells
+for a CPU (Linux's per-thread ``schedstat``), from which :mod:`afford.fit.time.contention` tells
 the step on an idle box from what the load cost.
 """
 
@@ -93,7 +93,7 @@ def gpu_processes(index: int) -> tuple[list[dict] | None, str | None]:
 
 
 def host_load(at: str, cuda_index: int | None) -> dict:
-    """The fields of :class:`afford.schema.time.HostLoad` now."""
+    """The fields of :class:`afford.schema.time_section.HostLoad` now."""
     try:
         load = tuple(float(x) for x in os.getloadavg())
     except (OSError, AttributeError):

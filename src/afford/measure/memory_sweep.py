@@ -1,9 +1,9 @@
 """The memory stage's one child process: peak memory of a short training loop per shape.
 
 Run as ``python -m afford.measure.memory_sweep`` with a JSON job on stdin (the same style
-as :mod:`afford.measure.child`): JSON lines out, one per shape as soon as it is done; the
+as :mod:`afford.measure.sweep_child`): JSON lines out, one per shape as soon as it is done; the
 parent never touches the device. For each shape the child opens a
-:class:`~afford.measure.memory.MemoryWindow` (peak stats reset after ``empty_cache`` on
+:class:`~afford.measure.memory_peaks.MemoryWindow` (peak stats reset after ``empty_cache`` on
 CUDA; ``VmHWM`` reset on Linux CPUs), builds the workload, runs ``steps`` whole training
 steps (the optimizer state appears at the end of step 0, so step 0 alone is *not* a
 training loop) and reads the cumulative peak after every step. After the loop it counts
@@ -77,7 +77,7 @@ def measure_shape(workload, item: dict, device, seed: int) -> dict:
     """Peaks after each of ``item['steps']`` training steps of one shape."""
     import torch
 
-    from afford.measure.memory import MemoryWindow
+    from afford.measure.memory_peaks import MemoryWindow
 
     cuda = device.type == "cuda"
     window = MemoryWindow(device)
@@ -129,7 +129,7 @@ def run_item(workloads: dict, item: dict, device, seed: int) -> dict:
     """One shape; a failure (out of memory included) is recorded and the sweep goes on."""
     import torch
 
-    from afford.measure.memory import is_oom
+    from afford.measure.memory_peaks import is_oom
 
     t0 = time.perf_counter()
     rec: dict[str, Any] = {}
@@ -166,10 +166,10 @@ def main() -> int:
     if "--stagger" in args:  # spawned beside another child's timed import: let it finish
         time.sleep(float(args[args.index("--stagger") + 1]))
     if "--prewarm" in args:  # spawned ahead on CUDA: the one-time start-up before the job
-        from afford.measure.child import prewarm
+        from afford.measure.sweep_child import prewarm
 
         prewarm(args[args.index("--prewarm") + 1])
-    from afford.measure.child import warm
+    from afford.measure.sweep_child import warm
 
     warm(args)
     job = json.load(sys.stdin)

@@ -10,17 +10,11 @@ sequences them. Beside the plan: the scale ladder (ladder), the measured levers 
 reads the files.
 
 The package is also the API's ``afford.plan(cert, platform, run=None, *, manifest=None)``
-(:func:`afford.api.plan`, which reads the files; :mod:`afford._callable` says why a package
+(:func:`afford.api.plan`, which reads the files; :mod:`afford.core.callable_package` says why a package
 is callable).
 """
 
-from afford._callable import make_callable
+from afford.core.callable_package import make_callable
 
 
-def _public():
-    from afford.api import plan
-
-    return plan
-
-
-make_callable(__name__, _public)
+make_callable(__name__, "afford.api:plan")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from afford.plan.derive import derive, floor_div, num
 from afford.plan.result import Chunk, ChunkRow, MemoryBudget, Startup, StartupComponent
-from afford.provenance import Tag, Tagged
+from afford.core.provenance import Tag, Tagged
 
 
 def startup(components: Sequence[StartupComponent]) -> Startup:
@@ -102,7 +102,7 @@ def projected_reserved(allocated: Tagged | None, ratio: Tagged,
 def budget_share(projected: Tagged | None, budget: Tagged) -> Tagged | None:
     """projected reserved / budget; None where there is no projection or no budget to
     share (a budget of 0 bytes: the inputs are bounded so that none is, see
-    :data:`~afford.units.MIN_DEVICE_BYTES`)."""
+    :data:`~afford.core.units.MIN_DEVICE_BYTES`)."""
     if projected is None or num(budget) <= 0:
         return None
     return derive(num(projected) / num(budget), "ratio", "projected reserved / budget",

@@ -3,7 +3,7 @@
 A figure derived from an extrapolated prediction is itself extrapolated; one derived from a
 count whose data are not pinned is provisional (docs/DESIGN.md section 3, rules 3 and 8); one that
 rests on an ASSUMED input says so in its source. One that no measurement can be (inf, a
-negative time: :func:`afford.provenance.impossible`) names its inputs in its source, value and
+negative time: :func:`afford.core.provenance.impossible`) names its inputs in its source, value and
 provenance, so the renderer that refuses it says which input caused it (issue 33, item 3).
 
 Floors and ceilings of a ratio use a relative tolerance of 1e-9 so that a budget landing
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from afford.provenance import Scalar, Tag, Tagged, impossible
+from afford.core.provenance import Scalar, Tag, Tagged, impossible
 
 REL_TOL = 1e-9
 ASSUMED_NOTE = "; rests on an ASSUMED input"

@@ -1,7 +1,7 @@
 """Checkpoints on the platform's disk (docs/DESIGN.md section 4).
 
 copies that fit = floor(disk / checkpoint bytes); steady-state share = live copies x bytes
-/ disk. An atomic write (temp file in the same folder, fsync, rename: afford.io) holds one
+/ disk. An atomic write (temp file in the same folder, fsync, rename: afford.core.io) holds one
 more copy until its rename, so the peak is live copies + 1, and that is what must fit.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from afford.plan.derive import derive, floor_div, num
 from afford.plan.result import Disk
-from afford.provenance import Tagged
+from afford.core.provenance import Tagged
 
 
 def disk_plan(disk: Tagged, checkpoint: Tagged | None, live_copies: Tagged) -> Disk:

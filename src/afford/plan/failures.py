@@ -42,7 +42,7 @@ import math
 
 from afford.plan.derive import derive, num
 from afford.plan.result import Daly, Failures, KillRow, Worth
-from afford.provenance import Tagged
+from afford.core.provenance import Tagged
 
 
 def young_interval(d: float, m: float) -> float:

@@ -15,17 +15,17 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from afford import figures
-from afford.figures import time as ft
-from afford.errors import InputError
+from afford.figures import time_figures as ft
+from afford.core.errors import InputError
 from afford.plan import cadence as cadmod
 from afford.plan import chunk as chunkmod
 from afford.plan import disk as diskmod
 from afford.plan import failures as failmod
 from afford.plan import quota as quotamod
 from afford.plan.derive import derive, num
-from afford.plan.preflight import Facts, verdict
+from afford.plan.go_no_go import Facts, verdict
 from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
-from afford.provenance import Tagged, assumed, measured, module, run_label
+from afford.core.provenance import Tagged, assumed, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.platform import Platform
 from afford.schema.run import RunFile
@@ -267,7 +267,7 @@ def _provisional(obj):
 def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
               pins: dict[str, bool] | None = None, now: datetime | None = None,
               here_torch: str | None = None, accept_noisy: bool = False) -> Verdict:
-    """GO / NO-GO with every reason (:func:`afford.plan.preflight.verdict`);
+    """GO / NO-GO with every reason (:func:`afford.plan.go_no_go.verdict`);
     ``accept_noisy``: a NOISY certificate is a warning, not a reason."""
     p = plan(cert, platform, run, pins=pins)
     age = (now - figures.certified_at(cert)).total_seconds() / 86400 if now else None

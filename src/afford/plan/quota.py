@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from afford.plan.derive import ceil_div, derive, floor_div, num
 from afford.plan.result import Quota, Startup, Target
-from afford.provenance import Tagged
+from afford.core.provenance import Tagged
 
 WEEK_SECONDS = 7 * 86400
 

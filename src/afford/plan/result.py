@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.errors import InputError
-from afford.provenance import Tagged
+from afford.core.errors import InputError
+from afford.core.provenance import Tagged
 from afford.schema.envelope import validate
-from afford.units import MIN_FRACTION, UnitError, bounded
+from afford.core.units import MIN_FRACTION, UnitError, bounded
 
 PLAN_SCHEMA = "afford.plan/1"
 VERDICT_SCHEMA = "afford.preflight/1"

@@ -5,10 +5,10 @@ command plans with N devices yet; ``afford certify --distributed`` shows the sca
 the measured node.
 
 On the node that was measured (``1 <= N <=`` the largest world size measured), the answer
-is read off the certificate (:func:`afford.figures.distributed.on_node`): the measured
+is read off the certificate (:func:`afford.figures.distributed_figures.on_node`): the measured
 data-parallel scaling of the tinylm step (weak scaling: each device keeps its batch),
 MEASURED where that world size was run, FITTED from the world-size law
-``t(w) = A + B * 2(w-1)/w`` (:mod:`afford.fit.dp_scaling`) where it was not.
+``t(w) = A + B * 2(w-1)/w`` (:mod:`afford.fit.nodes.dp_scaling`) where it was not.
 
 Beyond the node there is nothing measured. The projection is the ring model (docs/REFERENCES.md,
 "Collectives"; Patarasuk & Yuan 2009)::
@@ -25,12 +25,12 @@ tagged MODULE, its inputs ASSUMED, and it is never presented as measured.
 
 from __future__ import annotations
 
-from afford.errors import InputError
-from afford.figures.distributed import (DeviceScaling, derived, measured_devices, on_node,
+from afford.core.errors import InputError
+from afford.figures.distributed_figures import (DeviceScaling, derived, measured_devices, on_node,
                                         run_at, strategy_result, where)
-from afford.fit.collectives import ring_allreduce_seconds, ring_parameters
-from afford.provenance import Tagged, assumed, measured, module
-from afford.schema.distributed import DistributedSection
+from afford.fit.nodes.collectives_fit import ring_allreduce_seconds, ring_parameters
+from afford.core.provenance import Tagged, assumed, measured, module
+from afford.schema.distributed_section import DistributedSection
 
 
 def _latency(section: DistributedSection, given: float | None) -> Tagged:

@@ -14,13 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from afford import manifest as mf
-from afford.ledger import Reading
+from afford.schema import manifest as mf
+from afford.figures.ledger import Reading
 from afford.plan.planner import on_unpinned
 from afford.plan.result import PlanResult, Verdict
-from afford.provenance import measured
+from afford.core.provenance import measured
 from afford.report import certificate as cs
-from afford.report import plan as render_plan
+from afford.report import plan_tables as render_plan
 from afford.report import plotdata
 from afford.report.generic import find_key, generic_section
 from afford.report.model import Plot, Report, Section, Table

@@ -5,7 +5,7 @@ with its reason; NOT EXECUTABLE says so with the error; any bare number raises T
 
 from __future__ import annotations
 
-from afford.provenance import NotExecutable, Struck, Tagged, require_tagged
+from afford.core.provenance import NotExecutable, Struck, Tagged, require_tagged
 from afford.report.terminal import fmt
 
 

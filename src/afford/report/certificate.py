@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 
 from afford import figures
-from afford.figures.memory import heldout_accuracy
-from afford.provenance import fitted, measured, module, run_label
-from afford.report.gates import (determinism_report_table, gate_rows_report_table,
+from afford.figures.memory_figures import heldout_accuracy
+from afford.core.provenance import fitted, measured, module, run_label
+from afford.report.gates_tables import (determinism_report_table, gate_rows_report_table,
                                  gates_report_table, noise_report_table)
-from afford.report.host_load import host_load_notes, host_load_table
-from afford.report.probes import probes_section
+from afford.report.host_load_tables import host_load_notes, host_load_table
+from afford.report.probes_tables import probes_section
 from afford.report.stage_sections import SECTIONS
 from afford.report.generic import generic_section
 from afford.report.model import Cell, Section, Table
@@ -301,7 +301,7 @@ def memory_replay(cert: Certificate) -> Table | None:
 
 def memory_breakdown(cert: Certificate) -> Table | None:
     """Where the memory goes at each law's base shape (its recorded peak)."""
-    from afford.schema.memory import BREAKDOWN_CLASSES
+    from afford.schema.memory_section import BREAKDOWN_CLASSES
 
     run = run_label(cert)
     rows = []

@@ -3,8 +3,8 @@
 Later stages add certificate sections (memory, probes, determinism, gates, ladder, ...) and
 plans are written by ``afford plan``; the report shows any of them without knowing its
 schema: it walks the object and keeps what can be shown honestly —
-:class:`~afford.provenance.Tagged`, :class:`~afford.provenance.Struck` and
-:class:`~afford.provenance.NotExecutable` values (as models, or as their JSON dicts in a
+:class:`~afford.core.provenance.Tagged`, :class:`~afford.core.provenance.Struck` and
+:class:`~afford.core.provenance.NotExecutable` values (as models, or as their JSON dicts in a
 plan file), and text. A bare number is not shown (it has no provenance); the section says
 how many were left out and where, so the stage that wrote them can tag them.
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from afford.provenance import NotExecutable, Struck, Tagged
+from afford.core.provenance import NotExecutable, Struck, Tagged
 from afford.report.model import Cell, Section, Table
 
 _TAGGED_KEYS = {"value", "unit", "tag", "source", "extrapolated", "provisional"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from html import escape
 
-from afford.provenance import NotExecutable, Struck, Tagged, impossible
+from afford.core.provenance import NotExecutable, Struck, Tagged, impossible
 from afford.report.cells import cell_text, struck_note, tagged_parts
 from afford.report.model import Report, Section, Table
 from afford.report.terminal import FAILED, refused

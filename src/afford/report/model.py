@@ -2,8 +2,8 @@
 and a ledger, before any format is chosen (docs/DESIGN.md section 2: measure, fit, plan,
 *render*; renderers format what they are given and compute nothing).
 
-Every cell of every table is text (a label), a :class:`~afford.provenance.Tagged` value, a
-:class:`~afford.provenance.Struck` one or :class:`~afford.provenance.NotExecutable`; the
+Every cell of every table is text (a label), a :class:`~afford.core.provenance.Tagged` value, a
+:class:`~afford.core.provenance.Struck` one or :class:`~afford.core.provenance.NotExecutable`; the
 renderers raise on anything else, so an untagged number cannot reach a page. Plots carry
 their series as plain floats, each series labelled with the tag of the figures it draws.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Union
 
-from afford.provenance import NotExecutable, Struck, Tag, Tagged
+from afford.core.provenance import NotExecutable, Struck, Tag, Tagged
 
 Cell = Union[str, Tagged, Struck, NotExecutable, None]
 

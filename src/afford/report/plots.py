@@ -14,7 +14,7 @@ import io
 import re
 from pathlib import Path
 
-from afford.io import atomic_write_bytes, atomic_write_text
+from afford.core.io import atomic_write_bytes, atomic_write_text
 from afford.report.model import Plot, Series
 from afford.report.terminal import ABBREV
 

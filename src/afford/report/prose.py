@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from afford.provenance import Tagged
+from afford.core.provenance import Tagged
 from afford.report.terminal import fmt
 
 #: a figure written into words: a decimal or scientific number, or a number with a unit

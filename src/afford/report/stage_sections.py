@@ -8,10 +8,10 @@ built; the sizes table tags the section's raw fields. Computes nothing.
 
 from __future__ import annotations
 
-from afford.plan.levers import batch_rungs, lever_rows
-from afford.provenance import measured, run_label
-from afford.report.distributed import collectives_table, scaling_table, status_line
-from afford.report.ladder import batch_lines, batch_table, levers_table
+from afford.plan.lever_rows import batch_rungs, lever_rows
+from afford.core.provenance import measured, run_label
+from afford.report.distributed_tables import collectives_table, scaling_table, status_line
+from afford.report.ladder_tables import batch_lines, batch_table, levers_table
 from afford.report.model import Section, Table
 from afford.report.rich_table import Table as RichTable
 from afford.schema.cert import Certificate

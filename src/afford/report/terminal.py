@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from afford.figures.summary import WorkloadSummary
-from afford.provenance import SHARE, NotExecutable, Tag, Tagged, impossible, require_tagged
+from afford.core.provenance import SHARE, NotExecutable, Tag, Tagged, impossible, require_tagged
 from afford.report.rich_table import Table
-from afford.units import format_bytes, format_count, format_duration, format_gpu_hours
+from afford.core.units import format_bytes, format_count, format_duration, format_gpu_hours
 
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",
           Tag.ASSUMED: "A"}
@@ -64,7 +64,7 @@ def refused(t: Tagged, why: str) -> str:
 
 def fmt(x: object, where: str = "") -> str:
     """``12.30 ms M``: value, unit and tag letter; TypeError for an untagged number; an
-    impossible one (:func:`afford.provenance.impossible`) as ``FAILED: <cause>; from ...``."""
+    impossible one (:func:`afford.core.provenance.impossible`) as ``FAILED: <cause>; from ...``."""
     if x is None:
         return "-"
     t = require_tagged(x, where)

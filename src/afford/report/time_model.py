@@ -2,16 +2,16 @@
 and why, and the held-out shapes (measured, never fitted) with measured, predicted and the
 error, the old throughput law beside them; the certificate's time verdict.
 
-Renders :mod:`afford.figures.time` (``summarize_times``); computes nothing. Two forms: report
+Renders :mod:`afford.figures.time_figures` (``summarize_times``); computes nothing. Two forms: report
 sections (:func:`time_section`, Markdown and HTML) and Rich tables for the terminal
 (:func:`held_out_table`, :func:`model_lines`).
 """
 
 from __future__ import annotations
 
-from afford.figures.time import TimeSummary, summarize_times
-from afford.provenance import fitted
-from afford.report.host_load import host_load_notes, host_load_table
+from afford.figures.time_figures import TimeSummary, summarize_times
+from afford.core.provenance import fitted
+from afford.report.host_load_tables import host_load_notes, host_load_table
 from afford.report.model import Cell, Section, Table
 from afford.report.prose import prose
 from afford.report.rich_table import Table as RichTable

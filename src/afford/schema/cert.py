@@ -12,17 +12,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from afford.io import write_or_rescue
-from afford.schema.determinism import DeterminismSection, GatesSection
-from afford.schema.distributed import DistributedSection
+from afford.core.io import write_or_rescue
+from afford.schema.determinism_section import DeterminismSection, GatesSection
+from afford.schema.distributed_section import DistributedSection
 from afford.schema.envelope import Envelope, load_envelope, register_migration, save_envelope
 from afford.schema.laws import ThroughputLaw
-from afford.schema.levers import LeversSection
-from afford.schema.memory import MemorySection
+from afford.schema.levers_section import LeversSection
+from afford.schema.memory_section import MemorySection
 from afford.schema.point import Point
-from afford.schema.probes import ProbesSection
-from afford.schema.sizes import SizesSection
-from afford.schema.time import CertTimeVerdict, HostLoad, WorkloadTime
+from afford.schema.probes_section import ProbesSection
+from afford.schema.sizes_section import SizesSection
+from afford.schema.time_section import CertTimeVerdict, HostLoad, WorkloadTime
 from afford.schema.quantities import Count, DeviceMemory, Dim, Duration, Ratio, Timestamp
 
 CERT_SCHEMA = "afford.cert/1"
@@ -187,6 +187,6 @@ def save_certificate(cert: Certificate, path: str | Path, *, overwrite: bool = F
 def save_measured(cert: Certificate, path: str | Path, *, overwrite: bool = False) -> Path:
     """Save a certificate just measured: when the write fails the measurement is saved
     beside ``path`` (or here, or in the temp folder) and the error names where
-    (:func:`afford.io.write_or_rescue`)."""
+    (:func:`afford.core.io.write_or_rescue`)."""
     return write_or_rescue(path, cert.to_json(), overwrite=overwrite,
                            name=default_filename(cert))

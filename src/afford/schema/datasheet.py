@@ -12,9 +12,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from afford.constants import DATA
-from afford.io import tomllib
-from afford.schema.probes import GEMM_DTYPES, DatasheetPeaks
+from afford.core.published_constants import DATA
+from afford.core.io import tomllib
+from afford.schema.probes_section import GEMM_DTYPES, DatasheetPeaks
 
 DEVICES_TOML = DATA / "devices.toml"
 

@@ -12,8 +12,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from afford.errors import InputError
-from afford.io import atomic_write_text, loads_json, read_text
+from afford.core.errors import InputError
+from afford.core.io import atomic_write_text, loads_json, read_text
 
 M = TypeVar("M", bound="Envelope")
 B = TypeVar("B", bound=BaseModel)

@@ -1,6 +1,6 @@
 """The throughput laws a certificate stores: each fitted form, and both forms with the choice.
 
-Fitted by :mod:`afford.fit.throughput` (docs/DESIGN.md section 4): ``power`` t = exp(a) n^b,
+Fitted by :mod:`afford.fit.time.throughput` (docs/DESIGN.md section 4): ``power`` t = exp(a) n^b,
 ``floor_power`` t = F + c n^b, and the batch ladder's ``linear_floor`` t = F + c tokens. A law
 predicts with the form it chose and says when a prediction is extrapolated.
 """

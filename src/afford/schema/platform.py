@@ -22,12 +22,12 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from afford.constants import DATA, MEMORY_FRACTION, MEMORY_FRACTION_REASON, check_fraction
-from afford.errors import InputError
-from afford.io import STDIN, loads_toml, read_toml
-from afford.provenance import Tagged, assumed, inherited
+from afford.core.published_constants import DATA, MEMORY_FRACTION, MEMORY_FRACTION_REASON, check_fraction
+from afford.core.errors import InputError
+from afford.core.io import STDIN, loads_toml, read_toml
+from afford.core.provenance import Tagged, assumed, inherited
 from afford.schema.envelope import validate
-from afford.units import (MAX_BYTES, MAX_SECONDS, MIN_DEVICE_BYTES, MIN_SECONDS, bounded,
+from afford.core.units import (MAX_BYTES, MAX_SECONDS, MIN_DEVICE_BYTES, MIN_SECONDS, bounded,
                           parse_bytes, parse_duration, parse_fraction)
 
 PLATFORM_SCHEMA = "afford.platform/1"
@@ -111,7 +111,7 @@ class Duration(Figure):
 
 class _Positive(Figure):
     """A figure something is divided by: zero is refused (give 'none' for no limit), and so
-    is a duration under a nanosecond (:data:`~afford.units.MIN_SECONDS`), whose shares leave
+    is a duration under a nanosecond (:data:`~afford.core.units.MIN_SECONDS`), whose shares leave
     the floats."""
 
     def si(self) -> float | None:
@@ -140,7 +140,7 @@ class Size(_Positive):
 
 
 class DeviceMemory(Size):
-    """A device's memory: a mebibyte at least (:data:`~afford.units.MIN_DEVICE_BYTES`), so
+    """A device's memory: a mebibyte at least (:data:`~afford.core.units.MIN_DEVICE_BYTES`), so
     that a budget of any fraction of it holds a byte."""
 
     def si(self) -> float | None:

@@ -2,7 +2,7 @@
 
 Raw samples are the source of truth (docs/DESIGN.md section 2): every timed step of every
 child, with its step index; step 0 and the warm-up kept apart. A point of the sweep, a
-model size (:mod:`afford.schema.sizes`) and a lever variant (:mod:`afford.schema.levers`)
+model size (:mod:`afford.schema.sizes_section`) and a lever variant (:mod:`afford.schema.levers_section`)
 are each one :class:`Point`.
 """
 
@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from afford.schema.quantities import Bytes, Count, Dim, Duration, Flops, Ratio, Seconds
 
-# A step time afford accepts: from a nanosecond to a century (afford.units); beyond it the
+# A step time afford accepts: from a nanosecond to a century (afford.core.units); beyond it the
 # plan's arithmetic (failure model exponentials) leaves the floats.
 
 
@@ -24,7 +24,7 @@ class StepFlops(_Model):
     """FLOPs of one whole training step, counted once per shape by one child with
     ``torch.utils.flop_counter.FlopCounterMode`` after it timed the shape (the counter runs
     the step under Python dispatch: slow, and never timed). ``gemm``: mm/addmm/matmul/conv;
-    ``attn``: bmm and the attention kernels (:func:`afford.fit.step_features.split_flops`).
+    ``attn``: bmm and the attention kernels (:func:`afford.fit.time.step_features.split_flops`).
     When counting failed, every count is ``None`` and ``error`` says why: the time model then
     uses the shape only (tokens = B*s and B*s^2), never a guess."""
 
@@ -142,7 +142,7 @@ class Point(_Model):
     idle_seconds: Seconds | None = Field(
         None, description="the step on an idle box: the median of the timed steps in which "
         "no other process delayed the child's threads (they waited for a CPU less than 2 % of "
-        "the step), pooled over children (afford.fit.contention); None where fewer than 5 "
+        "the step), pooled over children (afford.fit.time.contention); None where fewer than 5 "
         "steps ran free (a CPU device)")
     load_seconds: NonNegativeFloat | None = Field(
         None, description="what the load cost the step: median_seconds - idle_seconds")

@@ -1,9 +1,9 @@
 """The quantities a measurement can be, as field types every schema shares (issue 33).
 
-A certificate, plan, manifest or ledger is read by :func:`afford.io.loads_json` (size, nesting,
+A certificate, plan, manifest or ledger is read by :func:`afford.core.io.loads_json` (size, nesting,
 every number finite and of sane magnitude), then by its schema, whose fields say what each
 number is. What no measurement can be is refused at load, naming the field, by the one range
-check :func:`afford.units.bounded`: a negative byte count or time, a step of a nanosecond or
+check :func:`afford.core.units.bounded`: a negative byte count or time, a step of a nanosecond or
 less, a sweep value or shape dimension of 0, a device ceiling of 0 FLOP/s, a date before
 1970. A reader downstream (plan, fit, report) then never divides by zero or leaves the floats
 on a figure that came from a file.
@@ -17,7 +17,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from afford.units import (MAX_BYTES, MAX_COUNT, MAX_FLOPS, MAX_MAGNITUDE, MAX_RATE,
+from afford.core.units import (MAX_BYTES, MAX_COUNT, MAX_FLOPS, MAX_MAGNITUDE, MAX_RATE,
                           MAX_SECONDS, MIN_DEVICE_BYTES, MIN_FRACTION, MIN_SECONDS, bounded,
                           check_date, whole)
 

@@ -29,10 +29,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from afford.io import read_toml
-from afford.provenance import Tagged, inherited
+from afford.core.io import read_toml
+from afford.core.provenance import Tagged, inherited
 from afford.schema.envelope import validate
-from afford.units import bounded, parse_count, parse_fraction
+from afford.core.units import bounded, parse_count, parse_fraction
 
 MIN_OVERHEAD = 1e-6  # one second of checkpoint writes in 11.6 days of training
 

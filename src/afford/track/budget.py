@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from afford.errors import InputError
-from afford.io import read_json
-from afford.units import MAX_SECONDS, UnitError, bounded, whole
+from afford.core.errors import InputError
+from afford.core.io import read_json
+from afford.core.units import MAX_SECONDS, UnitError, bounded, whole
 
 PLAN_SCHEMAS = ("afford.plan/1", "afford.preflight/1")
 

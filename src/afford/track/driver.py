@@ -27,7 +27,7 @@ class Driver:
         chosen = {k: session_kwargs.pop(k) for k in BUDGET_KEYS if k in session_kwargs}
         if guard is not None:
             if any(v is not None for v in chosen.values()):
-                from afford.errors import InputError
+                from afford.core.errors import InputError
 
                 raise InputError("give the callback guard= or a plan (plan=, cert=, budget=), "
                                  "not both")

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from afford.errors import InputError
-from afford.io import atomic_write_text, loads_json, read_text
+from afford.core.errors import InputError
+from afford.core.io import atomic_write_text, loads_json, read_text
 
 SCHEMA = "afford.resume/2"
 OLD_SCHEMAS = ("afford.resume/1",)

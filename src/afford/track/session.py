@@ -72,7 +72,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from afford.errors import InputError
+from afford.core.errors import InputError
 from afford.track import marker as mk
 from afford.track.budget import Budget, resolve_budget
 from afford.track.metrics import Metric, metrics_of
@@ -463,7 +463,7 @@ class Session:
     def _start_files(self) -> None:
         """Sweep the marker's interrupted temp files, mark this session running, and open
         its step log; a failure is a warning."""
-        from afford.io import clean_temps_of
+        from afford.core.io import clean_temps_of
 
         try:
             swept = clean_temps_of(self.marker, max_age_s=0)  # one writer per marker

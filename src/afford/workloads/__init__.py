@@ -3,7 +3,7 @@
 Names: ``softmax``, ``scan``, ``tinylm``, a preset as ``tinylm@q3``, a tinylm size as
 ``tinylm@d256L4`` (see :func:`afford.workloads.tinylm.parse_size`), or a user workload as
 ``pkg.module:factory`` (see :mod:`afford.workloads.base` for the protocol), or a transformers
-model as ``hf:gpt2`` (see :mod:`afford.workloads.hf`). Any of them
+model as ``hf:gpt2`` (see :mod:`afford.workloads.hf_models`). Any of them
 may carry step options after ``+`` (``tinylm@q3+compile``, ``softmax+fused+x2``; see
 :mod:`afford.workloads.tuned`).
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from afford.errors import InputError
-from afford.user_code import call, import_attr
+from afford.core.errors import InputError
+from afford.core.user_code import call, import_attr
 from afford.workloads.names import (BUILTINS, DEFAULT, parse_options, tinylm_preset_error,
                                     unknown_workload)
 
@@ -43,7 +43,7 @@ def __getattr__(name: str) -> Any:
 def resolve(spec: str, device_class: str) -> Workload:
     """The workload a name stands for; :class:`InputError` with the choices if none."""
     if spec.startswith("hf:"):  # its own + options (shape, LoRA) before Tuned's
-        from afford.workloads.hf import resolve_hf
+        from afford.workloads.hf_models import resolve_hf
 
         return resolve_hf(spec, device_class)
     base, plus, options = spec.partition("+")
@@ -78,7 +78,7 @@ def resolve(spec: str, device_class: str) -> Workload:
 
 
 def _load_user(spec: str) -> Workload:
-    """``pkg.module:factory`` called (:mod:`afford.user_code`: imported from the working
+    """``pkg.module:factory`` called (:mod:`afford.core.user_code`: imported from the working
     folder only where it is not installed; any failure one line, exit 2)."""
     from afford.workloads.base import Workload
 

@@ -37,7 +37,7 @@ from typing import ClassVar, Literal
 
 import torch
 
-from afford.constants import MODES
+from afford.core.published_constants import MODES
 
 DEVICE_CLASSES = ("cpu", "small-gpu", "large-gpu")
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from afford.errors import InputError
-from afford.user_code import missing_module
-from afford.units import MAX_DIM, UnitError, whole
+from afford.core.errors import InputError
+from afford.core.user_code import missing_module
+from afford.core.units import MAX_DIM, UnitError, whole
 
 BUILTINS = ("softmax", "scan", "tinylm")
 DEFAULT = ("softmax", "scan", "tinylm")

@@ -8,7 +8,7 @@ CPU (gloo calls block). ``iters`` comes from the slowest rank's warm-up estimate
 rank issues the same calls (a rank that issued fewer would leave the others waiting).
 
 Buffers are zeros (sums stay zero: no overflow, no denormals on a CPU) of float32, the
-nccl-tests default. Sizes are nccl-tests' ``S`` (:mod:`afford.fit.collectives`), rounded
+nccl-tests default. Sizes are nccl-tests' ``S`` (:mod:`afford.fit.nodes.collectives_fit`), rounded
 down to a multiple of ``world_size * 4`` bytes so each rank's share is whole.
 
 The raw per-sample seconds of this rank go back to rank 0; nothing is reduced here.

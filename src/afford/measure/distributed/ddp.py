@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from afford.fit.stats import median
 from afford.measure.distributed.runtime import Runtime, agree_max, wait_device
-from afford.measure.memory import MemoryWindow
+from afford.measure.memory_peaks import MemoryWindow
 from afford.measure.timing import MIN_BLOCK, timed_block
 from afford.workloads.base import autocast_for
 from afford.workloads.clock import CudaClock, HostClock

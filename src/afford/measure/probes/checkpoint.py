@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from afford.fit.stats import median
-from afford.io import fsync_dir
+from afford.core.io import fsync_dir
 
 METHOD = ("torch.save of {'model': state_dict, 'optimizer': state_dict} to a temp file in "
           "the same folder, flush, fsync, os.replace, fsync folder; torch.load(weights_only=True)")
@@ -87,7 +87,7 @@ def checkpoint_probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      folder: str | os.PathLike, writes: int,
                      budget_seconds: float = BUDGET_SECONDS) -> dict:
     """Write the state ``writes`` times, load it back once; the fields of
-    :class:`~afford.schema.probes.CheckpointProbe` (less value and shape). A large state
+    :class:`~afford.schema.probes_section.CheckpointProbe` (less value and shape). A large state
     stops early: after ``MIN_WRITES`` writes, none starts once ``budget_seconds`` have been
     spent writing (GPT-2 with AdamW, 1.5 GB, writes in about 2.5 s a time on the H200 host:
     the third write added 2.5 s to certify and nothing the first two did not show)."""

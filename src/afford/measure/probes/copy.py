@@ -14,12 +14,12 @@ import torch
 
 from afford.fit.stats import median
 from afford.measure.probes.calls import time_calls
-from afford.provenance import CannotRunHere
+from afford.core.provenance import CannotRunHere
 
 
 def copy_probe(device: torch.device, buffer_bytes: int, warmup: int, reps: int,
                seed: int = 0) -> dict:
-    """The fields of :class:`~afford.schema.probes.CopyProbe`."""
+    """The fields of :class:`~afford.schema.probes_section.CopyProbe`."""
     numel = buffer_bytes // 4
     gen = torch.Generator(device=device).manual_seed(seed)
     src = torch.randn(numel, device=device, generator=gen)  # fp32, (numel,)
@@ -35,7 +35,7 @@ def copy_probe(device: torch.device, buffer_bytes: int, warmup: int, reps: int,
 
 def host_copy_probe(device: torch.device, buffer_bytes: int, warmup: int, reps: int,
                     seed: int = 0) -> dict:
-    """The fields of :class:`~afford.schema.probes.HostCopyProbe`: pinned host -> device and
+    """The fields of :class:`~afford.schema.probes_section.HostCopyProbe`: pinned host -> device and
     device -> pinned host, each timed on its own."""
     if device.type != "cuda":
         raise CannotRunHere(f"a {device.type} device has no host link to time (host and "

@@ -87,7 +87,7 @@ def count_flops_or_why(built: Built, mode: str, device: torch.device) -> dict:
     """The fields of :class:`afford.schema.point.StepFlops` for one step of ``built``:
     the counts by op class, or every count ``None`` and the error text. Never raises (a
     count that fails must not cost the measurement its point)."""
-    from afford.fit.step_features import split_flops
+    from afford.fit.time.step_features import split_flops
 
     try:
         total, by_op = count_step_flops(built, mode, device)

@@ -25,7 +25,7 @@ import torch
 
 from afford.fit.stats import median
 from afford.measure.probes.calls import time_calls
-from afford.provenance import NotExecutable
+from afford.core.provenance import NotExecutable
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
           "fp16": torch.float16}
@@ -89,7 +89,7 @@ def max_rel_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, rows: torch
 
 def gemm_probe(dtype: str, device: torch.device, n: int, warmup: int, reps: int,
                reference_rows: int, seed: int = 0) -> dict | NotExecutable:
-    """Run one GEMM probe; the fields of :class:`~afford.schema.probes.GemmProbe`."""
+    """Run one GEMM probe; the fields of :class:`~afford.schema.probes_section.GemmProbe`."""
     reason = not_executable_reason(dtype, device)
     if reason:
         return NotExecutable(what=f"GEMM {dtype}", reason=reason)

@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from afford.fit.stats import median
 from afford.measure.probes.calls import time_calls
-from afford.provenance import CannotRunHere
+from afford.core.provenance import CannotRunHere
 from afford.workloads.base import Built, train_step
 
 _MM = {torch.ops.aten.mm.default: "mm", torch.ops.aten.addmm.default: "addmm",
@@ -76,7 +76,7 @@ def time_gemm_shape(row: dict, device: torch.device, warmup: int, reps: int,
 
 def gemm_shape_probe(built: Built, mode: str, device: torch.device, top: int, warmup: int,
                      reps: int, seed: int = 0) -> dict:
-    """The fields of :class:`~afford.schema.probes.ShapeGemms`: the step's matmul shapes,
+    """The fields of :class:`~afford.schema.probes_section.ShapeGemms`: the step's matmul shapes,
     and the ``top`` of them by arithmetic timed alone."""
     rows = record_gemm_shapes(built, mode, device)
     total = sum(r["flops_per_call"] * r["calls"] for r in rows)

@@ -3,7 +3,7 @@
 steps with their indices), and NVML utilisation sampled over the warm steps of the x1 rung.
 
 The fit ``t = F + c * tokens`` and the verdict are pure functions
-(:mod:`afford.fit.verdicts`) applied by the stage; this module only measures. The batch is
+(:mod:`afford.fit.time.verdicts`) applied by the stage; this module only measures. The batch is
 the shape's ``batch``, ``n`` or ``B`` entry (the built-ins use ``batch`` and ``n``); a shape
 with none of them cannot be laddered and says so.
 """
@@ -17,11 +17,11 @@ from dataclasses import replace
 
 import torch
 
-from afford.measure.child import error_text
-from afford.measure.memory import is_oom
+from afford.measure.sweep_child import error_text
+from afford.measure.memory_peaks import is_oom
 from afford.measure.probes.nvml import Reader, UtilisationSampler
 from afford.measure.timing import TimingRule, time_point
-from afford.provenance import CannotRunHere
+from afford.core.provenance import CannotRunHere
 from afford.workloads.base import Built, Workload, check_gradients, train_step
 from afford.workloads.clock import clock_for
 
@@ -42,7 +42,7 @@ def time_rung(workload: Workload, shape: dict[str, int], mode: str, device: torc
               rule: TimingRule, seed: int, multiplier: int,
               sampler: UtilisationSampler | None = None,
               with_built: Callable[[Built], None] | None = None) -> dict:
-    """Build and time one rung; the fields of :class:`~afford.schema.probes.Rung`.
+    """Build and time one rung; the fields of :class:`~afford.schema.probes_section.Rung`.
     ``sampler`` runs over the timed warm steps; ``with_built`` gets the warm model after."""
     rec: dict = {"multiplier": multiplier, "shape": dict(shape)}
     built = None

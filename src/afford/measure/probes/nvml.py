@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from afford.provenance import NotExecutable
+from afford.core.provenance import NotExecutable
 
 Reader = Callable[[], tuple[float, float]]  # () -> (gpu, memory), fractions 0..1
 WHAT = "GPU utilisation (NVML)"

@@ -7,7 +7,7 @@ of timed calls follow the sweep's precision setting (``quick``, ``adaptive``, ``
 
 from __future__ import annotations
 
-from afford.schema.probes import ProbeProtocol
+from afford.schema.probes_section import ProbeProtocol
 
 MiB = 2**20
 GEMM_N = {"large-gpu": 8192, "small-gpu": 4096, "cpu": 1024}

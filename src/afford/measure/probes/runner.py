@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from afford.io import clean_stale_probes
+from afford.core.io import clean_stale_probes
 from afford.measure.children import Event, Spawned, child_timeout, exchange, failure_text
 
 TIMEOUT_SECONDS = 900.0  # silence after which the probe child is stopped (AFFORD_CHILD_TIMEOUT)
@@ -28,7 +28,7 @@ def spawn_probe_child(device: str, overlapped: bool = False,
     from afford.measure.children import warm_args
 
     cuda = str(device).startswith("cuda")
-    return Spawned("afford.measure.probes.child",
+    return Spawned("afford.measure.probes.probe_child",
                    (["--device", str(device)] if cuda else []) + warm_args(warm),
                    overlapped=overlapped)
 

@@ -8,7 +8,7 @@ spawn until its report arrives. Run as ``python -m afford.measure.probes.startup
 this module imports neither torch nor transformers at module level, and nor do the
 packages above it, so the figures are those of a fresh interpreter.
 
-The device probe child (:mod:`afford.measure.probes.child`) calls :func:`measure_imports`
+The device probe child (:mod:`afford.measure.probes.probe_child`) calls :func:`measure_imports`
 first thing too, so it is one of the runs; the others are spawned by :func:`run_startup`.
 """
 

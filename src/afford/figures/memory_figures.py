@@ -1,0 +1,266 @@
+"""A certificate's memory laws read for ``afford size`` and for plans: will a shape fit,
+and what is the largest batch that does.
+
+The predictions themselves are pure functions of a law (:mod:`afford.fit.memory.sizing`); here
+they are read off a certificate, against its device memory times the budget fraction, with
+the law's held-out accuracy and the default formulas beside them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from afford.core.published_constants import MEMORY_FRACTION, check_fraction
+from afford.core.errors import InputError
+from afford.figures import reserved
+from afford.figures import replay_figures as memory_replay
+from afford.figures.replay_figures import ReplayAnswer
+from afford.figures.reserved import ReservedAt
+from afford.fit.memory.memory_fit import BATCH_CAP, largest_batch
+from afford.fit.memory.sizing import (Prediction, budgeted_bytes, defaults_for, formula_tag,
+                               frozen_at, max_batch, user_defaults, verdicts)
+from afford.core.provenance import Tagged, fitted, measured, module
+from afford.schema.user_constants import UserConstants
+from afford.schema.memory_section import DefaultVerdict, MemoryLaw
+
+OOM_NOTE = "out of memory on Linux; pages through system memory and slows down on Windows/WDDM"
+
+
+def laws(cert) -> list[MemoryLaw]:
+    mem = getattr(cert, "memory", None)
+    return list(mem.laws) if mem is not None else []
+
+
+def law_or_none(cert, name: str, mode: str | None = None) -> MemoryLaw | None:
+    for law in laws(cert):
+        if law.workload == name and (mode is None or law.mode == mode):
+            return law
+    return None
+
+
+def find_law(cert, name: str, mode: str | None = None) -> MemoryLaw:
+    """The law of ``name`` (and ``mode``); InputError that lists what the certificate has."""
+    if getattr(cert, "memory", None) is None:
+        raise InputError("the certificate has no memory section (it was made with "
+                         "--no-memory or by an afford without the memory stage); run "
+                         "`afford certify` again to measure the memory law")
+    law = law_or_none(cert, name, mode)
+    if law is not None:
+        return law
+    have = ", ".join(f"{x.workload} ({x.mode})" for x in laws(cert)) or "none"
+    skipped = "; ".join(f"{n.what}: {n.reason}" for n in cert.memory.not_executable)
+    raise InputError(f"the certificate has no memory law for {name!r}"
+                     f"{f' in mode {mode}' if mode else ''}; it has: {have}"
+                     + (f" (not measured: {skipped})" if skipped else ""))
+
+
+def budget_of(cert, fraction: float) -> Tagged | None:
+    """Device memory x fraction, MODULE; ``None`` when the device memory is unknown."""
+    mem = cert.environment.device_memory_bytes
+    if not mem:
+        return None
+    what = "host memory (MemTotal)" if cert.environment.device_type == "cpu" else \
+        "device memory"
+    return module(mem * fraction, "B", f"{what} {mem} B x budget fraction {fraction:g}")
+
+
+def heldout_accuracy(law: MemoryLaw, run: str) -> tuple[Tagged | None, Tagged | None]:
+    """Largest |held-out error| of allocated (or RSS) and of reserved, MEASURED."""
+    if not law.heldout:
+        return None, None
+    a = max(abs(h.error) for h in law.heldout)
+    r = [abs(h.reserved_error) for h in law.heldout if h.reserved_error is not None]
+    what = "RSS increment" if law.device_type == "cpu" else "allocated"
+    return (measured(a, "ratio", f"max |predicted/measured - 1| of peak {what} over "
+                     f"{len(law.heldout)} held-out shapes; {run}"),
+            measured(max(r), "ratio", f"max |predicted/measured - 1| of peak reserved over "
+                     f"{len(r)} held-out shapes; {run}") if r else None)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    key: str
+    name: str
+    peak: Tagged
+    max_batch: Tagged | None
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    """What ``afford size`` answers, typed; the CLI renders it."""
+
+    workload: str
+    mode: str
+    device: str
+    prediction: Prediction
+    batch_given: bool
+    budget: Tagged | None
+    device_memory: Tagged | None
+    budget_share: Tagged | None
+    fits: bool | None
+    over_device: bool
+    note: str | None
+    max_batch: Tagged | None
+    comparisons: list[Comparison]
+    heldout_allocated: Tagged | None
+    heldout_reserved: Tagged | None
+    verdicts: list[DefaultVerdict]
+    warnings: list[str] = field(default_factory=list)
+    replay: ReplayAnswer | None = None  # the allocator replay's answer (issue 20)
+    law_max_batch: Tagged | None = None  # the law's largest batch (when the replay answers)
+    memory: ReservedAt | None = None  # the one memory answer at the shape (issue 28)
+    law_breakdown: tuple[tuple[str, Tagged], ...] = ()  # by the law's terms, at the shape
+
+
+def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
+         budget_fraction: float = MEMORY_FRACTION, run: str = "",
+         constants: UserConstants | None = None, alloc_conf: str = "") -> SizeReport:
+    """Predicted peaks at (batch, seq), residency against the budget, the largest batch;
+    ``constants``: the user's own sizing constants, judged beside the built-in defaults;
+    ``alloc_conf``: the ``PYTORCH_CUDA_ALLOC_CONF`` the run will have. Reserved memory,
+    ``fits``, the budget share and the largest batch are the one memory answer every
+    command reads (:func:`afford.figures.reserved.reserved_at`)."""
+    check_fraction(budget_fraction, "the budget fraction")
+    law = find_law(cert, name, mode)
+    extra, user_notes = (), []
+    if constants is not None:
+        mine, why = user_defaults(constants, law.mode)
+        extra = (mine,) if mine is not None else ()
+        user_notes = [why] if why else []
+    budget = budget_of(cert, budget_fraction)
+    mb = reserved.largest_batch(law, {"s": seq}, budget.value, run, alloc_conf) \
+        if budget else None
+    b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
+    mem = reserved.reserved_at(law, {"s": seq, "B": b}, run, alloc_conf)
+    rep = replay_answer(law, seq, b, budget.value if budget else None, alloc_conf, run)
+    pred = mem.prediction
+    dev_mem = cert.environment.device_memory_bytes
+    budgeted = float(mem.budgeted.value)
+    fits = None if budget is None else budgeted <= budget.value
+    over = bool(dev_mem) and budgeted > dev_mem
+    note = None
+    if over:
+        note = OOM_NOTE if law.device_type == "cuda" else \
+            "exceeds host memory: pages to swap and slows down, or is killed"
+    share = module(budgeted / budget.value, "ratio", f"budgeted peak ({mem.basis}) / budget") \
+        if budget else None
+    held_alloc, held_res = heldout_accuracy(law, run)
+    law_mb = max_batch(law, {"s": seq}, budget.value, run) \
+        if budget and mem.source == "replay" else None
+    return SizeReport(
+        workload=law.workload, mode=law.mode, device=cert.environment.device_name,
+        prediction=pred, batch_given=batch is not None, budget=budget,
+        device_memory=measured(dev_mem, "B", f"{cert.environment.device_name}, {run}")
+        if dev_mem else None, budget_share=share, fits=fits, over_device=over, note=note,
+        max_batch=mb, comparisons=comparisons(law, pred, budget, extra), verdicts=verdicts(
+            law, pred.dims, budget.value if budget else None, extra=extra),
+        heldout_allocated=held_alloc, heldout_reserved=held_res,
+        warnings=list(mem.notes) + user_notes + ([] if budget else
+                                     ["device memory unknown: residency not judged"]),
+        replay=rep, law_max_batch=law_mb, memory=mem, law_breakdown=law_breakdown(mem))
+
+
+def law_breakdown(mem: ReservedAt) -> tuple[tuple[str, Tagged], ...]:
+    """Where the memory goes at the shape by the law's terms: the states counted after the
+    loop (weights, gradients and optimizer state together: the law does not split them),
+    the rest of the allocated peak (activations, temporaries, workspaces: the law's
+    activation and fixed terms), and the allocator's slack (budgeted reserved - allocated).
+    On a CPU the last is absent and the rest is of the peak RSS over the states."""
+    p = mem.prediction
+    states, alloc = float(p.states.value), float(mem.allocated.value)
+    rest = fitted(max(alloc - states, 0.0), "B", f"peak allocated - states; "
+                  f"{mem.allocated.source}", extrapolated=mem.allocated.extrapolated)
+    what = "activations, temporaries and workspaces" if mem.reserved is not None else \
+        "the rest of the peak RSS (activations, the interpreter and torch)"
+    out = [("states (parameters, gradients, optimizer state)", p.states), (what, rest)]
+    if mem.reserved is not None:
+        out.append(("allocator slack (reserved - allocated)", fitted(
+            max(float(mem.budgeted.value) - alloc, 0.0), "B", "budgeted reserved - peak "
+            f"allocated; {mem.budgeted.source}", extrapolated=mem.budgeted.extrapolated)))
+    return tuple(out)
+
+
+def replay_answer(law: MemoryLaw, seq: int, batch: int | None, budget: float | None,
+                  alloc_conf: str, run: str) -> ReplayAnswer | None:
+    """The allocator replay's answer (:mod:`afford.figures.replay_figures`); ``None`` where
+    the certificate has none (a CPU, an older certificate)."""
+    if law.device_type != "cuda" or law.replay is None:
+        return None
+    return memory_replay.answer(law, seq, batch, budget, alloc_conf, run)
+
+
+def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,
+                extra: tuple = ()) -> list[Comparison]:
+    """The default formulas at the same shape, and the largest batch each would admit
+    (against the same budget, on the same reserved/allocated ratio as the fit)."""
+    params = float(pred.params.value)
+    frozen = frozen_at(law, pred.dims)[0]
+    out = []
+    defaults, _ = defaults_for(law)
+    for dflt in [*defaults, *(d for d in extra if d.formula)]:
+        tag = formula_tag(dflt, law, pred.dims, params)
+        mb = None
+        if budget is not None:
+            n = largest_batch(lambda b: budgeted_bytes(
+                law, {**pred.dims, "B": b}, params, dflt.bytes(params, {**pred.dims, "B": b}, frozen)),
+                budget.value)
+            src = f"largest B with {dflt.name} x the fit's reserved/allocated ratio <= budget"
+            mb = module("any (no activations counted)", "", src) if n >= BATCH_CAP \
+                else module(n, "sequences", src)
+        out.append(Comparison(dflt.key, dflt.name, tag, mb))
+    return out
+
+
+
+@dataclass(frozen=True)
+class LawPoint:
+    """A shape the memory stage measured, with the law's figure there: the fitted shapes
+    (the law's own residuals) and the held-out ones (the held-out table's figures), so a
+    plot of them and the tables agree (issue 32, item 3)."""
+
+    role: str                  # base, seq, batch, corner (fitted) or heldout-*
+    B: int
+    s: int
+    quantity: str              # allocated, reserved or rss_increment
+    measured: Tagged
+    law: Tagged
+
+    @property
+    def tokens(self) -> int:
+        return self.B * self.s
+
+    @property
+    def held_out(self) -> bool:
+        return self.role.startswith("heldout")
+
+
+def law_points(law: MemoryLaw, run: str) -> list[LawPoint]:
+    """Every measured shape of ``law`` in each quantity it was fitted to."""
+    from afford.schema.memory_section import SWEEP_ROLES
+
+    out = []
+    fits = [(law.allocated, "measured_bytes", "predicted_bytes")]
+    if law.reserved is not None:
+        fits.append((law.reserved, "measured_reserved_bytes", "predicted_reserved_bytes"))
+    for f, meas_key, pred_key in fits:
+        q = f.quantity
+        for s in law.shapes:
+            peak = s.peak(q)
+            if s.role not in SWEEP_ROLES or peak is None or s.states_bytes is None:
+                continue
+            d = s.dims
+            src = f"{law.workload} {law.mode} B {d['B']} x s {d['s']}, {run}"
+            pred = f.predict(float(s.states_bytes), d["B"], d["s"], d["d"], d["L"], d["H"])
+            out.append(LawPoint(s.role, d["B"], d["s"], q,
+                                measured(peak, "B", f"peak {q}, fitted shape, {src}"),
+                                fitted(pred, "B", f"memory law {f.describe()} at {src}")))
+        for h in law.heldout:
+            m, p = getattr(h, meas_key), getattr(h, pred_key)
+            if m is None or p is None:
+                continue
+            src = f"{law.workload} {law.mode} B {h.dims['B']} x s {h.dims['s']}, {run}"
+            out.append(LawPoint(h.role, h.dims["B"], h.dims["s"], q,
+                                measured(m, "B", f"peak {q}, held out, {src}"),
+                                fitted(p, "B", f"memory law {f.describe()} at {src}",
+                                       extrapolated=h.extrapolated)))
+    return out

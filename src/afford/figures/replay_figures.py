@@ -1,0 +1,153 @@
+"""A certificate's allocator replay read for ``afford size`` and plans (issue 20): reserved
+memory at a shape by replaying the step's allocations, native and with expandable segments,
+the largest batch that fits each way, and where the memory goes at the peak.
+
+The replay answers only where the certificate trusts it (validated at the traced shapes)
+and it predicted the held-out shapes no worse than the law
+(:func:`afford.certify.stage_replay.use_replay`); budgets add its safety margin (its worst
+under-prediction measured). ``PYTORCH_CUDA_ALLOC_CONF`` is an input: the configuration the
+user's run will have decides which prediction is budgeted; when the other one changes
+whether the shape fits, that is a lever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from afford.fit.memory.replay_fit import learn_shapes, use_replay
+from afford.fit.memory import replay_fit as mr
+from afford.fit.memory.allocator import parse_alloc_conf
+from afford.core.provenance import Tagged, fitted
+from afford.schema.memory_section import MemoryBreakdownRecord, MemoryLaw
+
+EXPANDABLE = "expandable_segments:True"
+
+
+@dataclass(frozen=True)
+class ReplayAnswer:
+    """What the replay says at one (B, s), both allocator configurations."""
+
+    used: bool                       # the replay answers (else the law; see ``why``)
+    why: str
+    expandable: bool                 # the configuration asked about
+    alloc_conf: str
+    allocated: Tagged
+    reserved_native: Tagged
+    reserved_expandable: Tagged
+    budgeted_native: float           # reserved x (1 + safety margin)
+    budgeted_expandable: float
+    fits_native: bool | None
+    fits_expandable: bool | None
+    max_batch_native: Tagged | None
+    max_batch_expandable: Tagged | None
+    breakdown: MemoryBreakdownRecord | None
+    lever: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def reserved(self) -> Tagged:
+        return self.reserved_expandable if self.expandable else self.reserved_native
+
+    @property
+    def budgeted(self) -> float:
+        return self.budgeted_expandable if self.expandable else self.budgeted_native
+
+    @property
+    def fits(self) -> bool | None:
+        return self.fits_expandable if self.expandable else self.fits_native
+
+    @property
+    def max_batch(self) -> Tagged | None:
+        return self.max_batch_expandable if self.expandable else self.max_batch_native
+
+
+def source(law: MemoryLaw, conf: str, run: str) -> str:
+    rp = law.replay
+    traced = ", ".join(f"{b}x{s}" for b, s in rp.traced)
+    return (f"{law.workload} {law.mode}: allocator replay ({conf}) of the history learned at "
+            f"{traced}; validated within {rp.tolerance:.0%} at the traced shapes, held-out "
+            f"worst reserved error {rp.replay_worst_reserved_error or 0:+.2%} (law "
+            f"{rp.law_worst_reserved_error or 0:+.2%}); {run}")
+
+
+def usable(law: MemoryLaw) -> tuple[bool, str]:
+    """Whether this law's replay answers, and why (not)."""
+    rp = law.replay
+    if rp is None:
+        return False, "no allocator replay in the certificate (not traced, or a CPU)"
+    if not rp.trusted:
+        return False, "the allocator replay is not trusted: " + "; ".join(rp.warnings[:2])
+    if not use_replay(rp):
+        return False, (f"the law predicted the held-out shapes better (reserved worst "
+                       f"{rp.law_worst_reserved_error:.2%} against the replay's "
+                       f"{rp.replay_worst_reserved_error:.2%})")
+    return True, "trusted, and no worse than the law at the held-out shapes"
+
+
+def max_batch(law: MemoryLaw, seq: int, budget_bytes: float, expandable: bool,
+              run: str = "") -> Tagged | None:
+    """The largest batch whose replayed reserved peak, plus the safety margin, fits
+    ``budget_bytes`` at ``seq``; ``None`` without a replay to learn from."""
+    learned = learn_shapes(list(law.shapes))
+    if learned is None:
+        return None
+    margin = 1.0 + (law.replay.safety_margin if law.replay else 0.0)
+    seed = learned.traced[0].trace.seed
+    n = mr.largest_batch(learned.model, seed, seq, budget_bytes / margin, expandable)
+    conf = EXPANDABLE if expandable else "native"
+    return fitted(n, "sequences", f"largest B with replayed reserved x {margin:.3f} <= "
+                  f"{budget_bytes:.0f} B at s={seq}; " + source(law, conf, run),
+                  extrapolated=n > 4 * max(b for b, _ in law.replay.traced))
+
+
+def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | None,
+           alloc_conf: str = "", run: str = "") -> ReplayAnswer | None:
+    """The replay's answer at (batch, seq) (``batch`` None: the largest that fits under
+    the configuration asked about); ``None`` when the certificate has no replay."""
+    if law.replay is None:
+        return None
+    learned = learn_shapes(list(law.shapes))
+    if learned is None:
+        return None
+    used, why = usable(law)
+    expandable, unmodelled = parse_alloc_conf(alloc_conf)
+    notes = [f"PYTORCH_CUDA_ALLOC_CONF {alloc_conf!r}: {', '.join(unmodelled)} not modelled "
+             "(predicted as if unset)"] if unmodelled else []
+    mb = {e: (max_batch(law, seq, budget_bytes, e, run) if budget_bytes else None)
+          for e in (False, True)}
+    b = batch if batch is not None else max(int(mb[expandable].value) if mb[expandable]
+                                            else 1, 1)
+    seed = learned.traced[0].trace.seed
+    res = {e: mr.predict(learned.model, seed, b, seq, e) for e in (False, True)}
+    margin = 1.0 + law.replay.safety_margin
+    budgeted = {e: res[e].peak_reserved_bytes * margin for e in (False, True)}
+    fits = {e: (budgeted[e] <= budget_bytes if budget_bytes else None) for e in (False, True)}
+    src = {e: source(law, EXPANDABLE if e else "native", run) for e in (False, True)}
+    extra = b * seq > 4 * max(x * y for x, y in law.replay.traced)
+    try:
+        brk = mr.breakdown_at(learned.model.trace(b, seq), seed, expandable)
+    except ValueError:
+        brk = None
+    lever = None
+    if fits[False] is not None and fits[False] != fits[True]:
+        lever = (f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE}: batch {b} x seq {seq} "
+                 + ("fits" if fits[True] else "does not fit")
+                 + f" with expandable segments (reserved {res[True].peak_reserved_bytes / 2**30:.2f}"
+                 f" GiB) and " + ("fits" if fits[False] else "does not fit")
+                 + f" with the native allocator ({res[False].peak_reserved_bytes / 2**30:.2f} GiB)")
+    elif mb[False] is not None and mb[True] is not None and \
+            int(mb[False].value) != int(mb[True].value):
+        lever = (f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE}: largest batch at seq {seq} "
+                 f"{int(mb[True].value)} (native: {int(mb[False].value)})")
+    return ReplayAnswer(
+        used=used, why=why, expandable=expandable, alloc_conf=alloc_conf,
+        allocated=fitted(res[expandable].peak_allocated_bytes, "B", src[expandable],
+                         extrapolated=extra),
+        reserved_native=fitted(res[False].peak_reserved_bytes, "B", src[False],
+                               extrapolated=extra),
+        reserved_expandable=fitted(res[True].peak_reserved_bytes, "B", src[True],
+                                   extrapolated=extra),
+        budgeted_native=budgeted[False], budgeted_expandable=budgeted[True],
+        fits_native=fits[False], fits_expandable=fits[True],
+        max_batch_native=mb[False], max_batch_expandable=mb[True], breakdown=brk,
+        lever=lever, notes=tuple(notes))

@@ -1,0 +1,192 @@
+"""A GPU step as its two sides (issue 27): the host's issue time and the device's busy time.
+
+The host enqueues a step's kernels asynchronously, so a pipelined warm step costs
+
+    t = max(host, device + gap)
+
+- **device**: the busy time a profiler reads per step (:mod:`afford.measure.device_time`),
+  smooth in the shape even where the wall step sits on the launch floor. It is fitted with
+  the forms of :mod:`afford.fit.time.step_forms` over the counted work (GEMM and attention FLOPs,
+  or the shape), each coefficient bounded by the certificate's measured ceilings (a GEMM
+  FLOP costs at least ``1 / gemm_rate``, a counted attention FLOP half that: a causal kernel
+  skips the masked half of the square the count assumes): a fit that needs a coefficient
+  beyond a bound is refitted at the bound and says so, never used as it was. Its floor is the
+  device's own (small kernels that do not fill the card), and the leave-one-out error on the
+  busy times chooses the form.
+- **gap**: what a device-bound step pays beyond its busy time, per kernel boundary: read
+  off device-bound points (``(wall - busy) / kernels``, where busy is at least
+  ``DEVICE_BOUND`` of the wall) when the certificate has them, else off the trace (the
+  median gap between kernels that were queued before the device freed).
+- **host**: kernels per step x the issue cost of one kernel, read off the wall time of
+  host-bound points (the device busy at most ``HOST_BOUND`` of the step); its lowest and
+  highest over those points' children are the band a host-bound shape is predicted in (the
+  floor differs from process to process).
+
+On a CPU the device is the host: there is no second side, and the model stays one-sided
+(:mod:`afford.fit.time.time_fit`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from afford.fit.time.step_forms import BOUND_SHARE, NEW_FORMS, evaluate, feature_rows, fit_forms
+from afford.fit.time.time_fit import StepPoint, choose_form
+from afford.fit.stats import median, r2_score
+from afford.schema.time_law import (CandidateFit, DeviceLaw, FeatureScaling, HostSide,
+                                     KernelCount, SidesModel)
+
+DEVICE_BOUND = 0.9  # busy >= 90 % of the wall step: the device bounds it (gap readable)
+HOST_BOUND = 0.9  # busy + gap <= 90 % of the wall step: the host bounds it
+BOUND_SLACK = 1e-6  # a coefficient this close to its bound is at it
+
+
+class SidePoint(StepPoint):
+    """A measured GPU shape: its wall step (median of child medians) and the children's
+    medians, its device busy time, kernels per step and queued gap (per boundary)."""
+
+    busy_seconds: float
+    kernels: float
+    gap_seconds: float | None = None
+    child_seconds: tuple[float, ...] = ()
+
+
+def _x(p: StepPoint) -> float:
+    return float(p.tokens if p.batch is not None else p.n)
+
+
+def _device_candidates(rows: Sequence[dict], busy: np.ndarray, x: np.ndarray,
+                       gemm_rate: float | None, forms: Sequence[str] = NEW_FORMS,
+                       with_loo: bool = True) -> dict[str, CandidateFit]:
+    sigma = np.full(len(busy), np.nan)  # profiled busy times agree within ~1 % by process
+    fits = fit_forms(forms, rows, busy, sigma, gemm_rate)
+    n = len(busy)
+    loo: dict[str, list[float]] = {f: [] for f in fits}
+    if n >= 3 and with_loo:
+        for i in range(n):
+            keep = [j for j in range(n) if j != i]
+            sub = fit_forms(list(fits), [rows[j] for j in keep], busy[keep], sigma[keep],
+                            gemm_rate)
+            for f in fits:
+                loo[f].append(float(evaluate(f, sub[f][0], rows[i], x[i]) / busy[i] - 1.0))
+    out = {}
+    for f, (params, n_params, notes) in fits.items():
+        pred = np.array([evaluate(f, params, r, xi) for r, xi in zip(rows, x)])
+        out[f] = CandidateFit(form=f, params=params, n_params=n_params,
+                              r2_log=r2_score(np.log(busy), np.log(np.maximum(pred, 1e-300))),
+                              residuals=[float(v) for v in pred / busy - 1.0],
+                              loo_rel_errors=loo[f] if loo[f] else None,
+                              note="; ".join(notes) or None)
+    return out
+
+
+def bound_notes(params: dict[str, float], gemm_rate: float | None) -> list[str]:
+    """Which coefficients of an unbounded fit are physically impossible: a GEMM or attention
+    FLOP cheaper than the measured matrix ceiling allows."""
+    if not gemm_rate:
+        return []
+    out = []
+    for key, what, col in (("w_gemm", "GEMM", "gemm_flops"),
+                           ("w_attn", "counted attention", "attn_flops")):
+        floor = BOUND_SHARE[col] / gemm_rate
+        v = params.get(key, 0.0)
+        if 0 < v < floor * (1 - BOUND_SLACK):
+            out.append(f"the unbounded fit needs a {what} FLOP to cost {v:.3g} s, "
+                       f"{floor / v:.3g}x less than the measured ceiling allows "
+                       f"({BOUND_SHARE[col]:g} / {gemm_rate:.3g} FLOP/s = {floor:.3g} s): "
+                       "refused, refitted at the bound")
+    return out
+
+
+def fit_device(points: Sequence[SidePoint], rows: Sequence[dict],
+               gemm_rate: float | None, form: str | None = None) -> DeviceLaw:
+    """The busy-time law: each form fitted over the busy times, the one with the smallest
+    worst leave-one-out error chosen (``form``: fit that one only, without the check); with
+    a ceiling, the bounded fit, and what the unbounded one would have needed."""
+    busy = np.array([p.busy_seconds for p in points], dtype=float)
+    x = np.array([_x(p) for p in points], dtype=float)
+    if form is not None:
+        c = _device_candidates(rows, busy, x, gemm_rate, (form,), with_loo=False)[form]
+        return DeviceLaw(form=form, params=c.params, reason="refit", candidates=[c])
+    bounds = []
+    if gemm_rate:
+        free = _device_candidates(rows, busy, x, None, with_loo=False)
+        for c in free.values():
+            bounds += [f"{c.form}: {b}" for b in bound_notes(c.params, gemm_rate)]
+        bounds.insert(0, f"a GEMM FLOP costs at least 1 / {gemm_rate:.3g} FLOP/s (the "
+                         "certificate's measured matrix ceiling), a counted attention FLOP "
+                         "half that (a causal kernel skips half the square)")
+    cands = _device_candidates(rows, busy, x, gemm_rate)
+    chosen, reason = choose_form(list(cands.values()))
+    return DeviceLaw(form=chosen, params=cands[chosen].params, reason=reason,
+                     candidates=list(cands.values()), bounds=bounds)
+
+
+def _gap(points: Sequence[SidePoint]) -> tuple[float, str]:
+    bound = [p for p in points if p.busy_seconds >= DEVICE_BOUND * p.seconds]
+    if bound:
+        g = median([max(0.0, p.seconds - p.busy_seconds) / p.kernels for p in bound])
+        return g, (f"(wall - busy) / kernels at the {len(bound)} device-bound point(s) "
+                   f"(busy >= {DEVICE_BOUND:.0%} of the step): "
+                   + ", ".join(p.label or "?" for p in bound))
+    gaps = [p.gap_seconds for p in points if p.gap_seconds is not None]
+    if gaps:
+        return median(gaps), ("the profiled trace: the median gap between kernels queued "
+                              "before the device freed (no measured point was device-bound)")
+    return 0.0, "none measured (no device-bound point, no queued kernel in any trace): 0 s"
+
+
+def _host(points: Sequence[SidePoint], gap: float) -> HostSide | None:
+    hb = [p for p in points if p.busy_seconds + p.kernels * gap <= HOST_BOUND * p.seconds]
+    if not hb:
+        return None
+    per = [p.seconds / p.kernels for p in hb]
+    kids = [c / p.kernels for p in hb for c in (p.child_seconds or (p.seconds,))]
+    return HostSide(issue_seconds=median(per), issue_range=(min(kids), max(kids)),
+                    points=[p.label or "?" for p in hb])
+
+
+def _kernels(points: Sequence[SidePoint]) -> list[KernelCount]:
+    return [KernelCount(tokens=float(p.tokens), seq=p.seq, kernels=float(p.kernels))
+            for p in points]
+
+
+def _assemble(points: Sequence[SidePoint], rows: Sequence[dict], gemm_rate: float | None,
+              form: str | None = None) -> SidesModel:
+    device = fit_device(points, rows, gemm_rate, form)
+    gap, gap_source = _gap(points)
+    host = _host(points, gap)
+    notes = [] if host else ["no measured step was host-bound: the host side was never seen "
+                             "above the device's, so the model is the device side alone"]
+    return SidesModel(device=device, host=host, kernels=_kernels(points), gap_seconds=gap,
+                      gap_source=gap_source, notes=notes)
+
+
+def _wall_at(m: SidesModel, p: StepPoint, row: dict) -> float:
+    return m.predict(row, _x(p), float(p.tokens), p.seq).seconds
+
+
+def fit_sides(points: Sequence[SidePoint], scaling: FeatureScaling,
+              gemm_rate: float | None = None) -> SidesModel:
+    """The two-sided model over measured GPU shapes (module docstring), with its wall-time
+    leave-one-out errors (each point predicted by the model refitted without it). Raises
+    ``ValueError`` with fewer than three points or a non-positive reading."""
+    points = list(points)
+    if len(points) < 3:
+        raise ValueError(f"{len(points)} point(s): the two-sided model needs at least 3")
+    for p in points:
+        if not (p.busy_seconds > 0 and p.kernels > 0 and p.seconds > 0) or not all(
+                math.isfinite(v) for v in (p.busy_seconds, p.kernels, p.seconds)):
+            raise ValueError(f"{p.label}: busy, kernels and seconds must be positive")
+    rows = feature_rows(points, scaling)
+    model = _assemble(points, rows, gemm_rate)
+    loo = []
+    for i, p in enumerate(points):
+        keep = [j for j in range(len(points)) if j != i]
+        sub = _assemble([points[j] for j in keep], [rows[j] for j in keep], gemm_rate,
+                        model.device.form)
+        loo.append(_wall_at(sub, p, rows[i]) / p.seconds - 1.0)
+    return model.model_copy(update={"loo_rel_errors": loo})

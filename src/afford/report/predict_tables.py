@@ -1,0 +1,63 @@
+"""``afford predict`` in the terminal: one row per workload at the asked (batch, seq), then
+where each step time comes from (the model's form and held-out error, or the measured point).
+Renders :class:`afford.plan.prediction.PredictResult`; computes nothing."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from afford.plan.prediction import PredictResult
+from afford.report.model import Table
+from afford.report.plan_tables import Block, _draw, _lines, _yes
+from afford.report.terminal import LEGEND, fmt
+
+COLUMNS = ("workload", "mode", "shape", "step", "tokens/s", "steps/chunk", "steps/h",
+           "allocated", "proj. reserved", "of budget", "fits")
+
+
+def predict_blocks(p: PredictResult) -> list[Block]:
+    body, sources = [], []
+    for x in p.rows:
+        shape = ", ".join(f"{k}={v}" for k, v in x.shape.items()) or "-"
+        r = x.row
+        if r is None:
+            body.append((x.workload, x.mode, shape, x.step_why, "-", "-", "-", "-", "-", "-",
+                         "?"))
+            continue
+        body.append((x.workload, x.mode, shape, r.step_seconds if r.step_seconds else "-",
+                     x.tokens_per_second, r.steps_per_chunk, r.steps_per_hour,
+                     r.allocated_bytes, r.projected_reserved_bytes, r.budget_share,
+                     _yes(r.fits)))
+        sources.append((f"{x.workload} ({x.mode})", "step",
+                        r.step_seconds.source if r.step_seconds else x.step_why))
+        mem = r.projected_reserved_bytes or r.allocated_bytes
+        sources.append((f"{x.workload} ({x.mode})", "memory",
+                        mem.source if mem is not None else x.memory_why))
+        if x.memory_other is not None:  # the other model, where the two disagree
+            sources.append((f"{x.workload} ({x.mode})", "memory, other model",
+                            f"{fmt(x.memory_other)}: {x.memory_other.source}"))
+    right = tuple(c for c in COLUMNS if c not in ("workload", "mode", "shape", "fits"))
+    title = f"predicted at batch {p.batch}, seq {p.seq}" + \
+        (f" on platform {p.platform}" if p.platform else "")
+    return [Block(title, Table(COLUMNS, tuple(body)), right=right),
+            Block("where each figure comes from", Table(("workload", "figure", "from"),
+                                                         tuple(sources)))]
+
+
+def render_predict(p: PredictResult) -> Group:
+    parts: list[RenderableType] = [Text(f"afford predict: {p.certificate_device}",
+                                        style="bold")]
+    if p.time_verdict == "UNJUDGED":
+        parts.append(Text("NOTE: the step-time model was judged at no held-out shape: "
+                          + "; ".join(p.noisy) + ". These times are unchecked", style="yellow"))
+    if p.time_verdict == "NOISY":
+        rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""
+        parts.append(Text("WARNING: the certificate's step times are NOISY: "
+                          + "; ".join(p.noisy) + rule, style="bold red"))
+    parts += _lines("certificate warnings", p.certificate_warnings, "yellow")
+    parts += _lines("notes", p.notes, "yellow")
+    parts += _draw(predict_blocks(p))
+    parts += _lines("assumed (not measured here)", p.assumptions, "yellow")
+    parts.append(Text(LEGEND, style="dim"))
+    return Group(*parts)
