@@ -41,7 +41,7 @@ def guarded(n: int) -> tuple[float, float]:
 
 def bare(n: int) -> tuple[float, float]:
     c0, w0 = time.thread_time(), time.perf_counter()
-    for i in range(n):
+    for _ in range(n):
         pass
     return time.thread_time() - c0, time.perf_counter() - w0
 

@@ -46,13 +46,12 @@ SEQ = 64
 def session(out: Path, spawned: float, name: str) -> int:
     """A training session under the guard; JSON lines on stdout."""
     import torch
+    import transformers
 
     import afford.figures.ledger  # noqa: F401  (imported now: the session's close is then quick)
     from afford.core.io import atomic_write_bytes
     from afford.track import Session, summary
     from afford.workloads import resolve, train_step
-
-    import transformers
 
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
@@ -118,9 +117,9 @@ def certify(out: Path) -> Path:
 
 def plan(out: Path, cert: Path, cap: float, margin: float) -> dict:
     from afford.plan import planner
+    from afford.schema.cert import load_certificate
     from afford.schema.platform import load_platform
     from afford.schema.run import load_run
-    from afford.schema.cert import load_certificate
 
     why = "the end-to-end example's session"
     (out / "platform.toml").write_text(

@@ -12,8 +12,14 @@ from types import SimpleNamespace
 from afford.certify.stage_memory import MemoryJob, build_law
 from afford.certify.stage_replay import build_replay
 from afford.fit.memory.allocator import replay
-from afford.schema.memory_section import (SWEEP_ROLES, AllocTrace, MemoryLaw, MemorySection,
-                                  MemoryShape, pack_ints)
+from afford.schema.memory_section import (
+    SWEEP_ROLES,
+    AllocTrace,
+    MemoryLaw,
+    MemorySection,
+    MemoryShape,
+    pack_ints,
+)
 from tests.alloc_programs import program
 
 PLAN = (("base", 8, 512), ("seq", 8, 256), ("batch", 4, 512), ("corner", 4, 256),

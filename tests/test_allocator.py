@@ -10,9 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.fit.memory.allocator import (LARGE_BUFFER, MIB, AddressSource, AllocEvent, Allocator,
-                                  Segment, SeedSegment, is_small, parse_alloc_conf, replay,
-                                  round_size, seed, segment_size)
+from afford.fit.memory.allocator import (
+    LARGE_BUFFER,
+    MIB,
+    AddressSource,
+    Allocator,
+    AllocEvent,
+    SeedSegment,
+    Segment,
+    is_small,
+    parse_alloc_conf,
+    replay,
+    round_size,
+    seed,
+    segment_size,
+)
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from afford.schema import manifest as mf
 from afford.bars import count_exact, count_streaming, parse_orders, score
 from afford.bars.counting import gram_keys
 from afford.bars.hashed import HashedCounter
@@ -20,6 +19,7 @@ from afford.bars.smoothing import add_k, distribution, kneser_ney, ney_discount
 from afford.bars.window import BATCHES, FIXED, WindowError, cut, parse_heldout, sha256_hex
 from afford.cli import app
 from afford.core.errors import InputError
+from afford.schema import manifest as mf
 from afford.schema.bars_file import BarsFile, load_bars
 from tests.bars_sources import entropy_bits, iid, markov
 

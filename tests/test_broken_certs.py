@@ -77,8 +77,8 @@ def test_failures_far_faster_than_a_save_leave_daly_out_not_infinite(mtbf, resta
     a second beside a 210 s restart printed an infinite waste)."""
     import math
 
-    from afford.plan.failures import daly
     from afford.core.provenance import assumed
+    from afford.plan.failures import daly
 
     d = daly(assumed(mtbf, "s", "t"), assumed(1.0, "s", "t"), assumed(restart, "s", "t"),
              assumed(step, "s", "t"), assumed(149, "steps", "t"))

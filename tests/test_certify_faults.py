@@ -214,8 +214,8 @@ def test_a_probe_that_raises_is_a_failure_not_not_executable():
     failed measurement; one that cannot run here by design stays NOT EXECUTABLE."""
     import io as stdio
 
-    from afford.measure.probes.probe_child import Emitter
     from afford.core.provenance import NotExecutable
+    from afford.measure.probes.probe_child import Emitter
 
     buf = stdio.StringIO()
 

@@ -18,7 +18,6 @@ from afford.measure.children import Spawned, child_timeout, failure_text, run_ch
 from afford.measure.memory_sweep import run_memory_child
 from afford.measure.timing import rule_for
 
-
 pytestmark = pytest.mark.usefixtures("tests_on_pythonpath")
 
 

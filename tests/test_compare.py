@@ -6,9 +6,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from afford.plan import compare_laws as compare
 from afford.cli import app
 from afford.core.errors import InputError
+from afford.plan import compare_laws as compare
 from tests.synthetic import make_cert
 
 runner = CliRunner()

@@ -15,8 +15,13 @@ import pytest
 
 from afford.certify.stage_time import judged_children, step_seconds
 from afford.certify.sweep import assemble_point
-from afford.fit.time.contention import (child_free_median, free_steps, idle_step, judged_medians,
-                                   wait_share)
+from afford.fit.time.contention import (
+    child_free_median,
+    free_steps,
+    idle_step,
+    judged_medians,
+    wait_share,
+)
 from afford.fit.time.time_noise import time_verdict
 from afford.measure.host_load import UsageClock
 from afford.measure.timing import TimingRule, time_point

@@ -20,9 +20,9 @@ import math
 
 import pytest
 
+from afford.core.provenance import assumed, inherited, measured, module
 from afford.plan import cadence, chunk, disk, failures, quota
 from afford.plan.result import StartupComponent
-from afford.core.provenance import assumed, inherited, measured, module
 from afford.schema.laws import LawFit
 
 GIB = 2**30

@@ -76,7 +76,7 @@ def test_gloo_world_size_2_end_to_end(tmp_path):
     assert len(two.rank_seconds) == 2 and len(two.rank_seconds[1]) == len(two.step_indices) >= 12
     assert two.rank_nosync_seconds is not None and two.exposed_comm_share is not None
     assert all(b and b > 0 for b in two.rank_peak_rss_bytes)
-    assert all(abs(l - math.log(256)) < 0.1 for l in two.rank_first_loss)
+    assert all(abs(x - math.log(256)) < 0.1 for x in two.rank_first_loss)
     assert ddp.efficiency[0] == 1.0 and ddp.law is not None and ddp.law.exact
     fsdp = next(s for s in d.data_parallel if s.strategy == "fsdp")
     assert fsdp.runs or fsdp.not_executable is not None

@@ -12,8 +12,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from afford.certify.request import (FIRST_LOOK, CertifyRequest, device_defaults,
-                                    is_first_look)
+from afford.certify.request import FIRST_LOOK, CertifyRequest, device_defaults, is_first_look
 from afford.cli import app
 from afford.report.progress import LineProgress
 from afford.schema.cert import load_certificate

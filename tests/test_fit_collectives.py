@@ -7,10 +7,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.fit.nodes.collectives_fit import (algbw, busbw, busbw_factor, fit_alpha_beta,
-                                    ring_allreduce_seconds, ring_parameters)
-from afford.fit.nodes.dp_scaling import (efficiency, exposed_comm_share, fit_world_size_law,
-                                   throughput_multiplier)
+from afford.fit.nodes.collectives_fit import (
+    algbw,
+    busbw,
+    busbw_factor,
+    fit_alpha_beta,
+    ring_allreduce_seconds,
+    ring_parameters,
+)
+from afford.fit.nodes.dp_scaling import (
+    efficiency,
+    exposed_comm_share,
+    fit_world_size_law,
+    throughput_multiplier,
+)
 from afford.schema.distributed_section import ring_term
 
 GiB = 2**30

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from afford.certify.stage_memory import build_law, plan_job
 from afford.fit.memory import sizing
 from afford.measure.memory_sweep import frozen_bytes, states_bytes
-from afford.certify.stage_memory import build_law, plan_job
 from afford.schema.memory_section import MemoryShape
 from afford.workloads import resolve, train_step
 from afford.workloads.base import count_frozen, count_params

@@ -151,8 +151,8 @@ def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, 
 
 def _result(name, mode, points):
     """A WorkloadResult with points (value, vocab, [child first losses])."""
-    from afford.schema.point import ChildPoint, Point
     from afford.schema.cert import WorkloadResult
+    from afford.schema.point import ChildPoint, Point
 
     pts = [Point(value=v, shape={}, vocab=vocab, resident=True,
                  children=[ChildPoint(child=i, order_position=0, first_loss=x)

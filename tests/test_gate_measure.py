@@ -12,8 +12,7 @@ from afford.certify.stage_gates import GateRequest, run_gates
 from afford.fit.gates import GateSettings, evaluate, init_loss_gate, noise_floor_gate
 from afford.measure import gate_runs
 from afford.measure.determinism import audit_workload
-from afford.measure.step_capture import (bitwise_equal, capture_step, max_abs_delta,
-                                         move_built)
+from afford.measure.step_capture import bitwise_equal, capture_step, max_abs_delta, move_built
 from afford.schema.determinism_section import GateReadings
 from afford.workloads import resolve
 from tests import gate_workloads as gw
@@ -196,10 +195,9 @@ def test_the_audit_keeps_what_ran_when_only_the_backward_cannot():
     """Issue 30, item 6 (COSTS 1.6): when only the backward has no deterministic kernel, the
     forward output and the loss are compared (bitwise here) and only the gradients and the
     parameters after the step are NOT EXECUTABLE, with the op torch names."""
-    from tests.gate_workloads import backward_refuses
-
     from afford.fit.gates import determinism_gate
     from afford.schema.determinism_section import AuditRun, DeterminismSection
+    from tests.gate_workloads import backward_refuses
 
     run = audit_workload(backward_refuses(), "tests.gate_workloads:backward_refuses", 16, CPU,
                          "fp32", repeats=3, seed=0, deterministic=True, timing_steps=3)

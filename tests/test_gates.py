@@ -7,17 +7,43 @@ import pytest
 from pydantic import ValidationError
 
 from afford.core.errors import InputError
-from afford.figures.gates_figures import determinism_lines, gate_lines, noise_lines
-from afford.fit.gates import (TOLERANCE_REASONS, GateNotExecutable, GateResult, GateSettings,
-                          determinism_gate, evaluate, headroom, init_loss_gate, matched_params_gate,
-                          noise_floor_gate, parity_gate, parse_line, parse_tolerances, ratio, row,
-                          user_gate, verdict, worst_row)
-from afford.measure.determinism import missing_kernel_op
 from afford.core.provenance import NotExecutable, Tagged
-from afford.schema.determinism_section import (AuditRun, Comparison, DeterminismSection, Gate,
-                                       GateReadings, GateRow, GatesSection, InitLossReading,
-                                       NoiseFloorReading, ParamCountReading, ParityReading,
-                                       StepTiming)
+from afford.figures.gates_figures import determinism_lines, gate_lines, noise_lines
+from afford.fit.gates import (
+    TOLERANCE_REASONS,
+    GateNotExecutable,
+    GateResult,
+    GateSettings,
+    determinism_gate,
+    evaluate,
+    headroom,
+    init_loss_gate,
+    matched_params_gate,
+    noise_floor_gate,
+    parity_gate,
+    parse_line,
+    parse_tolerances,
+    ratio,
+    row,
+    user_gate,
+    verdict,
+    worst_row,
+)
+from afford.measure.determinism import missing_kernel_op
+from afford.schema.determinism_section import (
+    AuditRun,
+    Comparison,
+    DeterminismSection,
+    Gate,
+    GateReadings,
+    GateRow,
+    GatesSection,
+    InitLossReading,
+    NoiseFloorReading,
+    ParamCountReading,
+    ParityReading,
+    StepTiming,
+)
 
 LN256 = math.log(256)
 S = GateSettings()

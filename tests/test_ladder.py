@@ -9,11 +9,11 @@ from typer.testing import CliRunner
 
 from afford import figures
 from afford.cli import app
-from afford.core.published_constants import load_scaling
 from afford.core.errors import InputError
+from afford.core.provenance import Tag, Tagged, inherited, measured
+from afford.core.published_constants import load_scaling
 from afford.plan import scale_ladder as ladder_mod
 from afford.plan.scale_ladder import Entry, LadderRow, build_ladder, parse_entries
-from afford.core.provenance import Tag, Tagged, inherited, measured
 from afford.report.ladder_tables import ladder_notes, ladder_table
 from afford.schema.cert import save_certificate
 from tests.synthetic_cert import certificate, linear_sizes, sizes_section
@@ -322,8 +322,8 @@ def test_mfu_implied_by_a_against_both_peaks(with_rate, monkeypatch):
 
 
 def test_ladder_flags_a_law_that_implies_more_than_the_gemm_rate():
-    from afford.plan.scale_ladder import LadderRow, _warnings
     from afford.core.provenance import module
+    from afford.plan.scale_ladder import LadderRow, _warnings
 
     class Ctx:
         sizes = None

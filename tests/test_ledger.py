@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 import pytest
 from typer.testing import CliRunner
 
-from afford.figures import ledger
 from afford.cli import app
 from afford.core.errors import InputError
 from afford.core.provenance import Struck, Tag
+from afford.figures import ledger
 from tests.synthetic import make_cert
 
 runner = CliRunner()

@@ -7,10 +7,10 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from afford.schema import manifest as mf
 from afford.cli import app
 from afford.core.errors import InputError
 from afford.core.provenance import measured
+from afford.schema import manifest as mf
 
 runner = CliRunner()
 

@@ -5,9 +5,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from afford.fit.memory.memory_fit import (BATCH_CAP, MemoryObservation, batch_linearity, candidate_forms,
-                               columns, fit_form, fit_memory, fit_params_affine, judge,
-                               largest_batch)
+from afford.fit.memory.memory_fit import (
+    BATCH_CAP,
+    MemoryObservation,
+    batch_linearity,
+    candidate_forms,
+    columns,
+    fit_form,
+    fit_memory,
+    fit_params_affine,
+    judge,
+    largest_batch,
+)
 from afford.schema.memory_section import MemoryFit, activation_features
 
 MiB = 2**20

@@ -10,8 +10,8 @@ import torch
 from afford import figures
 from afford.certify import stages_for
 from afford.certify.request import CertifyRequest
-from afford.measure.memory_sweep import run_memory_child
 from afford.core.provenance import Tag
+from afford.measure.memory_sweep import run_memory_child
 from afford.schema.memory_section import HELDOUT_ROLES
 
 TINY = {"batch": 2, "seq": 16, "d": 32, "L": 1, "H": 2}

@@ -9,11 +9,11 @@ from datetime import datetime, timezone
 import pytest
 from typer.testing import CliRunner
 
-from afford.figures import ledger
 from afford.bars import milestone_verdicts as ms
 from afford.cli import app
 from afford.core.errors import InputError
 from afford.core.provenance import Tag, module
+from afford.figures import ledger
 from afford.schema.bars_file import BarsFile, EvalReading, Ladder, Rung
 
 runner = CliRunner()

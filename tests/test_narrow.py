@@ -18,8 +18,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from afford.cli import app
-from afford.cli import common
+from afford.cli import app, common
 from afford.report.rich_table import Table
 from afford.schema.cert import load_certificate
 

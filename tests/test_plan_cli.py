@@ -9,11 +9,11 @@ from typer.testing import CliRunner
 
 from afford.cli import app
 from afford.core.errors import InputError
-from afford.schema.manifest import pinned_sources
-from afford.plan import planner
 from afford.core.provenance import Tag
+from afford.plan import planner
 from afford.report.plan_tables import render_plan, render_verdict
 from afford.schema.cert import save_certificate
+from afford.schema.manifest import pinned_sources
 from afford.schema.platform import load_platform, presets
 from afford.schema.run import load_run
 from tests.goldens import check_numbers, check_text

@@ -5,8 +5,8 @@ Chowdhery et al. 2022, appendix B); the values below are worked by hand."""
 import pytest
 
 from afford import figures
-from afford.plan import lever_rows as levers
 from afford.core.provenance import NotExecutable, Tag, measured
+from afford.plan import lever_rows as levers
 from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 from tests.synthetic_cert import T0, certificate, point
 

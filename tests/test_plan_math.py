@@ -4,10 +4,10 @@ import math
 
 import pytest
 
+from afford.core.provenance import Tag, assumed, inherited, measured
 from afford.plan import cadence, chunk, disk, failures, quota
 from afford.plan.derive import ceil_div, floor_div
 from afford.plan.result import StartupComponent
-from afford.core.provenance import Tag, assumed, inherited, measured
 
 GIB = 2**30
 

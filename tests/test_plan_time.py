@@ -8,13 +8,12 @@ import json
 import pytest
 
 from afford.core.errors import InputError
+from afford.core.provenance import Tag
 from afford.figures import time_figures as ft
 from afford.plan import planner
 from afford.plan.prediction import predict
-from afford.core.provenance import Tag
 from afford.schema.run import RunFile
-from afford.schema.time_law import (accuracy_text, held_out_accuracy, measured_ranges,
-                                     predict_at)
+from afford.schema.time_law import accuracy_text, held_out_accuracy, measured_ranges, predict_at
 from tests.plan_helpers import make_cert, make_platform, make_run
 from tests.time_certs import H200_DEFAULT, H200_HF, h200, make_time_cert, seconds, time_model
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 
 from afford.core.errors import InputError
-from afford.plan import planner
 from afford.core.provenance import Tag
+from afford.plan import planner
 from tests.plan_helpers import GIB, STARTED, make_cert, make_platform, make_run
 
 

@@ -11,8 +11,11 @@ import time
 import pytest
 import torch
 
-from afford.measure.probes.checkpoint import (checkpoint_probe, first_difference,
-                                              write_checkpoint_atomic)
+from afford.measure.probes.checkpoint import (
+    checkpoint_probe,
+    first_difference,
+    write_checkpoint_atomic,
+)
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 

@@ -5,7 +5,13 @@ import math
 
 import pytest
 
-from afford.fit.time.verdicts import arithmetic_share, bound_verdict, ladder_fit, mfu, utilisation_stats
+from afford.fit.time.verdicts import (
+    arithmetic_share,
+    bound_verdict,
+    ladder_fit,
+    mfu,
+    utilisation_stats,
+)
 from afford.fit.time.warmup import combine_profiles, steps_until_warm, warmup_profile
 from afford.schema.probes_section import COMPUTE_SHARE, LAUNCH_FIXED_SHARE
 
@@ -177,8 +183,8 @@ def test_a_fixed_share_above_the_step_is_a_failed_fit_never_a_figure():
 
 
 def test_the_probes_table_shows_a_failed_fixed_share_as_a_failed_measurement():
-    from afford.figures.probes_figures import _fixed_share
     from afford.core.provenance import NotExecutable
+    from afford.figures.probes_figures import _fixed_share
     from afford.schema.probes_section import Ladder, Rung
 
     law, fixed, share = ladder_fit([512, 1024, 2048], [0.05, 0.1, 0.05])  # F / t = 117 %

@@ -4,10 +4,10 @@ paths on the CPU; the CUDA paths behind the cuda marker (run on the lent GPU).""
 import pytest
 import torch
 
+from afford.core.provenance import NotExecutable
 from afford.measure.probes.copy import copy_probe, host_copy_probe
 from afford.measure.probes.gemm import gemm_probe, matmul_settings, max_rel_error
 from afford.measure.probes.protocol import probe_protocol
-from afford.core.provenance import NotExecutable
 
 CPU = torch.device("cpu")
 

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from afford.measure.probes.nvml import UtilisationSampler, not_on_cpu, nvml_reader
 from afford.core.provenance import NotExecutable
+from afford.measure.probes.nvml import UtilisationSampler, not_on_cpu, nvml_reader
 
 
 def scripted(values, reached: threading.Event, after: int):

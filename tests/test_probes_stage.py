@@ -10,9 +10,9 @@ from rich.console import Console
 
 from afford import figures
 from afford.certify.stage_probes import assemble_section, gemm_dtype_for, workload_items
+from afford.core.provenance import NotExecutable, Tag
 from afford.figures.probes_figures import probes_json, summarize_probes
 from afford.measure.probes.protocol import probe_protocol
-from afford.core.provenance import NotExecutable, Tag
 from afford.report.probes_tables import probes_device_table, probes_workload_table
 from afford.report.probes_tables import probes_warmup_table as warmup_table
 from afford.schema.cert import Certificate, Environment, Protocol, WorkloadResult

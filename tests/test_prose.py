@@ -1,6 +1,5 @@
 """Numbers in prose carry tags, as table cells do (issue 30, item 10)."""
 
-from datetime import datetime, timezone
 
 import pytest
 

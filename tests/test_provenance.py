@@ -1,8 +1,16 @@
 import pytest
 from pydantic import ValidationError
 
-from afford.core.provenance import (NotExecutable, Struck, Tag, Tagged, assumed, fitted, measured,
-                               require_tagged)
+from afford.core.provenance import (
+    NotExecutable,
+    Struck,
+    Tag,
+    Tagged,
+    assumed,
+    fitted,
+    measured,
+    require_tagged,
+)
 from afford.report.terminal import fmt
 
 

@@ -11,7 +11,6 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from afford.core import user_code
 from afford.cli import app
 from tests import fuzz_inputs as fz
 

@@ -9,9 +9,7 @@ import time
 
 import pytest
 
-from afford.core import io
-
-from afford.core import lock
+from afford.core import io, lock
 from afford.core.errors import InputError, WriteError
 from tests.reliability import add_args, cli, one_line_error
 

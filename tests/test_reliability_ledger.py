@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from afford.figures import ledger
 from afford.core.errors import InputError
+from afford.figures import ledger
 from tests.reliability import cli, one_line_error
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from afford.schema import manifest as mf
 from afford.core.errors import InputError
+from afford.schema import manifest as mf
 from tests.reliability import cli, one_line_error
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from afford.core import io
 from afford.cli import app
+from afford.core import io
 from tests import fuzz_inputs as fz
 
 SRC = Path(__file__).parents[1] / "src"

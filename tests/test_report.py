@@ -331,7 +331,8 @@ def test_report_and_plan_mark_the_same_figures_provisional(tmp_path):
     target); `afford report --plan` marked everything, the session cap and the steps-per-hour
     table included. One rule now (afford.plan.planner.on_unpinned), in both."""
     from afford.plan import planner
-    from tests.plan_helpers import make_cert as plan_cert, make_platform, make_run
+    from tests.plan_helpers import make_cert as plan_cert
+    from tests.plan_helpers import make_platform, make_run
 
     def marks(sections):
         out = {}

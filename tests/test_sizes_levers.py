@@ -8,10 +8,10 @@ import pytest
 from afford.certify import stage_levers as lv
 from afford.certify.stage_sizes import SIZES, fit_sizes, size_configs
 from afford.core.errors import InputError
+from afford.core.provenance import NotExecutable
 from afford.fit.time.phases import growth, phase_child, phase_split, premise
 from afford.fit.time.speedup import per_child_speedups, summarize
 from afford.fit.time.verdicts import mfu
-from afford.core.provenance import NotExecutable
 from afford.schema.levers_section import LeverVariant
 from afford.schema.point import ChildPoint
 from afford.schema.sizes_section import PhaseChild, SizePoint

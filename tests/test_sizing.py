@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from afford import figures
 from afford.certify.stage_memory import build_law, dim_keys, memory_modes, plan_job
 from afford.cli import app
+from afford.core.provenance import Tag
 from afford.core.published_constants import load_memory_defaults
 from afford.figures import memory_figures
 from afford.fit.memory import sizing
-from afford.core.provenance import Tag
 from afford.schema.cert import Certificate, Environment, Protocol, save_certificate
 from afford.schema.memory_section import MemorySection, MemoryShape
 from afford.workloads import resolve

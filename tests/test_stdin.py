@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from afford.core import io
 from afford.cli import app
+from afford.core import io
 
 CERT = Path(__file__).parent / "data" / "cpu_tinylm_tiny.json"
 

@@ -13,13 +13,27 @@ import numpy as np
 import pytest
 
 from afford.fit.time.step_features import CountedShape, fit_scaling, op_class, split_flops
-from afford.fit.time.time_fit import (FLOOR_WEIGHT, CandidateFit, StepPoint, choose_form,
-                                  evaluate_held_out, fit_step_time, top_growth_per_doubling,
-                                  work_regime)
-from afford.fit.time.time_design import (DesignLimits, DesignShape, design_from_ladder,
-                                    extension_shapes, ladder_shape, plan_time_design,
-                                    run_ladder, static_design)
+from afford.fit.time.time_design import (
+    DesignLimits,
+    DesignShape,
+    design_from_ladder,
+    extension_shapes,
+    ladder_shape,
+    plan_time_design,
+    run_ladder,
+    static_design,
+)
 from afford.fit.time.time_design import growth as time_growth
+from afford.fit.time.time_fit import (
+    FLOOR_WEIGHT,
+    CandidateFit,
+    StepPoint,
+    choose_form,
+    evaluate_held_out,
+    fit_step_time,
+    top_growth_per_doubling,
+    work_regime,
+)
 from afford.fit.time.time_noise import disagreement, noisy_points, time_verdict
 from afford.schema.time_law import evaluate_form
 

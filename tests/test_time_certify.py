@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from afford.certify.stage_time import (child_options, fit_time_model, plan_design,
-                                      plan_extension, refit_law, settle)
+from afford.certify.stage_time import (
+    child_options,
+    fit_time_model,
+    plan_design,
+    plan_extension,
+    refit_law,
+    settle,
+)
 from afford.fit.time.time_design import long_factors, static_design
 from afford.fit.time.time_noise import disagreement, time_verdict
 from afford.schema.cert import load_certificate
@@ -227,7 +233,8 @@ def test_a_noisy_work_point_is_measured_once_more_and_outvoted():
 
 def test_noise_that_persists_makes_the_certificate_noisy():
     key = "tinylm|bf16|8192"
-    noisy = lambda it, c, *rest: law(*shape_of(it)) * (1.3 if it["key"] == key and c % 2 else 1)
+    def noisy(it, c, *rest):
+        return law(*shape_of(it)) * (1.3 if it["key"] == key and c % 2 else 1)
     r, design, reg, w = sweep(seconds=noisy)
     out, verdict = _settle(r, design, reg, w, FakeRounds(noisy))
     assert verdict.label == "NOISY" and len(verdict.reasons) == 1
@@ -257,7 +264,8 @@ def test_a_point_whose_child_died_is_measured_once_more_in_a_fresh_child():
 
 
 def test_a_sweep_on_the_floor_is_extended_in_fresh_children():
-    flat = lambda it, c, *rest: max(0.010, law(*shape_of(it)) / 40)  # everything on the floor
+    def flat(it, c, *rest):  # everything on the floor
+        return max(0.010, law(*shape_of(it)) / 40)
     r, design, reg, w = sweep(seconds=flat)
     assert not fit_time_model(r, design, "cuda").model.floor_left
     planned, notes = plan_extension(r, design, 10**12)
@@ -320,8 +328,8 @@ def test_older_certificates_still_load(path):
 
 
 def test_a_certificate_with_a_time_model_round_trips(tmp_path):
-    from tests.synthetic_cert import environment, protocol
     from afford.schema.cert import Certificate, save_certificate
+    from tests.synthetic_cert import environment, protocol
 
     r, design, reg, w = sweep()
     out, verdict = _settle(r, design, reg, w, FakeRounds())
@@ -369,7 +377,8 @@ def _first_child(seconds):
 
 
 def test_the_first_childs_records_call_for_the_extension_on_the_floor_only():
-    flat = lambda it, c, *rest: max(0.010, law(*shape_of(it)) / 40)
+    def flat(it, c, *rest):
+        return max(0.010, law(*shape_of(it)) / 40)
     items = _first_child(flat)
     assert [it["key"] for it in items] == ["tinylm|bf16|16384|b8", "tinylm|bf16|16384|b16"]
     assert all(it["round"] == "extension" and it["cap"] == 0.5 for it in items)
@@ -377,7 +386,8 @@ def test_the_first_childs_records_call_for_the_extension_on_the_floor_only():
 
 
 def test_extension_shapes_the_sweeps_children_measured_need_one_more_child_only():
-    flat = lambda it, c, *rest: max(0.010, law(*shape_of(it)) / 40)
+    def flat(it, c, *rest):
+        return max(0.010, law(*shape_of(it)) / 40)
     r, design, reg, w = sweep(seconds=flat)
     from tests.time_fakes import event
 
@@ -395,7 +405,8 @@ def test_extension_shapes_the_sweeps_children_measured_need_one_more_child_only(
 def test_early_shapes_settle_does_not_choose_are_not_kept():
     """The first child on the floor, the others not: the early guess is measured by the
     later children, but the full fit leaves the floor, so no extension is kept or run."""
-    flat = lambda it, c, *rest: max(0.010, law(*shape_of(it)) / 40)
+    def flat(it, c, *rest):
+        return max(0.010, law(*shape_of(it)) / 40)
     r, design, reg, w = sweep()
     from tests.time_fakes import event
 

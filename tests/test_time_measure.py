@@ -12,9 +12,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from afford.measure.sweep_child import point_shape, run_point
 from afford.measure.host_load import host_load, is_own, others
 from afford.measure.probes.flops import count_flops_or_why
+from afford.measure.sweep_child import point_shape, run_point
 from afford.measure.timing import rule_for
 from afford.workloads import resolve
 
@@ -65,8 +65,8 @@ def test_host_load_on_a_cpu_run():
 
 
 def test_certify_exits_1_on_a_noisy_certificate_and_keeps_it(tmp_path, monkeypatch):
-    from afford.cli import app
     import afford.cli.certify as cli_certify
+    from afford.cli import app
     from afford.schema.time_section import CertTimeVerdict
     from tests.synthetic_cert import certificate
 

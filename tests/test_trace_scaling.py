@@ -10,9 +10,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from afford.fit.memory.allocator import replay
-from afford.fit.memory.trace_scaling import (MAX_STRETCH, STAGING_WINDOW, OpTrace, SizeLaw, TraceModel,
-                                      _opcodes, _propagate_caps, _stretches, _tokens, align,
-                                      extra_slots, fit_size, from_history, learn)
+from afford.fit.memory.trace_scaling import (
+    MAX_STRETCH,
+    STAGING_WINDOW,
+    OpTrace,
+    SizeLaw,
+    TraceModel,
+    _opcodes,
+    _propagate_caps,
+    _stretches,
+    _tokens,
+    align,
+    extra_slots,
+    fit_size,
+    from_history,
+    learn,
+)
 from tests.alloc_programs import MIB, program
 
 SHAPES = [(2, 512), (4, 512), (2, 1024)]  # both B and s vary

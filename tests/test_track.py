@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from afford.figures import ledger
 from afford.core.errors import InputError
+from afford.figures import ledger
 from afford.track import Budget, Session, budget_from_plan, load_plan, summary
 from afford.track.session import AFTER_SAVE, FIRST, WARM, WARMUP
 
@@ -62,14 +62,16 @@ def test_stops_before_the_cap_in_20_random_trials():
         budget = Budget(chunk_seconds=chunk, save_every=rng.randint(5, 200),
                         write_seconds=write, step_seconds=base * rng.uniform(0.7, 1.3))
 
-        def step_time(i, rng=rng, base=base, first=[True]):
+        first = [True]
+
+        def step_time(i, rng=rng, base=base, first=first):
             if first[0]:
                 first[0] = False
                 return 20 * base
             return base * rng.uniform(0.5, 1.5)
 
         guard, end, saves = run_session(budget, FakeClock(), step_time,
-                                        lambda: write * rng.uniform(0.7, 1.2))
+                                        lambda write=write, rng=rng: write * rng.uniform(0.7, 1.2))
         assert end <= chunk, f"trial {trial}: ended at {end:.2f} s, chunk {chunk:.2f} s"
         assert end >= chunk - (4 * 1.5 * base + 3 * 1.2 * write), f"trial {trial}: stopped early"
         assert guard.stopped_at is not None and saves[-1] == guard.indices[-1]
@@ -236,9 +238,8 @@ def test_bad_inputs_are_input_errors(tmp_path):
 
 
 def test_cert_platform_run_make_the_plan(tmp_path):
-    from tests.plan_helpers import make_cert
-
     from afford.schema.cert import save_certificate
+    from tests.plan_helpers import make_cert
 
     cert = tmp_path / "c.json"
     save_certificate(make_cert(), cert)

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from afford.figures import ledger
 from afford.core.errors import InputError
+from afford.figures import ledger
 from afford.track import Budget, Session
 from afford.track.marker import StepLog, previous_of, step_log_path
 
@@ -132,7 +132,7 @@ def test_a_crash_is_recorded_with_its_exception(tmp_path):
     with pytest.raises(ZeroDivisionError):
         with _session(tmp_path) as g:
             _train(g, range(0, 7))
-            1 / 0
+            raise ZeroDivisionError("division by zero")
     doc = json.loads((tmp_path / "resume.json").read_text())
     assert (doc["state"], doc["last_step"], doc["error"]) == \
         ("crashed", 6, "ZeroDivisionError: division by zero")

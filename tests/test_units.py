@@ -4,8 +4,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from afford.core.units import (UnitError, format_bytes, format_count, format_duration, parse_bytes,
-                          parse_count, parse_duration, parse_fraction)
+from afford.core.units import (
+    UnitError,
+    format_bytes,
+    format_count,
+    format_duration,
+    parse_bytes,
+    parse_count,
+    parse_duration,
+    parse_fraction,
+)
 
 
 @pytest.mark.parametrize("text,value", [("7.5M", 7.5e6), ("124M", 124e6), ("1B", 1e9),
@@ -74,8 +82,8 @@ def test_decimal_k_and_binary_ki_counts():
 
 def test_quota_time_formats_as_gpu_hours():
     from afford.core.provenance import inherited
-    from afford.report.terminal import value_text
     from afford.core.units import format_gpu_hours
+    from afford.report.terminal import value_text
     assert format_gpu_hours(108000) == "30 GPU-h"
     assert format_gpu_hours(11.134 * 3600) == "11.13 GPU-h"
     assert value_text(inherited(108000.0, "GPU-s", "quota")) == "30 GPU-h"

@@ -17,8 +17,14 @@ from pathlib import Path
 
 from afford.schema.cert import Certificate, load_certificate
 from afford.schema.point import Point
-from afford.schema.time_law import (CandidateFit, FeatureLaw, FeatureScaling, ModelPoint,
-                                     StepTimeModel, TimeVerdict)
+from afford.schema.time_law import (
+    CandidateFit,
+    FeatureLaw,
+    FeatureScaling,
+    ModelPoint,
+    StepTimeModel,
+    TimeVerdict,
+)
 from afford.schema.time_section import CertTimeVerdict, Regime, WorkloadTime
 from tests.plan_helpers import GIB, make_cert
 

@@ -54,8 +54,8 @@ def load_inputs(cert: Any, platform: Any, run: Any = None, manifest: Any = None
     name for the platform) or as the object already loaded; InputError (exit 2) naming the
     file, field and reason. The schema modules are imported here, not with the command line:
     building their pydantic classes is most of ``afford plan --help``'s start-up otherwise."""
-    from afford.schema.manifest import pinned_sources
     from afford.schema.cert import Certificate, load_certificate
+    from afford.schema.manifest import pinned_sources
     from afford.schema.platform import Platform, load_platform
     from afford.schema.run import RunFile, load_run
 
@@ -140,9 +140,9 @@ def size(cert: Any, seq: int | str, batch: int | str | None = None, *,
     it fits the budget (device memory x ``memory_fraction``, default afford's 0.90), and the
     largest batch that does; ``alloc_conf`` default: this process's
     ``PYTORCH_CUDA_ALLOC_CONF`` (as the command)."""
+    from afford.core.provenance import run_label
     from afford.core.published_constants import MEMORY_FRACTION
     from afford.figures.memory_figures import size as size_at
-    from afford.core.provenance import run_label
     from afford.schema.user_constants import UserConstants, load_constants
 
     s = _dim(seq, "seq")

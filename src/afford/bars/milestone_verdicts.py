@@ -34,14 +34,21 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from afford.figures import ledger
 from afford.core.errors import InputError
 from afford.core.io import loads_json
-from afford.plan.result import read_plan
 from afford.core.provenance import Tagged, inherited, measured, module
-from afford.schema.bars_file import (BPB_UNIT, BarsFile, EvalReading, Ladder, MilestonesResult,
-                                Rung, RungResult)
 from afford.core.units import UnitError, parse_number, whole
+from afford.figures import ledger
+from afford.plan.result import read_plan
+from afford.schema.bars_file import (
+    BPB_UNIT,
+    BarsFile,
+    EvalReading,
+    Ladder,
+    MilestonesResult,
+    Rung,
+    RungResult,
+)
 
 CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022, "Training Compute-Optimal LLMs"
 EVAL_SUFFIX = "eval_bpb"
@@ -297,7 +304,7 @@ def judge_curve(rung: Rung, window: str, readings: Sequence[EvalReading],
                       step=at.step if at else None,
                       tokens=module(t, "tokens", "equal tokens: the smaller of the two curves' "
                                     "last token counts"),
-                      reason=f"compared at equal tokens, never at equal steps"
+                      reason="compared at equal tokens, never at equal steps"
                       + _other(a_other + b_other), **base)
 
 

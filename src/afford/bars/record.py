@@ -18,8 +18,6 @@ from typing import Literal
 
 import numpy as np
 
-from afford.core.version import __version__
-from afford.schema import manifest as mf
 from afford.bars import count_exact, count_streaming, score
 from afford.bars.hashed import HashedCounter
 from afford.bars.smoothing import Score
@@ -28,8 +26,17 @@ from afford.bars.window import Window, WindowError, cut, parse_heldout, sha256_h
 from afford.core.errors import InputError, MeasurementError
 from afford.core.io import atomic_write_bytes
 from afford.core.provenance import module
-from afford.schema.bars_file import (BPB_UNIT, Bar, BarsFile, Counting, DataRef, OrderHashing,
-                                WindowRef)
+from afford.core.version import __version__
+from afford.schema import manifest as mf
+from afford.schema.bars_file import (
+    BPB_UNIT,
+    Bar,
+    BarsFile,
+    Counting,
+    DataRef,
+    OrderHashing,
+    WindowRef,
+)
 
 EXACT_BYTES_PER_BYTE = 32
 DEFAULT_MEMORY = 4 << 30

@@ -31,21 +31,37 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from afford.core.callable_package import make_callable
-
+from afford.certify.partial import failed_measurements, gate_failures, run_stage, sweep_failures
+from afford.certify.request import (
+    MIN_CHILDREN,
+    CertifyRequest,
+    Plan,
+    Stage,
+    StageContext,
+    build_request,
+    device_defaults,
+    resolve,
+)
 from afford.certify.stage_gates import gates_stage
 from afford.certify.stage_levers import levers_stage
 from afford.certify.stage_memory import memory_stage
-from afford.certify.partial import (failed_measurements, gate_failures, run_stage,
-                                   sweep_failures)
 from afford.certify.stage_probes import probes_stage
-from afford.certify.request import (MIN_CHILDREN, CertifyRequest, Plan, Stage, StageContext,
-                                   build_request, device_defaults, resolve)
 from afford.certify.stage_sizes import sizes_stage
-from afford.certify.stage_time import (SEMANTICS, SEMANTICS_CPU, Registry, assemble_results,
-                                      bound_by_ceilings, cert_verdict, child_options,
-                                      early_extension, refit_law, settle)
+from afford.certify.stage_time import (
+    SEMANTICS,
+    SEMANTICS_CPU,
+    Registry,
+    assemble_results,
+    bound_by_ceilings,
+    cert_verdict,
+    child_options,
+    early_extension,
+    refit_law,
+    settle,
+)
 from afford.certify.sweep import protocol_of
+from afford.core.callable_package import make_callable
+from afford.core.io import check_writable
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children, spare_child
 from afford.measure.host_load import host_load, others
@@ -53,7 +69,6 @@ from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
 from afford.measure.probes.runner import spawn_probe_child
 from afford.measure.timeline import mark
 from afford.measure.timing import rule_for
-from afford.core.io import check_writable
 from afford.schema.cert import Certificate, save_measured
 from afford.schema.time_section import HostLoad
 

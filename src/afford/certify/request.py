@@ -15,12 +15,13 @@ from pathlib import Path
 
 from afford.certify.stage_time import plan_design
 from afford.certify.sweep import point_key
-from afford.core.published_constants import MODES
 from afford.core.errors import InputError
+from afford.core.published_constants import MODES
+from afford.core.units import MAX_DIM, UnitError, whole
 from afford.measure.children import Event
 from afford.schema.cert import WorkloadResult
-from afford.core.units import MAX_DIM, UnitError, whole
-from afford.workloads import DEFAULT, resolve as resolve_workload
+from afford.workloads import DEFAULT
+from afford.workloads import resolve as resolve_workload
 from afford.workloads.base import Workload, validate_shape
 
 MIN_CHILDREN = 3

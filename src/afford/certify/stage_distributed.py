@@ -36,6 +36,8 @@ from afford.certify import certify
 from afford.certify.request import CertifyRequest, default_mode, resolve
 from afford.certify.sweep import protocol_of
 from afford.core.errors import InputError, MeasurementError
+from afford.core.provenance import NotExecutable
+from afford.core.units import UnitError, bounded
 from afford.fit.nodes.collectives_fit import algbw, busbw, busbw_factor, fit_alpha_beta
 from afford.fit.nodes.dp_scaling import efficiency, exposed_comm_share, fit_world_size_law
 from afford.fit.stats import median
@@ -44,11 +46,16 @@ from afford.measure.distributed import collectives as coll
 from afford.measure.distributed import ddp
 from afford.measure.distributed import runtime as rtm
 from afford.measure.timing import rule_for
-from afford.core.provenance import NotExecutable
 from afford.schema.cert import Certificate
-from afford.core.units import UnitError, bounded
-from afford.schema.distributed_section import (STAGES, CollectivePoint, CollectivesSection,
-                                       DistributedSection, DPRun, DPStrategy, RankInfo)
+from afford.schema.distributed_section import (
+    STAGES,
+    CollectivePoint,
+    CollectivesSection,
+    DistributedSection,
+    DPRun,
+    DPStrategy,
+    RankInfo,
+)
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
 

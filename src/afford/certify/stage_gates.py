@@ -27,15 +27,20 @@ import torch
 
 from afford.certify.request import default_mode, workload_values
 from afford.core.errors import InputError
-from afford.fit.stats import median
+from afford.core.units import UnitError, whole
 from afford.fit.gates import GateContext, GateSettings, evaluate, verdict
+from afford.fit.stats import median
 from afford.measure import determinism as audit
 from afford.measure import gate_runs
-from afford.measure.env import choose_device, cpu_model, device_class as class_of
-from afford.schema.determinism_section import (DeterminismSection, GateReadings, GatesSection,
-                                       InitLossReading)
+from afford.measure.env import choose_device, cpu_model
+from afford.measure.env import device_class as class_of
+from afford.schema.determinism_section import (
+    DeterminismSection,
+    GateReadings,
+    GatesSection,
+    InitLossReading,
+)
 from afford.workloads import resolve
-from afford.core.units import UnitError, whole
 from afford.workloads.base import Workload
 
 MAX_REPEATS = 1000  # determinism audit repeats (the default is 8)

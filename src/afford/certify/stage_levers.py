@@ -35,11 +35,11 @@ from datetime import datetime, timezone
 
 from afford.certify.sweep import assemble_point, point_key
 from afford.core.errors import InputError, MeasurementError
+from afford.core.provenance import NotExecutable
 from afford.fit.time.speedup import per_child_speedups, summarize
 from afford.fit.time.throughput import fit_linear_floor
 from afford.measure.children import Event, run_children
 from afford.measure.timing import TimingRule, rule_for
-from afford.core.provenance import NotExecutable
 from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 from afford.schema.point import Point
 from afford.workloads import resolve

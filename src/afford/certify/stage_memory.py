@@ -34,13 +34,25 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from afford.certify import stage_replay as replay_fit
+from afford.core.provenance import NotExecutable
 from afford.core.published_constants import MEMORY_FRACTION
 from afford.fit.memory import sizing
-from afford.fit.memory.memory_fit import MemoryObservation, batch_linearity, fit_memory, fit_params_affine
+from afford.fit.memory.memory_fit import (
+    MemoryObservation,
+    batch_linearity,
+    fit_memory,
+    fit_params_affine,
+)
 from afford.measure.memory_sweep import run_memory_child
-from afford.core.provenance import NotExecutable
-from afford.schema.memory_section import (HELDOUT_ROLES, SWEEP_ROLES, HeldOut, LoopEffect, MemoryLaw,
-                                  MemorySection, MemoryShape)
+from afford.schema.memory_section import (
+    HELDOUT_ROLES,
+    SWEEP_ROLES,
+    HeldOut,
+    LoopEffect,
+    MemoryLaw,
+    MemorySection,
+    MemoryShape,
+)
 
 if TYPE_CHECKING:
     from afford.certify.request import StageContext

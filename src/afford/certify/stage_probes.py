@@ -22,21 +22,42 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from afford.core.provenance import NotExecutable
 from afford.fit.stats import median
-from afford.fit.time.verdicts import (arithmetic_share, bound_verdict, ladder_fit, ladder_growth,
-                                 utilisation_stats)
+from afford.fit.time.verdicts import (
+    arithmetic_share,
+    bound_verdict,
+    ladder_fit,
+    ladder_growth,
+    utilisation_stats,
+)
 from afford.measure.children import Event, startup_run
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.probes.runner import run_probe_child
 from afford.measure.probes.startup import run_startup
-from afford.core.provenance import NotExecutable
 from afford.schema.cert import Environment, WorkloadResult
 from afford.schema.datasheet import lookup
-from afford.schema.probes_section import (GEMM_DTYPES, BoundVerdict, CheckpointProbe, CopyProbe,
-                                  DatasheetPeaks, FlopCount, GemmProbe, HostCopyProbe, Ladder,
-                                  ProbeProtocol, ProbesSection, Rung, ShapeGemm, ShapeGemms,
-                                  Startup, StartupRun,
-                                  UtilisationTrace, WorkloadProbes, counted_runs)
+from afford.schema.probes_section import (
+    GEMM_DTYPES,
+    BoundVerdict,
+    CheckpointProbe,
+    CopyProbe,
+    DatasheetPeaks,
+    FlopCount,
+    GemmProbe,
+    HostCopyProbe,
+    Ladder,
+    ProbeProtocol,
+    ProbesSection,
+    Rung,
+    ShapeGemm,
+    ShapeGemms,
+    Startup,
+    StartupRun,
+    UtilisationTrace,
+    WorkloadProbes,
+    counted_runs,
+)
 
 
 def probes_stage(ctx) -> dict:

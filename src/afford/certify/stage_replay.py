@@ -19,11 +19,16 @@ Rebuilt from the raw records on a refit, as the law is.
 
 from __future__ import annotations
 
-
 from afford.fit.memory import replay_fit as mr
 from afford.fit.memory.allocator import parse_alloc_conf
-from afford.fit.memory.replay_fit import Learned, learn_shapes, traced_shapes, use_replay, usable
-from afford.schema.memory_section import HELDOUT_ROLES, MemoryLaw, MemoryShape, ReplayCheck, ReplayModel
+from afford.fit.memory.replay_fit import Learned, learn_shapes, traced_shapes, usable, use_replay
+from afford.schema.memory_section import (
+    HELDOUT_ROLES,
+    MemoryLaw,
+    MemoryShape,
+    ReplayCheck,
+    ReplayModel,
+)
 
 __all__ = ["Learned", "build_replay", "learn_shapes", "traced_shapes", "use_replay"]
 

@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 
 from afford.certify.sweep import assemble_point, died, fit_workload, point_key
 from afford.core.published_constants import MEMORY_FRACTION
+from afford.fit.stats import relative_spread
 from afford.fit.time.contention import child_free_median, judged_medians
 from afford.fit.time.step_features import FeatureScaling, fit_scaling
 from afford.fit.time.step_sides import SidePoint, fit_sides
-from afford.fit.stats import relative_spread
-from afford.fit.time.time_fit import WORK_OVER_FLOOR, StepPoint, fit_step_time
 from afford.fit.time.time_design import DesignLimits, DesignShape, extension_shapes, static_design
+from afford.fit.time.time_fit import WORK_OVER_FLOOR, StepPoint, fit_step_time
 from afford.fit.time.time_noise import FLOOR_SPREAD_TOL, time_verdict
 from afford.measure.children import Event
 from afford.schema.cert import WorkloadResult

@@ -10,18 +10,17 @@ child protocol (the sweep, the model sizes, the levers) assembles them here;
 
 from __future__ import annotations
 
-from afford.fit.time.contention import idle_step, wait_share
+from afford.core.user_code import added_folder
 from afford.fit.stats import median, relative_spread
+from afford.fit.time.contention import idle_step, wait_share
 from afford.fit.time.throughput import fit_throughput
 from afford.measure.children import Event
 from afford.measure.timing import TimingRule
 from afford.schema.cert import Protocol, WorkloadResult
 from afford.schema.laws import Excluded
 from afford.schema.point import ChildPoint, Point
-from afford.core.user_code import added_folder
 from afford.workloads.base import Workload
 from afford.workloads.clock import clock_name
-
 
 
 def point_key(spec: str, mode: str, value: int, batch: int | None = None) -> str:

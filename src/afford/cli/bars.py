@@ -10,8 +10,8 @@ import typer
 
 from afford.cli.common import err, flag_number, guard, out, print_json
 from afford.core.errors import InputError
-from afford.report.rich_table import labelled
 from afford.core.units import MAX_BYTES, UnitError, parse_bytes, parse_count, whole
+from afford.report.rich_table import labelled
 
 MAX_ADD_K = 1e6  # k of add-k: beyond it every byte is equally likely to the digits shown
 

@@ -16,17 +16,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.core.errors import InputError, MeasurementError
+from afford.core.io import check_writable
+from afford.core.provenance import measured, module
 from afford.figures.noise import load_costs, summarize_noise
 from afford.figures.probes_figures import probes_json, summarize_probes
 from afford.figures.summary import summarize
 from afford.figures.time_figures import summarize_times
 from afford.fit.time.contention import MIN_FREE_POINT
-from afford.core.io import check_writable
-from afford.core.provenance import measured, module
 from afford.report.ladder_tables import stage_lines
 from afford.report.memory_tables import memory_summary_table
-from afford.report.probes_tables import (probes_device_table, probes_warmup_table,
-                                  probes_workload_table)
+from afford.report.probes_tables import (
+    probes_device_table,
+    probes_warmup_table,
+    probes_workload_table,
+)
 from afford.report.prose import prose
 from afford.report.rich_table import labelled
 from afford.report.terminal import certificate_table
@@ -119,8 +122,12 @@ def command(
         if quick + adaptive + full > 1:
             raise InputError("--quick, --adaptive and --full contradict each other; choose one")
         check_names(workload)  # torch-free: a typo is answered before torch loads
-        from afford.certify.request import (CertifyRequest, check_children, is_first_look,
-                                            parse_sweep)
+        from afford.certify.request import (
+            CertifyRequest,
+            check_children,
+            is_first_look,
+            parse_sweep,
+        )
         from afford.measure.children import child_timeout
 
         child_timeout()  # a bad AFFORD_CHILD_TIMEOUT is exit 2 before anything is measured

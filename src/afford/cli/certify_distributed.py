@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-from afford.certify.stage_distributed import DistOptions, certify_distributed
 from afford.certify.request import CertifyRequest
+from afford.certify.stage_distributed import DistOptions, certify_distributed
 from afford.cli.common import err, interactive, out, print_json
 from afford.core.errors import MeasurementError
+from afford.core.provenance import run_label
 from afford.figures.distributed_figures import busbw_peak, dp_scaling
 from afford.figures.summary import summarize
-from afford.core.provenance import run_label
 from afford.report.distributed_tables import collectives_table, scaling_table, status_line
 from afford.report.rich_table import labelled
 from afford.report.terminal import certificate_table

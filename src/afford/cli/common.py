@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 
 from afford.core.errors import AffordError, InputError
-from afford.report.rich_table import labelled
 from afford.core.units import UnitError, bounded
+from afford.report.rich_table import labelled
 
 # Markup off: whatever a string printed here holds (a user's workload named "[/]", a reason
 # with brackets) is shown as written (issue 14); afford's own styling is a rich Text

@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 
 from afford.cli.common import flag_number, guard, out, print_json
-from afford.plan.compare_laws import NOT_COMPARED, REPRODUCES, compare_files
 from afford.core.errors import InputError
-from afford.report.compare_tables import comparison_tables, footer, header
 from afford.core.units import UnitError, parse_fraction
+from afford.plan.compare_laws import NOT_COMPARED, REPRODUCES, compare_files
+from afford.report.compare_tables import comparison_tables, footer, header
 
 
 def command(

@@ -14,8 +14,16 @@ import typer
 from afford.cli.common import err, guard, interactive, out, print_json
 from afford.core.errors import InputError
 from afford.figures.gates_figures import cost_summary, determinism_lines, gate_lines, noise_lines
-from afford.fit.gates import (GateSettings, headroom, margin, parse_line, parse_tolerances, ratio,
-                          worst_margin, worst_row)
+from afford.fit.gates import (
+    GateSettings,
+    headroom,
+    margin,
+    parse_line,
+    parse_tolerances,
+    ratio,
+    worst_margin,
+    worst_row,
+)
 from afford.report.gates_tables import determinism_table, gate_table, noise_table
 from afford.report.rich_table import labelled
 from afford.report.terminal import fmt
@@ -61,8 +69,8 @@ def command(
     run here (GO), 1 a gate failed (HALT), 2 bad input, 3 the measurement failed."""
     with guard():
         check_names([*(workload or []), *(w for p in pair or [] for w in _parse_pair(p))])
-        from afford.certify.stage_gates import GateRequest
         from afford.certify.request import parse_sweep
+        from afford.certify.stage_gates import GateRequest
 
         settings = parse_line(line, parse_tolerances(
             tol or [], GateSettings(repeats=repeats, noise_steps=steps)))

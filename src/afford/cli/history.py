@@ -10,11 +10,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.figures import ledger
 from afford.cli.common import guard, interactive, out, print_json
 from afford.core.errors import InputError
 from afford.core.provenance import Tag
 from afford.core.units import UnitError, check_date
+from afford.figures import ledger
 from afford.report.history_tables import history_table
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,

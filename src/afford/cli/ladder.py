@@ -8,14 +8,19 @@ from typing import Annotated, Optional
 import typer
 
 from afford.cli.common import err, flag_number, guard, out, print_json
-from afford.core.published_constants import MEMORY_FRACTION, MODES, load_scaling
 from afford.core.errors import InputError
+from afford.core.published_constants import MEMORY_FRACTION, MODES, load_scaling
+from afford.core.units import MAX_SECONDS, MIN_FRACTION, UnitError, parse_duration
 from afford.plan.scale_ladder import DEFAULT_PARAMS, build_ladder, parse_entries
-from afford.report.ladder_tables import (ladder_notes, ladder_table, lever_figures_table,
-                                  offload_table, references_table)
+from afford.report.ladder_tables import (
+    ladder_notes,
+    ladder_table,
+    lever_figures_table,
+    offload_table,
+    references_table,
+)
 from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
-from afford.core.units import MAX_SECONDS, MIN_FRACTION, UnitError, parse_duration
 
 MIN_RATIO = 1e-3  # tokens per parameter: below, a model sees less than a token per 1000 weights
 

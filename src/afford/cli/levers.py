@@ -13,11 +13,11 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from afford.cli.common import err, guard, interactive, out, print_json
-from afford.core.published_constants import MODES
 from afford.core.errors import InputError
 from afford.core.io import check_writable
-from afford.plan.lever_rows import batch_rungs, lever_rows
 from afford.core.provenance import run_label
+from afford.core.published_constants import MODES
+from afford.plan.lever_rows import batch_rungs, lever_rows
 from afford.report.ladder_tables import batch_lines, batch_table, levers_table
 from afford.report.rich_table import labelled
 from afford.schema.cert import Certificate, load_certificate, save_measured

@@ -57,8 +57,8 @@ def command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdicts as JSON.")] = False,
 ) -> None:
     with guard():
-        from afford.figures import ledger
         from afford.bars import milestone_verdicts as ms
+        from afford.figures import ledger
         from afford.report.bars_tables import milestone_notes, milestones_table, plan_table
         from afford.schema.bars_file import Ladder, load_bars
         from afford.schema.envelope import validate

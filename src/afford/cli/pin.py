@@ -7,13 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.schema import manifest as mf
 from afford.cli.common import err, guard, out, print_json
 from afford.core.errors import InputError
 from afford.core.provenance import measured
-from afford.report.rich_table import Table
-from afford.report.rich_table import labelled
+from afford.report.rich_table import Table, labelled
 from afford.report.terminal import fmt
+from afford.schema import manifest as mf
 
 
 def command(

@@ -11,8 +11,8 @@ import typer
 from afford.cli.common import guard, out, print_json
 from afford.cli.plan import PLATFORM_HELP
 from afford.cli.size import _alloc_conf, _fraction, _positive_int
-from afford.core.published_constants import MODES
 from afford.core.errors import InputError
+from afford.core.published_constants import MODES
 from afford.plan.prediction import predict
 from afford.report.predict_tables import render_predict
 from afford.schema.cert import load_certificate

@@ -9,17 +9,15 @@ from typing import Annotated, Optional
 import typer
 
 from afford.cli.common import err, flag_number, guard, out, print_json
-from afford.core.published_constants import MEMORY_FRACTION, MODES
 from afford.core.errors import InputError
-from afford.figures.memory_figures import SizeReport, size
 from afford.core.provenance import run_label
+from afford.core.published_constants import MEMORY_FRACTION, MODES
+from afford.core.units import MAX_DIM, MIN_FRACTION, UnitError, parse_fraction, whole
+from afford.figures.memory_figures import SizeReport, size
 from afford.report.memory_tables import replay_tables, size_tables, tagged_json
 from afford.report.rich_table import labelled
 from afford.schema.cert import load_certificate
 from afford.schema.user_constants import load_constants
-from afford.core.units import MAX_DIM, MIN_FRACTION, UnitError, parse_fraction, whole
-
-
 
 
 def command(

@@ -29,6 +29,7 @@ from filelock import FileLock, Timeout
 
 from afford.core.errors import InputError
 from afford.core.io import LOCK_TIMEOUT_S, clean_temps_of, current_umask, folder_of, os_failure
+
 POLL_S = 0.01  # seconds between two tries
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from afford.core.errors import InputError
 
+
 class UserCodeMissing(InputError):
     """The module a spec names does not exist (neither installed nor in the working folder),
     or has no such name."""

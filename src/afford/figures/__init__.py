@@ -20,20 +20,33 @@ probes' tables), :mod:`~afford.figures.memory_figures` (``afford size``),
 from __future__ import annotations
 
 from afford.core.errors import InputError
+from afford.core.provenance import (
+    NotExecutable,
+    Tagged,
+    fitted,
+    inherited,
+    measured,
+    module,
+    run_label,
+)
 from afford.figures import reserved
 from afford.figures.memory_figures import law_or_none
 from afford.figures.reserved import ReservedAt
 from afford.figures.time_figures import model_step
 from afford.fit.memory import sizing
-from afford.fit.time import verdicts
 from afford.fit.stats import median
-from afford.core.provenance import NotExecutable, Tagged, fitted, inherited, measured, module, run_label
+from afford.fit.time import verdicts
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.datasheet import lookup
 from afford.schema.point import Point
-from afford.schema.probes_section import (CheckpointProbe, CopyProbe, GemmProbe, HostCopyProbe, Ladder,
-                                  counted_runs)
-
+from afford.schema.probes_section import (
+    CheckpointProbe,
+    CopyProbe,
+    GemmProbe,
+    HostCopyProbe,
+    Ladder,
+    counted_runs,
+)
 
 
 def workload(cert: Certificate, name: str, mode: str | None = None) -> WorkloadResult:

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from afford.core.errors import InputError
-from afford.fit.nodes.dp_scaling import efficiency
 from afford.core.provenance import Tag, Tagged, fitted, measured, module, run_label
+from afford.fit.nodes.dp_scaling import efficiency
 from afford.schema.cert import Certificate
 from afford.schema.distributed_section import DistributedSection, DPRun, DPStrategy
-
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from afford.fit.stats import median
-from afford.fit.gates import LINE_REASON, headroom, margin, noise_floor, ratio, worst_margin, worst_row
 from afford.core.provenance import Tagged, assumed, measured, module
-from afford.schema.determinism_section import (QUANTITIES, AuditRun, DeterminismSection, Gate,
-                                       GatesSection)
+from afford.fit.gates import (
+    LINE_REASON,
+    headroom,
+    margin,
+    noise_floor,
+    ratio,
+    worst_margin,
+    worst_row,
+)
+from afford.fit.stats import median
+from afford.schema.determinism_section import (
+    QUANTITIES,
+    AuditRun,
+    DeterminismSection,
+    Gate,
+    GatesSection,
+)
 
 
 @dataclass(frozen=True)

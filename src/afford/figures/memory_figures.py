@@ -10,18 +10,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from afford.core.published_constants import MEMORY_FRACTION, check_fraction
 from afford.core.errors import InputError
-from afford.figures import reserved
+from afford.core.provenance import Tagged, fitted, measured, module
+from afford.core.published_constants import MEMORY_FRACTION, check_fraction
 from afford.figures import replay_figures as memory_replay
+from afford.figures import reserved
 from afford.figures.replay_figures import ReplayAnswer
 from afford.figures.reserved import ReservedAt
 from afford.fit.memory.memory_fit import BATCH_CAP, largest_batch
-from afford.fit.memory.sizing import (Prediction, budgeted_bytes, defaults_for, formula_tag,
-                               frozen_at, max_batch, user_defaults, verdicts)
-from afford.core.provenance import Tagged, fitted, measured, module
-from afford.schema.user_constants import UserConstants
+from afford.fit.memory.sizing import (
+    Prediction,
+    budgeted_bytes,
+    defaults_for,
+    formula_tag,
+    frozen_at,
+    max_batch,
+    user_defaults,
+    verdicts,
+)
 from afford.schema.memory_section import DefaultVerdict, MemoryLaw
+from afford.schema.user_constants import UserConstants
 
 OOM_NOTE = "out of memory on Linux; pages through system memory and slows down on Windows/WDDM"
 
@@ -201,7 +209,7 @@ def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,
         tag = formula_tag(dflt, law, pred.dims, params)
         mb = None
         if budget is not None:
-            n = largest_batch(lambda b: budgeted_bytes(
+            n = largest_batch(lambda b, dflt=dflt: budgeted_bytes(
                 law, {**pred.dims, "B": b}, params, dflt.bytes(params, {**pred.dims, "B": b}, frozen)),
                 budget.value)
             src = f"largest B with {dflt.name} x the fit's reserved/allocated ratio <= budget"

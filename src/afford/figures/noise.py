@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from afford.core.provenance import Tagged, measured, module, run_label
+from afford.core.units import format_bytes
 from afford.schema.cert import Certificate
 from afford.schema.point import Point
-from afford.core.units import format_bytes
 
 #: a 1-minute load average at or above this share of the cores is a busy host
 BUSY_SHARE = 0.5

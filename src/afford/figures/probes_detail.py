@@ -76,7 +76,7 @@ def startup_rows(cert: Certificate) -> list[StartupRow]:
     for r in s.runs:
         src = f"{r.role}, torch {r.torch_version}, {run}"
 
-        def m(v, what):
+        def m(v, what, src=src):
             return measured(v, "s", f"{what}, {src}") if v is not None else "-"
 
         out.append(StartupRow(r.role, m(r.process_seconds, "spawn to ready"),

@@ -11,12 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, is_dataclass
 
 from afford import figures
+from afford.core.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
 from afford.fit.time.verdicts import FIXED_SHARE_MAX, mfu
 from afford.fit.time.warmup import WarmupProfile, combine_profiles, warmup_profile
-from afford.core.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
-from afford.schema.probes_section import (GEMM_DTYPES, CheckpointProbe, FlopCount, GemmProbe, Ladder,
-                                  UtilisationTrace, WorkloadProbes)
+from afford.schema.probes_section import (
+    GEMM_DTYPES,
+    CheckpointProbe,
+    FlopCount,
+    GemmProbe,
+    Ladder,
+    UtilisationTrace,
+    WorkloadProbes,
+)
 
 Cell = Tagged | NotExecutable | None
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from afford.fit.memory.replay_fit import learn_shapes, use_replay
+from afford.core.provenance import Tagged, fitted
 from afford.fit.memory import replay_fit as mr
 from afford.fit.memory.allocator import parse_alloc_conf
-from afford.core.provenance import Tagged, fitted
+from afford.fit.memory.replay_fit import learn_shapes, use_replay
 from afford.schema.memory_section import MemoryBreakdownRecord, MemoryLaw
 
 EXPANDABLE = "expandable_segments:True"

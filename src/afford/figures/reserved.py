@@ -27,14 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from afford.core.provenance import Tagged, fitted, measured
+from afford.core.units import format_bytes
 from afford.figures import replay_figures as memory_replay
 from afford.fit.memory import replay_fit as mr
 from afford.fit.memory import sizing
 from afford.fit.memory.allocator import parse_alloc_conf
 from afford.fit.memory.memory_fit import largest_batch as search
-from afford.core.provenance import Tagged, fitted, measured
 from afford.schema.memory_section import MemoryLaw
-from afford.core.units import format_bytes
 
 Model = Literal["replay", "law"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from afford.fit.stats import median
 from afford.core.provenance import Tagged, measured, module, run_label
+from afford.fit.stats import median
 from afford.schema.cert import Certificate, WorkloadResult
 
 

@@ -37,10 +37,19 @@ from typing import Any
 
 from afford.core.errors import InputError
 from afford.core.provenance import NotExecutable
-from afford.schema.determinism_section import (QUANTITIES, AuditRun, DeterminismSection, Gate,
-                                       GateReadings, GateRow, InitLossReading,
-                                       NoiseFloorReading, ParamCountReading, ParityReading,
-                                       Status)
+from afford.schema.determinism_section import (
+    QUANTITIES,
+    AuditRun,
+    DeterminismSection,
+    Gate,
+    GateReadings,
+    GateRow,
+    InitLossReading,
+    NoiseFloorReading,
+    ParamCountReading,
+    ParityReading,
+    Status,
+)
 
 ENTRY_POINT_GROUP = "afford.fit.gates"
 

@@ -36,9 +36,9 @@ from dataclasses import asdict
 from typing import Any
 
 from afford.core.errors import InputError
+from afford.core.units import UnitError, bounded, parse_number
 from afford.measure.timeline import mark
 from afford.measure.timing import TimingRule
-from afford.core.units import UnitError, bounded, parse_number
 
 Event = dict[str, Any]
 

@@ -31,10 +31,10 @@ from typing import Any, TextIO
 
 import torch
 
-from afford.measure.sweep_child import error_text
 from afford.measure.children import child_env, child_timeout, python_command
 from afford.measure.env import cpu_model
 from afford.measure.step_capture import StageError, bitwise_equal, capture_step, max_abs_delta
+from afford.measure.sweep_child import error_text
 from afford.measure.timing import TimingRule, time_point
 from afford.schema.determinism_section import AuditRun, DeterminismSection
 from afford.workloads import resolve

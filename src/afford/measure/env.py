@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from afford.core.version import __version__ as afford_version
 from afford.core.errors import InputError
+from afford.core.version import __version__ as afford_version
 from afford.schema.cert import Environment
 
 LARGE_GPU_BYTES = 40 * 2**30  # a card of 40 GiB or more gets the large-GPU default sweeps

@@ -22,13 +22,23 @@ from typing import Any
 
 import torch
 
-from afford.fit.gates import ENTRY_POINT_GROUP, GateContext
-from afford.measure.sweep_child import error_text
-from afford.measure.step_capture import (StageError, bitwise_equal, capture_step, max_abs,
-                                         max_abs_delta, move_built)
 from afford.core.provenance import NotExecutable
-from afford.schema.determinism_section import (InitLossReading, NoiseFloorReading, ParamCountReading,
-                                       ParityReading)
+from afford.fit.gates import ENTRY_POINT_GROUP, GateContext
+from afford.measure.step_capture import (
+    StageError,
+    bitwise_equal,
+    capture_step,
+    max_abs,
+    max_abs_delta,
+    move_built,
+)
+from afford.measure.sweep_child import error_text
+from afford.schema.determinism_section import (
+    InitLossReading,
+    NoiseFloorReading,
+    ParamCountReading,
+    ParityReading,
+)
 from afford.workloads.base import Workload, autocast_for, count_params, train_step, validate_shape
 
 CPU = torch.device("cpu")

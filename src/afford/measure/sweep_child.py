@@ -89,9 +89,14 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
     from afford.measure.host_load import UsageClock
     from afford.measure.memory_peaks import MemoryWindow, is_oom
     from afford.measure.timing import synced_count, time_point, time_synced
+    from afford.workloads.base import (
+        WorkloadRefused,
+        check_gradients,
+        count_frozen,
+        count_params,
+        train_step,
+    )
     from afford.workloads.clock import clock_for
-    from afford.workloads.base import (WorkloadRefused, check_gradients, count_frozen,
-                                       count_params, train_step, validate_shape)
 
     clock = clock_for(device.type) if device.type == "cuda" else UsageClock()
     window = MemoryWindow(device)
@@ -157,7 +162,7 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
             record["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
             record["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
     finally:
-        del built
+        built = None
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -199,7 +204,7 @@ def profile_point(workload: Workload, item: dict, device: torch.device, seed: in
     except Exception as exc:  # the profiler is optional equipment: the timing stands
         record["device_error"] = error_text(exc)
     finally:
-        del built
+        built = None
         gc.collect()
         torch.cuda.empty_cache()
     return record

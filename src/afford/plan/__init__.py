@@ -16,5 +16,4 @@ is callable).
 
 from afford.core.callable_package import make_callable
 
-
 make_callable(__name__, "afford.api:plan")

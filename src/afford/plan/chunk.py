@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from afford.core.provenance import Tag, Tagged
 from afford.plan.derive import derive, floor_div, num
 from afford.plan.result import Chunk, ChunkRow, MemoryBudget, Startup, StartupComponent
-from afford.core.provenance import Tag, Tagged
 
 
 def startup(components: Sequence[StartupComponent]) -> Startup:

@@ -48,14 +48,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.core.errors import InputError
+from afford.core.provenance import Tagged, fitted, measured, module, run_label
+from afford.core.units import UnitError, parse_fraction
 from afford.figures.time_figures import noisy_reasons, verdict_label
 from afford.fit.time.time_fit import WORK_OVER_FLOOR
-from afford.core.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult, load_certificate
 from afford.schema.laws import ThroughputLaw
 from afford.schema.point import Point
 from afford.schema.time_law import StepTimeModel
-from afford.core.units import UnitError, parse_fraction
 
 COMPARE_SCHEMA = "afford.compare/1"
 REPRODUCES, NOT_REPRODUCED, NOT_COMPARED = "REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"

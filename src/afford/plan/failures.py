@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import math
 
+from afford.core.provenance import Tagged
 from afford.plan.derive import derive, num
 from afford.plan.result import Daly, Failures, KillRow, Worth
-from afford.core.provenance import Tagged
 
 
 def young_interval(d: float, m: float) -> float:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from afford.plan.derive import num
-from afford.plan.result import ChunkRow, PlanResult, Verdict
 from afford.core.provenance import Tagged
 from afford.core.units import format_bytes, format_duration
+from afford.plan.derive import num
+from afford.plan.result import ChunkRow, PlanResult, Verdict
 
 OLD_CERT_DAYS = 30  # ASSUMED: drivers, torch and notebook images change about monthly
 

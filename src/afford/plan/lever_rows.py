@@ -14,9 +14,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from afford import figures
+from afford.core.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
 from afford.fit.time.verdicts import mfu
 from afford.plan.scale_ladder import gemm_dtype
-from afford.core.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 

@@ -15,8 +15,9 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from afford import figures
-from afford.figures import time_figures as ft
 from afford.core.errors import InputError
+from afford.core.provenance import Tagged, assumed, measured, module, run_label
+from afford.figures import time_figures as ft
 from afford.plan import cadence as cadmod
 from afford.plan import chunk as chunkmod
 from afford.plan import disk as diskmod
@@ -25,7 +26,6 @@ from afford.plan import quota as quotamod
 from afford.plan.derive import derive, num
 from afford.plan.go_no_go import Facts, verdict
 from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
-from afford.core.provenance import Tagged, assumed, measured, module, run_label
 from afford.schema.cert import Certificate
 from afford.schema.platform import Platform
 from afford.schema.run import RunFile

@@ -17,8 +17,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford import figures
-from afford.core.published_constants import MEMORY_FRACTION
 from afford.core.errors import InputError
+from afford.core.provenance import Tagged, module, run_label
+from afford.core.published_constants import MEMORY_FRACTION
 from afford.figures import memory_figures as fm
 from afford.figures import reserved
 from afford.figures import time_figures as ft
@@ -26,7 +27,6 @@ from afford.plan import chunk as chunkmod
 from afford.plan import planner
 from afford.plan.derive import derive, num
 from afford.plan.result import ChunkRow, MemoryBudget
-from afford.core.provenance import Tagged, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.memory_section import MemoryLaw
 from afford.schema.platform import Platform

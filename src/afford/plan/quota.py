@@ -15,9 +15,9 @@ marked wrong, so the difference is visible.
 
 from __future__ import annotations
 
+from afford.core.provenance import Tagged
 from afford.plan.derive import ceil_div, derive, floor_div, num
 from afford.plan.result import Quota, Startup, Target
-from afford.core.provenance import Tagged
 
 WEEK_SECONDS = 7 * 86400
 

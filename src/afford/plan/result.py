@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from afford.core.errors import InputError
 from afford.core.provenance import Tagged
-from afford.schema.envelope import validate
 from afford.core.units import MIN_FRACTION, UnitError, bounded
+from afford.schema.envelope import validate
 
 PLAN_SCHEMA = "afford.plan/1"
 VERDICT_SCHEMA = "afford.preflight/1"

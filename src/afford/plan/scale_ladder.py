@@ -43,14 +43,30 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford import figures
-from afford.core.published_constants import MEMORY_FRACTION, ScalingConstants, check_fraction
 from afford.core.errors import InputError
-from afford.core.provenance import (SHARE, Tag, Tagged, assumed, fitted, inherited, measured, module,
-                               run_label)
+from afford.core.provenance import (
+    SHARE,
+    Tag,
+    Tagged,
+    assumed,
+    fitted,
+    inherited,
+    measured,
+    module,
+    run_label,
+)
+from afford.core.published_constants import MEMORY_FRACTION, ScalingConstants, check_fraction
+from afford.core.units import (
+    MAX_DIM,
+    UnitError,
+    bounded,
+    format_count,
+    format_duration,
+    parse_count,
+    whole,
+)
 from afford.schema.cert import Certificate
 from afford.schema.sizes_section import SizesSection
-from afford.core.units import (MAX_DIM, UnitError, bounded, format_count, format_duration,
-                          parse_count, whole)
 
 LADDER_SCHEMA = "afford.ladder/1"
 DEFAULT_PARAMS = "7.5M,20M,124M,1B"

@@ -26,10 +26,17 @@ tagged MODULE, its inputs ASSUMED, and it is never presented as measured.
 from __future__ import annotations
 
 from afford.core.errors import InputError
-from afford.figures.distributed_figures import (DeviceScaling, derived, measured_devices, on_node,
-                                        run_at, strategy_result, where)
-from afford.fit.nodes.collectives_fit import ring_allreduce_seconds, ring_parameters
 from afford.core.provenance import Tagged, assumed, measured, module
+from afford.figures.distributed_figures import (
+    DeviceScaling,
+    derived,
+    measured_devices,
+    on_node,
+    run_at,
+    strategy_result,
+    where,
+)
+from afford.fit.nodes.collectives_fit import ring_allreduce_seconds, ring_parameters
 from afford.schema.distributed_section import DistributedSection
 
 

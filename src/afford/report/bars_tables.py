@@ -8,10 +8,10 @@ from rich import box
 from rich.markup import escape
 
 from afford.core.provenance import Tagged
+from afford.core.units import format_bytes
 from afford.report.rich_table import Table, styled
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.bars_file import BarsFile, MilestonesResult
-from afford.core.units import format_bytes
 
 
 def bars_lines(doc: BarsFile) -> list[str]:

@@ -14,17 +14,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from afford.schema import manifest as mf
+from afford.core.provenance import measured
 from afford.figures.ledger import Reading
 from afford.plan.planner import on_unpinned
 from afford.plan.result import PlanResult, Verdict
-from afford.core.provenance import measured
 from afford.report import certificate as cs
 from afford.report import plan_tables as render_plan
 from afford.report import plotdata
 from afford.report.generic import find_key, generic_section
 from afford.report.model import Plot, Report, Section, Table
 from afford.report.terminal import LEGEND
+from afford.schema import manifest as mf
 from afford.schema.cert import Certificate
 
 FULL_LEGEND = LEGEND + "; ? provisional (derived from a data source whose hash is not pinned)"
@@ -184,7 +184,7 @@ def build_report(inputs: Inputs, title: str = "afford report") -> Report:
             plots.append(lad)
             s = Section(s.title, s.notes, s.tables, (lad.id,), s.command, s.subsections)
         sections.append(s)
-    for label, cert in inputs.certs:
+    for _label, cert in inputs.certs:
         lad = plotdata.ladder(cert, cert.environment.device_name)
         if lad is not None:
             plots.append(lad)

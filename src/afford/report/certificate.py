@@ -11,15 +11,19 @@ from __future__ import annotations
 import math
 
 from afford import figures
-from afford.figures.memory_figures import heldout_accuracy
 from afford.core.provenance import fitted, measured, module, run_label
-from afford.report.gates_tables import (determinism_report_table, gate_rows_report_table,
-                                 gates_report_table, noise_report_table)
+from afford.figures.memory_figures import heldout_accuracy
+from afford.report.gates_tables import (
+    determinism_report_table,
+    gate_rows_report_table,
+    gates_report_table,
+    noise_report_table,
+)
+from afford.report.generic import generic_section
 from afford.report.host_load_tables import host_load_notes, host_load_table
+from afford.report.model import Cell, Section, Table
 from afford.report.probes_tables import probes_section
 from afford.report.stage_sections import SECTIONS
-from afford.report.generic import generic_section
-from afford.report.model import Cell, Section, Table
 from afford.report.time_model import time_section
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
@@ -139,7 +143,7 @@ def points(cert: Certificate, r: WorkloadResult) -> Table:
         where = f"{r.name} {r.mode} {r.sweep_param}={p.value}, {run}"
         alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
 
-        def m(v, unit, what):
+        def m(v, unit, what, where=where):
             return measured(v, unit, f"{what}, {where}") if v is not None else "-"
 
         rows.append((
@@ -229,7 +233,7 @@ def memory_heldout(cert: Certificate) -> Table:
                 (" (beyond the sweep)" if h.extrapolated else "")
             where = f"{law.workload} {law.mode} {shape}, {run}"
 
-            def pair(meas, pred, err, what):
+            def pair(meas, pred, err, what, where=where, h=h):
                 if meas is None or pred is None:
                     return "-", "-", "-"
                 return (measured(meas, "B", f"peak {what}, {where}"),

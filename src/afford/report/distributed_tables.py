@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from afford.figures.distributed_figures import on_node
 from afford.core.provenance import measured, module
+from afford.core.units import format_bytes
+from afford.figures.distributed_figures import on_node
 from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.distributed_section import DistributedSection
-from afford.core.units import format_bytes
 
 
 def _gbps(v: float | None, src: str):

@@ -3,8 +3,15 @@ tagged lines of :mod:`afford.figures.gates_figures`; every number passes :func:`
 
 from __future__ import annotations
 
-from afford.figures.gates_figures import (DeterminismLine, GateLine, NoiseLine, determinism_lines,
-                                  gate_lines, noise_lines, row_lines)
+from afford.figures.gates_figures import (
+    DeterminismLine,
+    GateLine,
+    NoiseLine,
+    determinism_lines,
+    gate_lines,
+    noise_lines,
+    row_lines,
+)
 from afford.report import model
 from afford.report.rich_table import Table, escape, styled
 from afford.report.terminal import LEGEND, fmt, fmt_list

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from afford.figures.ledger import Reading
 from afford.core.provenance import Struck, Tagged
+from afford.figures.ledger import Reading
 from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from afford.fit.time.verdicts import FIXED_SHARE_MAX
-from afford.plan.scale_ladder import Ladder, LadderRow
-from afford.plan.lever_rows import LeverRow
 from afford.core.provenance import SHARE, Tagged, fitted, module, require_tagged
+from afford.core.units import format_count, format_duration
+from afford.fit.time.verdicts import FIXED_SHARE_MAX
+from afford.plan.lever_rows import LeverRow
+from afford.plan.scale_ladder import Ladder, LadderRow
 from afford.report.prose import prose
 from afford.report.rich_table import Table
 from afford.report.terminal import ABBREV, LEGEND, fmt
-from afford.core.units import format_count, format_duration
 
 
 def yes_no(t: Tagged | None) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from afford.core.provenance import Tagged, fitted, inherited, measured, module, run_label
 from afford.figures.memory_figures import SizeReport, heldout_accuracy
 from afford.fit.memory.memory_fit import BATCH_CAP
-from afford.core.provenance import Tagged, fitted, inherited, measured, module, run_label
 from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 from afford.schema.memory_section import DefaultVerdict, MemoryLaw, signed_bytes

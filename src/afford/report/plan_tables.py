@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from afford.plan.result import ChunkRow, PlanResult, Verdict
 from afford.core.provenance import Tagged
+from afford.plan.result import ChunkRow, PlanResult, Verdict
 from afford.report.cells import cell_text
 from afford.report.model import Cell, Section, Table
 from afford.report.rich_table import Table as RichTable

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from afford import figures
+from afford.core.provenance import Tag, Tagged, run_label
 from afford.figures.memory_figures import law_points
 from afford.figures.memory_figures import laws as memory_laws
-from afford.core.provenance import Tag, Tagged, run_label
-from afford.report.generic import items_of, as_leaf, find_key
+from afford.report.generic import as_leaf, find_key, items_of
 from afford.report.model import Plot, Series
 from afford.schema.cert import Certificate, WorkloadResult
 

@@ -8,9 +8,9 @@ nothing.
 
 from __future__ import annotations
 
-from afford.figures.probes_figures import ProbesSummary, summarize_probes
-from afford.figures.probes_detail import ladder_rows, protocol_rows, startup_rows
 from afford.core.provenance import NotExecutable
+from afford.figures.probes_detail import ladder_rows, protocol_rows, startup_rows
+from afford.figures.probes_figures import ProbesSummary, summarize_probes
 from afford.report.model import Section, Table
 from afford.report.terminal import LEGEND, drawn, fmt_list, not_executable_caption
 from afford.schema.cert import Certificate

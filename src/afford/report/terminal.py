@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
-from afford.figures.summary import WorkloadSummary
 from afford.core.provenance import SHARE, NotExecutable, Tag, Tagged, impossible, require_tagged
-from afford.report.rich_table import Table
 from afford.core.units import format_bytes, format_count, format_duration, format_gpu_hours
+from afford.figures.summary import WorkloadSummary
+from afford.report.rich_table import Table
 
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",
           Tag.ASSUMED: "A"}

@@ -9,8 +9,8 @@ sections (:func:`time_section`, Markdown and HTML) and Rich tables for the termi
 
 from __future__ import annotations
 
-from afford.figures.time_figures import TimeSummary, summarize_times
 from afford.core.provenance import fitted
+from afford.figures.time_figures import TimeSummary, summarize_times
 from afford.report.host_load_tables import host_load_notes, host_load_table
 from afford.report.model import Cell, Section, Table
 from afford.report.prose import prose

@@ -17,10 +17,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from afford.core.provenance import Tagged
-from afford.schema.envelope import Envelope, load_envelope, save_envelope
-from afford.schema.quantities import (Bytes, Capacity, Count, Dim, Duration, Ratio,
-                                      Timestamp)
 from afford.core.units import MAX_COUNT, UnitError, whole
+from afford.schema.envelope import Envelope, load_envelope, save_envelope
+from afford.schema.quantities import Bytes, Capacity, Count, Dim, Duration, Ratio, Timestamp
 
 BARS_SCHEMA = "afford.bars/1"
 LADDER_SCHEMA = "afford.milestones/1"

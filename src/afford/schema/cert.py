@@ -21,9 +21,9 @@ from afford.schema.levers_section import LeversSection
 from afford.schema.memory_section import MemorySection
 from afford.schema.point import Point
 from afford.schema.probes_section import ProbesSection
+from afford.schema.quantities import Count, DeviceMemory, Dim, Duration, Ratio, Timestamp
 from afford.schema.sizes_section import SizesSection
 from afford.schema.time_section import CertTimeVerdict, HostLoad, WorkloadTime
-from afford.schema.quantities import Count, DeviceMemory, Dim, Duration, Ratio, Timestamp
 
 CERT_SCHEMA = "afford.cert/1"
 

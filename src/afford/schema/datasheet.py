@@ -12,8 +12,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from afford.core.published_constants import DATA
 from afford.core.io import tomllib
+from afford.core.published_constants import DATA
 from afford.schema.probes_section import GEMM_DTYPES, DatasheetPeaks
 
 DEVICES_TOML = DATA / "devices.toml"

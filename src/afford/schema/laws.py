@@ -12,6 +12,7 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from afford.schema.quantities import Extent, Seconds
 
 

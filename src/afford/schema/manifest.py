@@ -72,9 +72,9 @@ from afford.core.errors import InputError
 from afford.core.io import loads_json, read_text
 from afford.core.lock import locked
 from afford.core.provenance import Tagged
+from afford.core.user_code import UserCodeMissing, import_attr, split_spec
 from afford.schema.envelope import Envelope, load_envelope, save_envelope
 from afford.schema.quantities import Bytes, Count, Timestamp
-from afford.core.user_code import UserCodeMissing, import_attr, split_spec
 
 MANIFEST_SCHEMA = "afford.manifest/1"
 BLOCK = 1 << 20  # bytes read per step of the streamed hash

@@ -22,8 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFlo
 
 from afford.core.provenance import NotExecutable
 from afford.core.units import format_bytes
-from afford.schema.quantities import (Bytes, ByteFigure, Count, DeviceMemory, Dim, Duration,
-                                      Fraction, Ratio)
+from afford.schema.quantities import (
+    ByteFigure,
+    Bytes,
+    Count,
+    DeviceMemory,
+    Dim,
+    Duration,
+    Fraction,
+    Ratio,
+)
 
 Form = Literal["states_measured", "states_plus_fixed"]
 Role = Literal["warmup", "base", "seq", "batch", "corner", "heldout-interpolated",

@@ -22,13 +22,26 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from afford.core.published_constants import DATA, MEMORY_FRACTION, MEMORY_FRACTION_REASON, check_fraction
 from afford.core.errors import InputError
 from afford.core.io import STDIN, loads_toml, read_toml
 from afford.core.provenance import Tagged, assumed, inherited
+from afford.core.published_constants import (
+    DATA,
+    MEMORY_FRACTION,
+    MEMORY_FRACTION_REASON,
+    check_fraction,
+)
+from afford.core.units import (
+    MAX_BYTES,
+    MAX_SECONDS,
+    MIN_DEVICE_BYTES,
+    MIN_SECONDS,
+    bounded,
+    parse_bytes,
+    parse_duration,
+    parse_fraction,
+)
 from afford.schema.envelope import validate
-from afford.core.units import (MAX_BYTES, MAX_SECONDS, MIN_DEVICE_BYTES, MIN_SECONDS, bounded,
-                          parse_bytes, parse_duration, parse_fraction)
 
 PLATFORM_SCHEMA = "afford.platform/1"
 DEFAULT_MARGIN_REASON = ("afford's default margin: one hour before the session cap for "

@@ -15,8 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from afford.core.provenance import NotExecutable
 from afford.schema.laws import LawFit
-from afford.schema.quantities import (Bytes, Capacity, Count, Dim, Duration, Flops, Rate, Ratio,
-                                      Seconds)
+from afford.schema.quantities import (
+    Bytes,
+    Capacity,
+    Count,
+    Dim,
+    Duration,
+    Flops,
+    Rate,
+    Ratio,
+    Seconds,
+)
 
 GEMM_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 

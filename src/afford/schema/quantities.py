@@ -17,9 +17,20 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from afford.core.units import (MAX_BYTES, MAX_COUNT, MAX_FLOPS, MAX_MAGNITUDE, MAX_RATE,
-                          MAX_SECONDS, MIN_DEVICE_BYTES, MIN_FRACTION, MIN_SECONDS, bounded,
-                          check_date, whole)
+from afford.core.units import (
+    MAX_BYTES,
+    MAX_COUNT,
+    MAX_FLOPS,
+    MAX_MAGNITUDE,
+    MAX_RATE,
+    MAX_SECONDS,
+    MIN_DEVICE_BYTES,
+    MIN_FRACTION,
+    MIN_SECONDS,
+    bounded,
+    check_date,
+    whole,
+)
 
 
 def _number(value, *, what: str, **limits):

@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from afford.core.io import read_toml
 from afford.core.provenance import Tagged, inherited
-from afford.schema.envelope import validate
 from afford.core.units import bounded, parse_count, parse_fraction
+from afford.schema.envelope import validate
 
 MIN_OVERHEAD = 1e-6  # one second of checkpoint writes in 11.6 days of training
 

@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
 from afford.schema.quantities import Duration, Extent, Flops, Rate, Ratio, Seconds
 
 Axes = Literal["batch_seq", "n"]

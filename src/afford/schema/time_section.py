@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford.schema.time_law import StepTimeModel, TimeVerdict
 from afford.schema.quantities import Count, Dim, Ratio, Seconds
+from afford.schema.time_law import StepTimeModel, TimeVerdict
 
 
 class _Model(BaseModel):

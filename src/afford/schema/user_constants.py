@@ -34,8 +34,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from afford.core.published_constants import MODES
 from afford.core.io import read_toml
+from afford.core.published_constants import MODES
 from afford.schema.envelope import validate
 
 CONSTANTS_SCHEMA = "afford.constants/1"

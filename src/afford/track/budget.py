@@ -63,9 +63,9 @@ def load_plan(path: str | Path) -> Budget:
 def plan_from_files(cert: str | Path, platform: str | Path, run: str | Path) -> dict:
     """The plan of certificate + platform + run, as the JSON ``afford plan --json`` prints."""
     from afford.plan import planner
+    from afford.schema.cert import load_certificate
     from afford.schema.platform import load_platform
     from afford.schema.run import load_run
-    from afford.schema.cert import load_certificate
 
     result = planner.plan(load_certificate(cert), load_platform(str(platform)), load_run(run))
     return result.model_dump(mode="json", by_alias=True)

@@ -34,8 +34,8 @@ def interval_readings(s: "SessionLike", start: int, end: int, *, final: bool = F
     session's first step (where it falls in them), the warm median over their warm steps
     with those steps' indices, its drift against the plan, the peak memory when it grew;
     with ``final``, the stop's elapsed seconds too."""
-    from afford.figures.ledger import format_step_indices, new_reading
     from afford.core.provenance import Tag
+    from afford.figures.ledger import format_step_indices, new_reading
 
     q = "track/" + re.sub(r"\s+", "_", s.budget.run)
     base = dict(device=device_name(s), torch=_torch_version(), command=_command(s),

@@ -19,8 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from afford.core.errors import InputError
 from afford.core.user_code import call, import_attr
-from afford.workloads.names import (BUILTINS, DEFAULT, parse_options, tinylm_preset_error,
-                                    unknown_workload)
+from afford.workloads.names import (
+    BUILTINS,
+    DEFAULT,
+    parse_options,
+    tinylm_preset_error,
+    unknown_workload,
+)
 
 if TYPE_CHECKING:
     from afford.workloads.base import Built, Workload, WorkloadRefused, train_step

@@ -40,8 +40,13 @@ import torch
 
 from afford.core.errors import InputError
 from afford.workloads.base import Built, Workload, WorkloadRefused
-from afford.workloads.names import (HFSpec, is_config_path, no_transformers, parse_spec,
-                                    unknown_model_type)
+from afford.workloads.names import (
+    HFSpec,
+    is_config_path,
+    no_transformers,
+    parse_spec,
+    unknown_model_type,
+)
 
 LORA_EXTRA = "pip install 'afford[lora]'"
 DEFAULT_BATCH = {"cpu": 2, "small-gpu": 4, "large-gpu": 8}

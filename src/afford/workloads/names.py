@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from afford.core.errors import InputError
-from afford.core.user_code import missing_module
 from afford.core.units import MAX_DIM, UnitError, whole
+from afford.core.user_code import missing_module
 
 BUILTINS = ("softmax", "scan", "tinylm")
 DEFAULT = ("softmax", "scan", "tinylm")

@@ -23,7 +23,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from afford.core.units import MAX_DIM, UnitError, whole
 from afford.workloads.base import Built, Workload
 from afford.workloads.names import TINYLM_PRESETS, tinylm_size_fields
 

@@ -31,8 +31,13 @@ from afford.fit.memory import allocator as al
 from afford.fit.memory.breakdown import CLASSES, breakdown
 from afford.fit.memory.memory_fit import BATCH_CAP
 from afford.fit.memory.trace_scaling import OpTrace, TraceModel, learn
-from afford.schema.memory_section import (AllocTrace, MemoryBreakdownRecord, MemoryShape,
-                                  ReplayModel, SeedSegment)
+from afford.schema.memory_section import (
+    AllocTrace,
+    MemoryBreakdownRecord,
+    MemoryShape,
+    ReplayModel,
+    SeedSegment,
+)
 
 KEY_BASE = 1 << 40  # keys of a replayed history, clear of the seed's (negative) keys
 ROLE_ORDER = ("base", "seq", "batch", "corner")  # traced roles, the reference first

@@ -36,12 +36,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from afford.core.published_constants import MEMORY_DEFAULTS, load_memory_defaults
 from afford.core.errors import InputError
-from afford.fit.memory.memory_fit import judge, largest_batch
 from afford.core.provenance import Tag, Tagged, fitted, module
-from afford.schema.user_constants import FORMULA_TERMS, UserConstants
+from afford.core.published_constants import MEMORY_DEFAULTS, load_memory_defaults
+from afford.fit.memory.memory_fit import judge, largest_batch
 from afford.schema.memory_section import DefaultVerdict, MemoryLaw
+from afford.schema.user_constants import FORMULA_TERMS, UserConstants
 
 DIMS = ("B", "s", "d", "L", "H")
 VERDICT_TOLERANCE = 0.05

@@ -29,8 +29,16 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from afford.schema.time_law import (FEATURES, Axes, CountedShape, FeatureLaw, FeatureScaling,
-                                     monomial, seq_tokens)
+
+from afford.schema.time_law import (
+    FEATURES,
+    Axes,
+    CountedShape,
+    FeatureLaw,
+    FeatureScaling,
+    monomial,
+    seq_tokens,
+)
 
 __all__ = ["FEATURES", "Axes", "CountedShape", "FeatureLaw", "FeatureScaling", "fit_scaling",
            "fit_feature_law", "monomial", "op_class", "seq_tokens", "shape_axes",

@@ -33,11 +33,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from afford.fit.stats import median, r2_score
 from afford.fit.time.step_forms import BOUND_SHARE, NEW_FORMS, evaluate, feature_rows, fit_forms
 from afford.fit.time.time_fit import StepPoint, choose_form
-from afford.fit.stats import median, r2_score
-from afford.schema.time_law import (CandidateFit, DeviceLaw, FeatureScaling, HostSide,
-                                     KernelCount, SidesModel)
+from afford.schema.time_law import (
+    CandidateFit,
+    DeviceLaw,
+    FeatureScaling,
+    HostSide,
+    KernelCount,
+    SidesModel,
+)
 
 DEVICE_BOUND = 0.9  # busy >= 90 % of the wall step: the device bounds it (gap readable)
 HOST_BOUND = 0.9  # busy + gap <= 90 % of the wall step: the host bounds it

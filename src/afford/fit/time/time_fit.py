@@ -40,8 +40,14 @@ import numpy as np
 from afford.fit.stats import r2_score
 from afford.fit.time.step_features import CountedShape, FeatureScaling, fit_scaling, shape_axes
 from afford.fit.time.step_forms import NEW_FORMS, evaluate, feature_rows, fit_forms
-from afford.schema.time_law import (ALL_FORMS, CandidateFit, FormName, ModelPoint,
-                                     SidesModel, StepTimeModel)
+from afford.schema.time_law import (
+    ALL_FORMS,
+    CandidateFit,
+    FormName,
+    ModelPoint,
+    SidesModel,
+    StepTimeModel,
+)
 
 __all__ = ["ALL_FORMS", "CandidateFit", "FormName", "ModelPoint", "StepPoint", "StepTimeModel",
            "choose_form", "evaluate_held_out", "fit_step_time", "top_growth_per_doubling",

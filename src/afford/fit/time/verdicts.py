@@ -38,8 +38,13 @@ from pydantic import BaseModel, ConfigDict
 
 from afford.fit.time.throughput import fit_linear_floor
 from afford.schema.laws import LawFit
-from afford.schema.probes_section import (COMPUTE_SHARE, LAUNCH_FIXED_SHARE, LAUNCH_UTILISATION,
-                                  BoundVerdict, Label)
+from afford.schema.probes_section import (
+    COMPUTE_SHARE,
+    LAUNCH_FIXED_SHARE,
+    LAUNCH_UTILISATION,
+    BoundVerdict,
+    Label,
+)
 
 LOW_UTILISATION = 0.05     # a sample at or under 5 % counts as idle
 

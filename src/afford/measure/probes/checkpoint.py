@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from afford.fit.stats import median
 from afford.core.io import fsync_dir
+from afford.fit.stats import median
 
 METHOD = ("torch.save of {'model': state_dict, 'optimizer': state_dict} to a temp file in "
           "the same folder, flush, fsync, os.replace, fsync folder; torch.load(weights_only=True)")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
+from afford.core.provenance import CannotRunHere
 from afford.fit.stats import median
 from afford.measure.probes.calls import time_calls
-from afford.core.provenance import CannotRunHere
 
 
 def copy_probe(device: torch.device, buffer_bytes: int, warmup: int, reps: int,

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 
 import torch
 
+from afford.core.provenance import NotExecutable
 from afford.fit.stats import median
 from afford.measure.probes.calls import time_calls
-from afford.core.provenance import NotExecutable
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
           "fp16": torch.float16}

@@ -16,9 +16,9 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from afford.core.provenance import CannotRunHere
 from afford.fit.stats import median
 from afford.measure.probes.calls import time_calls
-from afford.core.provenance import CannotRunHere
 from afford.workloads.base import Built, train_step
 
 _MM = {torch.ops.aten.mm.default: "mm", torch.ops.aten.addmm.default: "addmm",

@@ -17,11 +17,11 @@ from dataclasses import replace
 
 import torch
 
-from afford.measure.sweep_child import error_text
+from afford.core.provenance import CannotRunHere
 from afford.measure.memory_peaks import is_oom
 from afford.measure.probes.nvml import Reader, UtilisationSampler
+from afford.measure.sweep_child import error_text
 from afford.measure.timing import TimingRule, time_point
-from afford.core.provenance import CannotRunHere
 from afford.workloads.base import Built, Workload, check_gradients, train_step
 from afford.workloads.clock import clock_for
 
@@ -74,7 +74,7 @@ def time_rung(workload: Workload, shape: dict[str, int], mode: str, device: torc
         rec["oom"] = is_oom(exc)
         rec["error"] = error_text(exc)
     finally:
-        del built
+        built = None
         if device.type == "cuda":  # cycles in a model would hold device memory
             gc.collect()
             torch.cuda.empty_cache()

@@ -53,8 +53,8 @@ class Emitter:
         a probe that cannot run on this device; certify names it in the certificate's
         failures), :class:`~afford.core.provenance.CannotRunHere` as one that cannot run here;
         returns None."""
-        from afford.measure.sweep_child import error_text
         from afford.core.provenance import CannotRunHere, NotExecutable
+        from afford.measure.sweep_child import error_text
 
         self.begin(key)
         t0 = time.perf_counter()
@@ -95,8 +95,8 @@ def run_device_probes(job: dict, em: Emitter) -> None:
 
 
 def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
-    from afford.measure.probes.launch import rung_rule, run_ladder
     from afford.core.provenance import NotExecutable
+    from afford.measure.probes.launch import run_ladder, rung_rule
     from afford.workloads import resolve
 
     p, i = job["protocol"], item["index"]

@@ -55,7 +55,10 @@ def run_one(cuda_device: str | None, timeout: float | None = None) -> dict:
     (spawn to the report line). A child that hangs is killed after ``timeout`` (default
     :func:`~afford.measure.children.child_timeout` with :data:`TIMEOUT_SECONDS`)."""
     from afford.measure.children import (  # not at module level: numpy, scipy
-        child_env, child_timeout, python_command)
+        child_env,
+        child_timeout,
+        python_command,
+    )
 
     timeout = child_timeout(TIMEOUT_SECONDS) if timeout is None else timeout
     cmd = python_command("afford.measure.probes.startup",
