@@ -41,7 +41,8 @@ for w in pr.get("workloads") or []:
     for r in lad.get("rungs", []) if isinstance(lad, dict) else []:
         if r.get("wall_seconds") is not None:
             print(f"  ladder {w.get('name', '?'):10s} x{r['multiplier']}: build "
-                  f"{r.get('build_seconds') or 0:.2f} s, step0 {r.get('step0_seconds') or 0:.3f} s, "
+                  f"{r.get('build_seconds') or 0:.2f} s, "
+                  f"step0 {r.get('step0_seconds') or 0:.3f} s, "
                   f"wall {r['wall_seconds']:.2f} s")
 for law in (d.get("memory") or {}).get("laws", []):
     walls = [(s["role"], s.get("wall_seconds") or 0) for s in law["shapes"]]

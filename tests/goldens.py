@@ -33,7 +33,8 @@ def check_text(name: str, text: str) -> None:
 def numbers(doc, prefix: str = "") -> dict[str, float | int | bool | None]:
     """The numeric, boolean and null leaves of a JSON document, by dotted path."""
     if isinstance(doc, dict):
-        return {k: v for key, val in doc.items() for k, v in numbers(val, f"{prefix}{key}.").items()}
+        return {k: v for key, val in doc.items()
+                for k, v in numbers(val, f"{prefix}{key}.").items()}
     if isinstance(doc, list):
         return {k: v for i, val in enumerate(doc) for k, v in numbers(val, f"{prefix}{i}.").items()}
     if doc is None or isinstance(doc, (bool, int, float)):

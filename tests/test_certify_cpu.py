@@ -90,8 +90,9 @@ def test_the_time_design_is_measured_beside_the_sweep(cpu_cert: Certificate):
 
 
 def test_oom_point_is_not_resident_and_excluded():
-    events = [{"event": "point", "key": "k", "record": {"child": c, "order_position": 0,
-                                                          "oom": True, "error": "OutOfMemoryError: x"}}
+    events = [{"event": "point", "key": "k",
+               "record": {"child": c, "order_position": 0, "oom": True,
+                          "error": "OutOfMemoryError: x"}}
               for c in range(3)]
     p = assemble_point(4096, events, device_memory=10**9)
     assert p.resident is False and "out of memory" in p.excluded_reason

@@ -28,6 +28,9 @@ from afford.measure.timing import TimingRule, time_point
 from afford.workloads.clock import FakeClock
 
 
+def _ms(seconds: float | None) -> float:
+    return seconds * 1e3 if seconds is not None else float("nan")
+
 def test_a_step_is_free_when_its_threads_waited_under_two_percent_of_it():
     walls = [0.010, 0.010, 0.040, 0.012]
     waits = [0.0, 0.0001, 0.060, 0.0003]  # 0 %, 1 %, 150 %, 2.5 %
@@ -193,7 +196,7 @@ def test_on_this_box_at_load_0_1_and_2_the_load_is_seen_and_stated():
                   f"free steps {len(free_steps(rec['timed_seconds'], rec['timed_wait_seconds']))}"
                   f"/{len(rec['timed_seconds'])}, idle "
                   f"{p.idle_seconds * 1e3 if p.idle_seconds else float('nan'):7.2f} ms, "
-                  f"load cost {p.load_seconds * 1e3 if p.load_seconds is not None else float('nan'):7.2f} ms")
+                  f"load cost {_ms(p.load_seconds):7.2f} ms")
     if not os.path.exists("/proc/self/task/"):
         pytest.skip("no per-thread schedstat here: the waits are not recorded")
     for key in {k for _, k in rows}:

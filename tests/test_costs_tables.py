@@ -1,12 +1,12 @@
 """The lab's COSTS file, section 3 (the cost model), reproduced through afford's plan API.
 
 A published table reproduced within tolerance (as the project tests the Chinchilla and Daly
-tables): every figure that section 3 computes, fed only the file's own inputs (its startup components, 3.1; its laws
-and measured LM step, 1.1 and 3.2; its allocated peaks, the worst reserved/allocated ratio
-1.256 and the T4 budget, 3.2; 30 GPU-h a week, 3.3; one checkpoint of 0.2877 GiB on 20 GB,
-3.4) and chained as the planner chains them: the chunk's steps feed the quota and the
-cadence, the cadence's save_every feeds the failure ledger. A figure reproduces when afford's
-value, rounded as the file prints it, is within 0.5 % of the file's.
+tables): every figure that section 3 computes, fed only the file's own inputs (its startup
+components, 3.1; its laws and measured LM step, 1.1 and 3.2; its allocated peaks, the worst
+reserved/allocated ratio 1.256 and the T4 budget, 3.2; 30 GPU-h a week, 3.3; one checkpoint of
+0.2877 GiB on 20 GB, 3.4) and chained as the planner chains them: the chunk's steps feed the
+quota and the cadence, the cadence's save_every feeds the failure ledger. A figure reproduces
+when afford's value, rounded as the file prints it, is within 0.5 % of the file's.
 
 Where afford's figure is not the file's to its last printed digit (inside that tolerance),
 OFF_THE_LAST_DIGIT names it and why: e.g. 649 periodic writes where the file prints 650 (its

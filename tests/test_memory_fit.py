@@ -121,7 +121,8 @@ def test_params_affine_in_s():
     # tinylm: 12 L d^2 + 13 L d + (256 + s) d + 2 d at d=64, L=2
     p = [12 * 2 * 64**2 + 13 * 2 * 64 + (256 + s) * 64 + 2 * 64 for s in (32, 64, 256)]
     p0, ps = fit_params_affine([32, 64, 256], p)
-    assert ps == pytest.approx(64.0) and p0 == pytest.approx(12 * 2 * 4096 + 26 * 64 + 256 * 64 + 128)
+    assert ps == pytest.approx(64.0)
+    assert p0 == pytest.approx(12 * 2 * 4096 + 26 * 64 + 256 * 64 + 128)
     assert fit_params_affine([128, 128], [10, 10]) == (10.0, 0.0)
     assert fit_params_affine([128], [7]) == (7.0, 0.0)  # one shape: constant in s
     assert fit_params_affine([64, 128], [p[0] - 32 * 64 + 64 * 64, p[0] - 32 * 64 + 128 * 64]) \

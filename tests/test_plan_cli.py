@@ -121,7 +121,8 @@ def test_bad_platform_file_exits_2_naming_field_and_reason(tmp_path, edit, match
 
 @pytest.mark.parametrize("edit,match", [
     (lambda t: t.replace('workload = "tinylm"', ""), "field workload: required field is missing"),
-    (lambda t: t + "shape = { seq = 64 }\n", "give one of value (the sweep value) or shape (the full shape), not both"),
+    (lambda t: t + "shape = { seq = 64 }\n",
+     "give one of value (the sweep value) or shape (the full shape), not both"),
     (lambda t: t.replace("target_steps = 1000", ""),
      "exactly one of target_tokens or target_steps"),
     (lambda t: t + 'target_tokens = "1B"\n', "exactly one of target_tokens or target_steps"),

@@ -441,9 +441,10 @@ def test_kill_ledger_at_a_step_other_than_one_second():
     assert by["mid-chunk"].expected_with.value == pytest.approx(99.7 / 2)       # 49.85
     assert by["mid-chunk"].expected_ratio.value == pytest.approx(149.5 / 49.85)
     assert by["mid-chunk"].worst_with.value == pytest.approx(300 * 0.299)       # 89.7
-    assert by["checkpoint write"].expected_with.value == pytest.approx(300 * 0.299 + 10 / 2)  # the interval + half the write
-    assert by["final save"].expected_without.value == pytest.approx(299 + 10 / 2)   # 304: the chunk + half the write
-    assert by["final save"].expected_with.value == pytest.approx(100 * 0.299 + 10 / 2)  # 34.9: the tail + half the write
+    # the interval + half the write; the chunk + half (304); the tail + half (34.9)
+    assert by["checkpoint write"].expected_with.value == pytest.approx(300 * 0.299 + 10 / 2)
+    assert by["final save"].expected_without.value == pytest.approx(299 + 10 / 2)
+    assert by["final save"].expected_with.value == pytest.approx(100 * 0.299 + 10 / 2)
 
 
 def test_daly_budget_interval_at_a_step_other_than_one_second():

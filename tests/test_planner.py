@@ -104,7 +104,8 @@ def test_plan_at_a_step_of_0_299_seconds():
     assert by["mid-chunk"].expected_with.value == pytest.approx((500 * 0.299 + 1.5) / 2)
     assert by["mid-chunk"].restart.value == pytest.approx(328.5)
     # last periodic save at 264 x 500 = 132000: 441 steps before the final save
-    assert by["final save"].expected_with.value == pytest.approx(441 * 0.299 + 1.5 / 2)  # tail + half the write
+    # the tail + half the write
+    assert by["final save"].expected_with.value == pytest.approx(441 * 0.299 + 1.5 / 2)
     assert by["final save"].expected_without.value == pytest.approx(132441 * 0.299 + 1.5 / 2)
     q = p.quota
     assert q.steps_per_week.value == 2 * 132441 + 93010       # floor(27810 / 0.299)
@@ -194,7 +195,8 @@ def test_run_shape_given_in_full():
 
 def test_run_shape_outside_the_family_is_bad_input():
     run = make_run(value=None, shape={"batch": 8, "seq": 256, "d": 768, "L": 8, "H": 8})
-    with pytest.raises(InputError, match="differs from the certificate.s tinylm in d 768 vs 512 .run vs certificate.*no memory law"):
+    with pytest.raises(InputError, match="differs from the certificate.s tinylm in d 768 vs 512 "
+                                         ".run vs certificate.*no memory law"):
         planner.plan(make_cert(), make_platform(), run)
 
 

@@ -139,7 +139,8 @@ def test_combine_takes_medians_and_the_median_count():
     c = warmup_profile(4.0, [0.3], [0.08, 0.12, 0.08, 0.12], [2, 3, 4, 5])  # never
     m = combine_profiles([a, b, c], warm_seconds=0.1)
     assert m.step0_seconds == 3.0 and m.step0_over_warm == pytest.approx(30.0)
-    assert m.first_seconds == pytest.approx([3.0, 0.4, 0.15, 0.1])  # medians of (2,3,4) (.5,.4,.3) (.1,.2) (.1)
+    # medians of (2,3,4) (.5,.4,.3) (.1,.2) (.1)
+    assert m.first_seconds == pytest.approx([3.0, 0.4, 0.15, 0.1])
     assert m.steps_until_warm == 3                   # median of 2, 3, never
     assert combine_profiles([c, c, a], 0.1).steps_until_warm is None
 

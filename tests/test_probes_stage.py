@@ -40,7 +40,8 @@ def child(c, step0, warm):
 
 def result(name, param, medians, mode="bf16", shape=None):
     points = [Point(value=v, shape={**(shape or {}), param: v}, median_seconds=m,
-                    step0_seconds=40 * m, step0_over_warm=40.0, children=[child(c, 40 * m, m) for c in range(3)], resident=True)
+                    step0_seconds=40 * m, step0_over_warm=40.0,
+                    children=[child(c, 40 * m, m) for c in range(3)], resident=True)
               for v, m in medians.items()]
     return WorkloadResult(name=name, source="builtin", mode=mode, sweep_param=param,
                           points=points)

@@ -10,7 +10,8 @@ BENCH_CERT = Path(__file__).resolve().parent / "data" / "h200_default_d89f7a2.js
 
 
 def test_a_committed_h200_certificate_round_trips(tmp_path):
-    """Real JSON from a real device (tests/data, from an H200 run of 2026-12-02), in the default run: no certify."""
+    """Real JSON from a real device (tests/data, from an H200 run of 2026-12-02), in the
+    default run: no certify."""
     cert = load_certificate(BENCH_CERT)
     assert cert.environment.device_type == "cuda" and cert.workloads
     out = tmp_path / "again.json"
@@ -73,7 +74,8 @@ V0 = Path(__file__).parent / "data" / "cert_v0_h200_tinylm.json"
 
 def test_the_v0_fixture_has_the_foundation_form():
     """tests/data/cert_v0_h200_tinylm.json: the H200 certificate of 786f77f
-    (tests/data/h200_default_d89f7a2.json is its sibling) cut to tinylm, without the fields added after 4678abe."""
+    (tests/data/h200_default_d89f7a2.json is its sibling) cut to tinylm, without the fields
+    added after 4678abe."""
     raw = json.loads(V0.read_text())
     assert raw["schema"] == "afford.cert/0"
     assert "stage_seconds" not in raw["environment"]

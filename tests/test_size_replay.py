@@ -1,8 +1,8 @@
 """``afford size`` with the allocator replay, on the memory section the H200 measured for a
-Llama-shaped transformers model (an H200 run of 2026-12-03; tests/data/h200_memory_section_hf.json): on a 16 GiB
-what-if budget the replay's largest batch ran there and one more did not, while the law
-admitted one that runs out of memory; the expandable-segments answer and the breakdown
-beside it."""
+Llama-shaped transformers model (an H200 run of 2026-12-03;
+tests/data/h200_memory_section_hf.json): on a 16 GiB what-if budget the replay's largest batch
+ran there and one more did not, while the law admitted one that runs out of memory; the
+expandable-segments answer and the breakdown beside it."""
 
 from __future__ import annotations
 

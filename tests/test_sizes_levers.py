@@ -197,7 +197,8 @@ def test_stages_are_wired_to_the_request(monkeypatch):
 
     assert certify.stages_for(certify.CertifyRequest(gates=False, memory=False, probes=False)) == []
     assert [s.__name__ for s in certify.stages_for(certify.CertifyRequest(
-        sizes=True, levers=True, gates=False, memory=False, probes=False))] == ["sizes_stage", "levers_stage"]
+        sizes=True, levers=True, gates=False, memory=False, probes=False))] \
+        == ["sizes_stage", "levers_stage"]
     seen = {}
     monkeypatch.setattr(sz, "measure_sizes", lambda configs, **kw: seen.update(
         configs=configs, **kw) or "S")

@@ -225,7 +225,8 @@ def test_probe_seconds_are_kept_per_probe(monkeypatch):
 
 
 def test_the_sweep_child_module_imports_no_torch():
-    code = "import sys, afford.measure.sweep_child; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    code = ("import sys, afford.measure.sweep_child; "
+            "print('torch' in sys.modules, 'numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=children.child_env(), check=True)
     assert out.stdout.split() == ["False", "False"]

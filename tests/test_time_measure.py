@@ -1,6 +1,7 @@
-"""The measuring side of the step-time model (issue 19): a child's point with a batch from
-the design, its FLOPs counted robustly, its CPU diagnostics; the host's load; certify's exit code on a NOISY certificate; and the
-H200 2-D grid of 2026-12-02 as a pinned table for the model's choice."""
+"""The measuring side of the step-time model (issue 19): a child's point with a batch from the
+design, its FLOPs counted robustly, its CPU diagnostics; the host's load; certify's exit code on
+a NOISY certificate; and the H200 2-D grid of 2026-12-02 as a pinned table for the model's
+choice."""
 
 import json
 import os

@@ -25,7 +25,8 @@ def test_step0_and_warmup_kept_apart_with_indices():
     t = time_point(step, clock, rule)
     assert t.step0_seconds == 2.0
     assert t.warmup_seconds == (0.5, 0.25, 0.0078125)
-    assert t.timed_indices[0] == 4 and list(t.timed_indices) == list(range(4, 4 + len(t.timed_indices)))
+    n = len(t.timed_indices)
+    assert t.timed_indices[0] == 4 and list(t.timed_indices) == list(range(4, 4 + n))
     assert all(s == 0.0078125 for s in t.timed_seconds)
     assert t.median_seconds == 0.0078125 and len(t.timed_seconds) >= 12
     assert calls == list(range(len(calls)))

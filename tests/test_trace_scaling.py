@@ -437,9 +437,10 @@ def test_the_replay_between_two_traced_shapes_is_never_optimistic(target):
 
 
 def test_a_size_class_crossed_between_the_traced_shapes_is_replayed_as_the_truth():
-    """The other suspect of issue 28, ruled out: a size that the traced shapes put in one
-    pool or segment class and the target in another is replayed as the true history is: the allocator model rounds the synthesised
-    sizes by the same policy, so a correct size law carries every class across."""
+    """The other suspect of issue 28, ruled out: a size that the traced shapes put in one pool
+    or segment class and the target in another is replayed as the true history is: the allocator
+    model rounds the synthesised sizes by the same policy, so a correct size law carries every
+    class across."""
     d = 1024  # activations 4 KiB a token: 4 to 16 MiB traced; 1 MiB (small pool) at
     # (1, 256), 6 MiB (a 20 MiB segment) at (3, 512), 18 MiB at (6, 768), 32 MiB at (16, 512)
     model = learn([program(B, s, d=d) for B, s in GRID])

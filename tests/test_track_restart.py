@@ -248,7 +248,8 @@ def test_a_broken_ledger_is_a_warning(tmp_path):
 def test_the_next_session_sweeps_the_markers_interrupted_writes(tmp_path):
     g = _session(tmp_path)
     g.close()
-    debris = [tmp_path / ".resume.json.afford-abcd1234.tmp", tmp_path / ".resume.json.afford-zz99_x0q.tmp"]
+    debris = [tmp_path / ".resume.json.afford-abcd1234.tmp",
+              tmp_path / ".resume.json.afford-zz99_x0q.tmp"]
     other = tmp_path / ".other.json.afford-abcd1234.tmp"
     for p in (*debris, other):
         p.write_text('{"half": ')

@@ -16,13 +16,14 @@ Which tests judge a mutant (``--select``):
   imports it (the selection of the earlier rows in mutation.md). It misses the tests
   that reach a module through the schema, figure, report or CLI layers.
 
-A mutant is killed when its tests fail (``-x``, not slow, not cuda), survives when they pass,
-is ``uncovered`` when no test calls its function (counted against, like a survivor), and
-times out past ``--timeout`` seconds or 60 s + 10x its tests' recorded seconds, whichever is
-longer (counted as killed: the mutant hung the tests, which the suite would notice; a fixed
-120 s limit had counted a slow run of an equivalent mutant on a loaded machine as a hang). Each job works in its own copy of src/ and tests/ (tools/, docs/ and
-the README linked), made when the run starts, so edits made while it runs do not leak in; a
-fork server per copy (``mutation_worker``) runs pytest without a fresh interpreter.
+A mutant is killed when its tests fail (``-x``, not slow, not cuda), survives when they pass, is
+``uncovered`` when no test calls its function (counted against, like a survivor), and times out
+past ``--timeout`` seconds or 60 s + 10x its tests' recorded seconds, whichever is longer
+(counted as killed: the mutant hung the tests, which the suite would notice; a fixed 120 s limit
+had counted a slow run of an equivalent mutant on a loaded machine as a hang). Each job works in
+its own copy of src/ and tests/ (tools/, docs/ and the README linked), made when the run starts,
+so edits made while it runs do not leak in; a fork server per copy (``mutation_worker``) runs
+pytest without a fresh interpreter.
 
     PYTHONPATH=src python3 tools/mutation.py --sample 120 --seed 18 --stable --jobs 2 \
         --out s18.tsv
@@ -97,7 +98,8 @@ def _kind(node: ast.AST, skip: set[int]) -> tuple[str, str] | None:
         return "binop", f"{type(node.op).__name__} -> {BINOPS[type(node.op)].__name__}"
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in CMPOPS:
         return "cmp", f"{type(node.ops[0]).__name__} -> {CMPOPS[type(node.ops[0])].__name__}"
-    if isinstance(node, ast.Constant) and id(node) not in skip and type(node.value) in (int, float) \
+    if isinstance(node, ast.Constant) and id(node) not in skip \
+            and type(node.value) in (int, float) \
             and node.value in (0, 1):
         return "const", f"{node.value!r} -> {1 - node.value!r}"
     if isinstance(node, ast.BoolOp):
@@ -178,7 +180,8 @@ def module_name(rel: Path) -> str:
 def _imports(text: str, dotted: str) -> bool:
     pkg, _, leaf = dotted.rpartition(".")
     p = re.escape(pkg)
-    pat = rf"{re.escape(dotted)}\b|from {p} import [^(\n]*\b{leaf}\b|from {p} import \([^)]*\b{leaf}\b"
+    pat = (rf"{re.escape(dotted)}\b|from {p} import [^(\n]*\b{leaf}\b"
+           rf"|from {p} import \([^)]*\b{leaf}\b")
     return re.search(pat, text) is not None
 
 
