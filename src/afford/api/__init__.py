@@ -103,8 +103,8 @@ def preflight(cert: Any, platform: Any, run: Any, *, manifest: Any = None,
 
 def _pins(manifest: Any, run: RunFile | None) -> tuple[dict[str, bool], tuple[str, ...]]:
     """(source -> pinned, one line per source of the run whose data changed since it was
-    pinned): a manifest's pins are re-checked where they are used (issue 32, item 4); a
-    dict of pins is taken as given."""
+    pinned): a manifest's pins are re-checked where they are used; a dict of pins is taken
+    as given."""
     from afford.schema.manifest import check_pins
 
     if isinstance(manifest, dict):

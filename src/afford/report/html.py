@@ -3,7 +3,7 @@ no network (nothing is fetched: no link, no src, no font). Formats the typed
 :class:`Report` and computes nothing; every tagged value shows its tag letter with its
 provenance as a tooltip, struck values are ``<del>`` with the reason, an impossible one is
 FAILED with its cause, and an untagged number raises (through
-:func:`afford.report.cells.cell_text`). The page fits a 1400-pixel window (issue 32, item 3):
+:func:`afford.report.cells.cell_text`). The page fits a 1400-pixel window:
 tables no wider than the page, cells wrapping anywhere but in a figure, which stays whole.
 """
 
