@@ -1,10 +1,10 @@
 """The figures of the gate table, the determinism table and the noise floor, each tagged.
 
-Derived from the sections alone (no device); the renderers (``report/gates.py``) print
-these and nothing else. Deltas are MODULE (computed by the named gate from MEASURED
+Derived from the sections alone (no device); the renderers (:mod:`afford.report.gates_tables`)
+print these and nothing else. Deltas are MODULE (computed by the named gate from MEASURED
 readings), or MEASURED where the reading is the delta itself (max |delta| between repeats);
-tolerances ASSUMED with their reason, or MODULE where derived from a reading (the noise
-floor's tolerance is a fraction of a measured spread).
+tolerances ASSUMED with their reason, or MODULE where derived from a reading (the noise floor's
+tolerance is a fraction of a measured spread).
 """
 
 from __future__ import annotations

@@ -16,22 +16,21 @@ Rules this module enforces, each with a test:
   steps/s, it/s, ...), whatever its name (``tokens_per_second``): a rate of steps is read off
   steps. Such a reading without ``step_indices`` is refused; a name ending in ``seconds`` must
   have the unit ``s``.
-- **Step 0 is never warm** (the seed rule): a warm step reading (a step reading whose name
-  says ``warm``) whose step indices include 0 is refused. Step 0 pays for compilation,
-  allocation and caches; it is recorded on its own (``step0_seconds``) and the warm-up is
-  reported apart.
-- **A NOISY certificate stays marked**: every reading ``history add
-  --cert`` takes from a certificate whose time verdict is NOISY is appended with status
-  ``noisy`` and the reason (the certificate's NOISY reasons, the host load it recorded), and
-  its source says so wherever it is shown; a noisy reading is current (not struck), and a
-  strike keeps the NOISY reason beside its own.
+- **Step 0 is never warm** (rule 1): a warm step reading (a step reading whose name says
+  ``warm``) whose step indices include 0 is refused. Step 0 pays for compilation, allocation
+  and caches; it is recorded on its own (``step0_seconds``) and the warm-up is reported apart.
+- **A NOISY certificate stays marked**: every reading ``history add --cert`` takes from a
+  certificate whose time verdict is NOISY is appended with status ``noisy`` and the reason (the
+  certificate's NOISY reasons, the host load it recorded), and its source says so wherever it
+  is shown; a noisy reading is current (not struck), and a strike keeps the NOISY reason beside
+  its own.
 - **Readings are only appended; a correction strikes, it never deletes** (rule 6). Striking
   sets ``status`` (withdrawn: replaced or no longer claimed; retracted: it was wrong), a
   ``reason`` (required) and optionally ``superseded_by`` (the id of another reading) on the
   struck line; every other line, and every other field of that line, stays byte for byte.
   A struck reading cannot be struck again or revived.
-- Every write is atomic (:func:`afford.core.io.atomic_write_text`): a killed writer leaves
-  the old ledger whole or the new one whole. Every read-modify-write (append, strike, create) holds
+- Every write is atomic (:func:`afford.core.io.atomic_write_text`): a killed writer leaves the
+  old ledger whole or the new one whole. Every read-modify-write (append, strike, create) holds
   the ledger's lock (:func:`afford.core.lock.locked`), so concurrent writers all land, or wait
   and are refused (exit 2) when the lock stays taken; none is lost.
 
