@@ -12,9 +12,9 @@ The commands are functions too, returning the typed results the CLI renders::
     afford.size(cert, seq=2048)                                            # SizeReport
 
 ``afford.certify`` and ``afford.plan`` are the subpackages of those names, made callable
-(:mod:`afford.core.callable_package` says why); the others live in :mod:`afford.api`. ``import afford``
-loads none of them, and no torch: each is imported when first used. The loop guard is
-:mod:`afford.track`.
+(:mod:`afford.core.callable_package` says why); the others live in :mod:`afford.api`.
+``import afford`` loads none of them, and no torch: each is imported when first used. The loop
+guard is :mod:`afford.track`.
 """
 
 from afford.core.version import __version__

@@ -1,15 +1,14 @@
 """The console script (``afford``, ``python -m afford``): one step before the command line.
 
 For ``afford certify`` the first sweep child is spawned at once
-(:func:`afford.measure.children.spawn_early`), before this process imports torch and
-parses its arguments, so the child's interpreter start, its ``import torch`` and, on CUDA,
-its context and cuBLAS warm-up overlap the parent's own imports instead of following them
-(on the H200 host the parent takes about 3 s to import and the child about 5 s to start).
-Nothing is timed while they overlap. The certify command takes the child if it suits the
-device it resolves (:func:`afford.measure.children.take_early`); otherwise it is stopped.
-A command line whose workload names do not read (:mod:`afford.workloads.names`, no torch)
-spawns no child: the command says what is wrong at once (issue 32, item 6). Neither this
-module nor the spawn imports torch.
+(:func:`afford.measure.children.spawn_early`), before this process imports torch and parses its
+arguments, so the child's interpreter start, its ``import torch`` and, on CUDA, its context and
+cuBLAS warm-up overlap the parent's own imports instead of following them (both take seconds on
+a GPU host, the child's start the longer). Nothing is timed while they overlap. The certify
+command takes the child if it suits the device it resolves
+(:func:`afford.measure.children.take_early`); otherwise it is stopped. A command line whose
+workload names do not read (:mod:`afford.workloads.names`, no torch) spawns no child: the
+command says what is wrong at once. Neither this module nor the spawn imports torch.
 """
 
 from __future__ import annotations

@@ -19,11 +19,12 @@ bad input (the CLI's exit 2) instead of exiting. ``afford.certify`` is in
 Why ``afford.certify`` and ``afford.plan`` are packages *and* functions: both names are
 subpackages, and importing a subpackage sets the package's attribute of that name to the
 module, which would replace any function bound there. So the two subpackages are callable
-modules (:class:`afford.core.callable_package.CallableModule`): ``afford.certify(...)`` calls
-:func:`afford.certify.run` and ``afford.plan(...)`` calls :func:`plan` here, whether or not
-the subpackage was imported first, and ``afford.plan.planner`` stays the planner module.
-``import afford`` imports none of this (the package root loads it on first use) and no torch;
-the functions here import no torch either (certify does: it measures).
+modules (a ``CallableModule``, :func:`afford.core.callable_package.make_callable`):
+``afford.certify(...)`` calls :func:`afford.certify.run` and ``afford.plan(...)`` calls
+:func:`plan` here, whether or not the subpackage was imported first, and
+``afford.plan.planner`` stays the planner module. ``import afford`` imports none of this (the
+package root loads it on first use) and no torch; the functions here import no torch either
+(certify does: it measures).
 """
 
 from __future__ import annotations
@@ -103,8 +104,8 @@ def preflight(cert: Any, platform: Any, run: Any, *, manifest: Any = None,
 
 def _pins(manifest: Any, run: RunFile | None) -> tuple[dict[str, bool], tuple[str, ...]]:
     """(source -> pinned, one line per source of the run whose data changed since it was
-    pinned): a manifest's pins are re-checked where they are used (issue 32, item 4); a
-    dict of pins is taken as given."""
+    pinned): a manifest's pins are re-checked where they are used; a dict of pins is taken
+    as given."""
     from afford.schema.manifest import check_pins
 
     if isinstance(manifest, dict):

@@ -1,7 +1,8 @@
 """Byte-level n-gram baselines in bits per byte: the bars a model must beat.
 
-Counts on the training part, bits per byte on a held-out window (the scale-ladder note's milestone bars: "What BPB must my model beat to say it learned
-anything"). The pieces, each pure and numpy-only:
+Counts on the training part, bits per byte on a held-out window (the scale-ladder note's
+milestone bars: "What BPB must my model beat to say it learned anything"). The pieces, each
+pure and numpy-only:
 
 - :mod:`~afford.bars.window`: the held-out spec, where the window lies, its SHA-256;
 - :mod:`~afford.bars.counting`: exact statistics by sorting packed keys;

@@ -1,9 +1,9 @@
 """The held-out window: which bytes a bar is measured on, and how they were cut.
 
 A bar is a number *on a window*: the same counter gives 2.57 BPB on one window and 2.3 on
-another, so a bar without its window is not a bar (docs/DESIGN.md section 3, rule 8; the scale-ladder
-note's correction: "the fixed 100 KB window" was eval_batches x batch x seq_len bytes, 102,400
-at batch 10 and 20,480 at batch 2). The window is cut from the data by a spec:
+another, so a bar without its window is not a bar (docs/DESIGN.md section 3, rule 8; the
+scale-ladder note's correction: "the fixed 100 KB window" was eval_batches x batch x seq_len
+bytes, 102,400 at batch 10 and 20,480 at batch 2). The window is cut from the data by a spec:
 
 - ``last:LEN`` / ``first:LEN``: the last / first LEN bytes (LEN as in ``100KB``, ``1MiB``,
   ``102400``);

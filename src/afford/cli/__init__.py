@@ -4,8 +4,8 @@ failed).
 
 Commands load lazily: ``afford plan ...`` imports ``afford.cli.plan`` and nothing of the
 other commands (certify's stage modules pull in numpy, scipy and pydantic schema classes,
-about 0.9 s on a small box), so a command that does not measure starts fast. ``afford
---help`` lists the commands from :data:`COMMANDS` without importing any of them.
+a noticeable share of a second of start-up), so a command that does not measure starts fast.
+``afford --help`` lists the commands from :data:`COMMANDS` without importing any of them.
 
 ``afford --version`` prints the version; ``afford --install-completion`` (or
 ``--show-completion``) sets up typer's shell completion for bash, zsh, fish or PowerShell:
@@ -37,7 +37,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ladder": ("ladder", "command", "Which model sizes this box can train within a budget."),
     "levers": ("levers", "command", "Measure the levers on this box: A/B pairs on one workload."),
     "size": ("size", "command", "Predicted peak allocated and reserved memory at (batch, seq)."),
-    "predict": ("predict", "command", "Predicted warm step time, tokens/s and memory at (batch, seq)."),
+    "predict": ("predict", "command",
+                "Predicted warm step time, tokens/s and memory at (batch, seq)."),
     "bars": ("bars", "command", "Byte-level n-gram baselines (bits per byte): the bars to beat."),
     "milestones": ("milestones", "command",
                    "Judge a ladder of milestones against runs' eval readings."),

@@ -15,7 +15,7 @@ from afford.core.units import UnitError, bounded
 from afford.report.rich_table import labelled
 
 # Markup off: whatever a string printed here holds (a user's workload named "[/]", a reason
-# with brackets) is shown as written (issue 14); afford's own styling is a rich Text
+# with brackets) is shown as written; afford's own styling is a rich Text
 # (afford.report.rich_table: styled, labelled).
 out = Console(highlight=False, soft_wrap=False, markup=False)
 err = Console(stderr=True, highlight=False, markup=False)

@@ -128,7 +128,7 @@ def report_json(r: SizeReport, cert_path: Path) -> dict:
 
 
 def memory_json(m) -> dict:
-    """The memory answer (issue 28): its source, figures, error, the other model where they
+    """The memory answer: its source, figures, error, the other model where they
     disagree, and what residency was budgeted on."""
     other = None if m.other is None else {
         "model": m.other.model, "peak_reserved": tagged_json(m.other.reserved),
@@ -139,7 +139,7 @@ def memory_json(m) -> dict:
             "basis": m.basis}
 
 
-# ---- the allocator replay (issue 20) ---------------------------------------------------
+# ---- the allocator replay ------------------------------------------------------------
 
 
 def _alloc_conf(given: str | None) -> str:

@@ -11,10 +11,10 @@ Workloads are named as in the certificate (``tinylm``, ``tinylm@q3``, ``pkg.mod:
 and, when a certificate measured several dtype modes, picked by ``mode`` (default: the first).
 
 The modules of this package read one part of a certificate each, for its table or command:
-:mod:`~afford.figures.summary` (the certify summary), :mod:`~afford.figures.probes_figures` (the
-probes' tables), :mod:`~afford.figures.memory_figures` (``afford size``),
-:mod:`~afford.figures.gates_figures` (the gates and the audit), :mod:`~afford.figures.distributed_figures`
-(a node's collectives and data-parallel scaling).
+:mod:`~afford.figures.summary` (the certify summary), :mod:`~afford.figures.probes_figures`
+(the probes' tables), :mod:`~afford.figures.memory_figures` (``afford size``),
+:mod:`~afford.figures.gates_figures` (the gates and the audit),
+:mod:`~afford.figures.distributed_figures` (a node's collectives and data-parallel scaling).
 """
 
 from __future__ import annotations
@@ -298,9 +298,9 @@ def boundness(cert: Certificate, name: str, mode: str | None = None) -> Tagged |
 
 
 def bound_verdict_of(w):
-    """The workload's stored verdict; one written before a fixed share above 100 % was
-    refused (issue 30, item 2) is judged again from its own stored figures and rungs, so no
-    certificate quotes a fixed cost larger than the step."""
+    """The workload's stored verdict; one stored with a fixed share above 100 % (written
+    before such a share was refused) is judged again from its own stored figures and rungs,
+    so no certificate quotes a fixed cost larger than the step."""
     v = w.verdict
     if v.fixed_share is None or v.fixed_share <= verdicts.FIXED_SHARE_MAX:
         return v
@@ -356,7 +356,7 @@ def _first_step(cert: Certificate) -> Tagged | None:
 
 
 
-# --- Accessors added for the cost model (issue 6: afford plan / afford preflight) -------------
+# --- Accessors for the cost model (afford plan / afford preflight) ---------------------------
 # Same contract: a figure is Tagged, or None when the certificate holds nothing to answer with.
 
 def workload_keys(cert: Certificate) -> list[tuple[str, str, str]]:
@@ -405,8 +405,8 @@ def step0_over_warm(cert: Certificate, name: str, mode: str | None = None) -> Ta
     ratios = [p.step0_over_warm for p in r.points if p.step0_over_warm is not None]
     if not ratios:
         return None
-    return module(median(ratios), "x", f"{r.name} {r.mode}: median over {len(ratios)} points of step 0 / "
-                  f"warm, {run_label(cert)}")
+    return module(median(ratios), "x", f"{r.name} {r.mode}: median over {len(ratios)} points "
+                  f"of step 0 / warm, {run_label(cert)}")
 
 
 def tokens_per_step(cert: Certificate, name: str, value: int, mode: str | None = None

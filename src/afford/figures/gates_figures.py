@@ -1,10 +1,10 @@
 """The figures of the gate table, the determinism table and the noise floor, each tagged.
 
-Derived from the sections alone (no device); the renderers (``report/gates.py``) print
-these and nothing else. Deltas are MODULE (computed by the named gate from MEASURED
+Derived from the sections alone (no device); the renderers (:mod:`afford.report.gates_tables`)
+print these and nothing else. Deltas are MODULE (computed by the named gate from MEASURED
 readings), or MEASURED where the reading is the delta itself (max |delta| between repeats);
-tolerances ASSUMED with their reason, or MODULE where derived from a reading (the noise
-floor's tolerance is a fraction of a measured spread).
+tolerances ASSUMED with their reason, or MODULE where derived from a reading (the noise floor's
+tolerance is a fraction of a measured spread).
 """
 
 from __future__ import annotations
@@ -100,8 +100,9 @@ def _margin(g: Gate, src: str) -> dict:
     row = worst_margin(g)
     if row is None or row.tolerance <= 0:
         return {}
-    return dict(margin=module(margin(row) / row.tolerance, "tolerances", f"worst margin / tolerance, "
-                              f"{g.name}, row {row.label}; {src}"), margin_row=row.label)
+    return dict(margin=module(margin(row) / row.tolerance, "tolerances",
+                              f"worst margin / tolerance, {g.name}, row {row.label}; {src}"),
+                margin_row=row.label)
 
 
 def gate_line(g: Gate, device_name: str) -> GateLine:
@@ -127,7 +128,7 @@ def gate_line(g: Gate, device_name: str) -> GateLine:
 
 def _headroom(worst, line: float, name: str) -> Tagged:
     """line / worst delta-over-tolerance; a delta of 0 leaves it unbounded, said in words
-    (inf is no figure: issue 33, item 3)."""
+    (inf is no figure)."""
     h = headroom(worst, line)
     src = f"line / worst delta-over-tolerance, {name}"
     if h == math.inf:

@@ -7,31 +7,30 @@ tool reads it. The first line is the header below; it is the format's version ma
 
 Rules this module enforces, each with a test:
 
-- **A reading of a step needs its step indices** (rule 1), decided by the unit and kind of
-  the quantity, not by one spelling of its name (issue 30, item 5): a *step reading* is
-  (a) a quantity named ``...step_seconds`` / ``...step<N>_seconds`` (the name states a step
-  time), whatever its tag; (b) a MEASURED time (unit s, ms, us, ns, s/step, ...) of a
-  quantity that names a step in any spelling (``step_time``, ``time_per_step``,
-  ``warm_step_ms``), or any MEASURED figure in a unit per step (s/step); (c) a MEASURED throughput of training work (unit tokens/s, samples/s,
-  steps/s, it/s, ...), whatever its name (``tokens_per_second``): a rate of steps is read
-  off steps. Such a reading without ``step_indices`` is refused; a name ending in
-  ``seconds`` must have the unit ``s``.
-- **Step 0 is never warm** (the seed rule): a warm step reading (a step reading whose name
-  says ``warm``) whose step indices include 0 is refused. Step 0 pays for compilation,
-  allocation and caches; it is recorded on its own (``step0_seconds``) and the warm-up is
-  reported apart.
-- **A NOISY certificate stays marked** (issue 30, item 11): every reading ``history add
-  --cert`` takes from a certificate whose time verdict is NOISY is appended with status
-  ``noisy`` and the reason (the certificate's NOISY reasons, the host load it recorded), and
-  its source says so wherever it is shown; a noisy reading is current (not struck), and a
-  strike keeps the NOISY reason beside its own.
+- **A reading of a step needs its step indices** (rule 1), decided by the unit and kind of the
+  quantity, not by one spelling of its name: a *step reading* is (a) a quantity named
+  ``...step_seconds`` / ``...step<N>_seconds`` (the name states a step time), whatever its tag;
+  (b) a MEASURED time (unit s, ms, us, ns, s/step, ...) of a quantity that names a step in any
+  spelling (``step_time``, ``time_per_step``, ``warm_step_ms``), or any MEASURED figure in a
+  unit per step (s/step); (c) a MEASURED throughput of training work (unit tokens/s, samples/s,
+  steps/s, it/s, ...), whatever its name (``tokens_per_second``): a rate of steps is read off
+  steps. Such a reading without ``step_indices`` is refused; a name ending in ``seconds`` must
+  have the unit ``s``.
+- **Step 0 is never warm** (rule 1): a warm step reading (a step reading whose name says
+  ``warm``) whose step indices include 0 is refused. Step 0 pays for compilation, allocation
+  and caches; it is recorded on its own (``step0_seconds``) and the warm-up is reported apart.
+- **A NOISY certificate stays marked**: every reading ``history add --cert`` takes from a
+  certificate whose time verdict is NOISY is appended with status ``noisy`` and the reason (the
+  certificate's NOISY reasons, the host load it recorded), and its source says so wherever it
+  is shown; a noisy reading is current (not struck), and a strike keeps the NOISY reason beside
+  its own.
 - **Readings are only appended; a correction strikes, it never deletes** (rule 6). Striking
   sets ``status`` (withdrawn: replaced or no longer claimed; retracted: it was wrong), a
   ``reason`` (required) and optionally ``superseded_by`` (the id of another reading) on the
   struck line; every other line, and every other field of that line, stays byte for byte.
   A struck reading cannot be struck again or revived.
-- Every write is atomic (:func:`afford.core.io.atomic_write_text`): a killed writer leaves the old
-  ledger whole or the new one whole. Every read-modify-write (append, strike, create) holds
+- Every write is atomic (:func:`afford.core.io.atomic_write_text`): a killed writer leaves the
+  old ledger whole or the new one whole. Every read-modify-write (append, strike, create) holds
   the ledger's lock (:func:`afford.core.lock.locked`), so concurrent writers all land, or wait
   and are refused (exit 2) when the lock stays taken; none is lost.
 
@@ -428,8 +427,8 @@ def _struck_line(p: Path, lines: list[str], reading_id: str, reason: str, status
 
 def _protocol(cert: Certificate) -> dict:
     """The protocol as fingerprinted; ``prewarmed_children`` only where some child was
-    pre-warmed, and the step-time fields (issue 19) only where set, so certificates written
-    before those fields keep their fingerprints."""
+    pre-warmed, and the step-time fields only where set, so certificates written without
+    those fields keep their fingerprints."""
     proto = cert.protocol.model_dump(mode="json")
     for key in ("prewarmed_children", "step_semantics", "synced_child", "flops_child"):
         if not proto.get(key) and proto.get(key) != 0:

@@ -114,9 +114,9 @@ class SizeReport:
     heldout_reserved: Tagged | None
     verdicts: list[DefaultVerdict]
     warnings: list[str] = field(default_factory=list)
-    replay: ReplayAnswer | None = None  # the allocator replay's answer (issue 20)
+    replay: ReplayAnswer | None = None  # the allocator replay's answer
     law_max_batch: Tagged | None = None  # the law's largest batch (when the replay answers)
-    memory: ReservedAt | None = None  # the one memory answer at the shape (issue 28)
+    memory: ReservedAt | None = None  # the one memory answer at the shape
     law_breakdown: tuple[tuple[str, Tagged], ...] = ()  # by the law's terms, at the shape
 
 
@@ -210,7 +210,8 @@ def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,
         mb = None
         if budget is not None:
             n = largest_batch(lambda b, dflt=dflt: budgeted_bytes(
-                law, {**pred.dims, "B": b}, params, dflt.bytes(params, {**pred.dims, "B": b}, frozen)),
+                law, {**pred.dims, "B": b}, params,
+                dflt.bytes(params, {**pred.dims, "B": b}, frozen)),
                 budget.value)
             src = f"largest B with {dflt.name} x the fit's reserved/allocated ratio <= budget"
             mb = module("any (no activations counted)", "", src) if n >= BATCH_CAP \
@@ -224,7 +225,7 @@ def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,
 class LawPoint:
     """A shape the memory stage measured, with the law's figure there: the fitted shapes
     (the law's own residuals) and the held-out ones (the held-out table's figures), so a
-    plot of them and the tables agree (issue 32, item 3)."""
+    plot of them and the tables agree."""
 
     role: str                  # base, seq, batch, corner (fitted) or heldout-*
     B: int

@@ -3,10 +3,9 @@
 precision warnings stay in the certificate; ``afford certify --verbose`` prints them.
 
 On a CPU, :func:`load_costs` says per workload what the load cost its steps, from the
-children's own accounting (issue 32, item 0): how much of their threads' time was spent
-waiting for a CPU, at how many points the step on an idle box could be read from the steps
-that ran free of the load, and at the point where the load cost most, the idle step beside
-the measured one.
+children's own accounting: how much of their threads' time was spent waiting for a CPU, at how
+many points the step on an idle box could be read from the steps that ran free of the load, and
+at the point where the load cost most, the idle step beside the measured one.
 
 Derived from the certificate alone.
 """

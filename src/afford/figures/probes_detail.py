@@ -1,7 +1,6 @@
-"""The probes stage's records beyond its summary (:mod:`afford.figures.probes_figures`), each tagged,
-for the report (issue 32, item 3: the report to the end, never a schema dump): every rung of
-each batch ladder, every fresh process whose start-up was timed, and the protocol the probes
-ran under.
+"""The probes stage's records beyond its summary (:mod:`afford.figures.probes_figures`), each
+tagged, for the report (the report to the end, never a schema dump): every rung of each batch
+ladder, every fresh process whose start-up was timed, and the protocol the probes ran under.
 
 Derived from the certificate alone; figures come from its raw fields, tagged with the run.
 """

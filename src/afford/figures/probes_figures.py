@@ -1,4 +1,4 @@
-"""The probe figures of a certificate, each tagged, for the certify summary (issue 4).
+"""The probe figures of a certificate, each tagged, for the certify summary.
 
 Derived from the certificate alone (no device): the figures of :mod:`afford.figures`,
 MFU from :func:`afford.fit.time.verdicts.mfu`, and step 0 against warm from
@@ -171,7 +171,7 @@ def workload_row(cert: Certificate, w: WorkloadProbes) -> WorkloadProbeRow:
 
 def _own_gemm(cert: Certificate, w: WorkloadProbes) -> Cell:
     """The rate of the step's heaviest matmul shape timed alone, as a fraction of the square
-    probe of its dtype (issue 16: the workload's own shapes, not only squares)."""
+    probe of its dtype (the workload's own shapes are timed, not only squares)."""
     g = w.gemm_shapes
     if g is None or isinstance(g, NotExecutable):
         return g

@@ -1,6 +1,6 @@
-"""A certificate's allocator replay read for ``afford size`` and plans (issue 20): reserved
-memory at a shape by replaying the step's allocations, native and with expandable segments,
-the largest batch that fits each way, and where the memory goes at the peak.
+"""A certificate's allocator replay read for ``afford size`` and plans: reserved memory at a
+shape by replaying the step's allocations, native and with expandable segments, the largest
+batch that fits each way, and where the memory goes at the peak.
 
 The replay answers only where the certificate trusts it (validated at the traced shapes)
 and it predicted the held-out shapes no worse than the law
@@ -132,8 +132,9 @@ def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | No
     if fits[False] is not None and fits[False] != fits[True]:
         lever = (f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE}: batch {b} x seq {seq} "
                  + ("fits" if fits[True] else "does not fit")
-                 + f" with expandable segments (reserved {res[True].peak_reserved_bytes / 2**30:.2f}"
-                 f" GiB) and " + ("fits" if fits[False] else "does not fit")
+                 + " with expandable segments (reserved "
+                 f"{res[True].peak_reserved_bytes / 2**30:.2f} GiB) and "
+                 + ("fits" if fits[False] else "does not fit")
                  + f" with the native allocator ({res[False].peak_reserved_bytes / 2**30:.2f} GiB)")
     elif mb[False] is not None and mb[True] is not None and \
             int(mb[False].value) != int(mb[True].value):

@@ -1,12 +1,13 @@
 """Reserved bytes at a shape: the one answer ``size``, ``predict``, plans, preflight, the
-ladder and the report read (issue 28).
+ladder and the report read.
 
 Why one answer: a certificate holds two models of a step's reserved memory, the memory law
-(least squares over the traced peaks, :mod:`afford.fit.memory.sizing`) and the allocator replay
-(the step's allocations written out at the shape and replayed through the caching
-allocator's policy, :mod:`afford.figures.replay_figures`). On an H200 the replay was right
-within a fraction of a percent where the law missed by up to 11 % either way, yet plans
-printed the law while ``size`` printed the replay (797 against 575 MiB at one shape). Here:
+(least squares over the traced peaks, :mod:`afford.fit.memory.sizing`) and the allocator
+replay (the step's allocations written out at the shape and replayed through the caching
+allocator's policy, :mod:`afford.figures.replay_figures`). The two can differ by far more
+than either's error at one shape (the replay follows the allocator's segments, the law
+smooths over them), and a command that printed one while another printed the other would
+give the user two answers to one question. Here:
 
 - the *answer* is the replay where the certificate trusts it and it predicted the held-out
   shapes no worse than the law (:func:`afford.figures.replay_figures.usable`), and the shape

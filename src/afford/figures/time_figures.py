@@ -1,4 +1,4 @@
-"""A certificate's step-time model read at any shape, and its noise verdict (issue 19).
+"""A certificate's step-time model read at any shape, and its noise verdict.
 
 Plans, ``afford predict`` and reports ask "what is a warm step of this workload at this
 shape?". The answer, in order:
@@ -9,9 +9,8 @@ shape?". The answer, in order:
    at the shape's (batch, seq), or n for a one-axis model; marked extrapolated beyond every
    shape measured for it (:func:`afford.schema.time_law.predict_at`), its source naming the
    form and its held-out error;
-3. FITTED from the throughput law, as before the step-time model existed, where only the
-   sweep parameter differs from the certified family (older certificates, or a workload
-   with no model);
+3. FITTED from the throughput law, where only the sweep parameter differs from the
+   certified family (a certificate without a step-time model, or a workload with no model);
 4. nothing, with the reason (:class:`StepAt.why`).
 
 The model describes the certified model's steps at any batch and sequence; another width,
@@ -86,8 +85,8 @@ def find_workload(cert: Certificate, name: str, mode: str | None = None) -> Work
     other = [r.mode for r in cert.workloads if r.name == name]
     if other:
         raise InputError(f"the certificate has no workload {name!r} in mode {mode} (it has "
-                         f"{name} in {', '.join(other)}); certify that mode (afford certify -w {name} "
-                         f"--mode {mode})")
+                         f"{name} in {', '.join(other)}); certify that mode "
+                         f"(afford certify -w {name} --mode {mode})")
     raise InputError(f"the certificate has no workload {name!r}"
                      f"{f' in mode {mode}' if mode else ''}; it has: {have}. A plan reads "
                      f"every step time and memory figure from a certificate: certify it first "

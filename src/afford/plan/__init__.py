@@ -10,8 +10,8 @@ sequences them. Beside the plan: the scale ladder (ladder), the measured levers 
 reads the files.
 
 The package is also the API's ``afford.plan(cert, platform, run=None, *, manifest=None)``
-(:func:`afford.api.plan`, which reads the files; :mod:`afford.core.callable_package` says why a package
-is callable).
+(:func:`afford.api.plan`, which reads the files; :mod:`afford.core.callable_package` says why a
+package is callable).
 """
 
 from afford.core.callable_package import make_callable

@@ -86,8 +86,8 @@ def projected_reserved(allocated: Tagged | None, ratio: Tagged,
 
     A reserved figure the memory law predicts (FITTED) stands as it is: the law models
     reserved memory at that shape, whereas the worst ratio over measured points is set by
-    the smallest ones, whose reserve is the caching allocator's first segments (7.4x
-    allocated at scan 8 x 256 on an H200) and says nothing of a large shape."""
+    the smallest ones, whose reserve is the caching allocator's first segments (several
+    times their allocated bytes) and says nothing of a large shape."""
     if reserved is not None and reserved.tag is Tag.FITTED:
         return reserved
     if allocated is None:

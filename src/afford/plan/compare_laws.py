@@ -17,18 +17,18 @@ fitted here, B's own law is not used, and a point of A is never a point of B.
 
 The verdict words: REPRODUCES (A's laws describe B within the tolerance), DOES NOT REPRODUCE
 (they do not), NOT COMPARED (no law of A could be checked against B: nothing is said either
-way). A certificate whose time verdict is NOISY is named with its reasons beside any verdict
-(issue 30, item 11): a REPRODUCES between step times that could not be trusted says little.
+way). A certificate whose time verdict is NOISY is named with its reasons beside any verdict:
+a REPRODUCES between step times that could not be trusted says little.
 
-A's model is its step-time model where A has one (issue 19: every measured shape of B, the
+A's model is its step-time model where A has one (it predicts every measured shape of B, the
 sweep's and the time design's, at its batch and sequence), else its throughput law (the
 sweep's points, one axis). With the step-time model, a point that A's model places on the
 launch floor (predicted under ``WORK_OVER_FLOOR`` = 2x A's floor, its smallest measured
 step: the floor regime as A's time verdict defines it) is judged against A's floor
 tolerance (``floor_tolerance``, 50 %), not ``--tol``: the floor's level differs from
-process to process (8-16 ms for one tinylm shape on an H200, 15-27 ms for GPT-2 between two
-certificates of one H200), which A's certificate states; the tolerance of the work regime
-is ``--tol``. Both are fixed before B is read.
+process to process on one device, by far more than a work-regime tolerance, even between two
+certificates of one machine, and A's certificate states that tolerance; the tolerance of the
+work regime is ``--tol``. Both are fixed before B is read.
 
 Where A measured the very shape B measured, A's statement about it is its measurement, not
 its model: the prediction is A's median there (MEASURED), the model only where A did not
@@ -64,7 +64,8 @@ Verdict = Literal["REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid",
+                              populate_by_name=True)
 
 
 class CertRef(_Frozen):

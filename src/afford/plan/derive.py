@@ -1,10 +1,10 @@
 """Figures computed from figures: a MODULE tag that keeps its inputs' caveats.
 
 A figure derived from an extrapolated prediction is itself extrapolated; one derived from a
-count whose data are not pinned is provisional (docs/DESIGN.md section 3, rules 3 and 8); one that
-rests on an ASSUMED input says so in its source. One that no measurement can be (inf, a
-negative time: :func:`afford.core.provenance.impossible`) names its inputs in its source, value and
-provenance, so the renderer that refuses it says which input caused it (issue 33, item 3).
+count whose data are not pinned is provisional (docs/DESIGN.md section 3, rules 3 and 8); one
+that rests on an ASSUMED input says so in its source. One that no measurement can be (inf, a
+negative time: :func:`afford.core.provenance.impossible`) names its inputs in its source,
+value and provenance, so the renderer that refuses it says which input caused it.
 
 Floors and ceilings of a ratio use a relative tolerance of 1e-9 so that a budget landing
 exactly on a step (3600 s / 0.1 s) counts that step despite binary rounding; the error this

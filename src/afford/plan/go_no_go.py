@@ -1,15 +1,15 @@
-"""GO / NO-GO for a concrete run (issue 6, item 4): every reason, never just the first.
+"""GO / NO-GO for a concrete run: every reason, never just the first.
 
 NO-GO when the run's shape is not resident within the budget (or its memory is unknown),
 the margin does not cover the startup, the live checkpoints do not fit on disk, a chunk
 cannot reach one checkpoint, the target is out of reach within the weeks the run allows, no
 step time is known at the run's shape, or the certificate was measured on another device
-than the platform's (docs/DESIGN.md section 3, rule 7: devices are never pooled). Warnings (GO
-stays GO): an old certificate, another torch version, data not pinned (counts provisional),
+than the platform's (docs/DESIGN.md section 3, rule 7: devices are never pooled). Warnings
+(GO stays GO): an old certificate, another torch version, data not pinned (counts provisional),
 figures that fell back to ASSUMED values, an extrapolated step time, and every warning the
 certificate carries.
 
-NOISY (issue 19, item 5): a certificate whose step-time verdict is NOISY (or one of whose
+NOISY: a certificate whose step-time verdict is NOISY (or one of whose
 workloads' is) measured times it could not reproduce; every plan figure rests on them, so
 preflight says NO-GO with the certificate's reasons, unless the user accepts them
 (``--accept-noisy``: GO stays possible, the NOISY reasons stay among the warnings).

@@ -120,8 +120,9 @@ BATCH_SPECS = ("+flops", "+x2", "+x4")  # the levers' batch x1, x2, x4 variants
 
 class BatchRung(BaseModel):
     """One rung of the batch A/B: its step, its tokens/s, the marginal gain over the previous
-    rung, and the memory it costs (the note: "244 / 440 / 826 ms at batch 8 / 16 / 32 is
-    16.8k / 18.6k / 19.8k tok/s ... diminishing (+11 %, then +6.5 %)")."""
+    rung, and the memory it costs, so that the ladder note's batch A/B reads off the rows:
+    each doubling of the batch buys less throughput than the one before (a bigger batch buys
+    gradient quality, not speed)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

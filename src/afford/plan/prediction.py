@@ -1,12 +1,13 @@
 """``afford predict``: a workload's warm step, tokens per second, steps per chunk and memory
-at any (batch, seq), from a certificate (issue 19, item 2).
+at any (batch, seq), from a certificate.
 
 Every figure is the plan's own at that shape: the step is measured where the certificate
 timed that very shape, else the step-time model's prediction (FITTED, extrapolated beyond
-the shapes it measured), else, for an older certificate, the throughput law where only the
-sweep parameter differs (:func:`afford.figures.time_figures.step_at`); memory the measured peaks
-there or the memory law; steps per chunk and residency as in a plan's chunk table
-(:func:`afford.plan.chunk.chunk_row`), against a platform's chunk and budget when one is given.
+the shapes it measured), else, for a certificate without a step-time model, the throughput
+law where only the sweep parameter differs (:func:`afford.figures.time_figures.step_at`);
+memory the measured peaks there or the memory law; steps per chunk and residency as in a
+plan's chunk table (:func:`afford.plan.chunk.chunk_row`), against a platform's chunk and
+budget when one is given.
 Pure: the command line loads the files.
 """
 
@@ -204,7 +205,7 @@ def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
         alloc, res = figures.point_peaks(at.point, where)
         tokens = module(at.point.tokens_per_step, "tokens", f"the workload's tokens per "
                         f"step, {where}") if at.point.tokens_per_step is not None else None
-    else:  # the one memory answer, as afford size gives it (issue 28)
+    else:  # the one memory answer, as afford size gives it
         ans = figures.memory_answer(cert, r.name, shape, r.mode, alloc_conf)
         alloc, res = (ans.allocated, ans.budgeted if ans.reserved is not None else None) \
             if ans is not None else (None, None)

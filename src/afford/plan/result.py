@@ -259,11 +259,11 @@ class Verdict(_Frozen):
 
 def read_plan(doc: object, label: str) -> PlanResult:
     """An ``afford.plan/1`` document read from a file (``afford report --plan``, ``afford
-    milestones --plan``): its schema, then every figure one a plan can hold (issue 33): a
-    number not negative (a plan computes no negative time, size, count or share), the
-    memory budget's fraction in [1e-6, 1], one row of the chunk table the run's exactly
-    when there is a run. InputError naming ``label`` and the figure
-    otherwise: a hand-edited fraction of 1e40 is refused here, not rendered."""
+    milestones --plan``): its schema, then every figure one a plan can hold: a number not
+    negative (a plan computes no negative time, size, count or share), the memory budget's
+    fraction in [1e-6, 1], one row of the chunk table the run's exactly when there is a run.
+    InputError naming ``label`` and the figure otherwise: a hand-edited fraction of 1e40 is
+    refused here, not rendered."""
     if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
         raise InputError(f"{label}: not a plan (expected schema {PLAN_SCHEMA!r}; write one "
                          "with afford plan --json)")

@@ -1,9 +1,9 @@
 """Gather: certificates, plans, a manifest and a ledger -> one :class:`Report`.
 
-The order is the issue's lab notebook: data hashes first, then each device certificate (or
-an *empty slot* for a device that has none yet: its fields left empty and the exact command
-to run there, never another device's numbers), the cost model (plans) and the ladder, then
-the history of readings.
+The order is a lab notebook's: data hashes first, then each device certificate (or an *empty
+slot* for a device that has none yet: its fields left empty and the exact command to run there,
+never another device's numbers), the cost model (plans) and the ladder, then the history of
+readings.
 """
 
 from __future__ import annotations

@@ -265,7 +265,7 @@ def memory_section(cert: Certificate, plots: tuple[str, ...]) -> Section:
     return Section(title="Memory", notes=notes, tables=tables, plots=plots)
 
 
-# ---- the allocator replay (issue 20) ---------------------------------------------------
+# ---- the allocator replay ------------------------------------------------------------
 
 
 def memory_replay(cert: Certificate) -> Table | None:

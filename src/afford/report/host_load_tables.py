@@ -1,6 +1,6 @@
-"""The host's load while a certificate was measured, as a report table (issue 32, item 3):
-beside a NOISY time verdict (the usual cause: other work sharing the CPU with the timed
-steps) and in its own section. Renders :mod:`afford.figures.noise`; computes nothing.
+"""The host's load while a certificate was measured, as a report table: beside a NOISY time
+verdict (the usual cause: other work sharing the CPU with the timed steps) and in its own
+section. Renders :mod:`afford.figures.noise`; computes nothing.
 """
 
 from __future__ import annotations

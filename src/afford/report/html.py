@@ -1,10 +1,10 @@
-"""The report as one self-contained HTML file: inline CSS, inline SVG plots, no script and
-no network (nothing is fetched: no link, no src, no font). Formats the typed
-:class:`Report` and computes nothing; every tagged value shows its tag letter with its
-provenance as a tooltip, struck values are ``<del>`` with the reason, an impossible one is
-FAILED with its cause, and an untagged number raises (through
-:func:`afford.report.cells.cell_text`). The page fits a 1400-pixel window (issue 32, item 3):
-tables no wider than the page, cells wrapping anywhere but in a figure, which stays whole.
+"""The report as one self-contained HTML file: inline CSS, inline SVG plots, no script and no
+network (nothing is fetched: no link, no src, no font). Formats the typed :class:`Report` and
+computes nothing; every tagged value shows its tag letter with its provenance as a tooltip,
+struck values are ``<del>`` with the reason, an impossible one is FAILED with its cause, and an
+untagged number raises (through :func:`afford.report.cells.cell_text`). The page fits a
+1400-pixel window: tables no wider than the page, cells wrapping anywhere but in a figure,
+which stays whole.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ MODEL_NAME = {"replay": "allocator replay", "law": "memory law"}
 
 
 def answer_rows(r: SizeReport) -> list[tuple[str, str]]:
-    """The one memory answer (issue 28): its figures and error, the other model where the
+    """The one memory answer: its figures and error, the other model where the
     two disagree, what residency is budgeted on; the law's own figures beside a replay."""
     p, m = r.prediction, r.memory
     if m.reserved is None:  # a CPU
@@ -180,7 +180,7 @@ def tagged_json(t: Tagged | None) -> dict | None:
     return None if t is None else t.model_dump(mode="json")
 
 
-# ---- the allocator replay (issue 20) ---------------------------------------------------
+# ---- the allocator replay ------------------------------------------------------------
 
 BREAKDOWN_LABELS = {"parameters": "parameters", "workspaces": "library workspaces",
                     "optimizer_state": "optimizer state", "gradients": "gradients",

@@ -1,8 +1,8 @@
 """The probes stage as tables, one definition for the terminal (``afford certify``) and the
 report (Markdown, HTML): device ceilings and start-up, launch-boundness with FLOPs and MFU,
 step 0 against warm with checkpoint writes, every batch-ladder rung, every timed start-up
-and the protocol (issue 32, item 3: designed tables, never a schema dump). Renders the tagged
-figures of :mod:`afford.figures.probes_figures` and :mod:`afford.figures.probes_detail`; computes
+and the protocol (designed tables, never a schema dump). Renders the tagged figures of
+:mod:`afford.figures.probes_figures` and :mod:`afford.figures.probes_detail`; computes
 nothing.
 """
 

@@ -11,7 +11,7 @@ noisy points once more.
         cert = afford.certify(["tinylm"], precision="quick", progress=bar)
 
 :class:`LineProgress` writes what a log keeps instead, for ``afford certify`` when it is not
-on a terminal (issue 32, item 1: a 24-minute certify used to print nothing to a log): one
+on a terminal (a certify of many minutes must not leave its log empty until the end): one
 line per stage as it begins, and in the sweep (and the time model's rounds of fresh
 children) one line per workload as each child finishes it; every line with the elapsed
 time, and, once a child has finished, an estimate of the stage's time left from this run's
@@ -74,7 +74,8 @@ STAGE_WORDS = {"sweep": "sweep: every shape timed in {children} independent chil
                        "needed",
                "probes": "probes: device ceilings, launch-boundness, FLOPs, checkpoint I/O, "
                          "startup", "memory": "memory: the memory law and its held-out shapes",
-               "gates": "gates: the init-loss gate (every gate with --gates)", "sizes": "sizes: tinylm at five sizes",
+               "gates": "gates: the init-loss gate (every gate with --gates)",
+               "sizes": "sizes: tinylm at five sizes",
                "levers": "levers: measured A/B pairs"}
 
 

@@ -1,5 +1,5 @@
 """Lines of prose whose numbers carry their tags, as table cells do (docs/DESIGN.md section 3,
-rule 5: "the renderer refuses an untagged number"; issue 30, item 10).
+rule 5: "the renderer refuses an untagged number").
 
 A line is a template and its figures: ``prose("took {}", elapsed)``. Each figure goes through
 :func:`~afford.report.terminal.fmt` (value, unit, tag letter), which refuses a bare number;

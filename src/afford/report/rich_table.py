@@ -1,14 +1,14 @@
-"""The rich table every terminal renderer of afford builds (issue 14: rich markup in a user's
-names). Its plain ``str`` cells, column headers, title and caption are shown literally: a
-workload, device, source or reason named ``[/]`` or ``[bold red]x`` prints as written and
-never raises a markup error or restyles the table. A cell afford styles on purpose is
-passed as rich ``Text``, made by :func:`styled` from afford's own markup with every user
-part escaped (:func:`rich.markup.escape`), or by :func:`labelled`.
+"""The rich table every terminal renderer of afford builds, safe against rich markup in a
+user's names. Its plain ``str`` cells, column headers, title and caption are shown literally: a
+workload, device, source or reason named ``[/]`` or ``[bold red]x`` prints as written and never
+raises a markup error or restyles the table. A cell afford styles on purpose is passed as rich
+``Text``, made by :func:`styled` from afford's own markup with every user part escaped
+(:func:`rich.markup.escape`), or by :func:`labelled`.
 
 The command line's consoles (:mod:`afford.cli.common`) print with markup off as well, so a
 string printed there is shown as written whatever it holds; styling is always a ``Text``.
 
-Tables that fit (issue 32, item 2): a table needs, per column, the width its cells need: a
+Tables that fit: a table needs, per column, the width its cells need: a
 cell of :data:`WRAP_MIN` characters or fewer, and every cell of a column kept whole
 (``no_wrap``: figures), stays on one line; a longer one may wrap at words onto lines no
 narrower than its longest word and than a :data:`MAX_LINES`-th of it. Given that width or

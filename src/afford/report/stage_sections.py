@@ -1,5 +1,5 @@
 """The certificate's optional stages beyond the ones every certify runs, as report sections
-(issue 32, item 3: designed tables, never "not shown"): the size law's sizes and phase split
+(designed tables, never "not shown"): the size law's sizes and phase split
 (``certify --sizes``), the levers' A/B pairs and batch rungs (``--levers``) and the
 distributed stage (``--distributed``). The levers and distributed tables are the terminal's
 own (``afford levers``, ``certify --distributed``), their figures tagged where they were

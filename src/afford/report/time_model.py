@@ -1,9 +1,9 @@
-"""The step-time model of a certificate, rendered (issue 19): per workload the form chosen
-and why, and the held-out shapes (measured, never fitted) with measured, predicted and the
-error, the old throughput law beside them; the certificate's time verdict.
+"""The step-time model of a certificate, rendered: per workload the form chosen and why, and
+the held-out shapes (measured, never fitted) with measured, predicted and the error, the old
+throughput law beside them; the certificate's time verdict.
 
-Renders :mod:`afford.figures.time_figures` (``summarize_times``); computes nothing. Two forms: report
-sections (:func:`time_section`, Markdown and HTML) and Rich tables for the terminal
+Renders :mod:`afford.figures.time_figures` (``summarize_times``); computes nothing. Two forms:
+report sections (:func:`time_section`, Markdown and HTML) and Rich tables for the terminal
 (:func:`held_out_table`, :func:`model_lines`).
 """
 

@@ -22,8 +22,9 @@ run; a difference beyond ``drift_tol`` is a warning in ``warnings`` and on the
 logger (:mod:`afford.track.metrics`). At every confirmed save the readings of the steps since
 the save before go to the history ledger (:mod:`afford.track.readings`) before the marker
 names the save, the rest at the close: a killed session's readings up to its last save are
-kept. (The first flush imports the ledger module, about 0.5 s; that and every flush are kept
-out of the step times, not out of the session's elapsed time.)
+kept. (The first flush imports the ledger module, which takes a sizeable fraction of a
+second; that and every flush are kept out of the step times, not out of the session's
+elapsed time.)
 
 When to stop: after each step, with ``t`` the seconds since the *process* started (its
 imports count against the session cap; ``elapsed_seconds=`` overrides it, e.g. with the
