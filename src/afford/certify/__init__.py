@@ -170,7 +170,7 @@ def certify(req: CertifyRequest,
         spare = ahead.pop("time", None)
         if spare is not None:
             spare.kill()
-        failures = sweep_failures(results)  # partial certificate, exit 3 (issue 14)
+        failures = sweep_failures(results)  # partial certificate, exit 3
         sections: dict = {}
         ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
                            sweep_starts=starts, ahead=ahead)

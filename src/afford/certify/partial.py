@@ -1,6 +1,6 @@
-"""What makes a certificate partial, and how certify keeps what it measured when a part fails
-(issue 14: "certify exits 3 when a workload ends with no usable point or a gate cannot be
-evaluated, and writes the partial certificate (status partial) in every failure case").
+"""What makes a certificate partial, and how certify keeps what it measured when a part fails:
+certify exits 3 when a workload ends with no usable point or a gate cannot be evaluated, and
+writes the partial certificate (status partial) in every failure case.
 
 - :func:`sweep_failures`: a workload (not refused: a refusal is bad input, exit 2) that
   ends with no usable point: every point failed, ran out of memory or was excluded;
@@ -9,7 +9,7 @@ evaluated, and writes the partial certificate (status partial) in every failure 
 - :func:`gate_failures`: a gate that could not be evaluated because its readings failed
   (not one that cannot run on this box by design, e.g. CPU/CUDA parity without CUDA);
 - :func:`failed_measurements`: a probe, child or audit run of a stage that was attempted
-  and failed (issue 33: a full disk under the checkpoint probe, a stopped memory child).
+  and failed (e.g. a full disk under the checkpoint probe, a stopped memory child).
 
 Certify writes each into ``Certificate.failures`` with ``status="partial"``; the command
 line writes the certificate and exits 3.

@@ -86,9 +86,9 @@ class StageContext:
 Stage = Callable[[StageContext], dict]
 
 
-#: a CPU's first look (issue 32, item 1): one workload at the quick protocol, so that a
-#: first answer comes within 90 s on an idle 2-core box, where the default set at the
-#: adaptive protocol took many minutes (24 at load ~10)
+#: a CPU's first look: one workload at the quick protocol, so that a first answer comes
+#: within 90 s on an idle 2-core box, where the default set at the adaptive protocol takes
+#: many minutes
 FIRST_LOOK = ("tinylm",)
 FULL_HINT = ("the full certificate: afford certify --full (softmax, scan and tinylm, the "
              "strict protocol; many minutes on a small CPU), or --adaptive")

@@ -1,4 +1,4 @@
-"""The certify stage ``memory``: measure, fit and validate the memory law (issue 3).
+"""The certify stage ``memory``: measure, fit and validate the memory law.
 
 For each workload of the certify plan that is transformer-shaped (has ``dims``; ``tinylm``
 first) and each dtype mode (the modes asked for; by default fp32 and, where the card has
@@ -10,14 +10,13 @@ measures a short training loop at:
 - held out, never fitted: one interpolated shape (3/4 B0, 3/2 s0), and shapes 2x beyond
   the sweep in seq (B0, 4 s0) and in batch (4 B0, s0);
 
-preceded by one warm-up run of the base shape per workload and mode (its peak includes
-one-time costs: lazy imports, a first cuBLAS workspace, heap growth) that is kept but not
-fitted. The law is fitted over
-the sweep (:func:`afford.fit.memory.memory_fit.fit_memory`; with or without the s^2 term as the
-workload's ``attention`` declares), the held-out shapes are predicted and their errors
-recorded, and the default constants are judged at the base shape against the device
-memory x the budget fraction (:data:`afford.core.published_constants.MEMORY_FRACTION`). The parent never
-touches the device.
+preceded by one warm-up run of the base shape per workload and mode (its peak includes one-time
+costs: lazy imports, a first cuBLAS workspace, heap growth) that is kept but not fitted. The law
+is fitted over the sweep (:func:`afford.fit.memory.memory_fit.fit_memory`; with or without the
+s^2 term as the workload's ``attention`` declares), the held-out shapes are predicted and their
+errors recorded, and the default constants are judged at the base shape against the device
+memory x the budget fraction (:data:`afford.core.published_constants.MEMORY_FRACTION`). The
+parent never touches the device.
 
 Raw readings are the source of truth: :func:`refit_section` rebuilds every law of a stored
 section from its shapes with this afford's fit (e.g. a certificate made by an older one).
@@ -64,14 +63,12 @@ STEPS = {"cuda": 3, "cpu": 3}
 TARGETS = {"cuda": {"allocated": 0.02, "reserved": 0.03}, "cpu": {"rss_increment": 0.10}}
 R2_WARN = 0.99
 # base (B0, s0) of the built-ins per device class: activations well above the noise of the
-# measurement (CPU RSS pages) and the whole stage well under 15 s on an H200. On a large GPU
-# tinylm's sweep reaches 32k tokens a step (B0 s0 = 16k): some of the step's transient
-# buffers grow with the tokens and then stop (the allocator's trace on an H200 shows a
-# backward buffer of 16 KB a token that stops at 132 MiB past 8k tokens), and a law fitted
-# below that point learns a slope the larger shapes do not follow. Measured on an H200,
-# held-out error (allocated / reserved) at twice the sweep, bf16: base 8 x 512 +2.3 % / +5.0 %,
-# 8 x 1024 -1.2 % / -5.2 %, 16 x 1024 +0.9 % / +3.4 %, 8 x 2048 +0.9 % / +1.1 %
-# (lab/scripts/device_memory_bases.py; fp32 within 0.7 % / 4.6 % at all four).
+# measurement (CPU RSS pages) and the whole stage within seconds on a large GPU. On a large
+# GPU tinylm's sweep reaches 32k tokens a step (B0 s0 = 16k): some of the step's transient
+# buffers grow with the tokens and then stop (a reduction's staging buffer in the backward
+# grows a few KiB a token up to 1 MiB per SM), and a law fitted below that point learns a
+# slope the larger shapes do not follow. So the large-GPU base sits above it: of the bases
+# tried, 8 x 2048 gave the smallest held-out error at twice the sweep.
 BASE = {
     "tinylm": {"cpu": (4, 256), "small-gpu": (8, 256), "large-gpu": (8, 2048)},
     "softmax": {"cpu": (4, 384), "small-gpu": (8, 512), "large-gpu": (16, 1024)},

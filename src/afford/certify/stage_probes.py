@@ -1,11 +1,12 @@
 """The ``probes`` stage of certify: measure (child processes) -> fit (pure) -> section.
 
-After the sweep, on the same device: one device probe child (GEMM ceilings per dtype, copy bandwidth, and per workload the batch ladder with NVML
-utilisation, FLOPs of a step, a checkpoint write). The workload probes run at each
-workload's smallest resident sweep point (cheap, and where launch overhead shows most);
-FLOPs are also counted at the largest resident point, where MFU is the headline. The raw
-results are assembled here with the pure fits of :mod:`afford.fit.time.verdicts`
-(:func:`assemble_section` takes the child's events, so it is tested without a device).
+After the sweep, on the same device: one device probe child (GEMM ceilings per dtype, copy
+bandwidth, and per workload the batch ladder with NVML utilisation, FLOPs of a step, a
+checkpoint write). The workload probes run at each workload's smallest resident sweep point
+(cheap, and where launch overhead shows most); FLOPs are also counted at the largest resident
+point, where MFU is the headline. The raw results are assembled here with the pure fits of
+:mod:`afford.fit.time.verdicts` (:func:`assemble_section` takes the child's events, so it is
+tested without a device).
 
 Startup costs: every sweep child timed its own imports first thing
 (:mod:`afford.measure.sweep_child`), and so does the probe child; those are the fresh-process

@@ -1,4 +1,4 @@
-"""The memory stage's allocator replay (issue 20): from the traced shapes' histories to a
+"""The memory stage's allocator replay: from the traced shapes' histories to a
 validated predictor of reserved memory, kept beside the law.
 
 1. Validation: every traced history is replayed through the model of the caching allocator
@@ -32,10 +32,10 @@ from afford.schema.memory_section import (
 
 __all__ = ["Learned", "build_replay", "learn_shapes", "traced_shapes", "use_replay"]
 
-# On an H200 the recorded histories of a warm process replay to the measured peaks to the
-# byte for most shapes, but in the memory child some shapes' steps 1-2 peak up to 4 % off
-# an op-for-op identical history (lab/device-runs/2026-12-03-h200-memory/README.md):
-# the replay is trusted within 5 %, and budgets add its worst under-prediction.
+# The recorded histories of a warm process replay to the measured peaks to the byte for most
+# shapes, but in the memory child some shapes' steps 1 and 2 peak a few per cent off an
+# op-for-op identical history: the replay is trusted within 5 %, and budgets add its worst
+# under-prediction.
 VALIDATION_TOLERANCE = 0.05
 
 

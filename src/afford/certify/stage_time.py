@@ -1,4 +1,4 @@
-"""The step-time model of certify (issue 19): the design measured beside the sweep, the model
+"""The step-time model of certify: the design measured beside the sweep, the model
 fitted over it, an extension when the points stay on the floor, and the noise verdict with
 its one re-measurement.
 
@@ -16,15 +16,15 @@ children time it with the sweep's points, each child in its own shuffled order:
 After the sweep, :func:`settle` fits the model (:func:`afford.fit.time.time_fit.fit_step_time`),
 measures an extension in fresh children where the fitted points did not leave the launch
 floor, judges the noise (:func:`afford.fit.time.time_noise.time_verdict`; tolerances below) and
-re-measures the offending points once in one fresh child, with every point a child died at
-(issue 14). Measuring is injected (``run_round``), so the whole sequence is tested without
+re-measures the offending points once in one fresh child, with every point a child died at.
+Measuring is injected (``run_round``), so the whole sequence is tested without
 processes.
 
 Tolerances (stated before any number is read): children of a work-regime point (a step at
 least ``WORK_OVER_FLOOR`` x the smallest one measured) may disagree by 5 % on a GPU, 10 % on
-a CPU; a held-out work-regime shape may miss by 5 % / 10 % (the issue's targets); floor
-points' spread is the floor's uncertainty, recorded and shown, and NOISY only beyond 50 %
-(their level differs from process to process: 8-16 ms for one tinylm shape on an H200).
+a CPU; a held-out work-regime shape may miss by 5 % / 10 % (the accuracy the model is held
+to); floor points' spread is the floor's uncertainty, recorded and shown, and NOISY only
+beyond 50 % (their level differs from process to process, by up to 2x for one shape).
 """
 
 from __future__ import annotations
@@ -480,8 +480,8 @@ def early_extension(plan, first: dict[str, Event], device_type: str,
                     device_memory: int | None) -> list[dict]:
     """The extension's items as the first child's records already call for them, so the
     sweep's other children measure them with everything else and the extension round
-    (:func:`settle`) needs one child instead of all of them (a fresh process each: about
-    10 s for a transformers workload on an H200). Only a guess: :func:`settle` decides
+    (:func:`settle`) needs one child instead of all of them (a fresh process each: seconds
+    of imports and set-up for a transformers workload). Only a guess: :func:`settle` decides
     again over every child's records, measures what it chooses that is not here, and keeps
     none of these shapes it did not choose. Empty when the first child's records are
     incomplete."""

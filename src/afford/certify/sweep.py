@@ -135,7 +135,7 @@ def _exclusion(p: Point, kids: list[ChildPoint], device_memory: int | None,
 
 def died(p: Point) -> bool:
     """A child failed at this point for a reason other than memory or a refusal (it died,
-    or the step raised): worth one more try in a fresh child (issue 14)."""
+    or the step raised): worth one more try in a fresh child."""
     return any(k.error and not k.oom and not k.refused for k in p.children) and \
         not any(k.oom or k.refused for k in p.children)
 

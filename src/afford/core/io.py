@@ -3,7 +3,7 @@
 Writes are atomic (docs/DESIGN.md section 5): a killed process leaves the old file whole or the
 new one whole, never a torn one. Temp file in the same folder, fsync, rename, fsync folder.
 
-What makes the rule hold in practice (issue 14):
+What makes the rule hold in practice:
 
 - **Debris is recognisable and swept.** Temp files are named ``.NAME.afford-XXXXXXXX.tmp``.
   Before a write, afford's own temps in the folder older than the lock timeout

@@ -1,5 +1,6 @@
-"""One writer at a time for a file that is read, changed and written back (issue 14: 16
-concurrent ``afford history add`` on one ledger kept 8 readings, all exiting 0).
+"""One writer at a time for a file that is read, changed and written back: without it,
+concurrent read-modify-writes of one file (``afford history add`` on one ledger) each exit 0
+while the last rename drops the others' readings.
 
 Design: the :mod:`filelock` package's ``FileLock`` (an advisory ``fcntl.flock`` on POSIX,
 ``msvcrt.locking`` on Windows) on a sidecar file ``.NAME.lock`` beside ``NAME``, held across

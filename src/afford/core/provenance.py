@@ -12,12 +12,12 @@ The tags:
 - ``INHERITED`` carried from a cited source (``source`` is the citation);
 - ``ASSUMED``   not measured; ``source`` is the reason.
 
-Impossible is refused (issue 32, item 5; issue 33, item 3): a figure no measurement can be
-(inf or NaN, a negative time or size, a share above 100 %: an MFU of 285 %) is never shown
-as a figure. :func:`impossible` names why; the renderers show it as a failed measurement
-with that cause and the figure's source, which names its inputs, as they refuse an untagged
-number. A share is a fraction of a whole (unit :data:`SHARE`: MFU, a fixed share of a step,
-a utilisation), unlike a ``ratio`` (an error, a share of a budget) that may pass 100 %.
+Impossible is refused: a figure no measurement can be (inf or NaN, a negative time or size, a
+share above 100 %, e.g. an MFU of 285 %) is never shown as a figure. :func:`impossible` names
+why; the renderers show it as a failed measurement with that cause and the figure's source,
+which names its inputs, as they refuse an untagged number. A share is a fraction of a whole
+(unit :data:`SHARE`: MFU, a fixed share of a step, a utilisation), unlike a ``ratio`` (an error,
+a share of a budget) that may pass 100 %.
 """
 
 from __future__ import annotations

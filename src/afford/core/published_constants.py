@@ -3,7 +3,8 @@
 ``data/`` holds every data file of the package (:data:`DATA`). ``data/scaling.toml``: the
 Chinchilla tokens-per-parameter ratio, the Besiroglu et al. 2024 refit of the Chinchilla
 loss law, and ZeRO's bytes of model state per parameter. ``data/memory_defaults.toml``:
-the memory law's constants measured by afford on an H200 (INHERITED by other boxes).
+the memory law's constants measured by afford's own memory stage on one reference GPU (its
+``[source]`` table names the device, date and commit; INHERITED by other boxes).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The user's own code that afford imports: a workload ``pkg.mod:factory``, a data generator
-``pkg.mod:function`` (issue 33).
+``pkg.mod:function``.
 
 Two rules, one place:
 

@@ -1,4 +1,4 @@
-"""The CUDA caching allocator's history of one shape, for the replay (issue 20).
+"""The CUDA caching allocator's history of one shape, for the replay.
 
 :func:`start` reads the segments the allocator holds (``torch.cuda.memory._snapshot``: what
 the process keeps across shapes, its cuBLAS workspaces) and starts recording every

@@ -93,8 +93,8 @@ _BOOTSTRAP = ("import runpy, sys; sys.path[:1] = [] if sys.path[:1] == [''] else
 
 def python_command(module: str, args: list[str] | tuple[str, ...] = ()) -> list[str]:
     """``python -P -m MODULE ARGS``: every child afford spawns with ``sys.executable``
-    starts without the working folder on ``sys.path`` (issue 33: ``-m`` puts it first, so
-    a ``numpy.py`` left there ran in every measuring child). ``PYTHONPATH`` is honoured;
+    starts without the working folder on ``sys.path`` (``-m`` puts it first, so a
+    ``numpy.py`` left there would run in every measuring child). ``PYTHONPATH`` is honoured;
     a user workload's folder is added by the child itself, and only for it
     (:mod:`afford.core.user_code`). Python 3.10: the same through :data:`_BOOTSTRAP`."""
     if sys.version_info >= (3, 11):
@@ -206,8 +206,7 @@ def exchange(kid, job: dict, on_event: Callable[[Event], None],
 def warm_specs(specs) -> list[str]:
     """The workload specs worth resolving in a child before its job arrives: transformers
     models (``hf:``) and user workloads (``pkg.module:factory``), whose imports and config
-    take seconds (about 1-4 s a process for ``hf:gpt2`` on the H200 host); the built-ins
-    take milliseconds."""
+    take seconds a process; the built-ins take milliseconds."""
     return [s for s in dict.fromkeys(specs) if ":" in s.partition("+")[0]]
 
 

@@ -1,4 +1,4 @@
-"""Capture the environment a certificate was measured in (issue: foundation, item 4)."""
+"""Capture the environment a certificate was measured in."""
 
 from __future__ import annotations
 

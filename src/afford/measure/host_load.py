@@ -1,15 +1,15 @@
 """The host's load at a moment: what else was running while a certificate measured.
 
 A warm step on the launch floor is the host's time to issue it, so another tenant's load
-moves it (docs/DESIGN.md section 4: the same tinylm shape's floor was 8-16 ms in different processes
-on an H200). :func:`host_load` records the load average (``os.getloadavg``: runnable
+moves it (docs/DESIGN.md section 4: a warm step is close to max(host launch time, device
+work)). :func:`host_load` records the load average (``os.getloadavg``: runnable
 processes over 1, 5 and 15 minutes, Linux/macOS) and, on CUDA, the other processes on the
 device: NVML's compute processes (nvidia-ml-py, import-guarded; else ``nvidia-smi
 --query-compute-apps``), this process and its descendants marked ``own``. What cannot be
 read is ``None`` with the reason, never zero.
 
 :class:`UsageClock` is the CPU's step clock with the child's own accounting beside each
-step (issue 32, item 0): the process's CPU time and the time its threads waited, runnable,
+step: the process's CPU time and the time its threads waited, runnable,
 for a CPU (Linux's per-thread ``schedstat``), from which :mod:`afford.fit.time.contention` tells
 the step on an idle box from what the load cost.
 """

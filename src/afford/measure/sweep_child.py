@@ -135,7 +135,8 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
             timed_seconds=list(timing.timed_seconds),
             timed_step_indices=list(timing.timed_indices),
             median_seconds=timing.median_seconds, precision=_finite_or_none(timing.precision),
-            reached_target=timing.reached_target, stopped=timing.stopped, first_loss=float(losses[0]),
+            reached_target=timing.reached_target, stopped=timing.stopped,
+            first_loss=float(losses[0]),
             grads_checked=checked["n"], cpu_seconds=cpu1 - cpu0,
             involuntary_switches=switches1 - switches0)
         if timing.timed_cpu_seconds:  # a CPU: each step's own accounting beside its wall

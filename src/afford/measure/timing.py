@@ -40,16 +40,15 @@ class TimingRule:
 def rule_for(precision: str) -> TimingRule:
     """``full``: 3.0 s floor always; ``adaptive``: 0.25 s extended to 1.5 s until the median
     is known to 1 %, after 3 warm-up steps and at least 0.1 s of them (the warm-up steps are
-    kept, so a point still warming up shows in them; 0.3 s bought nothing on the H200 at
-    ~10 s per certify); ``quick``: a small fixed floor for a first look.
+    kept, so a point still warming up shows in them; a longer warm-up buys nothing and costs
+    seconds per certify); ``quick``: a small fixed floor for a first look.
 
-    Why 0.25 s and 1.5 s (were 0.5 s and 3.0 s): replayed on the raw samples of the four
-    default H200 certificates of 2026-12-02 (36 points x 3 children each), stopping by this
-    rule moves no work-regime point's median by more than 0.6 % (their children agree
-    within 2 %), and the launch-floor points' by a median 1.6 % (at most 13 %) while their
-    children disagree by 5-40 %: extending a floor point to 3 s buys within-child precision
-    that the next process does not reproduce. Timed seconds fall from 32.6 to 20.3 per
-    certificate, which the time design's extra shapes need (issue 19)."""
+    Why 0.25 s and 1.5 s rather than twice those: stopping by this rule moves a work-regime
+    point's median by less than its children disagree, and a launch-floor point's by far
+    less than its children disagree (the floor differs from process to process):
+    extending a floor point to 3 s buys within-child precision that the next process does
+    not reproduce. The timed seconds it saves per certificate are what the time design's
+    extra shapes (:mod:`afford.fit.time.time_design`) need."""
     if precision == "full":
         return TimingRule(warmup_seconds=1.0, floor_seconds=3.0, max_floor_seconds=3.0)
     if precision == "adaptive":
@@ -187,17 +186,16 @@ def time_synced(step: Callable[[int], Any], sync: Callable[[Any], None], start: 
 
 
 def _block_size(warm_median: float, rule: TimingRule) -> int:
-    """Steps between host syncs: about ``BLOCK_SECONDS`` (a quarter of the 0.5 s floor the
-    adaptive rule used to have, so the async figure keeps its meaning as the floor moves), or a
+    """Steps between host syncs: about ``BLOCK_SECONDS`` (a quarter of 0.5 s, fixed apart from
+    the adaptive rule's floor, so the async figure keeps its meaning as the floor moves), or a
     quarter of a larger floor, at least ``MIN_BLOCK`` and at most ``max_block`` (which wins:
     a rule that caps its blocks, as the determinism audit's, keeps its cap).
 
     Never one step a block: a step synced on its own pays the device's tail (the work still
     queued when the host has issued its last kernel) that a training loop overlaps with the
-    next step's issue. On an H200 a 415M model with full AdamW, whose warm step was ~100 ms,
-    read 110-150 ms a step at one step a block and 88-108 ms pipelined ten a block in a
-    fresh process; a LoRA model, with almost no optimizer work at the tail, read the same
-    either way."""
+    next step's issue. A model with much optimizer work at the tail (full AdamW) reads a
+    slower step synced one a block than pipelined several a block; one with almost none
+    (LoRA) reads the same either way."""
     if warm_median <= 0:
         return rule.max_block
     per_block = max(BLOCK_SECONDS, rule.floor_seconds / 4.0)

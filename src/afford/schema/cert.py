@@ -162,12 +162,12 @@ def default_filename(cert: Certificate) -> str:
 
 @register_migration(CERT_SCHEMA, "afford.cert/0")
 def _from_cert_0(raw: dict) -> dict:
-    """afford.cert/0: the foundation form (commit 4678abe), before the environment's
-    ``stage_seconds``, the protocol's ``prewarmed_children``, a child's ``stopped``, a point's
-    ``vocab`` and ``frozen_params`` and the stage sections. Files of that form were labelled
-    afford.cert/1 when written (every later field is optional); /0 is the label that names
-    the form so an old file is upgraded explicitly and says so. The fields it lacks were not
-    recorded: stage seconds stay empty, no child counts as pre-warmed."""
+    """afford.cert/0: the foundation form (the first certificate afford wrote), before the
+    environment's ``stage_seconds``, the protocol's ``prewarmed_children``, a child's
+    ``stopped``, a point's ``vocab`` and ``frozen_params`` and the stage sections. Files of that
+    form were labelled afford.cert/1 when written (every later field is optional); /0 is the
+    label that names the form so an old file is upgraded explicitly and says so. The fields it
+    lacks were not recorded: stage seconds stay empty, no child counts as pre-warmed."""
     out = dict(raw, schema=CERT_SCHEMA)
     out["environment"] = {"stage_seconds": {}, **raw["environment"]}
     out["protocol"] = {"prewarmed_children": [], **raw["protocol"]}

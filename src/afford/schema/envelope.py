@@ -56,7 +56,8 @@ def load_envelope(path: str | Path, model: type[M], current: str,
         sid = raw["schema"]
         if sid not in migrations or sid in seen:
             raise InputError(f"{p}: schema {sid!r} is not one this afford reads "
-                             f"(expected {current!r}{', or ' + ', '.join(migrations) if migrations else ''})")
+                             f"(expected {current!r}"
+                             f"{', or ' + ', '.join(migrations) if migrations else ''})")
         seen.add(sid)
         raw = migrations[sid](raw)
     try:

@@ -30,10 +30,10 @@ class LawFit(BaseModel):
 
     @model_validator(mode="after")
     def _params_in_range(self) -> "LawFit":
-        """The form's parameters, each in the range its fit can give (issue 14: a hand-edited
-        ``a`` of 1e6 made exp(a) overflow in every reader): ``a`` within +-700 (exp(a)
-        finite), ``b`` within [-8, 8] (the floor form's fit keeps it in [0, 4]), ``F`` and the
-        floor form's ``c`` not negative, no parameter beyond 1e30."""
+        """The form's parameters, each in the range its fit can give (a hand-edited ``a`` of 1e6
+        would make exp(a) overflow in every reader): ``a`` within +-700 (exp(a) finite), ``b``
+        within [-8, 8] (the floor form's fit keeps it in [0, 4]), ``F`` and the floor form's
+        ``c`` not negative, no parameter beyond 1e30."""
         need = _FORM_PARAMS[self.form]
         if set(self.params) != set(need):
             raise ValueError(f"a {self.form} law has the parameters {', '.join(need)}, "

@@ -16,8 +16,8 @@ A source named but absent (no such file, a generator that does not import) is re
 ``UNPINNED`` with the reason; :func:`status_of` answers ``UNPINNED`` as well for a name the
 manifest does not hold at all, so anything derived from it is shown as provisional.
 
-What a folder's hash covers (issue 14: a pin must never stay PINNED while what it stands
-for changes). Inside a pinned folder nothing is followed and nothing is skipped:
+What a folder's hash covers (a pin must never stay PINNED while what it stands for
+changes). Inside a pinned folder nothing is followed and nothing is skipped:
 
 - a regular file is hashed by its bytes;
 - a symbolic link (to a file or a folder) whose target, fully resolved, lies inside the
@@ -42,7 +42,7 @@ runs all land. Hashing happens before the lock is taken.
 Reading for a plan: :func:`pinned_sources` says which sources a manifest pins, read
 leniently (any ``afford.manifest/*``), so a plan reads manifests of other versions too.
 
-Checked where it is used (issue 32, item 4): a pin says what the data *were*; ``plan``,
+Checked where it is used: a pin says what the data *were*; ``plan``,
 ``preflight`` and ``report`` ask whether they still are (:func:`recheck`). Cheaply first: a
 file's size and modification time (a folder's total size, file count and newest time of any
 entry) against those recorded when it was pinned; only when one of them moved is the source

@@ -322,8 +322,8 @@ class MemoryBreakdownRecord(_Model):
 
 class ReplayModel(_Model):
     """Reserved memory by replaying the step's allocations through a model of PyTorch's
-    caching allocator (issue 20): validated at the traced shapes, compared with the law at
-    the held-out ones. Derived from the traced shapes' :class:`AllocTrace` records."""
+    caching allocator: validated at the traced shapes, compared with the law at the held-out
+    ones. Derived from the traced shapes' :class:`AllocTrace` records."""
 
     traced: list[tuple[Dim, Dim]] = Field(description="(B, s) traced, reference first")
     alloc_conf: str = Field("", description="PYTORCH_CUDA_ALLOC_CONF the traces ran under")

@@ -1,8 +1,8 @@
 """A sweep point: each child's raw timing of it, and what is derived from them.
 
-Raw samples are the source of truth (docs/DESIGN.md section 2): every timed step of every
-child, with its step index; step 0 and the warm-up kept apart. A point of the sweep, a
-model size (:mod:`afford.schema.sizes_section`) and a lever variant (:mod:`afford.schema.levers_section`)
+Raw samples are the source of truth (docs/DESIGN.md section 2): every timed step of every child,
+with its step index; step 0 and the warm-up kept apart. A point of the sweep, a model size
+(:mod:`afford.schema.sizes_section`) and a lever variant (:mod:`afford.schema.levers_section`)
 are each one :class:`Point`.
 """
 

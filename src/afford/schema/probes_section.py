@@ -1,5 +1,5 @@
 """The ``probes`` section of a certificate: device ceilings, launch-boundness, FLOPs,
-checkpoint I/O and startup costs (issue 4; docs/DESIGN.md sections 3 and 4).
+checkpoint I/O and startup costs (docs/DESIGN.md sections 3 and 4).
 
 As everywhere in a certificate, raw samples are kept (every timed call or step, in order,
 with step indices where there are steps) and the derived figures (medians, the ladder's
@@ -225,7 +225,7 @@ class ShapeGemm(_Model):
 
 
 class ShapeGemms(_Model):
-    """GEMM probes at the workload's own shapes (issue 16): what its step's matmuls reach."""
+    """GEMM probes at the workload's own shapes: what its step's matmuls reach."""
 
     distinct_shapes: Count
     matmul_flops_per_step: Flops

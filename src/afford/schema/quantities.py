@@ -1,4 +1,4 @@
-"""The quantities a measurement can be, as field types every schema shares (issue 33).
+"""The quantities a measurement can be, as field types every schema shares.
 
 A certificate, plan, manifest or ledger is read by :func:`afford.core.io.loads_json` (size, nesting,
 every number finite and of sane magnitude), then by its schema, whose fields say what each

@@ -41,7 +41,8 @@ DEFAULT_OVERHEAD = 0.01
 
 
 class RunFile(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True,
+                              populate_by_name=True)
 
     schema_id: Literal["afford.run/1"] = Field(RUN_SCHEMA, alias="schema")
     name: str | None = Field(None, min_length=1, description="default: the file's stem")

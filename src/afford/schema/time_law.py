@@ -1,12 +1,12 @@
-"""The step-time model as a certificate stores it (issue 19): how a workload's features grow
-with the shape, the candidate forms and the chosen one, the points and held-out shapes with
-their errors, and a workload's noise verdict.
+"""The step-time model as a certificate stores it: how a workload's features grow with the
+shape, the candidate forms and the chosen one, the points and held-out shapes with their
+errors, and a workload's noise verdict.
 
-Fitted by :mod:`afford.fit.time.time_fit` (the forms, the choice and the reasons are documented
-there, the features in :mod:`afford.fit.time.step_features`, the fitting in
-:mod:`afford.fit.time.step_forms`, the verdict in :mod:`afford.fit.time.time_noise`); kept here, below
-the fit layer, with what reading a stored model needs: evaluating a form at a shape
-(:func:`evaluate_form`) and each feature's law (:meth:`FeatureScaling.features`).
+Fitted by :mod:`afford.fit.time.time_fit` (the forms, the choice and the reasons are
+documented there, the features in :mod:`afford.fit.time.step_features`, the fitting in
+:mod:`afford.fit.time.step_forms`, the verdict in :mod:`afford.fit.time.time_noise`); kept
+here, below the fit layer, with what reading a stored model needs: evaluating a form at a
+shape (:func:`evaluate_form`) and each feature's law (:meth:`FeatureScaling.features`).
 """
 
 from __future__ import annotations

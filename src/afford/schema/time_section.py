@@ -1,10 +1,10 @@
-"""What a certificate records of its step-time model (issue 19): per workload the design it
-measured, the model fitted over it, and the noise verdict; per certificate the verdict over
-all workloads and the host's load before and after measuring.
+"""What a certificate records of its step-time model: per workload the design it measured,
+the model fitted over it, and the noise verdict; per certificate the verdict over all
+workloads and the host's load before and after measuring.
 
 The model itself and a workload's verdict are :mod:`afford.schema.time_law`'s, as the fit
-modules return them. Every field is optional in the certificate: one written before the model existed
-loads with ``time`` absent, and readers fall back to the throughput law.
+modules return them. Every field is optional in the certificate: one written before the model
+existed loads with ``time`` absent, and readers fall back to the throughput law.
 """
 
 from __future__ import annotations

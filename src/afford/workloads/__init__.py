@@ -10,7 +10,7 @@ may carry step options after ``+`` (``tinylm@q3+compile``, ``softmax+fused+x2``;
 The package imports no torch until a workload is resolved or one of its torch names
 (``Built``, ``Workload``, ``WorkloadRefused``, ``train_step``) is asked for, so the grammar
 of the names (:mod:`afford.workloads.names`) is checked in a process that has not loaded
-torch (issue 32, item 6).
+torch.
 """
 
 from __future__ import annotations

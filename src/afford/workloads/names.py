@@ -1,8 +1,8 @@
 """The grammar of workload names, read without building a workload and without torch.
 
-A typo must cost seconds, not a minute (issue 32, item 6): ``afford certify -w hf:gtp2`` used
-to spawn its first child and import torch and transformers before it said that ``gtp2`` is
-no model type. :func:`check` reads every name a user typed, before any child starts: the
+A typo must cost seconds, not a minute: unchecked, ``afford certify -w hf:gtp2`` would spawn
+its first child and import torch and transformers before saying that ``gtp2`` is no model
+type. :func:`check` reads every name a user typed, before any child starts: the
 built-in names and tinylm's sizes (:func:`tinylm_size_fields`), the step options after
 ``+`` (:func:`parse_options`), a user workload's ``pkg.module:factory`` (the top package
 must be importable; it is found, not imported) and an ``hf:`` spec (:func:`parse_spec`),

@@ -30,11 +30,11 @@ class NonzeroCumprod(torch.autograd.Function):
     (``cumprod_backward`` in ``FunctionsManual.cpp``), written out.
 
     The gates are never zero (``sigmoid > 0``; the masked entries are 1), so this is the
-    branch the native op runs anyway, minus its host sync (``is_zero.any().item()``).
-    Written out, it stays that branch under a Python dispatch mode too: under one
-    (``FlopCounterMode``), PyTorch takes its composite-compliant O(s^2) loop instead, one
-    slice per position, and counting a step at s = 2048 took 9.8 s on an H200 for a step
-    of 26 ms. A zero gate would make this gradient non-finite, which the sweep refuses.
+    branch the native op runs anyway, minus its host sync (``is_zero.any().item()``). Written
+    out, it stays that branch under a Python dispatch mode too: under one (``FlopCounterMode``),
+    PyTorch takes its composite-compliant O(s^2) loop instead, one slice per position, and
+    counting a step at a long sequence takes hundreds of times as long as the step itself. A
+    zero gate would make this gradient non-finite, which the sweep refuses.
     """
 
     @staticmethod

@@ -1,10 +1,10 @@
-"""A model of PyTorch's CUDA caching allocator, to replay a step's allocations (issue 20).
+"""A model of PyTorch's CUDA caching allocator, to replay a step's allocations.
 
 Why: what decides an out-of-memory is *reserved* memory, the bytes the caching allocator
 holds from the driver, and reserved is not a smooth function of the shape: it is what a
 policy of rounding, pooling, best fit, splitting and caching makes of the step's sequence
-of allocations and frees. A least-squares law over a few peaks missed it by up to 8.7 % on
-an H200 (issue 20); replaying the sequence through the policy need not.
+of allocations and frees. A least-squares law over a few peaks misses it by several per
+cent; replaying the sequence through the policy need not.
 
 The policy is that of ``c10/cuda/CUDACachingAllocator.cpp`` (``DeviceCachingAllocator``:
 ``malloc``, ``get_free_block``, ``should_split``, ``alloc_found_block``, ``free_block``,
@@ -41,15 +41,15 @@ is >= 512 B; best fit among mapped free blocks, where a free block touching the 
 tail counts as big as it could grow (so it is chosen last); ``empty_cache`` unmaps the
 whole free pages.
 
-Checked on an H200 (torch 2.11, CUDA 13; ``lab/scripts/memory_replay.py``): the 36 recorded
-histories of tinylm, a GPT-2 and a Llama in fp32 and bf16, replayed in process order, give
-the measured peak allocated and reserved to the byte, the same segments, and every block at
-the address PyTorch gave it; replayed under expandable segments, the bf16 ones give the
-peaks of the expandable-segments run to the byte.
+Contract: a recorded history, replayed in process order from the state its process had,
+gives the measured peak allocated and reserved to the byte, the same segments, and every
+block at the address PyTorch gave it; under expandable segments, the peaks of a run with
+expandable segments. A replay that does not is not trusted
+(:func:`afford.fit.memory.replay_fit.replay_recorded`).
 
 Pure: no torch, no I/O. Addresses of new segments come from an :class:`AddressSource`
-(the recorded ones when validating a recorded trace; a descending sequence, as the CUDA
-driver hands them out on an H200, when replaying a synthesised one).
+(the recorded ones when validating a recorded trace; a descending sequence, the order in
+which the CUDA driver has been seen to hand them out, when replaying a synthesised one).
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ def page_size(small: bool) -> int:
 class AddressSource:
     """Where the driver puts the next segment: the recorded addresses in order while they
     last (one that would overlap a live segment is skipped), then descending below the
-    lowest segment held (an H200 under CUDA 13 gives each new cudaMalloc a lower address
-    than the last). Only ties of best fit between equal free blocks depend on it."""
+    lowest segment held (the CUDA driver has been seen to give each new cudaMalloc a lower
+    address than the last). Only ties of best fit between equal free blocks depend on it."""
 
     def __init__(self, recorded: Iterable[int] = ()) -> None:
         self._recorded: Iterator[int] = iter(recorded)

@@ -1,4 +1,4 @@
-"""Where a training step's memory goes at its peak, from its allocator history (issue 20).
+"""Where a training step's memory goes at its peak, from its allocator history.
 
 Why: a prediction of reserved memory says whether a run fits; the breakdown says what to
 change when it does not. At the moment allocated memory peaks in a warm step, every live

@@ -24,9 +24,8 @@ leave-one-out error, and the result says which (and every form's leave-one-out e
 Each form comes with and without the ``C_op`` s^2 term. A workload whose attention never
 stores the s x s scores (``scaled_dot_product_attention``: flash or memory-efficient
 kernels) has no s^2 term (Korthikanti's fused variant, ``34*s*b*h + 4*a*s*b``), and a free
-``C_op`` then only fits noise: on an H200, tinylm in bf16 picked up C_op = 0.023 from
-readings that wobble by 1 %, and extrapolated it to +3.2 % at twice the sequence (+2.2 %
-without it). So the
+``C_op`` then only fits noise: from readings that wobble by 1 % it picks up a small
+spurious coefficient, which grows as s^2 into extra error at longer sequences. So the
 workload declares it (``Workload.attention``, passed here as ``s2_term``); undeclared, the
 forms with and without the term compete by leave-one-out like the two above. Ties go to
 the form with fewer coefficients, then to the law as written.

@@ -1,9 +1,9 @@
 """Reserved memory at a shape nobody ran: the traced histories learned, synthesised at the
-target shape and replayed through the caching allocator's policy (issue 20).
+target shape and replayed through the caching allocator's policy.
 
-The pieces are :mod:`afford.fit.memory.trace_scaling` (each allocation's size as a law in (B, s)),
-:mod:`afford.fit.memory.allocator` (the policy) and :mod:`afford.fit.memory.breakdown` (where the memory
-goes); this module joins them over the certificate's raw records
+The pieces are :mod:`afford.fit.memory.trace_scaling` (each allocation's size as a law in
+(B, s)), :mod:`afford.fit.memory.allocator` (the policy) and :mod:`afford.fit.memory.breakdown`
+(where the memory goes); this module joins them over the certificate's raw records
 (:class:`~afford.schema.memory_section.AllocTrace`):
 
 - :func:`replay_recorded`: a traced history replayed from the allocator state its process

@@ -1,7 +1,7 @@
 """Sizing: peak memory and the largest resident batch, from a fitted memory law (pure).
 
-Predictions come from the law fitted on the box (:mod:`afford.fit.memory.memory_fit`), tagged FITTED
-and flagged extrapolated outside the shapes it was fitted over. Beside them, for comparison,
+Predictions come from the law fitted on the box (:mod:`afford.fit.memory.memory_fit`), tagged
+FITTED and flagged extrapolated outside the shapes it was fitted over. Beside them, for comparison,
 the default constants a user would otherwise reach for, each with its source:
 
 - the "4x model size" rule of thumb (accelerate's estimate: training takes about four times
@@ -12,8 +12,8 @@ the default constants a user would otherwise reach for, each with its source:
   with fused attention the s^2 term vanishes and ``4*a*s*b`` bytes of softmax statistics
   remain, folded here into C_res as 34 + 4*H/d. Eq. 1 counts 16-bit activations: fp32
   doubles them (the convention of docs/REFERENCES.md's GPT-2 table);
-- INHERITED constants measured by afford on an H200 (``data/memory_defaults.toml``), when
-  the data file has them.
+- INHERITED constants measured by afford's own memory stage on one reference GPU
+  (``data/memory_defaults.toml``, whose ``[source]`` names it), when the data file has them.
 
 Frozen parameters (a LoRA base, frozen layers) hold only their weights: no gradient, no
 optimizer state. The law counts ``bytes_per_param`` over trainable parameters and adds the
@@ -108,7 +108,8 @@ def korthikanti_zero(mode: str, attention: str | None, d: int, H: int,
 
 
 def inherited_defaults(mode: str, data: dict | None = None) -> tuple[Defaults | None, str]:
-    """The H200 constants of ``mode`` from the data file, or ``None`` and why not."""
+    """The INHERITED constants of ``mode`` from ``data/memory_defaults.toml`` (measured on the
+    reference GPU its ``[source]`` names), or ``None`` and why not."""
     data = load_memory_defaults() if data is None else data
     table = data.get("modes", {}).get(mode, {})
     src = data.get("source", {})
@@ -320,7 +321,7 @@ def max_batch(law: MemoryLaw, shape: dict[str, int], budget_bytes: float, run: s
 def _with_default(law: MemoryLaw, dims: dict[str, int], params: float, constant: str,
                   value: float) -> float:
     """The law with one constant replaced by a default's, floored at 0 B: a default that
-    predicts no memory at all (the H200's negative fixed term on a model of a few MB) is
+    predicts no memory at all (a negative inherited fixed term on a model of a few MB) is
     judged WRONG and optimistic, not refused as a broken law."""
     f = law.allocated
     bpp = value if constant == "bytes_per_param" else law.bytes_per_param

@@ -1,5 +1,4 @@
-"""A training step's allocations learned at small shapes and synthesised at a larger one
-(issue 20).
+"""A training step's allocations learned at small shapes and synthesised at a larger one.
 
 Why: reserved memory is what the caching allocator makes of the step's sequence of
 requests (:mod:`afford.fit.memory.allocator`), so predicting it at a shape nobody ran means
@@ -23,19 +22,19 @@ never freed is ``(alloc, False, size)`` (weights, optimizer state and workspaces
 size at every shape, so they anchor the alignment). Matching runs pair their allocations;
 a mismatched stretch pairs them in order when both sides hold as many, and leaves them
 unpaired otherwise. This finds what a first-in-process history has that later ones lack
-(cuBLAS and cuBLASLt workspaces, 32 MiB each on an H200, made at the first GEMM and kept
-for the process) and what a larger shape adds.
+(cuBLAS and cuBLASLt workspaces, made at the first GEMM and kept for the process) and what
+a larger shape adds.
 
 What the model cannot see: a kernel chosen by size. PyTorch's embedding backward switches
-to a sort-based kernel past 3072 indices, which adds 14 allocations a step; a history
-traced below that and synthesised above it lacks them (on an H200 they changed neither
-reserved nor the allocated peak by more than 0.02 %). A size that grows and then stops
-between the traced and the target shapes is another (tinylm's reduction staging buffers
-in the backward, 16, 12 and 4 KiB a token, all capped at 132 MiB = 1 MiB x 132 SMs on an
-H200: past 8448, 11264 and 33792 tokens). A size seen capped at the traced shapes gets a
-capped law (:func:`_capped`), and a cap seen on one reduction's staging buffer bounds the
-others of the history (:func:`_propagate_caps`): tinylm's held-out shapes at 4x the traced
-tokens then replay to the byte (they were +2.1 to +3.6 % reserved without).
+to a sort-based kernel past 3072 indices, which adds a few small allocations a step; a
+history traced below that and synthesised above it lacks them (too small to move reserved
+or the allocated peak noticeably). A size that grows and then stops between the traced and
+the target shapes is another (the reduce kernels' staging buffers in the backward, a few
+KiB a token each, capped at 1 MiB per SM of the device). A size seen capped at the traced
+shapes gets a capped law (:func:`_capped`), and a cap seen on one reduction's staging
+buffer bounds the others of the history (:func:`_propagate_caps`): buffers that reach the
+cap only between the traced and the held-out shapes then replay to the byte, where uncapped
+laws over-predict reserved by a few per cent.
 
 Size laws (:func:`fit_size`). Each slot's sizes at the traced shapes are fitted as a
 non-negative combination of the terms {1, B*s, B*s^2, B, s, s^2}: the basis with the
@@ -50,10 +49,10 @@ separate 1 from B*s. A size that is the same at every traced shape is constant: 
 allocation that saturates (a workspace capped by the library) stays put, and one that
 grows then stops between the traced and the target shapes cannot be seen at all.
 
-Checked on an H200 (``lab/scripts/memory_replay.py``): learned at three shapes, replayed at
-three held out (up to 4x the tokens), reserved to the byte for the GPT-2 and the Llama in
-fp32 and bf16 (native and expandable segments), allocated within 0.07 %; tinylm +3.7 to
-+8.1 % reserved, all of it from its two capped buffers (capped at the true sizes, exact).
+Learned at three traced shapes, a synthesised history is meant to replay at held-out shapes (up
+to 4x the tokens) to the reserved bytes a run there measures; what it cannot see (above) is
+where it misses. Predictions come from it only where the replay was validated and, at the
+held-out shapes, no worse than the law (:func:`afford.fit.memory.replay_fit.use_replay`).
 
 Pure: no torch, no I/O.
 """
@@ -397,7 +396,7 @@ def _cap_readings(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> list[Size
     the cap is what makes it fit). A staging buffer whose cap lies between two traced shapes
     looks like this: its sizes below the cap are too few to say how it grows, and a
     least-squares law (or an interpolating one) through all of them falls below the cap
-    between the shapes (issue 28). Each reading is marked interpolated (no evidence)."""
+    between the shapes. Each reading is marked interpolated (no evidence)."""
     top = float(y.max())
     below = [i for i in range(len(y)) if y[i] < top]
     if not below:
@@ -542,12 +541,11 @@ def _staging(ops: Sequence[int], laws: Sequence[SizeLaw], pos: dict[int, int],
 
 
 def _propagate_caps(ops: Sequence[int], laws: list[SizeLaw]) -> tuple[list[SizeLaw], int]:
-    """A capped size seen on a reduction's staging buffer (PyTorch's reduce kernels bound
-    their global staging buffer by the grid; tinylm's backward on an H200 stops at 132 MiB
-    = 1 MiB x 132 SMs) bounds the other staging buffers of the history too: those the
-    traced shapes did not grow to the cap (tinylm's d-wide bias gradients, 4 KiB a token,
-    capped past 33792 tokens) get the same cap. Only when every capped staging buffer has
-    one cap; returns the laws and how many were capped so."""
+    """A capped size seen on a reduction's staging buffer (PyTorch's reduce kernels bound their
+    global staging buffer by the grid: 1 MiB per SM of the device) bounds the other staging
+    buffers of the history too: those the traced shapes did not grow to the cap (e.g. a d-wide
+    bias gradient's, a few KiB a token) get the same cap. Only when every capped staging buffer
+    has one cap; returns the laws and how many were capped so."""
     pos = {o: i for i, o in enumerate(ops) if o >= 0}
     freed_at = {~o: i for i, o in enumerate(ops) if o < 0}
     staging = [k for k in range(len(laws)) if k in pos and

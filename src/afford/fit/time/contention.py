@@ -1,5 +1,4 @@
-"""The step on an idle box, told from the load, from each timed step's own accounting (issue
-32, item 0).
+"""The step on an idle box, told from the load, from each timed step's own accounting.
 
 On a CPU every timed step records beside its wall time the child's CPU time and the time
 its threads waited, runnable, for a CPU (:class:`afford.measure.host_load.UsageClock`).
@@ -7,14 +6,13 @@ The wait is what other processes cost that step; a step whose threads waited les
 ``FREE_WAIT_SHARE`` of its wall time ran as on an idle box. The step on an idle box is the
 median of such steps (``idle_step``), and the load's cost is the measured median less it.
 
-Why not CPU time over threads: torch's OpenMP threads spin while a sibling waits for a
-CPU, so on a busy box the child's CPU time grows with the load as well (on the 2-core
-development box at load 5-7, a 3 ms tinylm step used 8-40 ms of process CPU time): CPU
-time measures the load's cost together with the work and cannot subtract it. The wait is
-the kernel's own count (``/proc/<pid>/task/<tid>/schedstat``), so a step it calls free was
-free. Where too few steps were free (a long step on a box whose load stays above its cores),
-there is no idle figure: the load could not be told from the work, and the noise verdict
-judges the wall times as before.
+Why not CPU time over threads: torch's OpenMP threads spin while a sibling waits for a CPU, so
+on a busy box the child's CPU time grows with the load as well (a step can use several times its
+wall time in process CPU time): CPU time measures the load's cost together with the work and
+cannot subtract it. The wait is the kernel's own count (``/proc/<pid>/task/<tid>/schedstat``),
+so a step it calls free was free. Where too few steps were free (a long step on a box whose load
+stays above its cores), there is no idle figure: the load could not be told from the work, and
+the noise verdict judges the wall times as before.
 
 Pure: numbers in, numbers out.
 """

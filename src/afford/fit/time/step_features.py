@@ -1,4 +1,4 @@
-"""The step-time model's features (issue 19): how a step's work grows with its shape.
+"""The step-time model's features: how a step's work grows with its shape.
 
 A warm training step of a transformer-shaped workload does two kinds of counted work:
 

@@ -1,4 +1,4 @@
-"""The new step-time forms, fitted with non-negative coefficients (issue 19, item 1).
+"""The new step-time forms, fitted with non-negative coefficients.
 
 The host issues a step's kernels asynchronously, so a warm step costs about the larger of
 the host's time to issue them (a floor F, the same at every shape of a workload) and the
@@ -55,8 +55,8 @@ SMOOTH_K = (1.0, 50.0)
 # The share of its counted FLOPs a column must run at the ceiling's rate, at least. Attention
 # is counted as the full s x s square (torch's FlopCounterMode: "we aren't accounting for
 # causal attention"); a causal kernel skips the masked half, so a counted attention FLOP
-# can cost half a GEMM FLOP (measured on an H200: 1.03e-15 s per counted FLOP at batch 1 x
-# 16384, where 1 / the bf16 ceiling is 1.34e-15 s).
+# can cost half a GEMM FLOP (a long causal sequence runs its counted attention FLOPs faster
+# than the GEMM ceiling's rate).
 BOUND_SHARE = {"gemm_flops": 1.0, "attn_flops": 0.5}
 
 

@@ -1,4 +1,4 @@
-"""A GPU step as its two sides (issue 27): the host's issue time and the device's busy time.
+"""A GPU step as its two sides: the host's issue time and the device's busy time.
 
 The host enqueues a step's kernels asynchronously, so a pipelined warm step costs
 

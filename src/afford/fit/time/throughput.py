@@ -5,8 +5,8 @@ Two forms are fitted over resident points only and both are kept:
 - ``power``:        t = exp(a) * n^b, least squares in log-log. Right when the step is
   compute-bound (Kaplan et al. 2020 use the same log-log form for their laws).
 - ``floor_power``:  t = F + c * n^b, a fixed per-step floor plus a power term. On a fast
-  GPU small shapes are launch-bound and the step has a floor (docs/REFERENCES.md: a GPT-2 step
-  at batch 2 x 512 took 32-35 ms on an H200 in fp32 and bf16 alike).
+  GPU small shapes are launch-bound and the step has a floor (a small step then takes as long
+  in fp32 as in bf16, though their arithmetic rates differ many times over).
 
 Both report R^2 in log space (so the two are comparable), relative residuals, the fitted
 range and the leave-one-out relative prediction error; predictions use the form with the

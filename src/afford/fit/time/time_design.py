@@ -1,4 +1,4 @@
-"""Which shapes the step-time model is measured at (issue 19, items 2-4): pure, no device.
+"""Which shapes the step-time model is measured at: pure, no device.
 
 Rules for a transformer-shaped workload (batch B and sequence s):
 
@@ -18,8 +18,8 @@ Rules for a transformer-shaped workload (batch B and sequence s):
 
 Every across and held-out shape stays inside the ladder's own memory envelope: at most its
 largest shape's tokens (B*s) and B*s^2, the two terms the memory law grows with
-(:mod:`afford.fit.memory.memory_fit`), so the design is resident wherever the ladder is. A base batch
-below 4 has no B0/4: the held-out sequence shape is then (1, 2 s_top), up to 2x the
+(:mod:`afford.fit.memory.memory_fit`), so the design is resident wherever the ladder is. A base
+batch below 4 has no B0/4: the held-out sequence shape is then (1, 2 s_top), up to 2x the
 envelope's B*s^2, and the notes say so.
 
 **The static design certify uses** (:func:`static_design`): the ladder above needs each rung
@@ -311,9 +311,9 @@ def long_factors(top_seq: int, max_tokens: int) -> tuple[int, int]:
     """(fitted, held-out) factors on the sweep's longest sequence for a fused design's long
     sequences at batch 1: the held-out one the largest of ``LONG_FACTORS`` within
     ``max_tokens`` and ``LONG_SEQ_CAP``, the fitted one half of it (2x and 4x where 8x is
-    over). The fitted one carries attention's cost per FLOP past the sweep: a law fitted to
-    2x the sweep's longest over-predicted 16x by 20 %, one fitted to 4x by 6.5 % (a 415M
-    Qwen2-shaped model on an H200, benches/RESULTS)."""
+    over). The fitted one carries attention's cost per FLOP past the sweep: the further the
+    fitted sequences reach, the less a law over-predicts the longest held-out one (fitted to
+    2x the sweep's longest, it over-predicts 16x several times as much as fitted to 4x)."""
     cap = min(max_tokens, LONG_SEQ_CAP)
     held = next((f for f in LONG_FACTORS if f * top_seq <= cap), LONG_FACTORS[-1])
     return held // 2, held

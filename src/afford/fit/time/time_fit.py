@@ -1,4 +1,4 @@
-"""The step-time model of one workload (issue 19): forms fitted over measured shapes, one
+"""The step-time model of one workload: forms fitted over measured shapes, one
 chosen by prediction error, and checked at held-out shapes it never saw.
 
 Forms (the new ones in :mod:`afford.fit.time.step_forms`, features in
@@ -15,11 +15,12 @@ split by the order of ``ALL_FORMS`` (max first). R^2 is reported, never used.
 The errors at work-regime points (a step at least ``WORK_OVER_FLOOR`` times the smallest
 measured one, :func:`work_regime`) count in full when there are at least ``MIN_JUDGED``;
 a floor point's error counts ``FLOOR_WEIGHT`` (a tenth) of its size: the launch floor is a
-per-process figure (the same tinylm shape's floor was 8-16 ms in different processes on an
-H200), so its tolerance is 10x the work regime's (50 % against 5 %, as in the noise verdict).
-Judged on every point alike, the H200 2-D grid of 2026-12-02 chose ``sum`` for tinylm and
-softmax by their floor points' noise; ignoring the floor points, ``sum`` tied ``max`` on the
-work regime and then missed held-out floor shapes by 40-60 %; weighted, ``max`` wins.
+per-process figure (one shape's floor differs from process to process by up to 2x),
+so its tolerance is 10x the work regime's (50 % against 5 %, as in the noise verdict).
+Judged on every point alike, the floor points' noise decides the choice (a form wins by
+fitting that noise); ignoring the floor points, forms that tie on the work regime can miss
+held-out floor shapes by tens of per cent; weighted, the floor still counts but its noise
+does not decide.
 
 Held-out points are measured shapes that were never fitted: they are predicted by the chosen
 model after it is fitted and chosen, and their errors are reported separately; they NEVER
@@ -151,10 +152,11 @@ def choose_form(candidates: Sequence[CandidateFit], judged: Sequence[bool] | Non
                 ) -> tuple[FormName, str]:
     """The form with the smallest worst leave-one-out |error|; forms within ``LOO_TIE`` of it
     are split by the order of ``ALL_FORMS`` (max first: a step issued asynchronously costs
-    the larger of host and device time; then sum, smooth_max, the one-axis forms). ``judged``: which points' errors count (the work
-    regime, :func:`work_regime`; every point when None or when fewer than ``MIN_JUDGED``
-    are). Returns the form and a one-line reason. R^2 plays no part. Without leave-one-out
-    errors (two points): the first candidate, said so."""
+    the larger of host and device time; then sum, smooth_max, the one-axis forms).
+    ``judged``: which points' errors count (the work regime, :func:`work_regime`; every point
+    when None or when fewer than ``MIN_JUDGED`` are). Returns the form and a one-line reason.
+    R^2 plays no part. Without leave-one-out errors (two points): the first candidate, said
+    so."""
     if not candidates:
         raise ValueError("no form could be fitted to these points")
     if judged is not None and sum(bool(j) for j in judged) < MIN_JUDGED:

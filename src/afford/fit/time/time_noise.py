@@ -1,4 +1,4 @@
-"""The noise verdict of a workload's step-time measurements (issue 19, item 5).
+"""The noise verdict of a workload's step-time measurements.
 
 Noise is a verdict, not a footnote: independent children that disagree at a work-regime
 point beyond ``child_tolerance``, or a work-regime held-out shape missed by more than
@@ -6,7 +6,7 @@ point beyond ``child_tolerance``, or a work-regime held-out shape missed by more
 (``remeasured=True``) the verdict is NOISY. Points on the launch floor (a step under
 ``WORK_OVER_FLOOR`` x the smallest measured: :func:`afford.fit.time.time_fit.work_regime`) are
 judged against ``floor_tolerance`` only: the floor's level differs from process to process
-(8-16 ms for one tinylm shape on an H200), so its spread is the floor's uncertainty,
+(by up to 2x for one shape), so its spread is the floor's uncertainty,
 recorded, and noise only when extreme. A held-out shape on the floor is not judged on its
 wall time (a two-sided GPU model judges it on its device side instead,
 :func:`afford.certify.stage_time.judged_errors`). With no held-out shape judged and nothing
@@ -14,13 +14,13 @@ else wrong the verdict is UNJUDGED, never OK.
 A work-regime point near the floor inherits part of the floor's process-to-process spread:
 its children may disagree by ``child_tolerance + (floor_tolerance - child_tolerance) x
 (F / t)^2`` (:func:`tolerance_at`; F the floor, t the point's step): 16 % at twice the floor,
-7 % at five times it (on the H200, GPT-2's 8 x 1024 at 2.2x its 27 ms floor had children
-5.5 % apart in two runs while the ones at 10x agreed within 1 %).
+7 % at five times it (children of a point just above its floor disagree by several per cent
+where those of a point far above it agree within 1 %).
 Certify's tolerances: 5 % on a GPU, 10 % on a CPU (:mod:`afford.certify.stage_time`).
 
 A held-out miss that survives the re-measurement while the children of that shape agree is
-not noise: the measurement reproduced and the model does not describe it (scan's 2 x 4096 on
-the H200, which runs slower than 8 x 2048 at the same FLOPs, a fact FLOPs cannot see). The
+not noise: the measurement reproduced and the model does not describe it (e.g. a shape that
+runs slower than another of the same FLOPs, a fact FLOPs cannot see). The
 verdict is then OK, and the miss is kept as a ``model_misses`` line for the certificate's
 warnings: the model's accuracy is stated, never called noise.
 """

@@ -1,6 +1,6 @@
 """Is a step launch-bound, compute-bound or memory-bound? Pure functions over probe figures.
 
-The evidence (docs/DESIGN.md section 4, "Batch ladders"; issue 4):
+The evidence (docs/DESIGN.md section 4, "Batch ladders"):
 
 - the batch ladder: step seconds at batch x1, x2, x4 of one shape, fitted as
   ``t = F + c * tokens`` (:func:`afford.fit.time.throughput.fit_linear_floor`); the fixed share
@@ -8,19 +8,18 @@ The evidence (docs/DESIGN.md section 4, "Batch ladders"; issue 4):
   synchronisation. A large fixed share means launch-bound.
 - NVML utilisation over warm steps: the fraction of each sample period during which a
   kernel was executing (NVML API reference, ``nvmlDeviceGetUtilizationRates``). A device
-  idle much of the time is waiting for the host: launch-bound. (docs/REFERENCES.md: a GPT-2-shaped
-  d=64, L=2 model at batch 4 x 256 ran at 15 % mean utilisation on an H200.)
+  idle much of the time is waiting for the host: launch-bound (docs/REFERENCES.md,
+  "Compute": a tiny GPT-2-shaped model runs launch-bound at a low mean utilisation).
 - the arithmetic share: the step's counted FLOPs at the measured GEMM ceiling of its dtype,
   over the measured step time. It equals MFU against the measured ceiling. When the
   matmul arithmetic accounts for most of the step, the step is compute-bound.
 
-A fixed share is a share: a fit whose F exceeds the step it is part of (F / t > 100 %,
-the step time falling as the batch grows, within noise) is a failed fit, reported as such and
-never quoted as a fixed cost (the ladder note: "do not quote it as a measured fixed cost").
-The verdict then rests on what was measured: utilisation, and the ladder's own rungs, the
-largest timed rung against the first (k x the tokens cost r x the time, with the rungs'
-spread): the share of the step that grows with the batch, (r - 1) / (k - 1), judged at its
-upper end r (1 + spread) so that the claim survives the spread.
+A fixed share is a share: a fit whose F exceeds the step it is part of (F / t > 100 %, the step
+time falling as the batch grows, within noise) is a failed fit, reported as such and never
+quoted as a measured fixed cost. The verdict then rests on what was measured: utilisation, and
+the ladder's own rungs, the largest timed rung against the first (k x the tokens cost r x the
+time, with the rungs' spread): the share of the step that grows with the batch,
+(r - 1) / (k - 1), judged at its upper end r (1 + spread) so that the claim survives the spread.
 
 What remains (the device is busy, the step grows with the work, and matmul arithmetic
 explains little of it) is memory-bound *by elimination*: the time goes to kernels that move
@@ -208,10 +207,12 @@ def _reasons(fixed_share, util_mean, util_low, arithmetic) -> list[str]:
         side = "<" if util_mean < LAUNCH_UTILISATION else ">="
         low = f", {util_low:.0%} of samples at or under {LOW_UTILISATION:.0%}" \
             if _known(util_low) else ""
-        out.append(f"GPU utilisation {util_mean:.0%} {side} {LAUNCH_UTILISATION:.0%}{low} "
-                   f"({'the device waits for the host' if side == '<' else 'the device is busy'})")
+        out.append(f"GPU utilisation {util_mean:.0%} {side} {LAUNCH_UTILISATION:.0%}{low} ("
+                   + ("the device waits for the host" if side == "<"
+                      else "the device is busy") + ")")
     if _known(arithmetic):
         side = ">=" if arithmetic >= COMPUTE_SHARE else "<"
-        out.append(f"arithmetic share {arithmetic:.1%} {side} {COMPUTE_SHARE:.0%} "
-                   f"({'matmul FLOPs explain the step' if side == '>=' else 'matmul FLOPs explain little'})")
+        out.append(f"arithmetic share {arithmetic:.1%} {side} {COMPUTE_SHARE:.0%} ("
+                   + ("matmul FLOPs explain the step" if side == ">="
+                      else "matmul FLOPs explain little") + ")")
     return out

@@ -2,10 +2,11 @@
 
 What nccl-tests does (``all_reduce_perf`` and friends), through torch.distributed: for each
 collective and size, a few warm-up calls, then ``samples`` samples of ``iters`` back-to-back
-calls each, after a barrier (the gloo control group, once the device is idle); CUDA events on the current stream around each sample on a GPU
-(the NCCL stream is joined to it, so the events bracket the work), ``perf_counter`` on the
-CPU (gloo calls block). ``iters`` comes from the slowest rank's warm-up estimate so every
-rank issues the same calls (a rank that issued fewer would leave the others waiting).
+calls each, after a barrier (the gloo control group, once the device is idle); CUDA events on
+the current stream around each sample on a GPU (the NCCL stream is joined to it, so the events
+bracket the work), ``perf_counter`` on the CPU (gloo calls block). ``iters`` comes from the
+slowest rank's warm-up estimate so every rank issues the same calls (a rank that issued fewer
+would leave the others waiting).
 
 Buffers are zeros (sums stay zero: no overflow, no denormals on a CPU) of float32, the
 nccl-tests default. Sizes are nccl-tests' ``S`` (:mod:`afford.fit.nodes.collectives_fit`), rounded

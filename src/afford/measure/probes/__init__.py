@@ -1,4 +1,4 @@
-"""Device probes (issue 4): ceilings (GEMM per dtype, copy bandwidth), launch-boundness
+"""Device probes: ceilings (GEMM per dtype, copy bandwidth), launch-boundness
 (batch ladder + NVML utilisation), FLOPs of a step, checkpoint I/O, startup costs.
 
 Everything that touches the device runs in one fresh child process

@@ -59,7 +59,8 @@ def first_difference(a: Any, b: Any, where: str = "") -> str | None:
             return f"{where or 'state'}: a tensor against a {type(b).__name__}"
         if a.dtype != b.dtype or a.shape != b.shape:
             return f"{where}: {a.dtype}{tuple(a.shape)} against {b.dtype}{tuple(b.shape)}"
-        return None if torch.equal(a.detach().cpu(), b.detach().cpu()) else f"{where}: values differ"
+        return None if torch.equal(a.detach().cpu(), b.detach().cpu()) \
+            else f"{where}: values differ"
     if isinstance(a, dict) and isinstance(b, dict):
         if set(a) != set(b):
             return f"{where or 'state'}: keys {sorted(map(str, set(a) ^ set(b)))} differ"
@@ -89,8 +90,8 @@ def checkpoint_probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     """Write the state ``writes`` times, load it back once; the fields of
     :class:`~afford.schema.probes_section.CheckpointProbe` (less value and shape). A large state
     stops early: after ``MIN_WRITES`` writes, none starts once ``budget_seconds`` have been
-    spent writing (GPT-2 with AdamW, 1.5 GB, writes in about 2.5 s a time on the H200 host:
-    the third write added 2.5 s to certify and nothing the first two did not show)."""
+    spent writing (a state of a few GB takes seconds a write, and a further write adds its
+    seconds to certify and nothing the first ones did not show)."""
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
     target = Path(folder) / "afford-probe-checkpoint.pt"
     secs: list[float] = []

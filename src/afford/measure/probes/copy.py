@@ -2,8 +2,8 @@
 the host link: pinned host memory to the device and back.
 
 Device bandwidth counts bytes read plus bytes written (2 x the buffer per call), as the copy
-ceiling in docs/REFERENCES.md does (4.24 TB/s on an H200 for a 2 GiB device copy counting read
-and write). The host link counts the bytes that cross it once per call (one buffer), in each
+ceiling in docs/REFERENCES.md, "Compute", does (a 2 GiB device copy counting read and
+write). The host link counts the bytes that cross it once per call (one buffer), in each
 direction apart: that is what prices optimizer-state offload (the ladder's offload variant).
 The source is fresh random data, never zeros.
 """

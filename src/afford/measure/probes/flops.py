@@ -10,7 +10,7 @@ does not discount the masked half), and its backward includes the recomputed sco
 PyTorch registers the CUDA attention kernels but not the CPU one
 (``_scaled_dot_product_flash_attention_for_cpu``), and before torch 2.12 its formulas assert
 on grouped-query attention (key/value with fewer heads than the query: "sdpa_flop_count:
-query/key/value shapes are incompatible", seen on an H200 with a Llama of 4 key/value heads).
+query/key/value shapes are incompatible").
 So afford registers its own formulas for every SDPA kernel, CPU and CUDA: the same arithmetic
 as PyTorch's, with the key/value heads broadcast to the query's (the kernel attends each
 query head to its group's key/value head, so the work is that of h_q heads), and one workload
@@ -72,7 +72,8 @@ def _custom_mapping() -> dict:
     return mapping
 
 
-def count_step_flops(built: Built, mode: str, device: torch.device) -> tuple[float, dict[str, float]]:
+def count_step_flops(built: Built, mode: str, device: torch.device
+                     ) -> tuple[float, dict[str, float]]:
     """(total FLOPs, FLOPs per aten op) of one training step of ``built`` in ``mode``."""
     with FlopCounterMode(display=False, custom_mapping=_custom_mapping()) as counter:
         train_step(built, mode, device)

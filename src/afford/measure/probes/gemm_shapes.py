@@ -1,4 +1,4 @@
-"""GEMM probes at the workload's own shapes (the note's 5120 x 2048 x 8192, not only squares).
+"""GEMM probes at the workload's own shapes (e.g. 5120 x 2048 x 8192, not only squares).
 
 One whole training step of the built workload runs under a dispatch mode that records every
 matmul the step issues (``mm``, ``addmm``, ``bmm``, ``baddbmm``; forward and backward) as

@@ -1,14 +1,15 @@
 """The device probe child: one fresh process runs every probe that touches the device.
 
-Run as ``python -m afford.measure.probes.probe_child [--device cuda:N]`` with a JSON job on stdin. First
-thing, before anything imports torch, it times its own imports (it is one of the startup
-runs); on CUDA it then pre-warms (:func:`afford.measure.sweep_child.prewarm`: cuBLAS handles and
-the fused optimizer's first construction) before it reads its job, so the first probe does
-not carry the process's one-time costs, and a child spawned ahead has them done early. Then: the GEMM probes per dtype, the copy probe, and per workload the batch ladder
-(NVML sampled over the x1 rung's warm steps; FLOPs counted and a checkpoint written from the
-warm x1 model), then FLOPs at the workload's other requested sweep values. Each result goes
-out as one JSON line as soon as it is done, so a crash loses only the probe in flight; a
-probe that cannot run or fails sends ``not_executable`` with the reason instead.
+Run as ``python -m afford.measure.probes.probe_child [--device cuda:N]`` with a JSON job on
+stdin. First thing, before anything imports torch, it times its own imports (it is one of the
+startup runs); on CUDA it then pre-warms (:func:`afford.measure.sweep_child.prewarm`: cuBLAS
+handles and the fused optimizer's first construction) before it reads its job, so the first
+probe does not carry the process's one-time costs, and a child spawned ahead has them done
+early. Then: the GEMM probes per dtype, the copy probe, and per workload the batch ladder (NVML
+sampled over the x1 rung's warm steps; FLOPs counted and a checkpoint written from the warm x1
+model), then FLOPs at the workload's other requested sweep values. Each result goes out as one
+JSON line as soon as it is done, so a crash loses only the probe in flight; a probe that cannot
+run or fails sends ``not_executable`` with the reason instead.
 """
 
 from __future__ import annotations

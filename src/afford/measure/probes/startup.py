@@ -1,12 +1,12 @@
-"""Startup costs, measured in fresh child processes (docs/DESIGN.md section 4, cost model: startup
-is interpreter + framework import, measured where this box can measure it).
+"""Startup costs, measured in fresh child processes (docs/DESIGN.md section 4, cost model:
+startup is interpreter + framework import, measured where this box can measure it).
 
 Each child times, on its own clock and before anything else imports them: ``import torch``;
-``import transformers`` when it is installed; and on a CUDA device the creation of the
-CUDA context (``torch.cuda.init()`` and a first allocation). The parent times the child from
-spawn until its report arrives. Run as ``python -m afford.measure.probes.startup [--device cuda:N]``;
-this module imports neither torch nor transformers at module level, and nor do the
-packages above it, so the figures are those of a fresh interpreter.
+``import transformers`` when it is installed; and on a CUDA device the creation of the CUDA
+context (``torch.cuda.init()`` and a first allocation). The parent times the child from spawn
+until its report arrives. Run as ``python -m afford.measure.probes.startup [--device cuda:N]``;
+this module imports neither torch nor transformers at module level, and nor do the packages
+above it, so the figures are those of a fresh interpreter.
 
 The device probe child (:mod:`afford.measure.probes.probe_child`) calls :func:`measure_imports`
 first thing too, so it is one of the runs; the others are spawned by :func:`run_startup`.
