@@ -97,3 +97,18 @@ def test_every_relative_link_of_the_readme_and_docs_resolves():
               and not (page.parent / target).exists()]
     assert broken == []
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
+
+
+COSTS_CITATION = re.compile(r"COSTS(?: file)?,? (?:section |§)?(\d+(?:\.\d+)?)")
+
+
+def test_every_cited_costs_section_exists():
+    """"COSTS 3.4" in the code is section 3.4 of docs/spec/COSTS.md, the lab's file."""
+    headings = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", (ROOT / "docs" / "spec" /
+                   "COSTS.md").read_text(encoding="utf-8"), flags=re.M))
+    cited = {(p, m.group(1)) for p in CITING + [ROOT / "docs" / "MANUAL.md"]
+             for m in COSTS_CITATION.finditer(p.read_text(encoding="utf-8"))}
+    assert len(cited) > 20
+    assert [f"{p.relative_to(ROOT)} cites COSTS {n}" for p, n in sorted(cited)
+            if n not in headings] == []
+    assert {"0", "1.4", "1.5", "1.6", "3", "3.1", "3.2", "3.3", "3.4"} <= headings
