@@ -73,7 +73,7 @@ def grid_shapes(traced: list[tuple[int, int]], n: int = 12, max_factor: float = 
 
 def item_for(law, B: int, s: int, steps: int, trace: bool) -> dict:
     """The memory child's item for the shape (as certify's ``items_for`` makes it)."""
-    from afford.fit.memory.sizing import shape_dims
+    from afford.schema.memory_law import shape_dims
 
     shape = {**law.base_shape, law.dim_keys["B"]: int(B), law.dim_keys["s"]: int(s)}
     return {"key": f"truth|{law.workload}|{law.mode}|B={B},s={s}", "workload": law.workload,

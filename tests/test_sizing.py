@@ -16,6 +16,7 @@ from afford.core.provenance import Tag
 from afford.core.published_constants import load_memory_defaults
 from afford.figures import memory_figures
 from afford.fit.memory import sizing
+from afford.schema import memory_law
 from afford.schema.cert import Certificate, Environment, Protocol, save_certificate
 from afford.schema.memory_section import MemorySection, MemoryShape
 from afford.workloads import resolve
@@ -316,8 +317,8 @@ def test_shape_with_a_bad_dimension_is_input_error(gpu_law):
 
     with pytest.raises(InputError, match="positive integer"):
         sizing.predict(gpu_law, {"seq": 0}, "run")
-    assert not sizing.extrapolated(gpu_law, {**gpu_law.base_dims})
-    assert sizing.extrapolated(gpu_law, {**gpu_law.base_dims, "L": 4})
+    assert not memory_law.extrapolated(gpu_law, {**gpu_law.base_dims})
+    assert memory_law.extrapolated(gpu_law, {**gpu_law.base_dims, "L": 4})
 
 
 def test_size_when_not_even_one_sequence_fits_exits_1(gpu_cert_path):

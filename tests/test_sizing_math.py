@@ -6,6 +6,7 @@ import pytest
 
 from afford.core.errors import InputError
 from afford.fit.memory import sizing
+from afford.schema import memory_law
 from afford.schema.memory_section import MemoryFit, MemoryLaw
 
 DIMS = {"B": 2, "s": 8, "d": 4, "L": 1, "H": 1}
@@ -31,15 +32,15 @@ def law(allocated, reserved=None, device_type="cuda", ratio=None, baseline=None)
 def test_budgeted_bytes_uses_the_reserved_law_ratio():
     # allocated 200 + 1 x 64 = 264 B; reserved 200 + 36 + 2 x 64 = 364 B: ratio 364/264
     lw = law(mfit(1.0), mfit(2.0, fixed=36.0, quantity="reserved"))
-    assert sizing.budgeted_bytes(lw, DIMS, P) == pytest.approx(364.0)
+    assert memory_law.budgeted_bytes(lw, DIMS, P) == pytest.approx(364.0)
     # a caller's own allocated figure is scaled by the same ratio
-    assert sizing.budgeted_bytes(lw, DIMS, P, allocated_bytes=528.0) == pytest.approx(728.0)
+    assert memory_law.budgeted_bytes(lw, DIMS, P, allocated_bytes=528.0) == pytest.approx(728.0)
 
 
 def test_budgeted_bytes_never_below_allocated_when_the_reserved_law_dips():
     # reserved law 200 + 0.5 x 64 = 232 B < allocated 264 B: reserved taken = allocated
     lw = law(mfit(1.0), mfit(0.5, quantity="reserved"))
-    assert sizing.budgeted_bytes(lw, DIMS, P) == pytest.approx(264.0)
+    assert memory_law.budgeted_bytes(lw, DIMS, P) == pytest.approx(264.0)
     pred = sizing.predict(lw, {}, "run")
     assert pred.budgeted == pytest.approx(264.0) and pred.ratio.value == pytest.approx(1.0)
     assert any("fell below allocated" in n for n in pred.notes)
@@ -50,14 +51,14 @@ def test_budgeted_bytes_never_below_allocated_when_the_reserved_law_dips():
 
 
 def test_budgeted_bytes_without_a_reserved_law_uses_the_worst_measured_ratio():
-    assert sizing.budgeted_bytes(law(mfit(1.0), ratio=1.25), DIMS, P) == pytest.approx(330.0)
+    assert memory_law.budgeted_bytes(law(mfit(1.0), ratio=1.25), DIMS, P) == pytest.approx(330.0)
     # no ratio measured either: reserved taken = allocated
-    assert sizing.budgeted_bytes(law(mfit(1.0)), DIMS, P) == pytest.approx(264.0)
+    assert memory_law.budgeted_bytes(law(mfit(1.0)), DIMS, P) == pytest.approx(264.0)
 
 
 def test_cpu_budget_is_baseline_plus_rss_increment():
     lw = law(mfit(1.0, quantity="rss_increment"), device_type="cpu", baseline=1000.0)
-    assert sizing.budgeted_bytes(lw, DIMS, P) == pytest.approx(1264.0)
+    assert memory_law.budgeted_bytes(lw, DIMS, P) == pytest.approx(1264.0)
 
 
 def test_max_batch_of_none_is_flagged_and_of_one_in_range_is_not():
@@ -71,21 +72,21 @@ def test_max_batch_of_none_is_flagged_and_of_one_in_range_is_not():
 
 def test_frozen_weights_scale_as_layers_times_width_squared():
     lw = law(mfit(1.0)).model_copy(update={"frozen_params": 1000.0, "frozen_bytes": 2000.0})
-    assert sizing.frozen_at(lw, DIMS) == (1000.0, 2000.0)
+    assert memory_law.frozen_at(lw, DIMS) == (1000.0, 2000.0)
     # d 4 -> 8 and L 1 -> 2: x (2 x 64) / (1 x 16) = 8
-    assert sizing.frozen_at(lw, {**DIMS, "d": 8, "L": 2}) == (8000.0, 16000.0)
+    assert memory_law.frozen_at(lw, {**DIMS, "d": 8, "L": 2}) == (8000.0, 16000.0)
 
 
 def test_a_cuda_peak_must_be_positive_but_may_be_tiny():
     # fixed -199.5 B: the law predicts 200 - 199.5 + 0 = 0.5 B, a (silly) positive peak
-    assert sizing.law_bytes(law(mfit(0.0, fixed=-199.5)), DIMS, P) == pytest.approx(0.5)
+    assert memory_law.law_bytes(law(mfit(0.0, fixed=-199.5)), DIMS, P) == pytest.approx(0.5)
     for fixed in (-200.0, -300.0):  # 0 B and -100 B are not peaks
         with pytest.raises(InputError, match="not a peak"):
-            sizing.law_bytes(law(mfit(0.0, fixed=fixed)), DIMS, P)
+            memory_law.law_bytes(law(mfit(0.0, fixed=fixed)), DIMS, P)
     # on a CPU the law is of the RSS increment, which may be <= 0 at a tiny shape
     cpu = law(mfit(0.0, fixed=-300.0, quantity="rss_increment"), device_type="cpu",
               baseline=1000.0)
-    assert sizing.law_bytes(cpu, DIMS, P) == pytest.approx(-100.0)
+    assert memory_law.law_bytes(cpu, DIMS, P) == pytest.approx(-100.0)
 
 
 @pytest.mark.parametrize("table,citation", [
@@ -111,7 +112,7 @@ def test_formula_tag_states_the_constants_it_used():
 
 def test_a_cpu_law_without_a_baseline_counts_the_increment_alone():
     lw = law(mfit(1.0, quantity="rss_increment"), device_type="cpu")
-    assert sizing.budgeted_bytes(lw, DIMS, P) == 264.0  # 200 + 64, no baseline added
+    assert memory_law.budgeted_bytes(lw, DIMS, P) == 264.0  # 200 + 64, no baseline added
     pred = sizing.predict(lw, {}, "run")
     assert pred.allocated.value == 264.0 and pred.reserved is None
     assert "peak RSS = measured baseline 0 B + toy bf16 memory law" in pred.allocated.source
@@ -132,7 +133,7 @@ def test_defaults_compared_per_attention(attention, keys):
 def test_frozen_weights_add_their_bytes_to_the_states():
     # 50 frozen parameters of 4 B (at the base dims): states 200 + 200 = 400 B; + 64 = 464
     lw = law(mfit(1.0)).model_copy(update={"frozen_params": 50.0, "frozen_bytes": 200.0})
-    assert sizing.law_bytes(lw, DIMS, P) == pytest.approx(464.0)
+    assert memory_law.law_bytes(lw, DIMS, P) == pytest.approx(464.0)
     assert sizing.predict(lw, {}, "run").states.value == pytest.approx(400.0)
 
 
@@ -140,9 +141,9 @@ def test_a_cpu_rss_must_be_positive_but_may_be_tiny():
     # baseline 0.5 B + an increment of 0 B: a (silly) positive RSS; 0 is not one
     cpu = law(mfit(0.0, fixed=-200.0, quantity="rss_increment"), device_type="cpu",
               baseline=0.5)
-    assert sizing.budgeted_bytes(cpu, DIMS, P) == pytest.approx(0.5)
+    assert memory_law.budgeted_bytes(cpu, DIMS, P) == pytest.approx(0.5)
     with pytest.raises(InputError, match="RSS peak of 0 B"):
-        sizing.budgeted_bytes(cpu.model_copy(update={"baseline_rss_bytes": 0.0}), DIMS, P)
+        memory_law.budgeted_bytes(cpu.model_copy(update={"baseline_rss_bytes": 0.0}), DIMS, P)
 
 
 def test_formula_tag_counts_frozen_weights_at_the_defaults_rate():

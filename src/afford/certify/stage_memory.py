@@ -43,6 +43,7 @@ from afford.fit.memory.memory_fit import (
     fit_params_affine,
 )
 from afford.measure.memory_sweep import run_memory_child
+from afford.schema import memory_law
 from afford.schema.memory_section import (
     HELDOUT_ROLES,
     SWEEP_ROLES,
@@ -322,7 +323,7 @@ def quantities(device_type: str) -> tuple[str, str | None]:
 
 
 def _observations(shapes: list[MemoryShape], quantity: str) -> list[MemoryObservation]:
-    return [MemoryObservation(**{k: s.dims[k] for k in sizing.DIMS},
+    return [MemoryObservation(**{k: s.dims[k] for k in memory_law.DIMS},
                               states_bytes=float(s.states_bytes), peak_bytes=s.peak(quantity))
             for s in shapes]
 
@@ -454,15 +455,15 @@ def loop_effect(sweep: list[MemoryShape], qa: str, qr: str | None) -> LoopEffect
 def heldout(law: MemoryLaw, s: MemoryShape) -> HeldOut:
     qa, qr = quantities(law.device_type)
     params = float(s.params)
-    pred = sizing.law_bytes(law, s.dims, params)
+    pred = memory_law.law_bytes(law, s.dims, params)
     meas = s.peak(qa)
     res_pred = res_meas = None
     if qr and law.reserved is not None:
-        res_pred = sizing.budgeted_bytes(law, s.dims, params)
+        res_pred = memory_law.budgeted_bytes(law, s.dims, params)
         res_meas = s.peak(qr)
     defaults, _ = sizing.defaults_for(law)
     return HeldOut(role=s.role, dims=s.dims, params=s.params,
-                   extrapolated=sizing.extrapolated(law, s.dims), measured_bytes=meas,
+                   extrapolated=memory_law.extrapolated(law, s.dims), measured_bytes=meas,
                    predicted_bytes=pred, error=pred / meas - 1,
                    measured_reserved_bytes=res_meas, predicted_reserved_bytes=res_pred,
                    reserved_error=(res_pred / res_meas - 1) if res_meas else None,

@@ -20,14 +20,13 @@ from afford.figures.reserved import ReservedAt
 from afford.fit.memory.memory_fit import BATCH_CAP, largest_batch
 from afford.fit.memory.sizing import (
     Prediction,
-    budgeted_bytes,
     defaults_for,
     formula_tag,
-    frozen_at,
     max_batch,
     user_defaults,
     verdicts,
 )
+from afford.schema.memory_law import budgeted_bytes, frozen_at
 from afford.schema.memory_section import DefaultVerdict, MemoryLaw
 from afford.schema.user_constants import UserConstants
 

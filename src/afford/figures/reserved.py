@@ -35,6 +35,7 @@ from afford.fit.memory import replay_fit as mr
 from afford.fit.memory import sizing
 from afford.fit.memory.allocator import parse_alloc_conf
 from afford.fit.memory.memory_fit import largest_batch as search
+from afford.schema import memory_law
 from afford.schema.memory_section import MemoryLaw
 
 Model = Literal["replay", "law"]
@@ -199,8 +200,8 @@ def largest_batch(law: MemoryLaw, shape: dict[str, int], budget_bytes: float, ru
 
     n = search(at, budget_bytes)
     basis = seen[n].basis if n in seen else seen[min(seen)].basis if seen else "the law"
-    dims = sizing.shape_dims(law, shape)
-    extra = sizing.extrapolated(law, {**dims, "B": max(n, 1)})
+    dims = memory_law.shape_dims(law, shape)
+    extra = memory_law.extrapolated(law, {**dims, "B": max(n, 1)})
     return fitted(n, "sequences", f"largest B with the budgeted reserved ({basis}) <= "
                   f"{budget_bytes:.0f} B at s={dims['s']}; {law.workload} {law.mode}; {run}",
                   extrapolated=extra)
