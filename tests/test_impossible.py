@@ -102,12 +102,13 @@ def _slow_gemm(cert_path: Path, rate: float):
 
 def test_levers_refuse_an_mfu_above_100_percent(tmp_path, monkeypatch):
     """Issue 32's case: `afford levers` printed an MFU of 285 % without a word."""
+    import afford.certify.lever_job as jobs
     import afford.cli.levers as cli_levers
 
     cert = _slow_gemm(SIZES, 1e12)  # 1 TFLOP/s: every measured step beats it
     path = tmp_path / "c.json"
     path.write_text(cert.to_json())
-    monkeypatch.setattr(cli_levers, "_job", lambda *a, **k: None)
+    monkeypatch.setattr(jobs, "lever_job", lambda *a, **k: None)
     monkeypatch.setattr(cli_levers, "_measure", lambda *a, **k: cert.levers)
     monkeypatch.setattr(common.out, "width", 400)
     r = runner.invoke(app, ["levers", str(path)])

@@ -123,13 +123,14 @@ def test_the_certify_summary_at_80_columns_breaks_no_word(cert, here, monkeypatc
 
 
 def test_levers_and_gate_at_80_columns_break_no_word(here, monkeypatch):
+    import afford.certify.lever_job as jobs
     import afford.cli.gate as cli_gate
     import afford.cli.levers as cli_levers
     from afford.certify.stage_gates import GateOutcome
     from tests.test_gates import _cmp, _run, _section
 
     levers = load_certificate(SIZES).levers
-    monkeypatch.setattr(cli_levers, "_job", lambda *a, **k: None)
+    monkeypatch.setattr(jobs, "lever_job", lambda *a, **k: None)
     monkeypatch.setattr(cli_levers, "_measure", lambda *a, **k: levers)
     check(["levers", SIZES], monkeypatch)
     det = _section([_run(False, [_cmp("forward output"), _cmp("loss"),

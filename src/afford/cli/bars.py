@@ -1,19 +1,19 @@
-"""``afford bars DATA --heldout SPEC --order 1..5``: n-gram bits-per-byte baselines."""
+"""``afford bars DATA --heldout SPEC --order 1..5``: n-gram bits-per-byte baselines.
+
+The command parses its flags, calls the library (:mod:`afford.bars.bars_command`: the flags
+checked and made a request, the bars counted and written), and renders the bars."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import err, flag_number, guard, out, print_json
-from afford.core.errors import InputError
-from afford.core.units import MAX_BYTES, UnitError, parse_bytes, parse_count, whole
+from afford.cli.common import err, guard, out, print_json
 from afford.report.rich_table import labelled
-
-MAX_ADD_K = 1e6  # k of add-k: beyond it every byte is equally likely to the digits shown
 
 HELP = """Byte-level n-gram baselines (bits per byte) on a held-out window: the bars a model
 must beat.
@@ -72,50 +72,37 @@ def command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the bars as JSON.")] = False,
 ) -> None:
     with guard():
-        from afford.bars import SMOOTHINGS, parse_orders
-        from afford.bars.record import BarsRequest, make_bars
-        from afford.core.io import check_writable
-        from afford.report.bars_tables import bars_lines, bars_table
-        from afford.schema.bars_file import save_bars
+        from afford.bars.bars_command import bars_request, count_and_write
 
-        try:
-            orders = parse_orders(order)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-        smooth = tuple(s.strip() for s in smoothing.split(",") if s.strip())
-        bad = [s for s in smooth if s not in SMOOTHINGS]
-        if bad or not smooth:
-            raise InputError(f"--smoothing {smoothing!r}: choose from {', '.join(SMOOTHINGS)}")
-        if method not in ("auto", "exact", "streaming"):
-            raise InputError(f"--method {method!r}: choose auto, exact or streaming")
-        flag_number("--add-k", add_k, high=MAX_ADD_K)
-        flag_number("--discount", discount, high=1.0)
-        for p in (out_path, window_out):
-            if p is not None:
-                check_writable(p, overwrite=force)
-        req = BarsRequest(data=data, heldout=heldout, orders=orders, smoothings=smooth,
-                          k=add_k, discount=discount, method=method,  # type: ignore[arg-type]
-                          memory_bytes=_bytes(memory, "--memory"),
-                          buckets=_buckets(buckets), manifest=manifest,
-                          window_out=window_out,
-                          command="afford " + " ".join(sys.argv[1:]))
-        if err.is_terminal and not as_json:
-            with err.status(f"counting {data} ..."):
-                doc = make_bars(req)
-        else:
-            doc = make_bars(req)
-        if out_path is not None:
-            save_bars(doc, out_path, overwrite=force)
+        req = bars_request(data, heldout=heldout, order=order, smoothing=smoothing,
+                           add_k=add_k, discount=discount, method=method, memory=memory,
+                           buckets=buckets, manifest=manifest, window_out=window_out,
+                           out=out_path, force=force, command="afford " + " ".join(sys.argv[1:]))
+        with _counting(data, show=err.is_terminal and not as_json):
+            doc = count_and_write(req, out_path, force)
         if as_json:
             print_json(doc.model_dump(mode="json", by_alias=True))
-            return
-        for line in bars_lines(doc):
-            out.print(line, soft_wrap=True)
-        out.print(bars_table(doc))
-        for w in doc.warnings + _bar_warnings(doc):
-            err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
-        if out_path is not None:
-            out.print(f"bars written to {out_path}")
+        else:
+            _print_bars(doc, out_path)
+
+
+def _counting(data: Path, show: bool):
+    """A spinner on stderr while the bars are counted (``show``: on a terminal)."""
+    return err.status(f"counting {data} ...") if show else contextlib.nullcontext()
+
+
+def _print_bars(doc, out_path: Path | None) -> None:
+    """The window's lines and the bars table on stdout, each distinct warning on stderr,
+    and where the bars were written."""
+    from afford.report.bars_tables import bars_lines, bars_table
+
+    for line in bars_lines(doc):
+        out.print(line, soft_wrap=True)
+    out.print(bars_table(doc))
+    for w in doc.warnings + _bar_warnings(doc):
+        err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
+    if out_path is not None:
+        out.print(f"bars written to {out_path}")
 
 
 def unwrap(text: str) -> str:
@@ -135,26 +122,3 @@ def _bar_warnings(doc) -> list[str]:
         for w in b.warnings:
             seen.setdefault(w, []).append(b.label)
     return [f"{w} ({', '.join(labels)})" for w, labels in seen.items()]
-
-
-def _bytes(text: str, flag: str) -> int:
-    try:
-        n = parse_bytes(text)
-    except UnitError as exc:
-        raise InputError(f"{flag}: {exc}") from None
-    return int(flag_number(f"{flag} {text!r}", n, high=MAX_BYTES))
-
-
-def _buckets(text: str | None) -> int | None:
-    """Slots per hashed order: ``2^N`` or a count, rounded down to a power of two, from
-    2^8 to 2^40 (a 64-bit hash keeps at most 2^63; 2^40 slots are terabytes)."""
-    if text is None:
-        return None
-    t = text.strip()
-    try:
-        n = 2 ** whole(t[2:], "--buckets 2^N", low=0, high=64) if t.startswith("2^") \
-            else whole(parse_count(t) // 1, "--buckets")
-        n = whole(n, f"--buckets {text!r}", low=2**8, high=2**40)
-    except UnitError as exc:
-        raise InputError(str(exc)) from None
-    return 1 << (n.bit_length() - 1)

@@ -1,9 +1,11 @@
 """``afford certify``: measure this box and write a device certificate.
 
-The measuring side (:mod:`afford.certify`, and torch with it) is imported when the command
-runs, not when the command line is built: ``afford --help`` and the commands that only read
-certificates stay fast. The console script spawns the first sweep child before even that
-(:mod:`afford._entry`)."""
+The command parses its flags, calls the library (:mod:`afford.api.certify_command`: the
+flags checked and made a request, the certificate measured and written), renders the
+summary and sets the exit code. The measuring side (:mod:`afford.certify`, and torch with
+it) is imported when the command runs, not when the command line is built: ``afford
+--help`` and the commands that only read certificates stay fast. The console script spawns
+the first sweep child before even that (:mod:`afford._entry`)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from afford.api.certify_command import (
+    WrittenCertificate,
+    certify_request,
+    is_noisy,
+    measure_and_write,
+)
 from afford.cli.common import err, guard, interactive, out, print_json
-from afford.core.errors import InputError, MeasurementError
-from afford.core.io import check_writable
 from afford.core.provenance import measured, module
 from afford.figures.noise import load_costs, summarize_noise
 from afford.figures.probes_figures import probes_json, summarize_probes
@@ -34,8 +40,6 @@ from afford.report.prose import prose
 from afford.report.rich_table import labelled
 from afford.report.terminal import certificate_table
 from afford.report.time_model import held_out_table, model_lines
-from afford.schema.cert import default_filename, save_measured
-from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
     from afford.certify.request import CertifyRequest
@@ -76,9 +80,11 @@ def command(
         "--levers", help="Also measure the levers (bf16, fused AdamW, torch.compile, CUDA "
         "graphs, batch x2/x4) on the default tinylm shape.")] = False,
     out_path: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json here.")] = None,
+        "--out", "-o", help="Certificate path. Default: afford-cert-<device>-<time>.json "
+        "here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print a JSON summary on stdout.")] = False,
     gates: Annotated[Optional[bool], typer.Option(
         "--gates/--no-gates", help="--gates: also the determinism audit and every gate "
         "(afford gate); default: the init-loss gate only; --no-gates: none.")] = None,
@@ -117,76 +123,70 @@ def command(
     small batch x sequence design and checked at held-out shapes. Exit codes: 0 written,
     1 written but a gate failed or the time verdict is NOISY, 2 bad input, 3 the
     measurement failed.
-    """
+    """  # noqa: E501 (typer keeps the docstring's line breaks: --help as it always read)
     with guard():
-        if quick + adaptive + full > 1:
-            raise InputError("--quick, --adaptive and --full contradict each other; choose one")
-        check_names(workload)  # torch-free: a typo is answered before torch loads
-        from afford.certify.request import (
-            CertifyRequest,
-            check_children,
-            is_first_look,
-            parse_sweep,
-        )
-        from afford.measure.children import child_timeout
-
-        child_timeout()  # a bad AFFORD_CHILD_TIMEOUT is exit 2 before anything is measured
-        check_children(children)
-        sweeps = dict(parse_sweep(s) for s in sweep or [])
-        if out_path is not None:
-            check_writable(out_path, overwrite=force)
-        if checkpoint_dir is not None and not checkpoint_dir.is_dir():
-            raise InputError(f"--checkpoint-dir {checkpoint_dir}: no such folder")
-        req = CertifyRequest(workloads=list(workload or []), sweeps=sweeps, modes=list(mode or []),
-                             precision="quick" if quick else "full" if full else
-                             "adaptive" if adaptive or distributed else None,
-                             children=children, device=device, gates=gates, memory=memory,
-                             probes=probes, sizes=sizes, levers=levers,
-                             checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
-                             command="afford " + " ".join(sys.argv[1:]))
+        req = certify_request(
+            workloads=workload, sweeps=sweep, modes=mode, quick=quick, adaptive=adaptive,
+            full=full, children=children, device=device, gates=gates, memory=memory,
+            probes=probes, sizes=sizes, levers=levers, distributed=distributed,
+            dist_only=dist_only, out=out_path, force=force, checkpoint_dir=checkpoint_dir,
+            command="afford " + " ".join(sys.argv[1:]))
         if distributed:
             from afford.cli.certify_distributed import run_distributed
 
             run_distributed(req, out_path, force, as_json, dist_timeout, dist_only, _measure)
             return
-        if dist_only:
-            raise InputError("--dist-only goes with --distributed (under torchrun)")
-        cert = _measure(req, show=interactive() and not as_json)
-        path = out_path or Path(default_filename(cert))
-        save_measured(cert, path, overwrite=force)
-        rows = summarize(cert)
-        first_look = is_first_look(req.precision, req.workloads,
-                                   cert.environment.device_type)
+        show = interactive() and not as_json
+        done = measure_and_write(req, out_path, force, lambda r: _measure(r, show=show))
         if as_json:
-            print_json({"schema": "afford.certify-summary/1", "certificate": str(path),
-                        "first_look": first_look,
-                        "elapsed_seconds": cert.environment.elapsed_seconds,
-                        "stage_seconds": cert.environment.stage_seconds,
-                        "workloads": [_row_json(r) for r in rows], "warnings": cert.warnings,
-                        "gates": cert.gates.verdict if cert.gates else None,
-                        "probes": probes_json(cert), **time_json(cert)})
-            _exit_on_partial(cert, path)
-            _exit_on_halt(cert, as_json, noisy=_noisy(cert, verbose))
-            return
-        env = cert.environment
-        out.print(certificate_table(rows, summary_title(cert)))
-        if env.stage_seconds:
-            out.print(stage_line(cert))
-        _print_probes(cert)
-        _print_time(cert)
-        if cert.memory is not None:
-            out.print(memory_summary_table(cert))
-        _print_warnings(cert, verbose)
-        for line in stage_lines(cert.sizes, cert.levers):
-            out.print(line, soft_wrap=True)
-        refused = [r for r in cert.workloads if r.refused]
-        out.print(f"certificate written to {path}")
-        if first_look:
-            out.print(first_look_line(), soft_wrap=True)
-        _exit_on_partial(cert, path)
-        if refused:
-            raise InputError("; ".join(f"workload {r.name} refused: {r.refused}" for r in refused))
-        _exit_on_halt(cert, as_json, noisy=_noisy(cert, verbose))
+            print_json(_summary_json(done))
+        else:
+            _print_summary(done, verbose)
+        _exit(done, as_json, verbose)
+
+
+def _print_summary(done: WrittenCertificate, verbose: bool) -> None:
+    """The certificate's summary: its table, stage times, probes, time model, memory law
+    and warnings, where it was written, and the first look's hint."""
+    cert = done.cert
+    out.print(certificate_table(summarize(cert), summary_title(cert)))
+    if cert.environment.stage_seconds:
+        out.print(stage_line(cert))
+    _print_probes(cert)
+    _print_time(cert)
+    if cert.memory is not None:
+        out.print(memory_summary_table(cert))
+    _print_warnings(cert, verbose)
+    for line in stage_lines(cert.sizes, cert.levers):
+        out.print(line, soft_wrap=True)
+    out.print(f"certificate written to {done.path}")
+    if done.first_look:
+        out.print(first_look_line(), soft_wrap=True)
+
+
+def _summary_json(done: WrittenCertificate) -> dict:
+    """The --json summary (``afford.certify-summary/1``)."""
+    cert = done.cert
+    return {"schema": "afford.certify-summary/1", "certificate": str(done.path),
+            "first_look": done.first_look,
+            "elapsed_seconds": cert.environment.elapsed_seconds,
+            "stage_seconds": cert.environment.stage_seconds,
+            "workloads": [_row_json(r) for r in summarize(cert)], "warnings": cert.warnings,
+            "gates": cert.gates.verdict if cert.gates else None,
+            "probes": probes_json(cert), **time_json(cert)}
+
+
+def _exit(done: WrittenCertificate, as_json: bool, verbose: bool) -> None:
+    """Exit 3 on a partial certificate, 2 on a refused workload (not with --json), else
+    show the gates the run checked (and say why a NOISY verdict is NOISY) and exit 1 when
+    one failed or the verdict is NOISY. The certificate is written in every case."""
+    done.raise_if_partial()
+    if not as_json:
+        done.raise_if_refused()
+    noisy = _noisy(done.cert, verbose)
+    _show_gates(done.cert, as_json)
+    if noisy or done.halted:
+        raise typer.Exit(1)
 
 
 def _print_warnings(cert, verbose: bool) -> None:
@@ -196,29 +196,17 @@ def _print_warnings(cert, verbose: bool) -> None:
     for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
         if verbose or w not in noise.point_notes:
             err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
-    if not verbose and noise.point_notes and not _is_noisy(cert):
+    if not verbose and noise.point_notes and not is_noisy(cert):
         for line in noise.worst:
             err.print(labelled("[yellow]warning:[/]", line + " (--verbose: every point)"),
                       soft_wrap=True)
-
-
-def _exit_on_partial(cert, path: Path) -> None:
-    """A partial certificate (a workload without a usable point, a stage that failed, a gate
-    that could not be evaluated) is written, and the command exits 3 naming why."""
-    if cert.status == "partial":
-        raise MeasurementError("the measurement is incomplete: " + "; ".join(cert.failures)
-                               + f". The partial certificate is written to {path}")
-
-
-def _is_noisy(cert) -> bool:
-    return cert.time_verdict is not None and cert.time_verdict.label == "NOISY"
 
 
 def _noisy(cert, verbose: bool = False) -> bool:
     """Say why a NOISY certificate is NOISY (stderr), cause first: the host's load against
     its cores and the fix, then one line per workload with its worst point; the verdict's
     every reason with --verbose. True when it is NOISY."""
-    if not _is_noisy(cert):
+    if not is_noisy(cert):
         return False
     v = cert.time_verdict
     noise = summarize_noise(cert)
@@ -234,9 +222,9 @@ def _noisy(cert, verbose: bool = False) -> bool:
     return True
 
 
-def _exit_on_halt(cert, as_json: bool, noisy: bool = False) -> None:
-    """Show the gates the run checked; exit 1 when one failed or the time verdict is NOISY
-    (the certificate is written either way)."""
+def _show_gates(cert, as_json: bool) -> None:
+    """The gates the run checked: their tables (with --json: only their problems, on
+    stderr)."""
     from afford.cli.gate import print_problems, render_sections
 
     if cert.gates is not None:
@@ -244,8 +232,6 @@ def _exit_on_halt(cert, as_json: bool, noisy: bool = False) -> None:
             print_problems(cert.gates)
         else:
             render_sections(cert.determinism, cert.gates)
-    if noisy or (cert.gates is not None and cert.gates.verdict == "HALT"):
-        raise typer.Exit(1)
 
 
 def summary_title(cert) -> str:

@@ -1,7 +1,10 @@
 """``afford levers CERT``: measured A/B levers on this box (the certificate's device).
 
-What measures (:mod:`afford.certify.stage_levers`, :mod:`afford.measure`, and torch with them) is
-imported when the command runs, not when the command line is built."""
+The command parses its flags, calls the library (:mod:`afford.api.levers_command`: the
+flags checked, the run resolved on this box, the levers as rows), measures with its progress
+on stderr, and renders. What measures (:mod:`afford.certify.stage_levers`,
+:mod:`afford.measure`, and torch with them) is imported when the command runs, not when the
+command line is built."""
 
 from __future__ import annotations
 
@@ -12,16 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from afford.api.levers_command import LeversResult, levers_result, prepare_levers
 from afford.cli.common import err, guard, interactive, out, print_json
-from afford.core.errors import InputError
-from afford.core.io import check_writable
-from afford.core.provenance import run_label
-from afford.core.published_constants import MODES
-from afford.plan.lever_rows import batch_rungs, lever_rows
 from afford.report.ladder_tables import batch_lines, batch_table, levers_table
 from afford.report.rich_table import labelled
-from afford.schema.cert import Certificate, load_certificate, save_measured
-from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
     from afford.certify.stage_levers import LeverJob
@@ -61,82 +58,43 @@ def command(
     input, 3 nothing could be measured.
     """
     with guard():
-        if quick and full:
-            raise InputError("--quick and --full contradict each other; choose one")
-        from afford.certify.request import check_children
-
-        check_children(children)
-        if mode is not None and mode not in MODES:
-            raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
-        check_names(workload)  # torch-free: a typo is answered before torch loads
-        from afford.certify.stage_levers import check_arms, parse_arms, parse_levers
-
-        arms = parse_arms(arm)
-        chosen = parse_levers(levers) if levers or not arms else ()
-        c = load_certificate(cert)
-        check_arms(arms, c.environment.device_class)
-        if out_path is not None:
-            check_writable(out_path, overwrite=force)
-        job = _job(c, list(workload or []), chosen, mode,
-                   "quick" if quick else "full" if full else "adaptive", children, arms)
+        c, job = prepare_levers(cert, workloads=workload, levers=levers, arms=arm, mode=mode,
+                                quick=quick, full=full, children=children, out=out_path,
+                                force=force, command="afford " + " ".join(sys.argv[1:]))
         section = _measure(job, show=interactive() and not as_json)
-        rows = lever_rows(c, section)
-        if out_path is not None:
-            save_measured(c.model_copy(update={"levers": section}), out_path,
-                          overwrite=force)
+        done = levers_result(c, section, out_path, force)
         if as_json:
-            print_json({"schema": LEVERS_SCHEMA, "certificate": str(cert),
-                        "written": str(out_path) if out_path else None,
-                        "rows": [r.model_dump(mode="json") for r in rows],
-                        "batch_rungs": [r.model_dump(mode="json") for run in section.runs
-                                        for r in batch_rungs(run, run_label(section, "levers"))],
-                        "levers": section.model_dump(mode="json")})
-            return
-        out.print(levers_table(rows, f"levers on {section.device_name}, "
-                               f"{section.precision} protocol, {section.children} children"))
-        for note in dict.fromkeys(r.mfu_note for r in rows if r.mfu_note):
-            out.print(f"MFU: {note}", soft_wrap=True)
-        for line in batch_lines(section):
-            out.print(line, soft_wrap=True)
-        rungs = [r for run in section.runs
-                 for r in batch_rungs(run, run_label(section, "levers"))]
-        if (table := batch_table(rungs)) is not None:
-            out.print(table)
-        for run in section.runs:
-            for w in run.warnings:
-                err.print(labelled("[yellow]warning:[/]", f"{run.workload}: {w}"), soft_wrap=True)
-        if out_path is not None:
-            out.print(f"certificate with levers written to {out_path}")
+            print_json(_levers_json(done, cert))
+        else:
+            _print_levers(done)
 
 
-def _job(c: Certificate, workloads: list[str], chosen: tuple[str, ...], mode: str | None,
-         precision: str, children: int, arms: tuple = ()) -> LeverJob:
-    """Resolve the run on this box; InputError when this box is not the certificate's."""
-    from afford.certify.stage_levers import LeverJob, default_workloads
-    from afford.measure import env as envmod
-    from afford.measure.timing import rule_for
-    from afford.workloads.clock import clock_name
+def _levers_json(done: LeversResult, cert: Path) -> dict:
+    """The --json document (``afford.levers/1``)."""
+    return {"schema": LEVERS_SCHEMA, "certificate": str(cert),
+            "written": str(done.written) if done.written else None,
+            "rows": [r.model_dump(mode="json") for r in done.rows],
+            "batch_rungs": [r.model_dump(mode="json") for r in done.rungs],
+            "levers": done.section.model_dump(mode="json")}
 
-    e = c.environment
-    device = envmod.choose_device("cuda" if e.device_type == "cuda" else "cpu")
-    if device.type == "cuda":
-        import torch
 
-        if not torch.cuda.is_available():
-            raise InputError(f"the certificate is of {e.device_name} (cuda) but no CUDA "
-                             "device is visible here; levers are measured on the box itself")
-    here = envmod.capture(device, "afford " + " ".join(sys.argv[1:]))
-    if here.device_name != e.device_name:
-        raise InputError(f"this box is {here.device_name}, the certificate is of "
-                         f"{e.device_name}: devices are not pooled; certify this box first")
-    return LeverJob(workloads=workloads or default_workloads(e.device_class), levers=chosen,
-                    mode=mode or (c.workloads[0].mode if c.workloads else "fp32"),
-                    device=str(device), device_type=device.type,
-                    device_class=here.device_class, device_name=here.device_name,
-                    device_memory=here.device_memory_bytes, rule=rule_for(precision),
-                    precision=precision, children=children, seed=c.protocol.seed,
-                    clock=clock_name(device.type), torch_version=here.torch_version,
-                    command=here.command, arms=arms)
+def _print_levers(done: LeversResult) -> None:
+    """The levers table, MFU notes, the batch ladder and rungs on stdout, each run's
+    warnings on stderr, and where the certificate was written."""
+    section = done.section
+    out.print(levers_table(done.rows, f"levers on {section.device_name}, "
+                           f"{section.precision} protocol, {section.children} children"))
+    for note in dict.fromkeys(r.mfu_note for r in done.rows if r.mfu_note):
+        out.print(f"MFU: {note}", soft_wrap=True)
+    for line in batch_lines(section):
+        out.print(line, soft_wrap=True)
+    if (table := batch_table(done.rungs)) is not None:
+        out.print(table)
+    for run in section.runs:
+        for w in run.warnings:
+            err.print(labelled("[yellow]warning:[/]", f"{run.workload}: {w}"), soft_wrap=True)
+    if done.written is not None:
+        out.print(f"certificate with levers written to {done.written}")
 
 
 def _measure(job: LeverJob, show: bool):
