@@ -235,7 +235,7 @@ def _show_gates(cert, as_json: bool) -> None:
 
 
 def summary_title(cert) -> str:
-    """The summary's title, its wall time tagged (issue 30, item 10)."""
+    """The summary's title, its wall time tagged."""
     env, p = cert.environment, cert.protocol
     elapsed = measured(env.elapsed_seconds, "s", "wall time of afford certify") \
         if env.elapsed_seconds is not None else "wall time not recorded"
