@@ -14,7 +14,7 @@ from afford.bars import SMOOTHINGS, parse_orders
 from afford.bars.record import BarsRequest, make_bars
 from afford.core.errors import InputError
 from afford.core.io import check_writable
-from afford.core.units import MAX_BYTES, UnitError, bounded, parse_bytes, parse_count, whole
+from afford.core.units import MAX_BYTES, UnitError, flag_number, parse_bytes, parse_count, whole
 from afford.schema.bars_file import BarsFile, save_bars
 
 MAX_ADD_K = 1e6  # k of add-k: beyond it every byte is equally likely to the digits shown
@@ -49,8 +49,8 @@ def bars_request(data: Path, *, heldout: str = "last:100KB", order: str = "1..5"
         raise InputError(f"--smoothing {smoothing!r}: choose from {', '.join(SMOOTHINGS)}")
     if method not in METHODS:
         raise InputError(f"--method {method!r}: choose auto, exact or streaming")
-    _in_range("--add-k", add_k, high=MAX_ADD_K)
-    _in_range("--discount", discount, high=1.0)
+    flag_number("--add-k", add_k, high=MAX_ADD_K)
+    flag_number("--discount", discount, high=1.0)
     for p in (out, window_out):
         if p is not None:
             check_writable(p, overwrite=force)
@@ -80,7 +80,7 @@ def memory_bytes(text: str, flag: str = "--memory") -> int:
         n = parse_bytes(text)
     except UnitError as exc:
         raise InputError(f"{flag}: {exc}") from None
-    return int(_in_range(f"{flag} {text!r}", n, high=MAX_BYTES))
+    return int(flag_number(f"{flag} {text!r}", n, high=MAX_BYTES))
 
 
 def bucket_count(text: str | None) -> int | None:
@@ -99,12 +99,3 @@ def bucket_count(text: str | None) -> int | None:
     return 1 << (n.bit_length() - 1)
 
 
-def _in_range(flag: str, value: float | None, **limits) -> float | None:
-    """``value`` checked by :func:`afford.core.units.bounded` (finite, in range); InputError
-    naming ``flag`` otherwise. ``None`` (not given) passes."""
-    if value is None:
-        return None
-    try:
-        return bounded(value, flag, **limits)
-    except UnitError as exc:
-        raise InputError(str(exc)) from None

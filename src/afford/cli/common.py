@@ -10,8 +10,7 @@ from collections.abc import Iterator
 import typer
 from rich.console import Console
 
-from afford.core.errors import AffordError, InputError
-from afford.core.units import UnitError, bounded
+from afford.core.errors import AffordError
 from afford.report.rich_table import labelled
 
 # Markup off: whatever a string printed here holds (a user's workload named "[/]", a reason
@@ -32,17 +31,6 @@ def guard() -> Iterator[None]:
     except KeyboardInterrupt:
         err.print("interrupted")
         raise typer.Exit(130) from None
-
-
-def flag_number(flag: str, value: float | None, **limits) -> float | None:
-    """A number flag checked by :func:`afford.core.units.bounded` (finite, in range); InputError
-    naming the flag otherwise (exit 2). ``None`` (not given) passes."""
-    if value is None:
-        return None
-    try:
-        return bounded(value, flag, **limits)
-    except UnitError as exc:
-        raise InputError(str(exc)) from None
 
 
 def print_json(doc: object) -> None:

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from afford.cli.common import flag_number, guard, out, print_json
+from afford.cli.common import guard, out, print_json
 from afford.core.errors import InputError
-from afford.core.units import UnitError, parse_fraction
+from afford.core.units import UnitError, flag_number, parse_fraction
 from afford.plan.compare_laws import NOT_COMPARED, REPRODUCES, compare_files
 from afford.report.compare_tables import comparison_tables, footer, header
 

@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import err, flag_number, guard, out, print_json
+from afford.cli.common import err, guard, out, print_json
 from afford.core.errors import InputError
 from afford.core.published_constants import MEMORY_FRACTION, MODES, load_scaling
-from afford.core.units import MAX_SECONDS, MIN_FRACTION, UnitError, parse_duration
+from afford.core.units import MAX_SECONDS, MIN_FRACTION, UnitError, flag_number, parse_duration
 from afford.plan.scale_ladder import DEFAULT_PARAMS, build_ladder, parse_entries
 from afford.report.ladder_tables import (
     ladder_notes,

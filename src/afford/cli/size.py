@@ -8,11 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import err, flag_number, guard, out, print_json
+from afford.cli.common import err, guard, out, print_json
 from afford.core.errors import InputError
 from afford.core.provenance import run_label
 from afford.core.published_constants import MEMORY_FRACTION, MODES
-from afford.core.units import MAX_DIM, MIN_FRACTION, UnitError, parse_fraction, whole
+from afford.core.units import MAX_DIM, MIN_FRACTION, UnitError, flag_number, parse_fraction, whole
 from afford.figures.memory_figures import SizeReport, size
 from afford.report.memory_tables import replay_tables, size_tables, tagged_json
 from afford.report.rich_table import labelled

@@ -16,6 +16,8 @@ import math
 import re
 from datetime import datetime, timezone
 
+from afford.core.errors import InputError
+
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 _COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
@@ -222,3 +224,14 @@ def format_duration(seconds: float) -> str:
     if s < 86400.0:
         return f"{int(s // 3600)}h {int(s % 3600 // 60):02d}m"
     return f"{int(s // 86400)}d {int(s % 86400 // 3600):02d}h"
+
+
+def flag_number(flag: str, value: float | None, **limits) -> float | None:
+    """A number flag checked by :func:`afford.core.units.bounded` (finite, in range); InputError
+    naming the flag otherwise (exit 2). ``None`` (not given) passes."""
+    if value is None:
+        return None
+    try:
+        return bounded(value, flag, **limits)
+    except UnitError as exc:
+        raise InputError(str(exc)) from None
