@@ -57,3 +57,53 @@ def cpu_cert(cpu_cert_path):
     from afford.schema.cert import load_certificate
 
     return load_certificate(cpu_cert_path)
+
+
+PLANT = ("import os\n"
+         "open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'PLANTED-{name}'), "
+         "'w').close()\n"
+         "raise SystemExit('the planted {name}.py ran')\n")
+
+
+@pytest.fixture(scope="session")
+def planted_user_certify(tmp_path_factory):
+    """One real ``afford certify`` of the suite's user workload for the tests that read it
+    (the CLI's end to end, the children's path): tests/user_workload.py as the user's
+    package ``mywl.wl`` in a working folder that also holds a ``numpy.py`` and a
+    ``torch.py`` which write ``PLANTED-*`` and exit if anything imports them (as
+    tests/test_child_path.py plants them); ``--quick`` on the CPU over width=16,32, every
+    default stage (probes, memory, the init-loss gate), ``--out`` and ``--json``.
+
+    Call it with the test module's CLI invoke (``invoke(*args)``: typer's runner on its
+    ``app``); the first call measures, in that folder as the working folder, and leaves
+    the working folder, ``sys.path`` and ``sys.modules`` as they were; every call returns
+    (the runner's result, the folder, the certificate's path)."""
+    import sys
+
+    folder = tmp_path_factory.mktemp("planted")
+    out = folder / "u.json"
+    made: list = []
+
+    def certify(invoke):
+        if made:
+            return made[0], folder, out
+        for name in ("numpy", "torch"):
+            (folder / f"{name}.py").write_text(PLANT.format(name=name))
+        (folder / "mywl").mkdir()
+        (folder / "mywl" / "__init__.py").write_text("")
+        (folder / "mywl" / "wl.py").write_text(
+            (ROOT / "tests" / "user_workload.py").read_text())
+        here, path, modules = os.getcwd(), list(sys.path), set(sys.modules)
+        os.chdir(folder)
+        try:
+            made.append(invoke("certify", "-w", "mywl.wl:factory", "--quick", "--device",
+                               "cpu", "--sweep", "width=16,32", "--out", str(out), "--json"))
+        finally:
+            os.chdir(here)
+            sys.path[:] = path
+            for name in set(sys.modules) - modules:
+                if name.split(".")[0] == "mywl":
+                    del sys.modules[name]
+        return made[0], folder, out
+
+    return certify

@@ -165,21 +165,18 @@ def test_a_factory_that_exits_is_one_line(user_folder):
 
 
 @pytest.mark.slow
-def test_certify_among_planted_modules_records_the_user_workloads_folder(user_folder):
+def test_certify_among_planted_modules_records_the_user_workloads_folder(planted_user_certify):
     """A real certify of a user workload in a folder holding numpy.py and torch.py: every
-    child measures, nothing planted runs, the certificate names the folder it added."""
+    child measures, nothing planted runs, the certificate names the folder it added. The
+    run is conftest's planted_user_certify (``mywl.wl:factory``, every default stage, so the
+    probe and memory children start in that folder too), shared with tests/test_cli.py's
+    end to end."""
     from afford.cli import app
 
-    plant(user_folder)
-    pkg = user_folder / "mywl"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    shutil.copy(Path(__file__).parent / "user_workload.py", pkg / "wl.py")
-    r = CliRunner().invoke(app, ["certify", "-w", "mywl.wl:factory", "--quick", "--no-probes",
-                                 "--no-memory", "--sweep", "width=16,32", "--device", "cpu",
-                                 "-o", "c.json"])
+    r, user_folder, out = planted_user_certify(lambda *args: CliRunner().invoke(app, args))
     assert r.exit_code in (0, 1), r.output  # 1: NOISY on a busy host, still measured
-    cert = json.loads((user_folder / "c.json").read_text())
+    cert = json.loads(out.read_text())
     assert cert["workloads"][0]["import_folder"] == str(user_folder)
     assert cert["status"] == "complete"
     assert planted_runs(user_folder) == []
+    assert sorted(p.name for p in user_folder.glob("*.py")) == ["numpy.py", "torch.py"]

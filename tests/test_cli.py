@@ -51,11 +51,11 @@ def test_schema_cert():
 
 
 # Not marked slow: the default run's one real certify end to end (--quick, CPU, two points,
-# ~40 s), so `-m "not slow"` cannot pass with certify broken.
-def test_certify_user_workload_end_to_end(tmp_path):
-    out = tmp_path / "u.json"
-    r = run("certify", "--quick", "--device", "cpu", "--workload",
-            "tests.user_workload:factory", "--sweep", "width=16,32", "--out", str(out), "--json")
+# ~20 s), so `-m "not slow"` cannot pass with certify broken. The run is conftest's
+# planted_user_certify: tests/user_workload.py as the user's package mywl.wl, in a working
+# folder that tests/test_child_path.py checks as well (one certify for both).
+def test_certify_user_workload_end_to_end(planted_user_certify):
+    r, _, out = planted_user_certify(run)
     doc = json.loads(r.stdout)
     # 0, or 1 with the certificate written when this (shared, busy) CPU made it NOISY
     assert r.exit_code == 0 or (r.exit_code == 1 and doc["time_verdict"]["label"] == "NOISY"
@@ -63,7 +63,7 @@ def test_certify_user_workload_end_to_end(tmp_path):
     assert doc["certificate"] == str(out) and doc["workloads"][0]["resident"] == "2/2"
     assert doc["time"][0]["form"] is not None and doc["time"][0]["held_out"] == []
     cert = json.loads(out.read_text())
-    assert cert["workloads"][0]["source"] == "tests.user_workload:factory"
+    assert cert["workloads"][0]["source"] == "mywl.wl:factory"
     assert doc["stage_seconds"] == cert["environment"]["stage_seconds"]
     assert {"setup", "sweep"} <= set(doc["stage_seconds"])
 
