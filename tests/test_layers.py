@@ -184,3 +184,13 @@ def test_the_fit_families_import_nothing_from_one_another(graph):
               if family(a) and family(b) and family(a) != family(b)]
     assert across == []
     assert family("afford.fit.time.warmup") == "time" and family("afford.fit.stats") is None
+
+
+def test_the_design_names_every_folder_of_the_package():
+    """docs/DESIGN.md section 2 draws the layout: every folder of the package is in it."""
+    design = (SRC.parent / "docs/DESIGN.md").read_text(encoding="utf-8")
+    layout = design[design.index("## 2."):design.index("## 3.")]
+    folders = sorted(p.name for p in (SRC / "afford").iterdir()
+                     if (p / "__init__.py").exists())
+    assert [f for f in folders if f"\n{f}/ " not in layout] == []
+    assert len(folders) == 13
