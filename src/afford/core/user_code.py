@@ -21,11 +21,11 @@ Two rules, one place:
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from afford.core.errors import InputError
 
@@ -87,15 +87,7 @@ def missing_module(spec: str, what: str = "workload") -> InputError | None:
     except InputError as exc:
         return exc
     top = mod_name.split(".")[0]
-    if top in sys.modules:
-        return None
-    try:
-        if importlib.util.find_spec(top) is not None:
-            return None
-    except (ImportError, ValueError):
-        return None  # importing it says why
-    here = Path(os.getcwd())
-    if (here / top).is_dir() or (here / f"{top}.py").is_file():
+    if _as_it_stands(top) or _in_working_folder(top):
         return None
     return _no_module(spec, what, mod_name, top)
 
@@ -120,24 +112,29 @@ def added_folder(spec: str) -> str | None:
     return here if where and os.path.realpath(where) == os.path.realpath(here) else None
 
 
+def _as_it_stands(top: str) -> bool:
+    """Whether ``top`` is importable from ``sys.path`` as it stands (or already imported);
+    True also where looking raises: importing it then says why."""
+    if top in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return True
+
+
+def _in_working_folder(top: str) -> bool:
+    """Whether the working folder holds a package or module ``top``, found by the same
+    finder an import uses, without touching ``sys.path``."""
+    return importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) is not None
+
+
 def _find_top(top: str) -> None:
     """Make ``top`` importable: as it stands, or from the working folder added at the end
-    of ``sys.path`` (only here, only for a user's package)."""
-    if top in sys.modules:
+    of ``sys.path`` (only here, only for a user's package, only when it is there)."""
+    if _as_it_stands(top):
         return
-    try:
-        if importlib.util.find_spec(top) is not None:
-            return
-    except (ImportError, ValueError):
-        return  # import_module says why
     folder = os.getcwd()
-    if folder in sys.path:
-        return
-    sys.path.append(folder)
-    importlib.invalidate_caches()
-    try:
-        found = importlib.util.find_spec(top) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:  # not there either: nothing is added
-        sys.path.remove(folder)
+    if folder not in sys.path and _in_working_folder(top):
+        sys.path.append(folder)
+        importlib.invalidate_caches()
