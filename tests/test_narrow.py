@@ -123,7 +123,7 @@ def test_the_certify_summary_at_80_columns_breaks_no_word(cert, here, monkeypatc
 
 
 def test_levers_and_gate_at_80_columns_break_no_word(here, monkeypatch):
-    import afford.certify.lever_job as jobs
+    import afford.certify.stage_levers as jobs
     import afford.cli.gate as cli_gate
     import afford.cli.levers as cli_levers
     from afford.certify.stage_gates import GateOutcome

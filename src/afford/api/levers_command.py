@@ -42,7 +42,7 @@ def prepare_levers(cert: Path, *, workloads: list[str] | None = None,
     name reads; every ``arms`` entry reads as ``NAME=SPEC`` with a free name; every lever
     of ``levers`` is known; the certificate loads; every arm names a workload afford can
     build; ``out`` can be written (an existing file only with ``force``); this box is the
-    certificate's (:func:`afford.certify.lever_job.lever_job`).
+    certificate's (:func:`afford.certify.stage_levers.lever_job`).
 
     The levers: those of ``levers``, all of them when it is empty, none when it is empty
     and ``arms`` are given (only the arms are measured). The precision: quick, full, else
@@ -55,7 +55,7 @@ def prepare_levers(cert: Path, *, workloads: list[str] | None = None,
     if mode is not None and mode not in MODES:
         raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
     check_names(workloads)
-    from afford.certify import lever_job as jobs
+    from afford.certify import stage_levers as jobs
     from afford.certify.stage_levers import check_arms, parse_arms, parse_levers
 
     parsed = parse_arms(arms)

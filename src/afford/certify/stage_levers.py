@@ -38,8 +38,10 @@ from afford.core.errors import InputError, MeasurementError
 from afford.core.provenance import NotExecutable
 from afford.fit.time.speedup import per_child_speedups, summarize
 from afford.fit.time.throughput import fit_linear_floor
+from afford.measure import env as envmod
 from afford.measure.children import Event, run_children
 from afford.measure.timing import TimingRule, rule_for
+from afford.schema.cert import Certificate
 from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 from afford.schema.point import Point
 from afford.workloads import resolve
@@ -340,3 +342,35 @@ def levers_stage(ctx) -> dict:
                    command=env.command)
     return {"levers": measure_levers(job, lambda e: ctx.on_event(e)
                                      if e.get("event") == "begin" else None)}
+
+
+def lever_job(c: Certificate, workloads: list[str], chosen: tuple[str, ...], mode: str | None,
+              precision: str, children: int, arms: tuple[Arm, ...] = (),
+              command: str = "afford levers") -> LeverJob:
+    """The job for certificate ``c`` on this box: the device of the certificate's type
+    (cuda or cpu), ``workloads`` (default: tinylm@q3 on a large GPU, else tinylm), the
+    ``chosen`` levers and user ``arms``, the base ``mode`` (default: the certificate's first
+    workload's, else fp32), the timing rule of ``precision`` with ``children`` children and
+    the certificate's seed; ``command`` is the command line the section records.
+    InputError when the certificate is of a CUDA device and none is visible here, or when
+    this box's device is not the certificate's."""
+    e = c.environment
+    device = envmod.choose_device("cuda" if e.device_type == "cuda" else "cpu")
+    if device.type == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError(f"the certificate is of {e.device_name} (cuda) but no CUDA "
+                             "device is visible here; levers are measured on the box itself")
+    here = envmod.capture(device, command)
+    if here.device_name != e.device_name:
+        raise InputError(f"this box is {here.device_name}, the certificate is of "
+                         f"{e.device_name}: devices are not pooled; certify this box first")
+    return LeverJob(workloads=workloads or default_workloads(e.device_class), levers=chosen,
+                    mode=mode or (c.workloads[0].mode if c.workloads else "fp32"),
+                    device=str(device), device_type=device.type,
+                    device_class=here.device_class, device_name=here.device_name,
+                    device_memory=here.device_memory_bytes, rule=rule_for(precision),
+                    precision=precision, children=children, seed=c.protocol.seed,
+                    clock=clock_name(device.type), torch_version=here.torch_version,
+                    command=here.command, arms=arms)
