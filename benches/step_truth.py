@@ -17,7 +17,9 @@ afford's: zero the gradients (to None), forward under autocast, backward, optimi
   block's seconds over its steps is one reading, the median of the blocks the truth. Each
   reading keeps the step indices it covers.
 - **memory**: ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved`` over every step
-  of the process (``PYTORCH_CUDA_ALLOC_CONF`` as the caller's environment has it).
+  of the process (``PYTORCH_CUDA_ALLOC_CONF`` as the caller's environment has it), and the
+  cumulative peaks after each warm step and each block (``peaks_by_step``: [step, allocated,
+  reserved]) with how often Python's garbage collector ran, to see when a peak grows.
 - **device busy** (``--profile N``, after the above): N more steps under ``torch.profiler``
   read as afford reads them (:func:`afford.measure.device_time.profile_steps`), a second
   witness for the device side.
@@ -106,9 +108,21 @@ def _worker(spec: str, mode: str, device_class: str) -> int:
             built.optimizer.step()
             return loss.detach()
 
+        import gc
+
+        def collections() -> int:
+            return sum(g["collections"] for g in gc.get_stats())
+
+        def peaks() -> list[int]:  # cumulative peak allocated, reserved so far
+            return [torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()] \
+                if cuda else []
+
+        gc0 = collections()
         i = 0
+        by_step = []  # when the peaks grow: the certificate's memory child runs 3 steps
         for _ in range(job["warm"]):
             float(step(i))
+            by_step.append([i, *peaks()])
             i += 1
         if cuda:
             torch.cuda.synchronize()
@@ -118,7 +132,10 @@ def _worker(spec: str, mode: str, device_class: str) -> int:
             seconds = _block(step, i, job["per_block"], cuda)
             i += job["per_block"]
             readings.append({"seconds": seconds / job["per_block"], "steps": [first, i - 1]})
+            by_step.append([i - 1, *peaks()])
         out["readings"] = readings
+        out["peaks_by_step"] = by_step
+        out["gc_collections"] = collections() - gc0  # Python's collector ran this often
         out["step_seconds"] = statistics.median(r["seconds"] for r in readings)
         if cuda:
             out["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()

@@ -33,12 +33,16 @@ from pathlib import Path
 MFU = 0.40  # the roofline baseline's assumed model FLOPs utilisation
 
 
-def rows_for(cert_path: Path, truth_path: Path) -> list[dict]:
+def rows_for(cert_path: Path, truth_path: Path, refit: bool = False) -> list[dict]:
     from afford import figures
     from afford.plan.prediction import predict
     from afford.schema.cert import load_certificate
 
     cert = load_certificate(cert_path)
+    if refit:  # the memory laws and replays rebuilt from the raw records by this afford
+        from afford.certify.stage_memory import refit_section
+
+        cert = cert.model_copy(update={"memory": refit_section(cert.memory)})
     r = cert.workloads[0]
     m = r.time.model
     peak = figures.datasheet_peak(cert, "bf16")
@@ -164,12 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit", default="")
     ap.add_argument("--date")
     ap.add_argument("--json", type=Path, help="also write every row and summary here")
+    ap.add_argument("--refit", action="store_true",
+                    help="judge the memory laws and replays this afford rebuilds from the "
+                    "certificate's raw records, not the ones it stored")
     a = ap.parse_args(argv)
     if len(a.pairs) % 2:
         ap.error("give CERT TRUTH pairs")
     every, doc = [], {}
     for cert, truth in zip(a.pairs[::2], a.pairs[1::2]):
-        rows = rows_for(cert, truth)
+        rows = rows_for(cert, truth, a.refit)
         every += rows
         s = summary(rows)
         doc[rows[0]["workload"]] = {"summary": s, "rows": rows}

@@ -265,6 +265,38 @@ def test_a_mismatched_stretch_is_paired_up_to_max_stretch_ops_and_left_beyond():
     assert align(kept(n + 1, 1000), kept(n + 1, 100000)) == [None] * (n + 1)
 
 
+def _swapped_frees(blocks: int, swap: bool, extra: int = 0) -> OpTrace:
+    """``blocks`` times: allocate two temporaries, free one, allocate a third, free the
+    other two (6 ops). ``swap``: the first free takes the second temporary instead of the
+    first, which changes two lifetimes in every block and no plain kind. ``extra``: that
+    many more temporaries at the end (allocated and freed)."""
+    rows, addr = [], 0
+    for _ in range(blocks):
+        a, b, c = addr, addr + 1, addr + 2
+        addr += 3
+        first, second = (b, a) if swap else (a, b)
+        rows += [("alloc", a, 64), ("alloc", b, 64), ("free_completed", first, 64),
+                 ("alloc", c, 64), ("free_completed", second, 64), ("free_completed", c, 64)]
+    for k in range(extra):
+        rows += [("alloc", addr + k, 64), ("free_completed", addr + k, 64)]
+    return from_history(1, 1, history(rows))
+
+
+def test_a_long_stretch_whose_lifetimes_differ_throughout_is_paired_as_plain_kinds():
+    """Two shapes' backward passes of a deep model: lifetimes differ every few ops (no
+    anchor of MIN_ANCHOR ops at the fine passes), the plain kinds only in a handful of
+    extra ops at the end. Longer than MAX_STRETCH, the stretch goes to the plain-kinds pass,
+    whose common head and tail leave only the extras to search; every block pairs in order
+    and only the extras stay unmatched (a stretch that differs all over at every pass stays
+    unmatched: the test above)."""
+    blocks = MAX_STRETCH // 6 + 100  # over MAX_STRETCH ops
+    ref, other = _swapped_frees(blocks, False, extra=14), _swapped_frees(blocks, True)
+    assert len(ref.ops) > MAX_STRETCH
+    match = align(ref, other)
+    assert match[:3 * blocks] == list(range(3 * blocks))
+    assert match[3 * blocks:] == [None] * 14
+
+
 # 37 allocations with nested, interleaved lifetimes ("aK" allocates K, "fK" frees it)
 TANGLE = ("a0 f0 a1 f1 a2 a3 a4 a5 a6 f6 a7 a8 a9 a10 a11 a12 f12 f11 a13 a14 a15 f15 a16 a17 "
           "a18 f18 f17 a19 a20 a21 a22 a23 a24 a25 f23 f25 f3 f21 f14 f24 a26 a27 f27 a28 f8 "

@@ -274,11 +274,17 @@ def memory_replay(cert: Certificate) -> Table | None:
     run = run_label(cert)
     rows = []
     for law in cert.memory.laws:
-        for c in (law.replay.validation + law.replay.heldout) if law.replay else []:
+        rp = law.replay
+        checks = [(c, "recorded") for c in rp.validation] + \
+            [(c, "synthesised") for c in rp.synthesised] + \
+            [(c, "held out") for c in rp.heldout] if rp else []
+        for c, kind in checks:
             where = f"{law.workload} {law.mode} B {c.B} x s {c.s}, {run}"
-            held = c.role.startswith("heldout")
-            what = "synthesised history replayed" if held else "recorded history replayed"
-            rows.append((law.workload, law.mode, c.role, f"{c.B} x {c.s}",
+            held = kind == "held out"
+            what = "recorded history replayed" if kind == "recorded" else \
+                "synthesised history replayed"
+            role = c.role + (" (learned sizes)" if kind == "synthesised" else "")
+            rows.append((law.workload, law.mode, role, f"{c.B} x {c.s}",
                          module(round(c.tokens_over_traced, 3), "x", "B*s / largest traced"),
                          measured(c.measured_reserved_bytes, "B", f"peak reserved, {where}"),
                          fitted(c.replay_reserved_bytes, "B", f"{what}, {where}"),
@@ -299,7 +305,8 @@ def memory_replay(cert: Certificate) -> Table | None:
                           "error allocated", "law error reserved",
                           "replay reserved, expandable", "verdict"), rows=tuple(rows),
                  caption="allocator replay: traced shapes validate the replay of their own "
-                         "history; held-out shapes are predicted from a history synthesised "
+                         "history, and the learned sizes write that history back (learned "
+                         "sizes); held-out shapes are predicted from a history synthesised "
                          "from the traced ones (never measured by it)")
 
 

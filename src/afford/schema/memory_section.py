@@ -329,6 +329,10 @@ class ReplayModel(_Model):
     alloc_conf: str = Field("", description="PYTORCH_CUDA_ALLOC_CONF the traces ran under")
     expandable: bool = Field(False, description="the traces ran with expandable segments")
     validation: list[ReplayCheck] = Field(description="each traced history replayed")
+    synthesised: list[ReplayCheck] = Field(
+        [], description="each traced shape's history written out by the learned size laws "
+        "and replayed from the reference's state: the learning's own check (a history it "
+        "cannot write back at a shape it saw is not trusted at one it did not)")
     tolerance: Ratio = Field(description="validation passes within this relative error")
     trusted: bool = Field(description="validated: every traced shape within tolerance")
     heldout: list[ReplayCheck] = []
