@@ -45,7 +45,7 @@ for arg in "$@"; do
   pack
   [ "$arg" != "$spec" ] && continue
   t0=$(now)
-  python3 benches/step_truth.py "$spec" --cert $r/cert-$name.json \
+  python3 benches/step_truth.py "$spec" --cert $r/cert-$name.json --trace 3 \
     --out $r/truth-$name.jsonl >>$log 2>&1
   echo "$spec truth rc=$? wall $(since $t0) s" | tee -a $log
   pack

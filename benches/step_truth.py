@@ -3,7 +3,7 @@ memory at a list of shapes, each shape in its own fresh process, timed outside a
 (a bench for the GPU, not a test).
 
     python3 benches/step_truth.py SPEC --shape BxS [--shape ...] --out truth.jsonl
-        [--mode bf16] [--warm 5] [--blocks 3] [--per-block 10] [--profile 3]
+        [--mode bf16] [--warm 5] [--blocks 3] [--per-block 10] [--profile 3] [--trace 3]
 
 Each shape gets one fresh Python process. All of them start together and import torch and
 transformers and resolve the workload (CPU work only: none touches the GPU), then wait; the
@@ -19,7 +19,9 @@ afford's: zero the gradients (to None), forward under autocast, backward, optimi
 - **memory**: ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved`` over every step
   of the process (``PYTORCH_CUDA_ALLOC_CONF`` as the caller's environment has it), and the
   cumulative peaks after each warm step and each block (``peaks_by_step``: [step, allocated,
-  reserved]) with how often Python's garbage collector ran, to see when a peak grows.
+  reserved]) with how often Python's garbage collector ran, to see when a peak grows;
+  ``--trace N``: the allocator's history of the build and the first N warm steps (the form
+  the certificate stores, :mod:`afford.measure.alloc_trace`), to replay offline.
 - **device busy** (``--profile N``, after the above): N more steps under ``torch.profiler``
   read as afford reads them (:func:`afford.measure.device_time.profile_steps`), a second
   witness for the device side.
@@ -94,6 +96,11 @@ def _worker(spec: str, mode: str, device_class: str) -> int:
            "torch": torch.__version__,
            "device": torch.cuda.get_device_name(0) if cuda else "cpu", "pid": os.getpid()}
     t0 = time.perf_counter()
+    traced = cuda and job.get("trace", 0) > 0
+    if traced:  # the allocator's history from the fresh process's first allocation
+        from afford.measure import alloc_trace
+
+        seed_segments = alloc_trace.start(device)
     try:
         built = w.build({**w.shape(s), "batch": b}, device, job["seed"])
         out["params"] = sum(p.numel() for p in built.model.parameters())
@@ -124,6 +131,9 @@ def _worker(spec: str, mode: str, device_class: str) -> int:
             float(step(i))
             by_step.append([i, *peaks()])
             i += 1
+            if traced and i == job["trace"]:
+                out["trace"] = alloc_trace.stop(device, b, s, seed_segments)
+                traced = False
         if cuda:
             torch.cuda.synchronize()
         readings = []
@@ -183,9 +193,10 @@ def _spawn(spec: str, mode: str, device_class: str) -> subprocess.Popen:
 
 def run(spec: str, shapes: list[tuple[int, int]], out: Path, *, mode: str = "bf16",
         device_class: str = "large-gpu", warm: int = 5, blocks: int = 3,
-        per_block: int = 10, profile: int = 3, seed: int = 0) -> list[dict]:
+        per_block: int = 10, profile: int = 3, seed: int = 0, trace: int = 0) -> list[dict]:
     """Every shape in its own fresh process, one on the GPU at a time; the records, also
-    appended to ``out`` as JSON lines."""
+    appended to ``out`` as JSON lines. ``trace`` > 0: the allocator's history of the build
+    and the first ``trace`` warm steps, as the certificate's memory child records it."""
     t0 = time.perf_counter()
     procs = [_spawn(spec, mode, device_class) for _ in shapes]
     for p in procs:  # all import together, none touches the GPU
@@ -196,7 +207,7 @@ def run(spec: str, shapes: list[tuple[int, int]], out: Path, *, mode: str = "bf1
     recs = []
     for (b, s), p in zip(shapes, procs):
         job = {"batch": b, "seq": s, "warm": warm, "blocks": blocks, "per_block": per_block,
-               "profile": profile, "seed": seed}
+               "profile": profile, "seed": seed, "trace": trace}
         p.stdin.write(json.dumps(job) + "\n")
         p.stdin.flush()
         line = p.stdout.readline()
@@ -230,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blocks", type=int, default=3)
     ap.add_argument("--per-block", type=int, default=10)
     ap.add_argument("--profile", type=int, default=3)
+    ap.add_argument("--trace", type=int, default=0, help="record the allocator's history of "
+                    "the build and this many warm steps (at most --warm), to replay offline "
+                    "against the certificate's")
     a = ap.parse_args(argv)
     if a.worker:
         return _worker(a.spec, a.mode, a.device_class)
@@ -239,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     if not shapes or a.out is None:
         ap.error("give --out and --shape BxS (or --cert)")
     run(a.spec, shapes, a.out, mode=a.mode, device_class=a.device_class, warm=a.warm,
-        blocks=a.blocks, per_block=a.per_block, profile=a.profile)
+        blocks=a.blocks, per_block=a.per_block, profile=a.profile,
+        trace=min(a.trace, a.warm))
     return 0
 
 

@@ -11,14 +11,17 @@ MIB = 1 << 20
 
 
 def program(B: int, s: int, cold: bool = False, steps: int = 3, layers: int = 2,
-            d: int = 64, stage: tuple[int, int] | None = None) -> OpTrace:
+            d: int = 64, stage: tuple[int, int] | None = None,
+            sort_above: int | None = None) -> OpTrace:
     """A training loop's allocator history: build (weights, an input pool), then steps of
     forward (saved activations, temporaries, materialised scores), backward (gradients,
     activations freed in reverse), AdamW state on the first step; ``cold`` adds what a
     first-in-process run has: a 32 MiB workspace at the first GEMM, kept. ``stage`` =
     (bytes a token, cap): each layer's backward also takes a reduction's global staging
     buffer, ``min(bytes x B*s, cap)`` (PyTorch's reduce kernels bound it by the grid), with
-    its 4 KiB of semaphores, both freed at once."""
+    its 4 KiB of semaphores, both freed at once. ``sort_above``: above this many tokens the
+    position table's backward takes a sorting path (PyTorch's embedding backward above 3,072
+    indices): sorted indices and a table-sized accumulator, freed when it is done."""
     addr = itertools.count(1 << 20, 1 << 12)
     rows, live = [], {}
 
@@ -53,6 +56,11 @@ def program(B: int, s: int, cold: bool = False, steps: int = 3, layers: int = 2,
                 free(f"sem{i}")
             free(f"scores{i}")
             free(f"act{i}")
+        if sort_above is not None and B * s > sort_above:
+            alloc("sorted", 8 * B * s)
+            alloc("accum", 4 * weights["pos"])
+            free("sorted")
+            free("accum")
         alloc("gpos", weights["pos"])
         if step == 0:
             for w, size in weights.items():

@@ -137,10 +137,12 @@ def test_a_deep_models_histories_align_and_predict_a_fresh_process():
     28 ops more than the other traced shapes', and every few ops a lifetime differs, so the
     fine passes found no anchor over 5,200 ops and left 4,794 of 12,599 slots at the base's
     size: the replay printed +11.6 % reserved, +13.3 % allocated at 1 x 512 against a fresh
-    process. Aligned as plain kinds there, only the 42 extra slots stay unmatched, the learned
-    sizes write each traced history back, and the fresh-process truths at 14 shapes (1 x 512
-    to 8 x 4096, 0.06x to 4x the traced tokens) are met within 1.5 % reserved, 0.2 %
-    allocated."""
+    process. Aligned as plain kinds there, only the 42 extra slots stay unmatched (the
+    embedding's backward sorts its indices above 3,072 of them, 14 allocations a step: the
+    base has 4,096 tokens, the other traced shapes 2,048), written out above 2,048 tokens
+    only; the learned sizes write each traced history back, and the fresh-process truths at
+    14 shapes (1 x 512 to 8 x 4096, 0.06x to 4x the traced tokens) are met within 1 %
+    reserved, 0.2 % allocated."""
     import gzip
     import json
     from pathlib import Path
@@ -153,9 +155,10 @@ def test_a_deep_models_histories_align_and_predict_a_fresh_process():
     rp = law.replay
     assert rp.trusted and rp.size_laws["inexact"] <= 2
     assert "reference allocations without a match per traced shape: [42, 42, 42]" in rp.warnings
+    assert any("42 allocations only the reference (8x512)" in w for w in rp.warnings)
     assert all(abs(c.reserved_error) < 0.005 for c in rp.synthesised)
     for t in doc["truth"]:
         got = reserved_at(law, {"B": t["batch"], "s": t["seq"]}, "H200")
         assert got.source == "replay"
-        assert abs(got.reserved.value / t["peak_reserved_bytes"] - 1) < 0.015, t
+        assert abs(got.reserved.value / t["peak_reserved_bytes"] - 1) < 0.01, t
         assert abs(got.allocated.value / t["peak_allocated_bytes"] - 1) < 0.002, t

@@ -297,6 +297,30 @@ def test_a_long_stretch_whose_lifetimes_differ_throughout_is_paired_as_plain_kin
     assert match[3 * blocks:] == [None] * 14
 
 
+def test_what_only_the_larger_reference_allocates_is_written_out_above_the_others():
+    """The reference (4 x 512, 2,048 tokens) takes a sorting path that the smaller traced
+    shapes (1,024 and 512 tokens) do not: its allocations match nothing. They are written
+    out above 1,024 tokens only, so the history at a smaller shape replays to that shape's
+    own and one at a larger shape keeps the path; between the two (1,536 tokens), where
+    the switch was not seen, the larger history is kept. (One sequence length: the toy's
+    position table grows with s, and a kept block of another size pairs with nothing.)"""
+    def prog(B, s):
+        return program(B, s, sort_above=1024, layers=8)
+
+    model = learn([prog(4, 512), prog(2, 512), prog(1, 512)], reference=0)
+    assert len(model.reference_only) == 2 * 3 and model.reference_only_above == 1024
+    assert any("only the reference (4x512)" in w for w in model.warnings)
+    for B in (1, 2, 8, 16):
+        got, truth = replay(model.trace(B, 512).events()), replay(prog(B, 512).events())
+        assert (got[0].peak_allocated_bytes, got[0].peak_reserved_bytes) == \
+            (truth[0].peak_allocated_bytes, truth[0].peak_reserved_bytes), B
+    assert model.trace(3, 512).ops == tuple(model.ops)
+    assert len(model.trace(2, 512).ops) == len(model.ops) - 4 * 3
+    # a reference that is not the largest traced shape: its own slots stay everywhere
+    other = learn([prog(2, 512), prog(4, 512), prog(1, 512)], reference=0)
+    assert other.reference_only == [] and other.reference_only_above is None
+
+
 # 37 allocations with nested, interleaved lifetimes ("aK" allocates K, "fK" frees it)
 TANGLE = ("a0 f0 a1 f1 a2 a3 a4 a5 a6 f6 a7 a8 a9 a10 a11 a12 f12 f11 a13 a14 a15 f15 a16 a17 "
           "a18 f18 f17 a19 a20 a21 a22 a23 a24 a25 f23 f25 f3 f21 f14 f24 a26 a27 f27 a28 f8 "

@@ -485,6 +485,13 @@ class TraceModel(BaseModel):
                                  "reference slots it has no match for")
     extras: list[int] = Field(description="per traced shape after the reference: its slots "
                               "the reference has no match for (left out of the model)")
+    reference_only: list[int] = Field(
+        [], description="slots only the reference allocates, where every other traced shape "
+        "has fewer tokens: a kernel that takes another path above some size")
+    reference_only_above: int | None = Field(
+        None, description="B*s above which the reference_only slots are written out: the "
+        "most tokens of a traced shape without them (where between that and the reference's "
+        "the path switches is not seen: they are kept there, the larger history)")
     warnings: list[str] = []
 
     def sizes(self, B: int, s: int) -> list[int]:
@@ -492,8 +499,13 @@ class TraceModel(BaseModel):
 
     def trace(self, B: int, s: int) -> OpTrace:
         """The reference history written out at (B, s)."""
+        ops = self.ops
+        if self.reference_only and self.reference_only_above is not None and \
+                B * s <= self.reference_only_above:
+            gone = set(self.reference_only)
+            ops = [o for o in ops if (o if o >= 0 else ~o) not in gone]
         return OpTrace(B=int(B), s=int(s), sizes=tuple(self.sizes(B, s)),
-                       streams=tuple(self.streams), ops=tuple(self.ops))
+                       streams=tuple(self.streams), ops=tuple(ops))
 
     def synthesise(self, B: int, s: int, key_base: int = 0) -> list[AllocEvent]:
         """The reference history at (B, s) as allocator events, keyed ``key_base + slot``."""
@@ -518,7 +530,11 @@ class TraceModel(BaseModel):
 def learn(traces: Sequence[OpTrace], reference: int = 0) -> TraceModel:
     """A :class:`TraceModel` on ``traces[reference]``'s structure; every other trace is
     aligned to it (:func:`align`) and gives each matched slot one more point of its law. A
-    slot matched nowhere else keeps its reference size."""
+    slot matched nowhere else keeps its reference size; where every other traced shape has
+    fewer tokens than the reference, such slots are a path the step takes above some size
+    (PyTorch's embedding backward sorts its indices above 3,072 of them: 14 more
+    allocations a step, one of them vocabulary x width in fp32), and are written out only
+    above the most tokens of a traced shape without them."""
     if not traces:
         raise ValueError("no traces to learn from")
     ref = traces[reference]
@@ -539,9 +555,18 @@ def learn(traces: Sequence[OpTrace], reference: int = 0) -> TraceModel:
     if n_siblings:
         warnings.append(f"{n_siblings} reduction staging buffers capped like the ones seen "
                         "capped (the traced shapes do not reach their cap)")
+    only = [k for k in range(ref.n_allocs) if others and all(m[k] is None for m in matches)]
+    above = max((t.B * t.s for t in others), default=None)
+    if not only or above is None or above >= ref.B * ref.s:
+        above = None
+    else:
+        warnings.append(f"{len(only)} allocations only the reference ({ref.B}x{ref.s}) makes: "
+                        f"written out above {above} tokens, the most of a traced shape "
+                        "without them")
     return TraceModel(shapes=[(t.B, t.s) for t in [ref, *others]], ops=list(ref.ops),
                       streams=list(ref.streams), laws=laws, unmatched=unmatched,
-                      extras=extras, warnings=warnings)
+                      extras=extras, reference_only=only if above is not None else [],
+                      reference_only_above=above, warnings=warnings)
 
 
 STAGING_WINDOW = 8     # ops: a staging buffer and its semaphores are freed this soon
