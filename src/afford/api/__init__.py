@@ -134,12 +134,13 @@ def predict(cert: Any, batch: int | str, seq: int | str, *, workloads: list[str]
 
 
 def size(cert: Any, seq: int | str, batch: int | str | None = None, *,
-         workload: str = "tinylm", mode: str | None = None,
+         workload: str | None = None, mode: str | None = None,
          memory_fraction: float | str | None = None, constants: Any = None,
          alloc_conf: str | None = None) -> SizeReport:
     """``afford size``: predicted peak allocated and reserved memory at (batch, seq), whether
     it fits the budget (device memory x ``memory_fraction``, default afford's 0.90), and the
-    largest batch that does; ``alloc_conf`` default: this process's
+    largest batch that does; ``workload`` default: the certificate's one (of several,
+    tinylm where it is one of them); ``alloc_conf`` default: this process's
     ``PYTORCH_CUDA_ALLOC_CONF`` (as the command)."""
     from afford.core.provenance import run_label
     from afford.core.published_constants import MEMORY_FRACTION

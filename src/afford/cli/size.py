@@ -30,10 +30,12 @@ def command(
     batch: Annotated[Optional[str], typer.Option(
         "--batch", help="Batch size. Default: the largest that fits.")] = None,
     mode: Annotated[Optional[str], typer.Option(
-        "--mode", help="dtype mode of the law: fp32, bf16 or fp16. Default: the first "
-        "the certificate measured.")] = None,
-    workload: Annotated[str, typer.Option(
-        "--workload", "-w", help="Workload as named in the certificate.")] = "tinylm",
+        "--mode", help="dtype mode of the law: fp32, bf16 or fp16. Default: the mode the "
+        "certificate timed the workload in, else the first its memory stage measured.")
+    ] = None,
+    workload: Annotated[Optional[str], typer.Option(
+        "--workload", "-w", help="Workload as named in the certificate. Default: its one "
+        "workload (of several: tinylm where it is one of them).")] = None,
     memory_fraction: Annotated[str, typer.Option(
         "--memory-fraction", help="Share of the device memory a run may use (0.90 or "
         "90%).")] = f"{MEMORY_FRACTION:.2f}",

@@ -45,13 +45,32 @@ def law_or_none(cert, name: str, mode: str | None = None) -> MemoryLaw | None:
     return None
 
 
-def find_law(cert, name: str, mode: str | None = None) -> MemoryLaw:
-    """The law of ``name`` (and ``mode``); InputError that lists what the certificate has."""
+DEFAULT_WORKLOAD = "tinylm"  # of a certificate with several, where none is named
+
+
+def find_law(cert, name: str | None, mode: str | None = None) -> MemoryLaw:
+    """The law of ``name`` (and ``mode``); InputError that lists what the certificate has.
+    ``name`` None: the certificate's one workload (``afford certify -w hf:...`` measures
+    one); of several, :data:`DEFAULT_WORKLOAD` where it is among them, else the error asks
+    for one. ``mode`` None: the mode the certificate timed the workload in (the run it
+    plans), else the first the memory stage measured."""
     if getattr(cert, "memory", None) is None:
         raise InputError("the certificate has no memory section (it was made with "
                          "--no-memory or by an afford without the memory stage); run "
                          "`afford certify` again to measure the memory law")
-    law = law_or_none(cert, name, mode)
+    if name is None:
+        names = list(dict.fromkeys(x.workload for x in laws(cert)))
+        if len(names) == 1 or DEFAULT_WORKLOAD not in names:
+            name = names[0] if len(names) == 1 else None
+        else:
+            name = DEFAULT_WORKLOAD
+        if name is None:
+            raise InputError("the certificate has memory laws for "
+                             f"{', '.join(names) or 'no workload'}; name one with --workload")
+    timed = [r.mode for r in getattr(cert, "workloads", None) or [] if r.name == name]
+    law = next((x for x in (law_or_none(cert, name, m) for m in timed) if x is not None),
+               None) if mode is None else None
+    law = law or law_or_none(cert, name, mode)
     if law is not None:
         return law
     have = ", ".join(f"{x.workload} ({x.mode})" for x in laws(cert)) or "none"
@@ -119,7 +138,7 @@ class SizeReport:
     law_breakdown: tuple[tuple[str, Tagged], ...] = ()  # by the law's terms, at the shape
 
 
-def size(cert, name: str, seq: int, batch: int | None, mode: str | None,
+def size(cert, name: str | None, seq: int, batch: int | None, mode: str | None,
          budget_fraction: float = MEMORY_FRACTION, run: str = "",
          constants: UserConstants | None = None, alloc_conf: str = "") -> SizeReport:
     """Predicted peaks at (batch, seq), residency against the budget, the largest batch;
