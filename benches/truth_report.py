@@ -136,13 +136,25 @@ def table(rows: list[dict]) -> str:
 
 
 def ledger_rows(rows: list[dict], commit: str, date: datetime, device: str, torch: str,
-                command: str) -> list:
+                command: str, truths: bool = True, predictions: bool = False) -> list:
+    """The truths (MEASURED) and, with ``predictions``, afford's memory answers at the same
+    shapes (FITTED, ``afford/WORKLOAD/BxS/...``) as ledger readings."""
     from afford.figures import ledger
 
     out = []
     for r in rows:
         base = {"device": device, "torch": torch, "commit": commit, "date": date,
                 "command": command.format(spec=r["workload"])}
+        if predictions:
+            for k, q in (("afford_allocated", "peak_allocated_bytes"),
+                         ("afford_reserved", "peak_reserved_bytes"),
+                         ("afford_budgeted", "budgeted_reserved_bytes")):
+                if r[k] is not None:
+                    out.append(ledger.new_reading(
+                        quantity=f"afford/{r['workload']}/{r['B']}x{r['s']}/{q}", value=r[k],
+                        unit="B", tag="FITTED", **base))
+        if not truths:
+            continue
         where = f"truth/{r['workload']}/{r['B']}x{r['s']}"
         first, last = r["readings"][0]["steps"][0], r["readings"][-1]["steps"][1]
         out.append(ledger.new_reading(quantity=f"{where}/step_seconds", value=r["truth_step"],
@@ -168,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit", default="")
     ap.add_argument("--date")
     ap.add_argument("--json", type=Path, help="also write every row and summary here")
+    ap.add_argument("--predictions", action="store_true", help="--ledger: afford's memory "
+                    "answers (FITTED) only, the truths being in the ledger already")
     ap.add_argument("--refit", action="store_true",
                     help="judge the memory laws and replays this afford rebuilds from the "
                     "certificate's raw records, not the ones it stored")
@@ -189,9 +203,13 @@ def main(argv: list[str] | None = None) -> int:
 
             env = load_certificate(cert).environment
             date = datetime.fromisoformat(a.date) if a.date else datetime.now()
+            command = ("python3 benches/truth_report.py" + (" --refit" if a.refit else "")
+                       + " CERT TRUTH (afford's answers from the certificate's readings, "
+                       "computed on another machine)") if a.predictions else \
+                "python3 benches/step_truth.py {spec} --cert CERT (fresh process per shape)"
             ledger.append(a.ledger, ledger_rows(
-                rows, a.commit, date, env.device_name, env.torch_version,
-                "python3 benches/step_truth.py {spec} --cert CERT (fresh process per shape)"))
+                rows, a.commit, date, env.device_name, env.torch_version, command,
+                truths=not a.predictions, predictions=a.predictions))
     total = summary(every)
     doc["all"] = total
     print("## all workloads\n\n" + json.dumps(total, indent=1))
