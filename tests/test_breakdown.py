@@ -59,6 +59,24 @@ def test_blocks_alive_before_the_history_count_as_workspaces():
     assert sum(getattr(b, f"{c}_bytes") for c in CLASSES) == b.allocated_bytes
 
 
+def test_a_size_that_follows_the_data_does_not_hide_the_steps():
+    """Steps of 1,000 allocations or more may differ at one slot in a thousand (a buffer
+    sized by the batch's distinct tokens); smaller steps must repeat exactly."""
+    def steps(n_allocs, odd):
+        rows, addr = [["alloc", 0, 7, 0]], 1  # the build: one weight
+        for k in range(3):
+            for i in range(n_allocs):
+                size = 100 + i + (k if i == odd else 0)  # slot ``odd`` differs per step
+                rows += [["alloc", addr, size, 0], ["free_completed", addr, size, 0]]
+                addr += 1
+        return from_history(1, 1, rows)
+
+    got = find_steps(steps(1000, odd=500))
+    assert (got.first_step, got.period, got.last_step) == (1, 1000, 2001)
+    with pytest.raises(ValueError, match="do not repeat"):
+        find_steps(steps(999, odd=500))
+
+
 def test_a_history_without_repeated_steps_is_refused():
     t = from_history(1, 1, [["alloc", 1, 100, 0], ["alloc", 2, 200, 0]])
     with pytest.raises(ValueError, match="do not repeat"):

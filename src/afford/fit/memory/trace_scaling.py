@@ -498,14 +498,19 @@ class TraceModel(BaseModel):
         return [law.predict(B, s) for law in self.laws]
 
     def trace(self, B: int, s: int) -> OpTrace:
-        """The reference history written out at (B, s)."""
-        ops = self.ops
+        """The reference history written out at (B, s); below the reference-only slots'
+        threshold without them (the rest renumbered in order, a history of its own)."""
+        sizes, streams, ops = self.sizes(B, s), self.streams, self.ops
         if self.reference_only and self.reference_only_above is not None and \
                 B * s <= self.reference_only_above:
             gone = set(self.reference_only)
-            ops = [o for o in ops if (o if o >= 0 else ~o) not in gone]
-        return OpTrace(B=int(B), s=int(s), sizes=tuple(self.sizes(B, s)),
-                       streams=tuple(self.streams), ops=tuple(ops))
+            keep = [k for k in range(len(sizes)) if k not in gone]
+            new = {k: i for i, k in enumerate(keep)}
+            sizes, streams = [sizes[k] for k in keep], [streams[k] for k in keep]
+            ops = [new[o] if o >= 0 else ~new[~o] for o in ops
+                   if (o if o >= 0 else ~o) not in gone]
+        return OpTrace(B=int(B), s=int(s), sizes=tuple(sizes), streams=tuple(streams),
+                       ops=tuple(ops))
 
     def synthesise(self, B: int, s: int, key_base: int = 0) -> list[AllocEvent]:
         """The reference history at (B, s) as allocator events, keyed ``key_base + slot``."""
