@@ -400,6 +400,29 @@ def test_extension_shapes_the_sweeps_children_measured_need_one_more_child_only(
     ext = [p for p in out.design_points if p.role == "extension"]
     assert [len(p.children) for p in ext] == [3, 3] and all(p.excluded_reason is None
                                                             for p in ext)
+    # one record per round and child: the sweep's children 1 and 2, the round's child 3
+    assert all(sorted(k.child for k in p.children) == [1, 2, 3] for p in ext)
+
+
+def test_extension_shapes_measured_in_full_already_are_not_measured_again():
+    """The sweep's three children measured one of the shapes settle chooses: only the other
+    goes to the extension round, with three children of its own."""
+    def flat(it, c, *rest):
+        return max(0.010, law(*shape_of(it)) / 40)
+    r, design, reg, w = sweep(seconds=flat)
+    from tests.time_fakes import event
+
+    early = _first_child(flat)
+    done = early[:1]
+    reg.add([{it["key"]: event(it, c, flat(it, c), "extension") for it in done}
+             for c in (0, 1, 2)])
+    rounds = FakeRounds(flat)
+    out, _ = _settle(r, design, reg, w, rounds)
+    assert rounds.calls == [([early[1]["key"]], 3, "extension")]
+    ext = [p for p in out.design_points if p.role == "extension"]
+    assert [len(p.children) for p in ext] == [3, 3]
+    for p in ext:
+        assert len({(k.round, k.child) for k in p.children}) == 3
 
 
 def test_early_shapes_settle_does_not_choose_are_not_kept():

@@ -71,7 +71,7 @@ class FakeRounds:
 
     def __call__(self, items: list[dict], n: int, round_: str) -> list[dict]:
         self.calls.append(([it["key"] for it in items], n, round_))
-        first = 3 if round_ == "remeasure" else 0
+        first = 3  # numbered after the sweep's children, as certify numbers them
         return [{it["key"]: event(it, first + k, self.seconds(it, first + k, round_), round_)
                  for it in items} for k in range(n)]
 

@@ -214,10 +214,12 @@ def _stage(on_event: Callable[[Event], None], name: str, **fields) -> None:
 def _rounds(req: CertifyRequest, plan: Plan, rule, cuda: bool,
             on_event: Callable[[Event], None], ahead: dict, warm: tuple[str, ...] = ()):
     """The step-time stage's measuring (:data:`afford.certify.stage_time.RunRound`): fresh
-    children numbered after the sweep's; the first takes the spare child spawned ahead."""
+    children numbered after the sweep's (whose children may have measured a round's shape
+    already: a point's records stay one per round and child); the first takes the spare
+    child spawned ahead."""
 
     def run_round(items: list[dict], n: int, name: str) -> list[dict]:
-        first = req.children if name == "remeasure" else 0
+        first = req.children
         return run_children(
             items, children=n, device=plan.device, device_class=plan.device_class,
             rule=rule, seed=req.seed, first=first, early=False, spare=ahead.pop("time", None),

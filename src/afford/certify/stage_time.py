@@ -508,9 +508,12 @@ def _extend(results, designs, times, reg, run_round, device_type, device_memory,
         if t is not None and t.model is not None and not t.model.floor_left:
             plans[i] = plan_extension(r, designs[i], device_memory)
     items = [designs[i].item(p) for i, (shapes, _) in plans.items() for p in shapes]
-    if items:  # shapes the sweep's children measured already (early_extension) need fewer
-        have = min(len(reg.events.get(it["key"], [])) for it in items)
-        reg.add(run_round(items, max(1, children - have), "extension"))
+    # shapes the sweep's children measured already (early_extension) need no more children;
+    # the rest get as many as the least measured of them lacks
+    need = [it for it in items if len(reg.events.get(it["key"], [])) < children]
+    if need:
+        have = min(len(reg.events.get(it["key"], [])) for it in need)
+        reg.add(run_round(need, children - have, "extension"))
     for i, (shapes, notes) in plans.items():
         d = designs[i]
         if shapes:
