@@ -133,6 +133,7 @@ def _worker(spec: str, mode: str, device_class: str) -> int:
             i += 1
             if traced and i == job["trace"]:
                 out["trace"] = alloc_trace.stop(device, b, s, seed_segments)
+                out["traced_steps"] = i
                 traced = False
         if cuda:
             torch.cuda.synchronize()
