@@ -4,6 +4,7 @@ memory at a list of shapes, each shape in its own fresh process, timed outside a
 
     python3 benches/step_truth.py SPEC --shape BxS [--shape ...] --out truth.jsonl
         [--mode bf16] [--warm 5] [--blocks 3] [--per-block 10] [--profile 3] [--trace 3]
+        [--gc default|step|off]
 
 Each shape gets one fresh Python process. All of them start together and import torch and
 transformers and resolve the workload (CPU work only: none touches the GPU), then wait; the
@@ -107,15 +108,22 @@ def _worker(spec: str, mode: str, device_class: str) -> int:
         out["trainable_params"] = sum(p.numel() for p in built.model.parameters()
                                       if p.requires_grad)
 
+        import gc
+
+        if job.get("gc") == "off":
+            gc.disable()
+        out["gc"] = job.get("gc") or "default"
+
         def step(i: int):
             built.optimizer.zero_grad(set_to_none=True)
             with autocast_for(mode, device):
                 loss = built.loss()
             loss.backward()
             built.optimizer.step()
+            if job.get("gc") == "step":  # cyclic garbage freed at once, not when gc runs
+                gc.collect()
             return loss.detach()
 
-        import gc
 
         def collections() -> int:
             return sum(g["collections"] for g in gc.get_stats())
@@ -194,10 +202,13 @@ def _spawn(spec: str, mode: str, device_class: str) -> subprocess.Popen:
 
 def run(spec: str, shapes: list[tuple[int, int]], out: Path, *, mode: str = "bf16",
         device_class: str = "large-gpu", warm: int = 5, blocks: int = 3,
-        per_block: int = 10, profile: int = 3, seed: int = 0, trace: int = 0) -> list[dict]:
+        per_block: int = 10, profile: int = 3, seed: int = 0, trace: int = 0,
+        gc: str = "default") -> list[dict]:
     """Every shape in its own fresh process, one on the GPU at a time; the records, also
     appended to ``out`` as JSON lines. ``trace`` > 0: the allocator's history of the build
-    and the first ``trace`` warm steps, as the certificate's memory child records it."""
+    and the first ``trace`` warm steps, as the certificate's memory child records it;
+    ``gc``: Python's collector as a loop leaves it (``default``), run after every step
+    (``step``: cyclic garbage holding tensors freed at once) or ``off``."""
     t0 = time.perf_counter()
     procs = [_spawn(spec, mode, device_class) for _ in shapes]
     for p in procs:  # all import together, none touches the GPU
@@ -208,7 +219,7 @@ def run(spec: str, shapes: list[tuple[int, int]], out: Path, *, mode: str = "bf1
     recs = []
     for (b, s), p in zip(shapes, procs):
         job = {"batch": b, "seq": s, "warm": warm, "blocks": blocks, "per_block": per_block,
-               "profile": profile, "seed": seed, "trace": trace}
+               "profile": profile, "seed": seed, "trace": trace, "gc": gc}
         p.stdin.write(json.dumps(job) + "\n")
         p.stdin.flush()
         line = p.stdout.readline()
@@ -245,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", type=int, default=0, help="record the allocator's history of "
                     "the build and this many warm steps (at most --warm), to replay offline "
                     "against the certificate's")
+    ap.add_argument("--gc", choices=("default", "step", "off"), default="default",
+                    help="Python's garbage collector in the worker: as a training loop "
+                    "leaves it, run after every step, or off (does garbage in reference "
+                    "cycles move a peak?)")
     a = ap.parse_args(argv)
     if a.worker:
         return _worker(a.spec, a.mode, a.device_class)
@@ -255,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give --out and --shape BxS (or --cert)")
     run(a.spec, shapes, a.out, mode=a.mode, device_class=a.device_class, warm=a.warm,
         blocks=a.blocks, per_block=a.per_block, profile=a.profile,
-        trace=min(a.trace, a.warm))
+        trace=min(a.trace, a.warm), gc=a.gc)
     return 0
 
 
