@@ -516,3 +516,23 @@ def test_a_partial_certificate_says_so_in_plan_and_preflight_warnings():
     w = time_warnings(c)
     assert w[0].startswith("the certificate is PARTIAL") and "probes: the stage raised" in w[0]
     assert not any("PARTIAL" in x for x in time_warnings(certificate(None)))
+
+
+def test_the_sweep_laws_poor_fit_is_not_said_of_the_predictions_where_a_model_answers():
+    """A GPU sweep on the launch floor fits its throughput law poorly (R^2 0.15 on an H200);
+    plans and predictions read the step-time model, so the note says whose fit it is."""
+    from afford.figures.time_figures import time_warnings
+
+    note = ("R^2 0.1480 < 0.99: the power law describes these points poorly; predictions "
+            "from it are rough")
+    with_model = make_time_cert(warnings=[note])
+    law = with_model.workloads[0].law.model_copy(update={"warnings": [note]})
+    with_model = with_model.model_copy(update={"workloads": [
+        with_model.workloads[0].model_copy(update={"law": law})]})
+    assert time_warnings(with_model)[0] == (
+        "tinylm (fp32): the sweep's throughput law: R^2 0.1480 < 0.99: the power law "
+        "describes these points poorly (predictions come from the step-time model, not "
+        "from it)")
+    bare = with_model.model_copy(update={"workloads": [with_model.workloads[0].model_copy(
+        update={"time": with_model.workloads[0].time.model_copy(update={"model": None})})]})
+    assert time_warnings(bare)[0] == f"tinylm (fp32): {note}"

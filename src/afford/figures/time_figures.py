@@ -272,7 +272,14 @@ def time_warnings(cert: Certificate) -> list[str]:
     once."""
     out = [f"the certificate is PARTIAL (certify exited 3): {'; '.join(cert.failures)}"] \
         if cert.status == "partial" else []
-    out += list(cert.warnings)
+    # the sweep's throughput law's own notes, where a step-time model answers instead
+    superseded = {f"{r.name} ({r.mode}): {w}": f"{r.name} ({r.mode}): the sweep's "
+                  f"throughput law: {w.split('; predictions from it')[0]} (predictions come "
+                  "from the step-time model, not from it)"
+                  for r in cert.workloads
+                  if r.law is not None and r.time is not None and r.time.model is not None
+                  for w in r.law.warnings}
+    out += [superseded.get(w, w) for w in cert.warnings]
     for r in cert.workloads:
         t = r.time
         if t is None:
