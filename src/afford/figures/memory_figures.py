@@ -60,17 +60,20 @@ def find_law(cert, name: str | None, mode: str | None = None) -> MemoryLaw:
                          "`afford certify` again to measure the memory law")
     if name is None:
         names = list(dict.fromkeys(x.workload for x in laws(cert)))
-        if len(names) == 1 or DEFAULT_WORKLOAD not in names:
-            name = names[0] if len(names) == 1 else None
-        else:
+        if len(names) == 1:
+            name = names[0]
+        elif len(names) > 1 and DEFAULT_WORKLOAD not in names:
+            raise InputError(f"the certificate has memory laws for {', '.join(names)}; name "
+                             "one with --workload")
+        else:  # tinylm among several, or no law at all (the error below says what there is)
             name = DEFAULT_WORKLOAD
-        if name is None:
-            raise InputError("the certificate has memory laws for "
-                             f"{', '.join(names) or 'no workload'}; name one with --workload")
-    timed = [r.mode for r in getattr(cert, "workloads", None) or [] if r.name == name]
-    law = next((x for x in (law_or_none(cert, name, m) for m in timed) if x is not None),
-               None) if mode is None else None
-    law = law or law_or_none(cert, name, mode)
+    law = None
+    if mode is None:  # the mode the workload was timed in, where the memory stage has it
+        timed = [r.mode for r in getattr(cert, "workloads", None) or [] if r.name == name]
+        law = next((x for x in (law_or_none(cert, name, m) for m in timed) if x is not None),
+                   None)
+    if law is None:
+        law = law_or_none(cert, name, mode)
     if law is not None:
         return law
     have = ", ".join(f"{x.workload} ({x.mode})" for x in laws(cert)) or "none"
