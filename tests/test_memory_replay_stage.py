@@ -162,3 +162,20 @@ def test_a_deep_models_histories_align_and_predict_a_fresh_process():
         assert got.source == "replay"
         assert abs(got.reserved.value / t["peak_reserved_bytes"] - 1) < 0.01, t
         assert abs(got.allocated.value / t["peak_allocated_bytes"] - 1) < 0.002, t
+
+
+def test_the_reports_replay_table_shows_both_checks_and_the_held_out_shapes():
+    """The certificate's report: each traced shape twice (its recorded history, and the
+    history the learned sizes write back), then the held-out shapes."""
+    from afford.report.certificate import memory_replay
+    from tests.memory_fakes import with_memory
+    from tests.synthetic_cert import certificate
+
+    table = memory_replay(with_memory(certificate(), law_of("gpt2", "fp32")))
+    roles = [row[2] for row in table.rows]
+    traced = ["base", "seq", "batch", "corner"]
+    assert roles[:8] == traced + [f"{r} (learned sizes)" for r in traced]
+    assert sorted(roles[8:]) == ["heldout-batch", "heldout-seq"]  # the data's held-out shapes
+    verdicts = [row[-1] for row in table.rows]
+    assert verdicts[:8] == ["trusted"] * 8
+    assert all(v.startswith("better: ") for v in verdicts[8:])

@@ -44,3 +44,4 @@ def test_of_several_tinylm_answers_and_otherwise_the_user_is_asked(laws):
     two = with_memory(certificate(), named(fp32, "a"), named(fp32, "b"))
     with pytest.raises(InputError, match="memory laws for a, b; name one with --workload"):
         find_law(two, None)
+
