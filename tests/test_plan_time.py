@@ -536,3 +536,27 @@ def test_the_sweep_laws_poor_fit_is_not_said_of_the_predictions_where_a_model_an
     bare = with_model.model_copy(update={"workloads": [with_model.workloads[0].model_copy(
         update={"time": with_model.workloads[0].time.model_copy(update={"model": None})})]})
     assert time_warnings(bare)[0] == f"tinylm (fp32): {note}"
+
+
+def test_a_sweep_points_spread_on_the_launch_floor_says_how_the_verdict_judged_it():
+    """On an H200 every sweep point of a transformers model sat on the launch floor, its
+    children up to 39 % apart, and the time verdict OK (floor points are judged by the
+    floor's spread, 50 %): the precision notes say where the point lies and what the verdict
+    made of it; a point in the work regime keeps its note as it is."""
+    from afford.figures.time_figures import time_warnings
+    from afford.schema.time_section import Regime
+
+    cert = make_time_cert()
+    r = cert.workloads[0]
+    pts = [p.model_copy(update={"batch": 8, "seq": p.value, "child_spread": 0.3})
+           for p in r.points]
+    floor, work = pts[0], pts[1]
+    regimes = [Regime(label="8 x 256", role="sweep", seconds=0.5, work=False),
+               Regime(label="8 x 512", role="sweep", seconds=0.9, work=True)]
+    notes = [f"tinylm (fp32): {w}" for p in (floor, work) for w in p.quality_notes("seq")]
+    cert = cert.model_copy(update={"warnings": notes, "workloads": [r.model_copy(update={
+        "points": pts, "time": r.time.model_copy(update={"regimes": regimes})})]})
+    got = time_warnings(cert)
+    assert got[0] == ("tinylm (fp32): seq=256: children disagree by 30.0% (> 5%) (on the "
+                      "launch floor, where the time verdict allows 50%: OK)")
+    assert got[1] == "tinylm (fp32): seq=512: children disagree by 30.0% (> 5%)"

@@ -272,14 +272,7 @@ def time_warnings(cert: Certificate) -> list[str]:
     once."""
     out = [f"the certificate is PARTIAL (certify exited 3): {'; '.join(cert.failures)}"] \
         if cert.status == "partial" else []
-    # the sweep's throughput law's own notes, where a step-time model answers instead
-    superseded = {f"{r.name} ({r.mode}): {w}": f"{r.name} ({r.mode}): the sweep's "
-                  f"throughput law: {w.split('; predictions from it')[0]} (predictions come "
-                  "from the step-time model, not from it)"
-                  for r in cert.workloads
-                  if r.law is not None and r.time is not None and r.time.model is not None
-                  for w in r.law.warnings}
-    out += [superseded.get(w, w) for w in cert.warnings]
+    out += [_in_context(cert).get(w, w) for w in cert.warnings]
     for r in cert.workloads:
         t = r.time
         if t is None:
@@ -290,6 +283,38 @@ def time_warnings(cert: Certificate) -> list[str]:
             out.append(f"{r.name} ({r.mode}): time verdict REMEASURE, never re-measured: "
                        + "; ".join(t.verdict.reasons))
     return list(dict.fromkeys(out))
+
+
+def _in_context(cert: Certificate) -> dict[str, str]:
+    """Sweep notes the step-time stage puts in context, as the certificate's warning text
+    -> the text plans and predictions print. Where a step-time model answers, the sweep's
+    throughput-law notes are that law's, not the predictions'; a sweep point on the launch
+    floor is judged by the floor's tolerance (a launch-bound step varies from process to
+    process), so its children's spread against the 5 % of a point's precision note says
+    so, with the verdict."""
+    out: dict[str, str] = {}
+    v = cert.time_verdict
+    for r in cert.workloads:
+        t = r.time
+        if t is None:
+            continue
+        head = f"{r.name} ({r.mode}): "
+        if r.law is not None and t.model is not None:
+            for w in r.law.warnings:
+                out[head + w] = (head + "the sweep's throughput law: "
+                                 + w.split("; predictions from it")[0]
+                                 + " (predictions come from the step-time model, not from it)")
+        floor = {x.label for x in t.regimes if x.role == "sweep" and not x.work}
+        if v is None or not floor:
+            continue
+        for p in r.points:
+            if f"{p.batch} x {p.seq}" in floor:
+                for w in p.quality_notes(r.sweep_param):
+                    out[head + w] = head + w + (
+                        f" (on the launch floor, where the time verdict allows "
+                        f"{v.floor_tolerance:.0%}: {v.label})" if "children disagree" in w
+                        else " (on the launch floor)")
+    return out
 
 
 # --- the model for reports ---------------------------------------------------------------
