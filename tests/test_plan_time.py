@@ -530,9 +530,8 @@ def test_the_sweep_laws_poor_fit_is_not_said_of_the_predictions_where_a_model_an
     with_model = with_model.model_copy(update={"workloads": [
         with_model.workloads[0].model_copy(update={"law": law})]})
     assert time_warnings(with_model)[0] == (
-        "tinylm (fp32): the sweep's throughput law: R^2 0.1480 < 0.99: the power law "
-        "describes these points poorly (predictions come from the step-time model, not "
-        "from it)")
+        f"tinylm (fp32): {note} (the sweep's throughput law: plans and predictions read the "
+        "step-time model instead)")
     bare = with_model.model_copy(update={"workloads": [with_model.workloads[0].model_copy(
         update={"time": with_model.workloads[0].time.model_copy(update={"model": None})})]})
     assert time_warnings(bare)[0] == f"tinylm (fp32): {note}"
@@ -557,6 +556,7 @@ def test_a_sweep_points_spread_on_the_launch_floor_says_how_the_verdict_judged_i
     cert = cert.model_copy(update={"warnings": notes, "workloads": [r.model_copy(update={
         "points": pts, "time": r.time.model_copy(update={"regimes": regimes})})]})
     got = time_warnings(cert)
-    assert got[0] == ("tinylm (fp32): seq=256: children disagree by 30.0% (> 5%) (on the "
-                      "launch floor, where the time verdict allows 50%: OK)")
+    assert got[0] == ("tinylm (fp32): seq=256: children disagree by 30.0% (> 5%) (a point "
+                      "on the launch floor: the time verdict judges it by the floor's spread, "
+                      "50%, and says OK)")
     assert got[1] == "tinylm (fp32): seq=512: children disagree by 30.0% (> 5%)"

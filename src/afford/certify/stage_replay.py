@@ -97,8 +97,8 @@ def build_replay(law: MemoryLaw, learned: Learned | None = None) -> ReplayModel 
         res = mr.predict(learned.model, seed, s.dims["B"], s.dims["s"], expandable)
         synthesised.append(_check(s, tokens0, res.peak_allocated_bytes,
                                   res.peak_reserved_bytes))
-    off = [(c, max(_gap(c.replay_allocated_bytes, r.replay_allocated_bytes),
-                   _gap(c.replay_reserved_bytes, r.replay_reserved_bytes)))
+    off = [(c, max(abs(_err(c.replay_allocated_bytes, r.replay_allocated_bytes)),
+                   abs(_err(c.replay_reserved_bytes, r.replay_reserved_bytes))))
            for c, r in zip(synthesised, validation)]
     worst, gap = max(off, key=lambda x: x[1])
     if gap > SYNTHESIS_TOLERANCE:
@@ -143,13 +143,6 @@ def build_replay(law: MemoryLaw, learned: Learned | None = None) -> ReplayModel 
         "law_worst_reserved_error": lw, "breakdown": brk,
         "size_laws": learned.model.summary(), "fit_seconds": learned.seconds,
         "warnings": warnings + list(learned.model.warnings)})
-
-
-def _gap(x: float, ref: float) -> float:
-    """|x / ref - 1|, with 0 / 0 as no gap."""
-    if ref == 0:
-        return 0.0 if x == 0 else float("inf")
-    return abs(x / ref - 1.0)
 
 
 def _check(s: MemoryShape, tokens0: int, alloc: float, res: float) -> ReplayCheck:

@@ -272,7 +272,8 @@ def time_warnings(cert: Certificate) -> list[str]:
     once."""
     out = [f"the certificate is PARTIAL (certify exited 3): {'; '.join(cert.failures)}"] \
         if cert.status == "partial" else []
-    out += [_in_context(cert).get(w, w) for w in cert.warnings]
+    context = _in_context(cert)
+    out += [context.get(w, w) for w in cert.warnings]
     for r in cert.workloads:
         t = r.time
         if t is None:
@@ -289,9 +290,9 @@ def _in_context(cert: Certificate) -> dict[str, str]:
     """Sweep notes the step-time stage puts in context, as the certificate's warning text
     -> the text plans and predictions print. Where a step-time model answers, the sweep's
     throughput-law notes are that law's, not the predictions'; a sweep point on the launch
-    floor is judged by the floor's tolerance (a launch-bound step varies from process to
-    process), so its children's spread against the 5 % of a point's precision note says
-    so, with the verdict."""
+    floor is judged by the floor's spread (a launch-bound step varies from process to
+    process), not by the 5 % of a point's precision notes, and they say so, with the
+    verdict."""
     out: dict[str, str] = {}
     v = cert.time_verdict
     for r in cert.workloads:
@@ -301,19 +302,17 @@ def _in_context(cert: Certificate) -> dict[str, str]:
         head = f"{r.name} ({r.mode}): "
         if r.law is not None and t.model is not None:
             for w in r.law.warnings:
-                out[head + w] = (head + "the sweep's throughput law: "
-                                 + w.split("; predictions from it")[0]
-                                 + " (predictions come from the step-time model, not from it)")
+                out[head + w] = (head + w + " (the sweep's throughput law: plans and "
+                                 "predictions read the step-time model instead)")
         floor = {x.label for x in t.regimes if x.role == "sweep" and not x.work}
         if v is None or not floor:
             continue
         for p in r.points:
             if f"{p.batch} x {p.seq}" in floor:
                 for w in p.quality_notes(r.sweep_param):
-                    out[head + w] = head + w + (
-                        f" (on the launch floor, where the time verdict allows "
-                        f"{v.floor_tolerance:.0%}: {v.label})" if "children disagree" in w
-                        else " (on the launch floor)")
+                    out[head + w] = (head + w + f" (a point on the launch floor: the time "
+                                     f"verdict judges it by the floor's spread, "
+                                     f"{v.floor_tolerance:.0%}, and says {v.label})")
     return out
 
 
