@@ -492,6 +492,12 @@ class TraceModel(BaseModel):
         None, description="B*s above which the reference_only slots are written out: the "
         "most tokens of a traced shape without them (where between that and the reference's "
         "the path switches is not seen: they are kept there, the larger history)")
+    below_ops: list[int] | None = Field(
+        None, description="the canonical ops of the traced shape with the most tokens of "
+        "those without the reference_only slots, in the reference's slot numbers: below "
+        "reference_only_above the step takes that shape's path, whose lifetimes differ too "
+        "(the embedding backward's fp32 accumulator and its index buffer are freed in another "
+        "order); None where no such shape pairs slot for slot with the reference")
     warnings: list[str] = []
 
     def sizes(self, B: int, s: int) -> list[int]:
@@ -507,7 +513,7 @@ class TraceModel(BaseModel):
             keep = [k for k in range(len(sizes)) if k not in gone]
             new = {k: i for i, k in enumerate(keep)}
             sizes, streams = [sizes[k] for k in keep], [streams[k] for k in keep]
-            ops = [new[o] if o >= 0 else ~new[~o] for o in ops
+            ops = [new[o] if o >= 0 else ~new[~o] for o in (self.below_ops or ops)
                    if (o if o >= 0 else ~o) not in gone]
         return OpTrace(B=int(B), s=int(s), sizes=tuple(sizes), streams=tuple(streams),
                        ops=tuple(ops))
@@ -568,10 +574,26 @@ def learn(traces: Sequence[OpTrace], reference: int = 0) -> TraceModel:
         warnings.append(f"{len(only)} allocations only the reference ({ref.B}x{ref.s}) makes: "
                         f"written out above {above} tokens, the most of a traced shape "
                         "without them")
+    below = _below_ops(others, matches, only) if above is not None else None
     return TraceModel(shapes=[(t.B, t.s) for t in [ref, *others]], ops=list(ref.ops),
                       streams=list(ref.streams), laws=laws, unmatched=unmatched,
                       extras=extras, reference_only=only if above is not None else [],
-                      reference_only_above=above, warnings=warnings)
+                      reference_only_above=above, below_ops=below, warnings=warnings)
+
+
+def _below_ops(others: Sequence[OpTrace], matches: Sequence[list[int | None]],
+               only: Sequence[int]) -> list[int] | None:
+    """The ops of the traced shape with the most tokens below the reference's path switch,
+    renamed into the reference's slots; ``None`` unless that shape pairs slot for slot with
+    the reference outside ``only`` (every one of its allocations matched)."""
+    k = max(range(len(others)), key=lambda i: others[i].B * others[i].s)
+    t, m = others[k], matches[k]
+    gone = set(only)
+    inv = {j: slot for slot, j in enumerate(m) if j is not None}
+    if len(inv) != t.n_allocs or any(m[slot] is None for slot in range(len(m))
+                                     if slot not in gone):
+        return None
+    return [inv[o] if o >= 0 else ~inv[~o] for o in t.ops]
 
 
 STAGING_WINDOW = 8     # ops: a staging buffer and its semaphores are freed this soon
