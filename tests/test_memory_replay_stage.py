@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from afford.certify.stage_memory import MemoryJob, build_law, refit_law
-from afford.certify.stage_replay import SYNTHESIS_TOLERANCE, build_replay, use_replay
+from afford.fit.memory.replay_model import SYNTHESIS_TOLERANCE, build_replay, use_replay
 from afford.schema.memory_section import MemoryLaw, MemorySection
 from tests.replay_data import shapes
 
@@ -117,7 +117,8 @@ def test_the_laws_held_out_misses_say_the_replay_answers_where_it_does():
     import json
     from pathlib import Path
 
-    from afford.certify.stage_memory import refit_law, with_replay
+    from afford.certify.stage_memory import refit_law
+    from afford.fit.memory.replay_model import with_replay
     from afford.schema.memory_section import MemoryLaw
 
     # softmax bf16's law of an H200 certificate (the merged tree of 2026-12-03): it misses

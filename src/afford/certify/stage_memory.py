@@ -32,16 +32,16 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from afford.certify import stage_replay as replay_fit
 from afford.core.provenance import NotExecutable
 from afford.core.published_constants import MEMORY_FRACTION
-from afford.fit.memory import sizing
+from afford.fit.memory import replay_model, sizing
 from afford.fit.memory.memory_fit import (
     MemoryObservation,
     batch_linearity,
     fit_memory,
     fit_params_affine,
 )
+from afford.fit.memory.replay_model import with_replay
 from afford.measure.memory_sweep import run_memory_child
 from afford.schema import memory_law
 from afford.schema.memory_section import (
@@ -278,7 +278,7 @@ class EarlyLearner:
         self._pending[i][key] = record
         if all(r is not None for r in self._pending[i].values()) and i not in self._futures:
             shapes = [_shape(self._items[k][1], r) for k, r in self._pending[i].items()]
-            self._futures[i] = self._pool.submit(replay_fit.learn_shapes, shapes)
+            self._futures[i] = self._pool.submit(replay_model.learn_shapes, shapes)
 
     def replay(self, job: MemoryJob, law: MemoryLaw):
         """The law's replay model (None when the job was not traced)."""
@@ -292,7 +292,7 @@ class EarlyLearner:
             except Exception:  # relearned (and then reported) by build_replay
                 learned = None
         try:
-            return replay_fit.build_replay(law, learned)
+            return replay_model.build_replay(law, learned)
         except Exception as exc:  # the replay never fails the stage: the law stands alone
             law.warnings.append(f"allocator replay failed: {type(exc).__name__}: {exc}"[:500])
             return None
@@ -380,21 +380,7 @@ def refit_law(law: MemoryLaw, device_memory_bytes: int | None) -> MemoryLaw:
                     attention=law.attention)
     env = SimpleNamespace(device_type=law.device_type, device_memory_bytes=device_memory_bytes)
     new = build_law(job, list(law.shapes), env)
-    return with_replay(new, replay_fit.build_replay(new))
-
-
-def with_replay(law: MemoryLaw, replay) -> MemoryLaw:
-    """The law with its allocator replay; where the replay is trusted and predicts reserved
-    better at the held-out shapes, the law's held-out misses say that the replay answers
-    there (it is what `afford size` and plans read), with its worst held-out error."""
-    if replay is None or not replay.trusted or replay.better != "replay" or \
-            replay.replay_worst_reserved_error is None:
-        return law.model_copy(update={"replay": replay})
-    note = (f" (the law's; the allocator replay answers, held-out reserved worst "
-            f"{replay.replay_worst_reserved_error:.2%})")
-    warnings = [w + note if w.startswith("held-out ") and " off (target " in w else w
-                for w in law.warnings]
-    return law.model_copy(update={"replay": replay, "warnings": warnings})
+    return with_replay(new, replay_model.build_replay(new))
 
 
 def refit_section(section: MemorySection) -> MemorySection:

@@ -4,7 +4,7 @@ batch that fits each way, and where the memory goes at the peak.
 
 The replay answers only where the certificate trusts it (validated at the traced shapes)
 and it predicted the held-out shapes no worse than the law
-(:func:`afford.certify.stage_replay.use_replay`); budgets add its safety margin (its worst
+(:func:`afford.fit.memory.replay_model.use_replay`); budgets add its safety margin (its worst
 under-prediction measured). ``PYTORCH_CUDA_ALLOC_CONF`` is an input: the configuration the
 user's run will have decides which prediction is budgeted; when the other one changes
 whether the shape fits, that is a lever.

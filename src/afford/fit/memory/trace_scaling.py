@@ -68,6 +68,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.fit.memory.allocator import AllocEvent
+from afford.schema.memory_section import LearnedSizes, pack_ints, unpack_ints
 
 TERMS: dict[str, tuple[int, int]] = {  # name -> (power of B, power of s)
     "1": (0, 0), "B*s": (1, 1), "B*s^2": (1, 2), "B": (1, 0), "s": (0, 1), "s^2": (0, 2)}
@@ -657,3 +658,38 @@ def _warnings(ref: OpTrace, laws: list[SizeLaw], unmatched: list[int],
         out.append("every traced shape has the same B*s: constant and per-token sizes "
                    "cannot be told apart")
     return out
+
+
+def pack(model: TraceModel) -> LearnedSizes:
+    """The model in the certificate's stored form (each distinct size law once)."""
+    table: dict[str, int] = {}
+    laws: list[dict] = []
+    index = []
+    for law in model.laws:
+        key = law.model_dump_json()
+        if key not in table:
+            table[key] = len(laws)
+            laws.append(law.model_dump(mode="json"))
+        index.append(table[key])
+    return LearnedSizes(
+        shapes=[tuple(x) for x in model.shapes], ops=pack_ints(model.ops),
+        streams=pack_ints(model.streams), laws=laws, law_of_slot=pack_ints(index),
+        unmatched=list(model.unmatched), extras=list(model.extras),
+        reference_only=pack_ints(model.reference_only),
+        reference_only_above=model.reference_only_above,
+        below_ops=pack_ints(model.below_ops) if model.below_ops is not None else None,
+        warnings=list(model.warnings))
+
+
+def unpack(stored: LearnedSizes) -> TraceModel:
+    """The stored form read back (:func:`pack`'s inverse)."""
+    table = [SizeLaw.model_validate(x) for x in stored.laws]
+    return TraceModel.model_construct(
+        shapes=[tuple(x) for x in stored.shapes], ops=unpack_ints(stored.ops),
+        streams=unpack_ints(stored.streams),
+        laws=[table[i] for i in unpack_ints(stored.law_of_slot)],
+        unmatched=list(stored.unmatched), extras=list(stored.extras),
+        reference_only=unpack_ints(stored.reference_only),
+        reference_only_above=stored.reference_only_above,
+        below_ops=unpack_ints(stored.below_ops) if stored.below_ops is not None else None,
+        warnings=list(stored.warnings))
