@@ -47,6 +47,7 @@ from afford.schema import memory_law
 from afford.schema.memory_section import (
     HELDOUT_ROLES,
     SWEEP_ROLES,
+    CodePath,
     HeldOut,
     LoopEffect,
     MemoryLaw,
@@ -91,6 +92,7 @@ class MemoryJob:
     runs: tuple[tuple[str, dict[str, int]], ...]  # (role, the workload's shape)
     attention: str | None = None  # the workload's declaration (Workload.attention)
     traced: bool = False  # CUDA: the sweep shapes record the allocator's history
+    paths: tuple[CodePath, ...] | None = None  # the workload's code paths (None: unknown)
 
     def key(self, role: str, shape: dict[str, int]) -> str:
         return f"memory|{self.spec}|{self.mode}|{role}|" + ",".join(
@@ -157,9 +159,10 @@ def plan_job(spec: str, w: "Workload", mode: str, device_class: str, traced: boo
         runs += [("batch", at(b0 * f, s0)) for f in (0.25, 0.5, 2)]
     runs += [("heldout-interpolated", at(b0 * 3 / 4, s0 * 3 / 2)),
              ("heldout-seq", at(b0, 4 * s0)), ("heldout-batch", at(4 * b0, s0))]
+    paths = tuple(p for p in w.code_paths() if traced or p.kind != "size_switch")
     return MemoryJob(spec=spec, mode=mode, dim_keys=keys, base_shape=at(b0, s0),
                      runs=tuple(runs), attention=getattr(w, "attention", None),
-                     traced=traced)
+                     traced=traced, paths=paths)
 
 
 def s2_term(attention: str | None) -> bool | None:
@@ -360,7 +363,8 @@ def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
         if qr else None,
         worst_reserved_ratio=max((s.peak("reserved") / s.peak("allocated") for s in sweep),
                                  default=None) if qr else None,
-        loop=loop_effect(sweep, qa, qr), shapes=shapes)
+        loop=loop_effect(sweep, qa, qr), shapes=shapes,
+        paths=list(job.paths) if job.paths is not None else None)
     law = law.model_copy(update=_linearity(law, sweep, qa))
     budget = env.device_memory_bytes * MEMORY_FRACTION if env.device_memory_bytes \
         else None
@@ -377,7 +381,8 @@ def refit_law(law: MemoryLaw, device_memory_bytes: int | None) -> MemoryLaw:
     verdicts included; what the certificate stored beside them is not read."""
     job = MemoryJob(spec=law.workload, mode=law.mode, dim_keys=law.dim_keys,
                     base_shape=law.base_shape, runs=tuple((s.role, s.shape) for s in law.shapes),
-                    attention=law.attention)
+                    attention=law.attention,
+                    paths=tuple(law.paths) if law.paths is not None else None)
     env = SimpleNamespace(device_type=law.device_type, device_memory_bytes=device_memory_bytes)
     new = build_law(job, list(law.shapes), env)
     return with_replay(new, replay_model.build_replay(new))

@@ -57,8 +57,9 @@ def command(
     memory law, whether it fits the budget, and the largest batch that does. (The step time,
     tokens/s and steps per chunk at a shape: `afford predict CERT --batch B --seq S`.)
 
-    Exit codes: 0 it fits (the --batch given, or the largest batch); 1 it does not (or not
-    even one sequence fits); 2 bad input (no such certificate, workload or mode; a bad
+    Exit codes: 0 it fits (yes, or likely where the figure is extrapolated); 1 it does not,
+    or it is uncertain (extrapolated, the margin inside the plausible error: --measure
+    settles it); 2 bad input (no such certificate, workload or mode; a bad
     --seq, --batch or --memory-fraction).
     """
     with guard():
@@ -84,8 +85,8 @@ def command(
                 out.print(table)
             for w in report.warnings:
                 err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
-        if report.fits is False:  # the --batch given, or not even one sequence, fits
-            raise typer.Exit(1)
+        if report.memory.fits in ("no", "uncertain"):  # the --batch given (or one sequence)
+            raise typer.Exit(1)                      # does not fit, or cannot be vouched for
 
 
 def _positive_int(text: str, flag: str) -> int:
@@ -104,20 +105,22 @@ def _fraction(text: str, flag: str) -> float:
 
 
 def report_json(r: SizeReport, cert_path: Path) -> dict:
-    """``peak_allocated`` and ``peak_reserved`` are the one memory answer's (the replay where
-    trusted, else the law: ``memory.source``); the law's own figures under ``law``."""
-    p, m = r.prediction, r.memory
+    """``peak_allocated`` and ``peak_reserved`` are the one memory answer's (measured there,
+    else the replay where trusted, else the law: ``memory.source``), as every command prints
+    them; the law's own figures under ``law``."""
+    m, law = r.memory, r.law
     return {
         "schema": "afford.size/1", "certificate": str(cert_path), "workload": r.workload,
-        "mode": r.mode, "device": r.device, "dims": p.dims, "batch_given": r.batch_given,
-        "extrapolated": p.extrapolated, "params": tagged_json(p.params),
-        "states": tagged_json(p.states), "peak_allocated": tagged_json(m.allocated),
-        "peak_reserved": tagged_json(m.reserved), "memory": memory_json(m),
-        "law": {"peak_allocated": tagged_json(p.allocated),
-                "peak_reserved": tagged_json(p.reserved),
-                "reserved_over_allocated": tagged_json(p.ratio)},
+        "mode": r.mode, "device": r.device, "dims": m.shape, "batch_given": r.batch_given,
+        "extrapolated": m.extrapolated, "params": tagged_json(law.params),
+        "states": tagged_json(law.states), "peak_allocated": tagged_json(m.allocated),
+        "peak_reserved": tagged_json(m.reserved), "memory": m.model_dump(mode="json"),
+        "law": {"peak_allocated": tagged_json(law.allocated),
+                "peak_reserved": tagged_json(law.reserved),
+                "reserved_over_allocated": tagged_json(law.ratio),
+                "extrapolated": law.extrapolated},
         "device_memory": tagged_json(r.device_memory), "budget": tagged_json(r.budget),
-        "budget_share": tagged_json(r.budget_share), "fits": r.fits,
+        "budget_share": tagged_json(r.budget_share), "fits": m.fits,
         "over_device_memory": r.over_device, "note": r.note,
         "max_batch": tagged_json(r.max_batch),
         "heldout_max_error": {"allocated": tagged_json(r.heldout_allocated),
@@ -127,18 +130,6 @@ def report_json(r: SizeReport, cert_path: Path) -> dict:
         "verdicts": [v.model_dump(mode="json") for v in r.verdicts],
         "warnings": r.warnings,
     }
-
-
-def memory_json(m) -> dict:
-    """The memory answer: its source, figures, error, the other model where they
-    disagree, and what residency was budgeted on."""
-    other = None if m.other is None else {
-        "model": m.other.model, "peak_reserved": tagged_json(m.other.reserved),
-        "heldout_max_error": tagged_json(m.other.error)}
-    return {"source": m.source, "why": m.why, "peak_allocated": tagged_json(m.allocated),
-            "peak_reserved": tagged_json(m.reserved), "heldout_max_error": tagged_json(m.error),
-            "other": other, "disagree": m.disagree, "budgeted": tagged_json(m.budgeted),
-            "basis": m.basis}
 
 
 # ---- the allocator replay ------------------------------------------------------------
@@ -168,5 +159,4 @@ def replay_json(r: SizeReport) -> dict:
         "max_batch_native": tagged_json(rp.max_batch_native),
         "max_batch_expandable": tagged_json(rp.max_batch_expandable),
         "lever": rp.lever,
-        "breakdown": rp.breakdown.model_dump(mode="json") if rp.breakdown else None},
-        "law_max_batch": tagged_json(r.law_max_batch)}
+        "breakdown": rp.breakdown.model_dump(mode="json") if rp.breakdown else None}}

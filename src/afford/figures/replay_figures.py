@@ -12,20 +12,77 @@ whether the shape fits, that is a lever.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import BaseModel, ConfigDict
 
+from afford.core import cache
 from afford.core.provenance import Tagged, fitted
 from afford.fit.memory import replay_fit as mr
 from afford.fit.memory.allocator import parse_alloc_conf
-from afford.fit.memory.replay_fit import learn_shapes, use_replay
-from afford.schema.memory_section import MemoryBreakdownRecord, MemoryLaw
+from afford.fit.memory.replay_fit import use_replay
+from afford.fit.memory.replay_model import build_replay, with_replay
+from afford.fit.memory.trace_scaling import TraceModel, unpack
+from afford.schema.memory_section import (
+    REPLAY_VERSION,
+    MemoryBreakdownRecord,
+    MemoryLaw,
+    ReplayModel,
+    SeedSegment,
+)
 
 EXPANDABLE = "expandable_segments:True"
+CACHE_KIND = "replay"
+_CURRENT: dict[int, tuple[MemoryLaw, MemoryLaw]] = {}  # id(law) -> (law, its upgrade)
+_UNPACKED: dict[int, tuple[object, TraceModel]] = {}   # id(stored) -> (stored, model)
 
 
-@dataclass(frozen=True)
-class ReplayAnswer:
+def current(law: MemoryLaw) -> MemoryLaw:
+    """``law`` with an allocator replay of this afford's version (REPLAY_VERSION): the
+    stored one where it is current, else rebuilt from the law's raw traces
+    (:func:`afford.fit.memory.replay_model.build_replay`: seconds) and kept in the cache
+    (:mod:`afford.core.cache`), keyed by everything it is derived from, so an older
+    certificate is learned once per machine, not once per command."""
+    rp = law.replay
+    if rp is None or (rp.version >= REPLAY_VERSION and rp.learned is not None):
+        return law
+    hit = _CURRENT.get(id(law))
+    if hit is not None and hit[0] is law:
+        return hit[1]
+    name = cache.key(CACHE_KIND, str(REPLAY_VERSION), law.model_dump_json(exclude={"replay"}))
+    text = cache.read(CACHE_KIND, name)
+    replay = None
+    if text is not None:
+        try:
+            replay = ReplayModel.model_validate_json(text)
+        except ValueError:  # a corrupt entry: rebuilt below
+            replay = None
+    if replay is None:
+        replay = build_replay(law)
+        if replay is not None:
+            cache.write(CACHE_KIND, name, replay.model_dump_json())
+    up = with_replay(law, replay)
+    _CURRENT[id(law)] = (law, up)
+    return up
+
+
+def learned(law: MemoryLaw) -> tuple[TraceModel, list[SeedSegment]] | None:
+    """The replay's learned size laws and the reference history's starting segments (what
+    every prediction replays from); ``None`` without a learned model."""
+    law = current(law)
+    stored = law.replay.learned if law.replay is not None else None
+    base = next((s for s in law.shapes if s.role == "base" and s.trace is not None), None)
+    if stored is None or base is None:
+        return None
+    hit = _UNPACKED.get(id(stored))
+    if hit is None or hit[0] is not stored:
+        hit = (stored, unpack(stored))
+        _UNPACKED[id(stored)] = hit
+    return hit[1], base.trace.seed
+
+
+class ReplayAnswer(BaseModel):
     """What the replay says at one (B, s), both allocator configurations."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     used: bool                       # the replay answers (else the law; see ``why``)
     why: str
@@ -72,7 +129,7 @@ def source(law: MemoryLaw, conf: str, run: str) -> str:
 
 def usable(law: MemoryLaw) -> tuple[bool, str]:
     """Whether this law's replay answers, and why (not)."""
-    rp = law.replay
+    rp = current(law).replay
     if rp is None:
         return False, "no allocator replay in the certificate (not traced, or a CPU)"
     if not rp.trusted:
@@ -88,12 +145,13 @@ def max_batch(law: MemoryLaw, seq: int, budget_bytes: float, expandable: bool,
               run: str = "") -> Tagged | None:
     """The largest batch whose replayed reserved peak, plus the safety margin, fits
     ``budget_bytes`` at ``seq``; ``None`` without a replay to learn from."""
-    learned = learn_shapes(list(law.shapes))
-    if learned is None:
+    law = current(law)
+    got = learned(law)
+    if got is None:
         return None
+    model, seed = got
     margin = 1.0 + (law.replay.safety_margin if law.replay else 0.0)
-    seed = learned.traced[0].trace.seed
-    n = mr.largest_batch(learned.model, seed, seq, budget_bytes / margin, expandable)
+    n = mr.largest_batch(model, seed, seq, budget_bytes / margin, expandable)
     conf = EXPANDABLE if expandable else "native"
     return fitted(n, "sequences", f"largest B with replayed reserved x {margin:.3f} <= "
                   f"{budget_bytes:.0f} B at s={seq}; " + source(law, conf, run),
@@ -106,9 +164,11 @@ def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | No
     the configuration asked about); ``None`` when the certificate has no replay."""
     if law.replay is None:
         return None
-    learned = learn_shapes(list(law.shapes))
-    if learned is None:
+    law = current(law)
+    got = learned(law)
+    if got is None:
         return None
+    model, seed = got
     used, why = usable(law)
     expandable, unmodelled = parse_alloc_conf(alloc_conf)
     notes = [f"PYTORCH_CUDA_ALLOC_CONF {alloc_conf!r}: {', '.join(unmodelled)} not modelled "
@@ -117,15 +177,14 @@ def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | No
           for e in (False, True)}
     b = batch if batch is not None else max(int(mb[expandable].value) if mb[expandable]
                                             else 1, 1)
-    seed = learned.traced[0].trace.seed
-    res = {e: mr.predict(learned.model, seed, b, seq, e) for e in (False, True)}
+    res = {e: mr.predict(model, seed, b, seq, e) for e in (False, True)}
     margin = 1.0 + law.replay.safety_margin
     budgeted = {e: res[e].peak_reserved_bytes * margin for e in (False, True)}
     fits = {e: (budgeted[e] <= budget_bytes if budget_bytes else None) for e in (False, True)}
     src = {e: source(law, EXPANDABLE if e else "native", run) for e in (False, True)}
     extra = b * seq > 4 * max(x * y for x, y in law.replay.traced)
     try:
-        brk = mr.breakdown_at(learned.model.trace(b, seq), seed, expandable)
+        brk = mr.breakdown_at(model.trace(b, seq), seed, expandable)
     except ValueError:
         brk = None
     lever = None

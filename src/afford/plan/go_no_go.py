@@ -97,11 +97,15 @@ def _memory(plan: PlanResult) -> list[str]:
         out.append(f"no memory figure at {_where(plan, row)}: not measured and no memory "
                    "law; certify that shape (afford certify --sweep "
                    f"{row.sweep_param}={row.value})")
+    elif row.fits_level == "uncertain":
+        out.append(f"memory not vouched for: {row.memory_why} "
+                   f"({'; '.join(row.memory_reasons)}); measure it: {row.memory_settle}")
     elif not row.fits:
         out.append(f"not resident: projected reserved "
                    f"{format_bytes(num(row.projected_reserved_bytes))} is "
                    f"{num(row.budget_share):.0%} of the budget {format_bytes(num(budget))} "
-                   f"({num(plan.memory.fraction):.0%} of the device's memory)")
+                   f"({num(plan.memory.fraction):.0%} of the device's memory)"
+                   + (f": {row.memory_why}" if row.memory_why else ""))
     return out
 
 
