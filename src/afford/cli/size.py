@@ -51,6 +51,12 @@ def command(
         "expandable_segments:True). Default: this shell's PYTORCH_CUDA_ALLOC_CONF. The "
         "allocator replay predicts reserved memory under it, and names the other setting "
         "as a lever when that changes whether the shape fits.")] = None,
+    measure: Annotated[bool, typer.Option(
+        "--measure", help="Measure this shape on this machine (one memory child, a few "
+        "training steps; it must be the certificate's device) and keep the reading in the "
+        "certificate, which is rewritten in place: it then answers there as measured. "
+        "Settles a figure marked extrapolated (fits: likely or uncertain). Needs --batch.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Predicted peak allocated and reserved memory at (batch, seq) from the certificate's
@@ -76,6 +82,8 @@ def command(
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         mine = load_constants(constants) if constants is not None else None
         cert = load_certificate(cert_path)
+        if measure:
+            cert = _measured(cert, cert_path, workload, mode, b, s)
         report = size(cert, workload, s, b, mode, fraction, run_label(cert), mine,
                       alloc_conf=_alloc_conf(alloc_conf))
         if as_json:
@@ -87,6 +95,33 @@ def command(
                 err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
         if report.memory.fits in ("no", "uncertain"):  # the --batch given (or one sequence)
             raise typer.Exit(1)                      # does not fit, or cannot be vouched for
+
+
+def _measured(cert, cert_path: Path, workload: str | None, mode: str | None,
+              batch: int | None, seq: int):
+    """The certificate with the asked shape measured here and kept (rewritten in place,
+    atomically; ``-`` for standard input is refused: there is no file to keep it in)."""
+    if batch is None:
+        raise InputError("--measure needs --batch: the shape to measure")
+    if str(cert_path) == "-":
+        raise InputError("--measure keeps the reading in the certificate: give its file, "
+                         "not standard input")
+    from afford.certify import asked
+    from afford.figures.memory_figures import find_law
+    from afford.measure.env import capture, choose_device
+    from afford.schema.cert import save_measured
+
+    env = capture(choose_device(), "afford size --measure")
+    asked.check_device(cert, env.device_name, env.device_type)
+    law = find_law(cert, workload, mode)
+    keys = law.dim_keys
+    err.print(f"measuring {law.workload} ({law.mode}) at batch {batch} x seq {seq} in one "
+              "memory child ...", soft_wrap=True)
+    reading = asked.measure(cert, law, {keys.get("B", "B"): batch, keys.get("s", "s"): seq})
+    cert = asked.with_reading(cert, law, reading)
+    save_measured(cert, cert_path, overwrite=True)
+    err.print(f"kept the reading in {cert_path}", soft_wrap=True)
+    return cert
 
 
 def _positive_int(text: str, flag: str) -> int:

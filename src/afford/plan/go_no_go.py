@@ -122,8 +122,8 @@ def _checkpoints(plan: PlanResult) -> list[str]:
     row, cad = run_row(plan), plan.cadence
     if row.steps_per_chunk is not None and num(row.steps_per_chunk) == 0:
         return [f"a step ({format_duration(num(row.step_seconds))}) is longer than the chunk"]
-    if cad is None or cad.reaches_checkpoint is not False:
-        return []
+    if cad is None or cad.reaches_checkpoint is not False or row.steps_per_chunk is None:
+        return []  # (no chunk: a platform without a session cap has none to reach)
     need = f"; an overhead budget of {num(cad.min_budget_to_reach):.2%} would reach one" \
         if cad.min_budget_to_reach is not None else ""
     return [f"a chunk of {int(num(row.steps_per_chunk))} steps cannot reach one checkpoint: "

@@ -35,7 +35,7 @@ from afford.schema.quantities import (
 
 Form = Literal["states_measured", "states_plus_fixed"]
 Role = Literal["warmup", "base", "seq", "batch", "corner", "heldout-interpolated",
-               "heldout-seq", "heldout-batch"]
+               "heldout-seq", "heldout-batch", "asked"]  # asked: afford size --measure
 SWEEP_ROLES = ("base", "seq", "batch", "corner")
 HELDOUT_ROLES = ("heldout-interpolated", "heldout-seq", "heldout-batch")
 
