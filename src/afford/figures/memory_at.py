@@ -59,7 +59,6 @@ from pydantic import BaseModel, ConfigDict
 from afford.core.provenance import Tagged, assumed, fitted, measured, module
 from afford.core.units import format_bytes
 from afford.figures import replay_figures as memory_replay
-from afford.fit.memory import replay_fit as mr
 from afford.fit.memory import sizing
 from afford.fit.memory.allocator import parse_alloc_conf
 from afford.fit.memory.memory_fit import BATCH_CAP
@@ -304,20 +303,19 @@ def _law_error(law: MemoryLaw, run: str) -> Tagged | None:
 def _replay(law: MemoryLaw, B: int, s: int, expandable: bool, run: str
             ) -> tuple[Tagged, Tagged, float, Tagged | None] | None:
     """(allocated, reserved, budgeted, error) by the replay at (B, s)."""
-    got = memory_replay.learned(law)
+    got = memory_replay.peaks(law, B, s, expandable)
     if got is None:
         return None
-    model, seed = got
+    alloc_b, res_b = got
     rp = law.replay
-    res = mr.predict(model, seed, B, s, expandable)
     src = memory_replay.source(law, memory_replay.EXPANDABLE if expandable else "native", run)
     err = rp.replay_worst_reserved_error
     tag = measured(abs(err), "ratio", f"max |predicted/measured - 1| of the allocator "
                    f"replay's peak reserved over {len(rp.heldout)} held-out shapes; {run}") \
         if err is not None else None
-    budgeted = res.peak_reserved_bytes * (1 + rp.safety_margin)
+    budgeted = res_b * (1 + rp.safety_margin)
     margin = f" x (1 + its safety margin {rp.safety_margin:.2%})" if rp.safety_margin else ""
-    return (fitted(res.peak_allocated_bytes, "B", src),
+    return (fitted(alloc_b, "B", src),
             fitted(budgeted, "B", f"replayed peak reserved{margin}; {src}"), budgeted, tag)
 
 
@@ -569,8 +567,8 @@ def _why(level: Fits, figure: float, hi: float, cap: float) -> str:
 def largest_batch(at: Callable[[int], MemoryAnswer], guess: int = 1, cap: int = BATCH_CAP
                   ) -> tuple[int, MemoryAnswer | None]:
     """The largest B whose answer fits (``yes`` or ``likely``: monotone in B), and its
-    answer; (0, None) when one sequence does not. Galloping from ``guess`` (a good guess
-    costs two or three answers, each a replay), then bisection."""
+    answer; (0, None) when one sequence does not (a search from ``guess``:
+    :func:`afford.figures.replay_figures.gallop`)."""
     seen: dict[int, MemoryAnswer] = {}
 
     def ok(b: int) -> bool:
@@ -578,24 +576,8 @@ def largest_batch(at: Callable[[int], MemoryAnswer], guess: int = 1, cap: int = 
             seen[b] = at(b)
         return seen[b].fits in FITTING
 
-    g = min(max(1, guess), cap)
-    if ok(g):
-        lo, step = g, 1
-        while lo + step <= cap and ok(lo + step):
-            lo, step = lo + step, step * 2
-        hi = min(lo + step, cap + 1)
-    else:
-        hi, step = g, 1
-        while hi - step >= 1 and not ok(hi - step):
-            hi, step = hi - step, step * 2
-        lo = max(hi - step, 0)
-        if lo == 0 and not ok(1):
-            return 0, None
-        lo = max(lo, 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo, seen.get(lo)
+    n = memory_replay.gallop(ok, guess, cap)
+    return n, seen.get(n)
 
 
 def guess_batch(law: MemoryLaw, shape: dict[str, int], budget: float, run: str) -> int:

@@ -212,7 +212,8 @@ def size(cert, name: str | None, seq: int, batch: int | None, mode: str | None,
         heldout_allocated=held_alloc, heldout_reserved=held_res,
         warnings=list(mem.notes) + user_notes + ([] if budget else
                                                 ["device memory unknown: residency not judged"]),
-        replay=replay_answer(law, seq, b, budget.value if budget else None, alloc_conf, run))
+        replay=replay_answer(law, seq, b, budget.value if budget else None, alloc_conf, run,
+                             int(mb.value) if mb else 1))
 
 
 def law_breakdown(mem: MemoryAnswer) -> tuple[tuple[str, Tagged], ...]:
@@ -234,12 +235,12 @@ def law_breakdown(mem: MemoryAnswer) -> tuple[tuple[str, Tagged], ...]:
 
 
 def replay_answer(law: MemoryLaw, seq: int, batch: int | None, budget: float | None,
-                  alloc_conf: str, run: str) -> ReplayAnswer | None:
+                  alloc_conf: str, run: str, guess: int = 1) -> ReplayAnswer | None:
     """The allocator replay's answer (:mod:`afford.figures.replay_figures`); ``None`` where
     the certificate has none (a CPU, an older certificate)."""
     if law.device_type != "cuda" or law.replay is None:
         return None
-    return memory_replay.answer(law, seq, batch, budget, alloc_conf, run)
+    return memory_replay.answer(law, seq, batch, budget, alloc_conf, run, guess)
 
 
 def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,

@@ -12,12 +12,15 @@ whether the shape fits, that is a lever.
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel, ConfigDict
 
 from afford.core import cache
 from afford.core.provenance import Tagged, fitted
 from afford.fit.memory import replay_fit as mr
 from afford.fit.memory.allocator import parse_alloc_conf
+from afford.fit.memory.memory_fit import BATCH_CAP
 from afford.fit.memory.replay_fit import use_replay
 from afford.fit.memory.replay_model import build_replay, with_replay
 from afford.fit.memory.trace_scaling import TraceModel, unpack
@@ -62,6 +65,74 @@ def current(law: MemoryLaw) -> MemoryLaw:
     up = with_replay(law, replay)
     _CURRENT[id(law)] = (law, up)
     return up
+
+
+_PEAKS: dict[tuple, tuple[int, int]] = {}  # (model key, B, s, expandable) -> peaks
+
+
+def _model_key(law: MemoryLaw) -> str:
+    """Names the replay's inputs: the learned laws and the segments it starts from."""
+    hit = _KEYS.get(id(law.replay))
+    if hit is not None and hit[0] is law.replay:
+        return hit[1]
+    base = next(s for s in law.shapes if s.role == "base" and s.trace is not None)
+    key = cache.key("replayed", str(REPLAY_VERSION), law.replay.learned.model_dump_json(),
+                    json.dumps([g.model_dump(mode="json") for g in base.trace.seed]))
+    _KEYS[id(law.replay)] = (law.replay, key)
+    return key
+
+
+_KEYS: dict[int, tuple[object, str]] = {}
+
+
+def peaks(law: MemoryLaw, B: int, s: int, expandable: bool) -> tuple[int, int] | None:
+    """(peak allocated, peak reserved) of the replay at (B, s): replayed once per machine
+    (a replay of a step's ten thousand allocations takes about a tenth of a second, and a
+    user asks the same shapes of every command), then read from the cache
+    (:mod:`afford.core.cache`); ``None`` without a learned model."""
+    law = current(law)
+    got = learned(law)
+    if got is None:
+        return None
+    key = _model_key(law)
+    slot = (key, int(B), int(s), bool(expandable))
+    if slot in _PEAKS:
+        return _PEAKS[slot]
+    name = cache.key(key, str(B), str(s), str(expandable))
+    text = cache.read("replayed", name)
+    try:
+        pair = tuple(json.loads(text)) if text is not None else None
+    except ValueError:
+        pair = None
+    if pair is None or len(pair) != 2:
+        res = mr.predict(got[0], got[1], B, s, expandable)
+        pair = (int(res.peak_allocated_bytes), int(res.peak_reserved_bytes))
+        cache.write("replayed", name, json.dumps(pair))
+    _PEAKS[slot] = pair
+    return pair
+
+
+def breakdown(law: MemoryLaw, B: int, s: int, expandable: bool
+              ) -> MemoryBreakdownRecord | None:
+    """Where the memory goes at the replay's peak at (B, s), cached as :func:`peaks` is;
+    ``None`` without a learned model or where the peak cannot be classed."""
+    law = current(law)
+    got = learned(law)
+    if got is None:
+        return None
+    name = cache.key(_model_key(law), "breakdown", str(B), str(s), str(expandable))
+    text = cache.read("replayed", name)
+    if text is not None:
+        try:
+            return MemoryBreakdownRecord.model_validate_json(text)
+        except ValueError:
+            pass
+    try:
+        brk = mr.breakdown_at(got[0].trace(B, s), got[1], expandable)
+    except ValueError:
+        return None
+    cache.write("replayed", name, brk.model_dump_json())
+    return brk
 
 
 def learned(law: MemoryLaw) -> tuple[TraceModel, list[SeedSegment]] | None:
@@ -142,24 +213,52 @@ def usable(law: MemoryLaw) -> tuple[bool, str]:
 
 
 def max_batch(law: MemoryLaw, seq: int, budget_bytes: float, expandable: bool,
-              run: str = "") -> Tagged | None:
+              run: str = "", guess: int = 1) -> Tagged | None:
     """The largest batch whose replayed reserved peak, plus the safety margin, fits
-    ``budget_bytes`` at ``seq``; ``None`` without a replay to learn from."""
+    ``budget_bytes`` at ``seq``; ``None`` without a replay to learn from. Galloping from
+    ``guess`` (the memory answer's largest batch: a few replays, each cached)."""
     law = current(law)
-    got = learned(law)
-    if got is None:
+    if learned(law) is None:
         return None
-    model, seed = got
     margin = 1.0 + (law.replay.safety_margin if law.replay else 0.0)
-    n = mr.largest_batch(model, seed, seq, budget_bytes / margin, expandable)
+
+    def ok(b: int) -> bool:
+        return peaks(law, b, seq, expandable)[1] * margin <= budget_bytes
+
+    n = gallop(ok, guess)
     conf = EXPANDABLE if expandable else "native"
     return fitted(n, "sequences", f"largest B with replayed reserved x {margin:.3f} <= "
                   f"{budget_bytes:.0f} B at s={seq}; " + source(law, conf, run),
                   extrapolated=n > 4 * max(b for b, _ in law.replay.traced))
 
 
+def gallop(ok, guess: int, cap: int = BATCH_CAP) -> int:
+    """The largest b in [1, cap] with ``ok(b)`` for a predicate true up to some b and false
+    after (0 when ``ok(1)`` is false): from ``guess`` outwards in doubling steps, then
+    bisection; a good guess costs two or three calls."""
+    g = min(max(1, guess), cap)
+    if ok(g):
+        lo, step = g, 1
+        while lo + step <= cap and ok(lo + step):
+            lo, step = lo + step, step * 2
+        hi = min(lo + step, cap + 1)
+    else:
+        hi, step = g, 1
+        while hi - step >= 1 and not ok(hi - step):
+            hi, step = hi - step, step * 2
+        lo = hi - step
+        if lo < 1:
+            if not ok(1):
+                return 0
+            lo = 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
 def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | None,
-           alloc_conf: str = "", run: str = "") -> ReplayAnswer | None:
+           alloc_conf: str = "", run: str = "", guess: int = 1) -> ReplayAnswer | None:
     """The replay's answer at (batch, seq) (``batch`` None: the largest that fits under
     the configuration asked about); ``None`` when the certificate has no replay."""
     if law.replay is None:
@@ -168,45 +267,38 @@ def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | No
     got = learned(law)
     if got is None:
         return None
-    model, seed = got
     used, why = usable(law)
     expandable, unmodelled = parse_alloc_conf(alloc_conf)
     notes = [f"PYTORCH_CUDA_ALLOC_CONF {alloc_conf!r}: {', '.join(unmodelled)} not modelled "
              "(predicted as if unset)"] if unmodelled else []
-    mb = {e: (max_batch(law, seq, budget_bytes, e, run) if budget_bytes else None)
+    mb = {e: (max_batch(law, seq, budget_bytes, e, run, guess) if budget_bytes else None)
           for e in (False, True)}
     b = batch if batch is not None else max(int(mb[expandable].value) if mb[expandable]
                                             else 1, 1)
-    res = {e: mr.predict(model, seed, b, seq, e) for e in (False, True)}
+    res = {e: peaks(law, b, seq, e) for e in (False, True)}  # (allocated, reserved)
     margin = 1.0 + law.replay.safety_margin
-    budgeted = {e: res[e].peak_reserved_bytes * margin for e in (False, True)}
+    budgeted = {e: res[e][1] * margin for e in (False, True)}
     fits = {e: (budgeted[e] <= budget_bytes if budget_bytes else None) for e in (False, True)}
     src = {e: source(law, EXPANDABLE if e else "native", run) for e in (False, True)}
     extra = b * seq > 4 * max(x * y for x, y in law.replay.traced)
-    try:
-        brk = mr.breakdown_at(model.trace(b, seq), seed, expandable)
-    except ValueError:
-        brk = None
+    brk = breakdown(law, b, seq, expandable)
     lever = None
     if fits[False] is not None and fits[False] != fits[True]:
         lever = (f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE}: batch {b} x seq {seq} "
                  + ("fits" if fits[True] else "does not fit")
                  + " with expandable segments (reserved "
-                 f"{res[True].peak_reserved_bytes / 2**30:.2f} GiB) and "
+                 f"{res[True][1] / 2**30:.2f} GiB) and "
                  + ("fits" if fits[False] else "does not fit")
-                 + f" with the native allocator ({res[False].peak_reserved_bytes / 2**30:.2f} GiB)")
+                 + f" with the native allocator ({res[False][1] / 2**30:.2f} GiB)")
     elif mb[False] is not None and mb[True] is not None and \
             int(mb[False].value) != int(mb[True].value):
         lever = (f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE}: largest batch at seq {seq} "
                  f"{int(mb[True].value)} (native: {int(mb[False].value)})")
     return ReplayAnswer(
         used=used, why=why, expandable=expandable, alloc_conf=alloc_conf,
-        allocated=fitted(res[expandable].peak_allocated_bytes, "B", src[expandable],
-                         extrapolated=extra),
-        reserved_native=fitted(res[False].peak_reserved_bytes, "B", src[False],
-                               extrapolated=extra),
-        reserved_expandable=fitted(res[True].peak_reserved_bytes, "B", src[True],
-                                   extrapolated=extra),
+        allocated=fitted(res[expandable][0], "B", src[expandable], extrapolated=extra),
+        reserved_native=fitted(res[False][1], "B", src[False], extrapolated=extra),
+        reserved_expandable=fitted(res[True][1], "B", src[True], extrapolated=extra),
         budgeted_native=budgeted[False], budgeted_expandable=budgeted[True],
         fits_native=fits[False], fits_expandable=fits[True],
         max_batch_native=mb[False], max_batch_expandable=mb[True], breakdown=brk,
