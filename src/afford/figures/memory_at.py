@@ -130,7 +130,6 @@ class MemoryAnswer(_Frozen):
     other_source: Source | None = None
     params: Tagged | None = None
     states: Tagged | None = None
-    breakdown: tuple[tuple[str, Tagged], ...] = ()
     range: MeasuredRange | None = None
     extrapolated: bool = False
     reasons: tuple[str, ...] = ()         # why it is extrapolated
