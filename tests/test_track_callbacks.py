@@ -21,6 +21,8 @@ HAS_ACCELERATE = importlib.util.find_spec("accelerate") is not None
 HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
 BUDGET = Budget(chunk_seconds=20.0, save_every=5, write_seconds=1.0, step_seconds=1.0,
                 run="cb")
+UNCAPPED = Budget(chunk_seconds=None, save_every=None, write_seconds=0.0, step_seconds=1.0,
+                  run="drift")  # no cap, no saves: a long run of warm steps
 needs_tf = pytest.mark.skipif(not HAS_TF, reason="transformers is not installed "
                               "(pip install 'afford[hf]')")
 needs_trainer = pytest.mark.skipif(not (HAS_TF and HAS_ACCELERATE), reason="a real Trainer "
@@ -141,20 +143,25 @@ def _tiny_trainer(tmp_path, cb, extra=(), **args):
     return Trainer(model=model, args=targs, train_dataset=data, callbacks=[*extra, cb])
 
 
-@needs_trainer
-def test_a_tiny_trainer_stops_saves_and_logs(tmp_path):
+def _hf_tick(clock: StepClock, seconds: float = 1.0):
+    """A TrainerCallback that advances ``clock`` by ``seconds`` per step, before the guard
+    reads it."""
     from transformers import TrainerCallback
 
+    class Tick(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            clock.t += seconds
+
+    return Tick()
+
+
+@needs_trainer
+def test_a_tiny_trainer_stops_saves_and_logs(tmp_path):
     from afford.track.hf import AffordCallback
 
     clock = StepClock()
-
-    class Tick(TrainerCallback):  # one fake second per step, before the guard reads it
-        def on_step_end(self, args, state, control, **kw):
-            clock.t += 1.0
-
     cb = AffordCallback(guard=_guard(tmp_path, clock))
-    trainer = _tiny_trainer(tmp_path, cb, extra=[Tick()], logging_strategy="steps",
+    trainer = _tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock)], logging_strategy="steps",
                             logging_steps=3)
     trainer.train()
     done = trainer.state.global_step
@@ -173,6 +180,24 @@ def test_a_tiny_trainer_stops_saves_and_logs(tmp_path):
                                                               abs=1.5)
     assert all(e["afford/predicted_step_seconds"] == 1.0 for e in logged)
     assert cb.checkpoint is None  # this session started without a marker
+
+
+@needs_trainer
+def test_hf_drift_is_warned_when_every_step_is_logged(tmp_path):
+    """A real Trainer logging every step (so the guard's figures are read after every step)
+    whose steps run 30 % slower than the plan's: the drift is warned."""
+    from afford.track.hf import AffordCallback
+
+    clock = StepClock()
+    cb = AffordCallback(budget=UNCAPPED, clock=clock, marker=tmp_path / "resume.json",
+                        elapsed_seconds=0.0)
+    trainer = _tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock, 1.3)],
+                            logging_strategy="steps", logging_steps=1)
+    trainer.train()
+    logged = [e for e in trainer.state.log_history if "afford/drift" in e]
+    assert len(logged) == 60 - 12  # every step from the tenth warm one
+    assert logged[-1]["afford/drift"] == pytest.approx(0.3)
+    assert [w for w in cb.guard.warnings if "30.0% slower" in w]
 
 
 # ---------------------------------------------------------------- Lightning
@@ -198,7 +223,8 @@ def _lightning_model():
     return Model()
 
 
-def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=True, **kw):
+def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=1.0,
+         budget=BUDGET, **kw):
     import lightning.pytorch as L
     import torch
     from lightning.pytorch.loggers import CSVLogger
@@ -207,14 +233,14 @@ def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=Tru
 
     class Tick(L.Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            clock.t += 1.0
+            clock.t += tick
 
-    cb = AffordCallback(budget=BUDGET, dirpath=tmp_path / "ckpt", keep=2, clock=clock,
+    cb = AffordCallback(budget=budget, dirpath=tmp_path / "ckpt", keep=2, clock=clock,
                         marker=tmp_path / "resume.json", elapsed_seconds=0.0, **kw)
     torch.manual_seed(0)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4)),
                                        batch_size=4)
-    trainer = L.Trainer(max_steps=max_steps, callbacks=[Tick(), cb] if tick else [cb],
+    trainer = L.Trainer(max_steps=max_steps, callbacks=[Tick(), cb],
                         accelerator="cpu", devices=1, logger=CSVLogger(tmp_path, name=name),
                         log_every_n_steps=1, enable_progress_bar=False,
                         enable_model_summary=False)
@@ -268,6 +294,16 @@ def test_lightning_logs_afford_figures_to_the_logger(tmp_path):
     assert float(steps[-1]["afford/stop"]) == 1.0 and float(steps[0]["afford/stop"]) == 0.0
     assert float(steps[-1]["afford/predicted_step_seconds"]) == 1.0
     assert float(steps[0]["afford/chunk_seconds_left"]) == pytest.approx(19.0)
+
+
+@needs_lightning
+def test_lightning_drift_is_warned_though_every_step_is_logged(tmp_path):
+    """Lightning logs the guard's figures at every step; steps 30 % faster than the plan's
+    are warned."""
+    cb, trainer, _ = _fit(tmp_path, StepClock(), budget=UNCAPPED, tick=0.7, max_steps=40)
+    assert trainer.global_step == 40
+    assert cb.guard.drift == pytest.approx(-0.3)
+    assert [w for w in cb.guard.warnings if "30.0% faster" in w]
 
 
 @needs_lightning

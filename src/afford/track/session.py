@@ -66,7 +66,6 @@ import statistics
 import sys
 import time
 from array import array
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -78,13 +77,13 @@ from afford.track import marker as mk
 from afford.track.budget import Budget, resolve_budget
 from afford.track.metrics import Metric, metrics_of
 from afford.track.readings import AFTER_SAVE, FIRST, WARM, WARMUP
+from afford.track.warm_window import WarmWindow
 
 log = logging.getLogger("afford.track")
 MARKER_SCHEMA = mk.SCHEMA
 KINDS = ("first", "warm-up", "warm", "after-save")
 WINDOW = 101  # recent warm steps the live median is taken over
-REFRESH = 8  # warm steps between two recomputations of the live median
-MIN_DRIFT_STEPS = 10  # warm steps before drift is judged
+MIN_DRIFT_STEPS = 10  # warm steps before drift is judged (after every warm step from then)
 CONFIRM = ("call", "explicit")
 
 
@@ -136,10 +135,7 @@ class Session:
         self._last = now
         self.indices, self.seconds = array("q"), array("d")
         self.kinds, self.peak_bytes = array("b"), array("q")
-        self._recent: deque[float] = deque(maxlen=WINDOW)
-        self._median: float | None = None
-        self._worst = 0.0
-        self._fresh = 0
+        self._recent = WarmWindow(WINDOW)
         self._n = 0
         self._pending: int | None = None  # a save asked for and not yet confirmed
         self._asked_at: float | None = None  # clock when the save was asked
@@ -182,8 +178,9 @@ class Session:
         self.peak_bytes.append(self._peak(n))
         self.last_loss = loss
         if self._pending is not None and self.confirm == "call":  # no should_stop after it
-            if self._median is not None and self._asked_at is not None:
-                self.write_observed.append(max(0.0, dt - self._median))
+            median = self._recent.median
+            if median is not None and self._asked_at is not None:
+                self.write_observed.append(max(0.0, dt - median))
             self._confirm(self._pending)
         if kind == WARM:
             self._warm(dt)
@@ -220,7 +217,7 @@ class Session:
         unwritten = write if self._pending is not None else 0.0
         upcoming = est + (write if self._next_saves() else 0.0)
         safety = self.safety_seconds if self.safety_seconds is not None else \
-            max(self._worst, est) + 0.25 * write
+            max(self._recent.slowest, est) + 0.25 * write
         if elapsed + unwritten + upcoming + write + safety <= chunk:
             return False
         self.stopped_at = elapsed
@@ -309,10 +306,9 @@ class Session:
         """The larger of the live warm median and the planned step; before any warm step,
         the larger of the planned step and the last step seen."""
         planned = self.budget.step_seconds or 0.0
-        if self._median is None and self._recent:
-            self._refresh()
-        live = self._median if self._median is not None else (self.seconds[-1]
-                                                               if self.seconds else 0.0)
+        live = self._recent.median
+        if live is None:
+            live = self.seconds[-1] if self.seconds else 0.0
         return max(planned, live)
 
     def write_estimate(self) -> float:
@@ -327,10 +323,9 @@ class Session:
 
     @property
     def warm_median(self) -> float | None:
-        """The live warm median (over the last WINDOW warm steps)."""
-        if self._recent:
-            self._refresh()
-        return self._median
+        """The live warm median (over the last WINDOW warm steps); reading it changes
+        nothing."""
+        return self._recent.median
 
     @property
     def drift(self) -> float | None:
@@ -359,20 +354,10 @@ class Session:
         return float(given)
 
     def _warm(self, dt: float) -> None:
-        self._recent.append(dt)
-        self._fresh += 1
-        if dt > self._worst:
-            self._worst = dt
-        if self._fresh >= REFRESH or self._median is None:
-            self._refresh()
-            self._check_drift()
-
-    def _refresh(self) -> None:
-        xs = sorted(self._recent)
-        k = len(xs)
-        self._median = xs[k // 2] if k % 2 else 0.5 * (xs[k // 2 - 1] + xs[k // 2])
-        self._worst = xs[-1]
-        self._fresh = 0
+        """A warm step: into the live window, and drift judged after it (every warm step,
+        whatever reads the figures in between: :mod:`afford.track.warm_window`)."""
+        self._recent.add(dt)
+        self._check_drift()
 
     def _check_drift(self) -> None:
         d = self.drift
@@ -382,7 +367,7 @@ class Session:
         if self._drift_warned == sign:
             return
         self._drift_warned = sign
-        msg = (f"step {self.indices[-1]}: the live warm median {self._median:.4g} s is "
+        msg = (f"step {self.indices[-1]}: the live warm median {self.warm_median:.4g} s is "
                f"{abs(d):.1%} {'slower' if d > 0 else 'faster'} than the certificate's "
                f"{self.budget.step_seconds:.4g} s (tolerance {self.drift_tol:.0%}); "
                f"{self.budget.step_source}")
