@@ -19,6 +19,7 @@ from afford.track import Budget, Session
 HAS_TF = importlib.util.find_spec("transformers") is not None
 HAS_ACCELERATE = importlib.util.find_spec("accelerate") is not None
 HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
+HAS_TB = importlib.util.find_spec("tensorboardX") is not None
 BUDGET = Budget(chunk_seconds=20.0, save_every=5, write_seconds=1.0, step_seconds=1.0,
                 run="cb")
 UNCAPPED = Budget(chunk_seconds=None, save_every=None, write_seconds=0.0, step_seconds=1.0,
@@ -136,10 +137,10 @@ def _tiny_trainer(tmp_path, cb, extra=(), **args):
                                        n_positions=16))
     ids = torch.randint(0, 64, (64, 8))
     data = [{"input_ids": x, "labels": x} for x in ids]
-    targs = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=60,
-                              per_device_train_batch_size=2, save_strategy="no",
-                              report_to=[], use_cpu=True, disable_tqdm=True,
-                              save_only_model=True, **args)
+    targs = TrainingArguments(**{**dict(output_dir=str(tmp_path / "out"), max_steps=60,
+                                        per_device_train_batch_size=2, save_strategy="no",
+                                        report_to=[], use_cpu=True, disable_tqdm=True,
+                                        save_only_model=True), **args})
     return Trainer(model=model, args=targs, train_dataset=data, callbacks=[*extra, cb])
 
 
@@ -198,6 +199,69 @@ def test_hf_drift_is_warned_when_every_step_is_logged(tmp_path):
     assert len(logged) == 60 - 12  # every step from the tenth warm one
     assert logged[-1]["afford/drift"] == pytest.approx(0.3)
     assert [w for w in cb.guard.warnings if "30.0% slower" in w]
+
+
+def _event_scalars(folder: Path) -> dict[str, dict[int, float]]:
+    """tag -> {step: value} of the TensorBoard event files under ``folder`` (TFRecord
+    framing: length, its CRC, the Event proto, its CRC)."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    out: dict[str, dict[int, float]] = {}
+    for path in sorted(folder.rglob("events.out.tfevents.*")):
+        raw, pos = path.read_bytes(), 0
+        while pos + 12 <= len(raw):
+            (n,) = struct.unpack("<Q", raw[pos:pos + 8])
+            event = Event.FromString(raw[pos + 12:pos + 12 + n])
+            pos += 12 + n + 4
+            for v in event.summary.value:
+                out.setdefault(v.tag, {})[event.step] = v.simple_value
+    return out
+
+
+@needs_trainer
+@pytest.mark.skipif(not HAS_TB, reason="tensorboardX is not installed (the test extra)")
+def test_hf_figures_reach_tensorboard_through_the_trainers_log(tmp_path, monkeypatch):
+    """report_to="tensorboard": the event file holds afford's figures at the logged steps
+    (TensorBoard's writer names every training key train/...). Before, the integration's
+    on_log ran before afford's and TensorBoard received only the Trainer's own keys."""
+    from afford.track.hf import AffordCallback
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))
+    clock = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock))
+    trainer = cb.attach(_tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock)],
+                                      logging_strategy="steps", logging_steps=3,
+                                      report_to=["tensorboard"]))
+    assert cb.attach(trainer) is trainer  # once is enough; twice changes nothing
+    trainer.train()
+    tags = _event_scalars(tmp_path / "tb")
+    afford = {t for t in tags if t.startswith("train/afford/")}
+    assert {"train/afford/step", "train/afford/drift", "train/afford/chunk_seconds_left",
+            "train/afford/stop"} <= afford
+    done = trainer.state.global_step
+    assert tags["train/afford/step"] == {s: s - 1.0 for s in tags["train/afford/step"]}
+    assert {3, 6, 9, done} <= set(tags["train/afford/step"])
+    assert tags["train/afford/stop"][done] == 1.0 and tags["train/loss"]
+    logged = [e for e in trainer.state.log_history if "afford/step" in e]
+    assert {e["step"] for e in logged} == set(tags["train/afford/step"])
+    assert not [w for w in cb.guard.warnings if "report_to" in w]
+
+
+@needs_trainer
+@pytest.mark.skipif(not HAS_TB, reason="tensorboardX is not installed (the test extra)")
+def test_hf_report_to_without_attach_is_warned(tmp_path, monkeypatch):
+    from afford.track.hf import AffordCallback
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))
+    clock = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock))
+    trainer = _tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock)], report_to=["tensorboard"],
+                            max_steps=4)
+    trainer.train()
+    assert [w for w in cb.guard.warnings if "report_to=['tensorboard']" in w and
+            "cb.attach(trainer)" in w]
 
 
 # ---------------------------------------------------------------- Lightning
