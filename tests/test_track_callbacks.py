@@ -475,6 +475,80 @@ def test_hf_a_stop_on_any_rank_stops_every_rank(monkeypatch):
     assert hf.any_rank(False, "cpu") is True and calls == [(0, "max")]
 
 
+class _OtherRankStopsAt:
+    """torch.distributed with a second rank whose guard says stop after step ``at``."""
+
+    def __init__(self, at: int, state) -> None:
+        import types
+
+        self.at, self.state = at, state
+        self.ReduceOp = types.SimpleNamespace(MAX="max")
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return True
+
+    def get_world_size(self):
+        return 2
+
+    def all_reduce(self, t, op):
+        if self.state.global_step - 1 >= self.at:
+            t.fill_(1)
+
+
+@needs_tf
+def test_hf_a_stop_decided_on_another_rank_is_recorded_as_stopped(tmp_path, monkeypatch):
+    """The writing rank's own guard would go on; the other rank's says stop after step 6:
+    rank zero stops, asks the final save, confirms it at on_save, and its marker says
+    ``stopped`` (it said ``finished``, as if the run had ended without a stop)."""
+    import torch  # noqa: F401  (imported before its distributed module is replaced)
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from afford.track.hf import AffordCallback
+
+    clock = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock, ledger=tmp_path / "h.tsv"))
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
+    state = TrainerState()
+    monkeypatch.setitem(sys.modules, "torch.distributed", _OtherRankStopsAt(6, state))
+    cb.on_train_begin(args, state, TrainerControl())
+    for _ in range(12):
+        clock.t += 1.0
+        state.global_step += 1
+        control = cb.on_step_end(args, state, TrainerControl())
+        if control.should_save:
+            cb.on_save(args, state, control)
+        if control.should_training_stop:
+            break
+    cb.on_train_end(args, state, TrainerControl())
+    assert state.global_step == 7 and control.should_save and control.should_log
+    doc = _marker(tmp_path)
+    assert (doc["state"], doc["last_saved_step"]) == ("stopped", 6)
+    assert cb.guard.stopped_at == pytest.approx(7.0)
+    from afford.figures import ledger
+
+    rows = ledger.load(tmp_path / "h.tsv")
+    assert [r.value for r in rows if r.quantity.endswith("stop_elapsed_seconds")] == [7.0]
+
+
+def test_a_stop_now_is_a_stop_and_asks_the_final_save(tmp_path):
+    clock = StepClock()
+    g = _guard(tmp_path, clock, confirm="explicit")
+    g.stop_now("nothing trained yet")
+    assert g.stopped_at is None  # before the first step: nothing to stop after
+    for i in range(3):
+        clock.t += 1.0
+        g.step(i)
+    g.stop_now("the user's signal")
+    assert g.stopped_at == 3.0 and g.should_stop()
+    g.saved(2, "ckpt-2")
+    g.close()
+    doc = _marker(tmp_path)
+    assert (doc["state"], doc["last_saved_step"], doc["checkpoint"]) == ("stopped", 2, "ckpt-2")
+
+
 @needs_lightning
 def test_lightning_adopts_a_last_ckpt_one_save_past_the_marker(tmp_path):
     """A kill after Lightning wrote last.ckpt and before the marker named it: the marker is a

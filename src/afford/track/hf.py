@@ -27,7 +27,9 @@ them (under its own naming: TensorBoard's tag is ``train/afford/step``). Without
 the figures reach ``state.log_history`` and the callbacks after this one only, and a
 ``report_to`` that names an integration is warned about at the start.
 Under ``torch.distributed`` every rank times its steps, a stop on any rank stops all (one
-all-reduce of a flag per step), and only the main process writes the marker and the ledger.
+all-reduce of a flag per step) and is every rank's recorded stop (the marker says
+``stopped`` whichever rank's guard decided), and only the main process writes the marker
+and the ledger.
 ``on_train_end`` closes the session. transformers is imported only when the class is first
 used.
 """
@@ -132,11 +134,11 @@ def _make_class() -> type:
                         "cb.attach(trainer) once the Trainer is made", "report_to")
 
         def on_step_end(self, args, state, control, **kwargs):
-            answer = self.driver.end_of_step(int(state.global_step) - 1)
+            answer = self.driver.end_of_step(int(state.global_step) - 1,
+                                             agree=lambda stop: any_rank(stop, args.device))
             if answer is None:
                 return control
             save, stop = answer
-            stop = any_rank(stop, args.device)
             if save or stop:
                 control.should_save = True
             if stop:

@@ -25,9 +25,9 @@ The callback's state (:meth:`state_dict`) rides in each checkpoint: its run, ses
 step, and the checkpoint writes it timed, which the resumed session's write estimate starts
 from. The guard's figures (:mod:`afford.track.metrics`) go to the logger through
 ``self.log`` under ``afford/`` at every step (``rank_zero_only``). Under DDP every rank
-times its steps, a stop on any rank stops all (``reduce_boolean_decision``), and only global
-rank zero writes the marker and the ledger. Lightning is imported only when the class is
-first used.
+times its steps, a stop on any rank stops all (``reduce_boolean_decision``) and is every
+rank's recorded stop, and only global rank zero writes the marker and the ledger.
+Lightning is imported only when the class is first used.
 """
 
 from __future__ import annotations
@@ -115,12 +115,13 @@ def _make_class() -> type:
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-            answer = self.driver.end_of_step(int(trainer.global_step) - 1, loss=loss)
+            answer = self.driver.end_of_step(
+                int(trainer.global_step) - 1, loss=loss,
+                agree=lambda stop: trainer.strategy.reduce_boolean_decision(stop, all=False))
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
             if answer is None:
                 return
-            stop = trainer.strategy.reduce_boolean_decision(answer[1], all=False)
-            if stop:
+            if answer[1]:
                 if self._last_global_step_saved != trainer.global_step:
                     found = self._monitor_candidates(trainer)
                     self._save_topk_checkpoint(trainer, found)

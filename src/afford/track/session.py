@@ -226,6 +226,19 @@ class Session:
                  "%.3g s, final save %.3g s)", self.indices[-1], elapsed, chunk, est, write)
         return True
 
+    def stop_now(self, why: str) -> None:
+        """A stop after the last step that this guard did not decide (``why``: e.g. another
+        rank's guard reached the cap first): recorded as the session's stop, as if
+        :meth:`should_stop` had said yes, so its final save is asked and the marker ends
+        ``stopped``, not ``finished``. Nothing before the first step, or once stopped."""
+        if self.stopped_at is not None or not self.indices:
+            return
+        now = self._clock()
+        self.stopped_at = now - self._t0
+        self._asked(self.indices[-1], now)
+        log.info("afford.track: stop after step %d at %.1f s: %s", self.indices[-1],
+                 self.stopped_at, why)
+
     def saved(self, step: int, checkpoint: str | os.PathLike | None = None) -> None:
         """Confirm that the checkpoint of ``step`` is completely written (``checkpoint``: its
         path, recorded in the marker for the next session's ``resume_checkpoint``). In the
