@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -181,6 +182,58 @@ def test_a_tiny_trainer_stops_saves_and_logs(tmp_path):
                                                               abs=1.5)
     assert all(e["afford/predicted_step_seconds"] == 1.0 for e in logged)
     assert cb.checkpoint is None  # this session started without a marker
+
+
+@needs_trainer
+def test_hf_adopts_a_complete_checkpoint_one_save_past_the_marker(tmp_path):
+    """A kill after the Trainer wrote checkpoint-N and before on_save named it: the marker is
+    a save behind. The Trainer's own idiom (resume_from_checkpoint=True) resumes from
+    checkpoint-N, and the guard adopts it: the marker names it, the previous session's
+    steps lost count from it, no 'training starts at step' warning."""
+    from afford.track.hf import AffordCallback
+
+    clock = StepClock()
+    trainer = _tiny_trainer(tmp_path, AffordCallback(guard=_guard(tmp_path, clock)),
+                            extra=[_hf_tick(clock)])
+    trainer.train()
+    done = trainer.state.global_step
+    doc = _marker(tmp_path)
+    behind = {**doc, "state": "running", "last_saved_step": 14,
+              "checkpoint": str(tmp_path / "out" / "checkpoint-15")}
+    (tmp_path / "resume.json").write_text(json.dumps(behind))
+    clock2 = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock2))
+    assert cb.checkpoint.endswith("checkpoint-15")  # the marker's, a save behind
+    trainer2 = _tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock2)], max_steps=done + 3)
+    trainer2.train(resume_from_checkpoint=True)
+    g = cb.guard
+    assert g.indices[0] == done and g.resume_step == done
+    assert g.previous.last_saved_step == done - 1 and g.previous.how == "killed"
+    assert not any("training starts at step" in w for w in g.warnings)
+    assert g.resume_checkpoint == str(tmp_path / "out" / f"checkpoint-{done}")
+    assert _marker(tmp_path)["last_saved_step"] == trainer2.state.global_step - 1
+
+
+def test_hf_a_checkpoint_folder_is_complete_once_its_trainer_state_names_its_step(tmp_path):
+    from afford.track.hf import complete_checkpoint
+
+    folder = tmp_path / "checkpoint-20"
+    folder.mkdir()
+    assert complete_checkpoint(tmp_path, 20) is None  # no trainer_state.json yet
+    (folder / "trainer_state.json").write_text('{"global_step": 20, "log_hi')
+    assert complete_checkpoint(tmp_path, 20) is None  # torn by a kill
+    (folder / "trainer_state.json").write_text('{"global_step": 15}')
+    assert complete_checkpoint(tmp_path, 20) is None  # another step's state
+    (folder / "trainer_state.json").write_text('{"global_step": 20}')
+    assert complete_checkpoint(tmp_path, 20) == str(folder)
+    model = folder / "model.safetensors"
+    model.write_bytes(b"torn")  # a later write into the folder, killed before the state
+    state_ns = (folder / "trainer_state.json").stat().st_mtime_ns
+    os.utime(model, ns=(state_ns + 10**9, state_ns + 10**9))
+    assert complete_checkpoint(tmp_path, 20) is None
+    os.utime(model, ns=(state_ns, state_ns))  # written before the state (or with it)
+    assert complete_checkpoint(tmp_path, 20) == str(folder)
+    assert complete_checkpoint(tmp_path, 0) is None
 
 
 @needs_trainer

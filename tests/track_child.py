@@ -148,15 +148,19 @@ def hf_session(folder: Path, chunk: float | None, save_every: int) -> None:
 
     class Tick(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
+            if state.global_step - 1 == r:  # the guard has adopted what the Trainer resumed
+                report_previous(cb.guard)
             say("done", state.global_step - 1)
 
     cb = AffordCallback(budget=budget("kill-hf", chunk, save_every),
                         marker=folder / "resume.json", ledger=folder / "history.tsv")
-    r = cb.guard.resume_step
-    seen = load_file(str(Path(cb.checkpoint) / "model.safetensors"))["seen"] if r else [0, 0]
-    say("marker", r)
+    m = cb.guard.resume_step
+    say("marker", m)
+    r, resume = newest_complete(folder / "out", m, cb.checkpoint)
+    seen = load_file(str(Path(resume) / "model.safetensors"))["seen"] if r else [0, 0]
+    if r not in (m, m + save_every):
+        say(f"resumed {r} BAD the newest complete checkpoint is step {r}, the marker {m}")
     check_seen(seen, r)
-    report_previous(cb.guard)
     torch.manual_seed(0)
     data = [{"x": x} for x in torch.randn(64, WIDTH)]
     args = TrainingArguments(output_dir=str(folder / "out"), max_steps=10**7,
@@ -168,9 +172,25 @@ def hf_session(folder: Path, chunk: float | None, save_every: int) -> None:
                       callbacks=[cb, Tick()])
     trainer._save_checkpoint = announced(trainer._save_checkpoint)
     say("first", r)
-    trainer.train(resume_from_checkpoint=cb.checkpoint)
+    trainer.train(resume_from_checkpoint=True if resume != cb.checkpoint else resume)
     logged = [e for e in trainer.state.log_history if "afford/step" in e]
     say("logged", len(logged))
+
+
+def newest_complete(out: Path, marker_step: int, named: str | None) -> tuple[int, str | None]:
+    """(resume step, folder): the Trainer's idiom, ``resume_from_checkpoint=True``, where
+    its newest folder is complete (it may be one save past the marker: a kill after the
+    Trainer wrote it, before on_save named it); the marker's folder otherwise (after a kill
+    inside the write, ``True`` would load an incomplete folder)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from afford.track.hf import complete_checkpoint
+
+    newest = get_last_checkpoint(str(out)) if out.is_dir() else None
+    step = int(newest.rsplit("-", 1)[1]) if newest else 0
+    if step > marker_step and complete_checkpoint(out, step) == newest:
+        return step, newest
+    return marker_step, named
 
 
 # ---------------------------------------------------------------- Lightning

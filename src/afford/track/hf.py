@@ -15,7 +15,11 @@ complete, naming that folder (``output_dir/checkpoint-<global_step>``): a kill d
 Trainer's save leaves the marker at the checkpoint before. Resume from ``cb.checkpoint``
 rather than ``resume_from_checkpoint=True``: the Trainer writes into the checkpoint folder
 directly, so after a kill its newest folder can be incomplete, and an incomplete folder
-without ``trainer_state.json`` restarts training at step 0 without a word.
+without ``trainer_state.json`` restarts training at step 0 without a word. When the Trainer
+resumes from a complete checkpoint newer than the marker's (``resume_from_checkpoint=True``
+after a kill that came once the Trainer had written its folder, before ``on_save``), the
+guard adopts it at ``on_train_begin`` (:meth:`afford.track.Session.adopt`): the marker names
+it and the previous session's steps lost are counted from it.
 
 The guard's figures (:mod:`afford.track.metrics`, ``afford/...``) go into the logs of the
 step. The Trainer hands one ``logs`` dict to its callbacks in turn, and places its report
@@ -36,11 +40,34 @@ used.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
 
 EXTRA = "pip install 'afford[hf]'"
+
+
+def complete_checkpoint(output_dir: str | os.PathLike, global_step: int) -> str | None:
+    """The folder ``output_dir/checkpoint-<global_step>`` when the Trainer finished writing
+    it, else None. The Trainer writes ``trainer_state.json`` last (after the model, the
+    optimizer and the RNG states), in place: the folder is complete when that file parses,
+    names this step, and no file of the folder was written after it (a later write into the
+    folder, killed, left an older session's state beside a torn model)."""
+    if global_step < 1:
+        return None
+    folder = os.path.join(os.fspath(output_dir), f"checkpoint-{global_step}")
+    state = os.path.join(folder, "trainer_state.json")
+    try:
+        with open(state, encoding="utf-8") as f:
+            doc = json.load(f)
+        written = os.stat(state).st_mtime_ns
+        later = [e.name for e in os.scandir(folder) if e.stat().st_mtime_ns > written]
+    except (OSError, ValueError):
+        return None
+    if later or not isinstance(doc, dict) or doc.get("global_step") != global_step:
+        return None
+    return folder
 
 
 def _rank_zero() -> bool:
@@ -117,6 +144,10 @@ def _make_class() -> type:
         def on_train_begin(self, args, state, control, **kwargs):
             g = self.driver.begin(writes=state.is_world_process_zero)
             g.mark_loop_start()
+            resumed = int(state.global_step)
+            folder = complete_checkpoint(args.output_dir, resumed)
+            if folder is not None:
+                g.adopt(resumed - 1, folder)  # nothing when not newer than the marker's
             if g.writes:
                 self._check_args(g, args)
             return control
