@@ -341,7 +341,7 @@ def _lightning_model():
 
 
 def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=1.0,
-         budget=BUDGET, **kw):
+         budget=BUDGET, extra=(), **kw):
     import lightning.pytorch as L
     import torch
     from lightning.pytorch.loggers import CSVLogger
@@ -352,12 +352,13 @@ def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=1.0
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             clock.t += tick
 
-    cb = AffordCallback(budget=budget, dirpath=tmp_path / "ckpt", keep=2, clock=clock,
+    kw.setdefault("keep", 2)
+    cb = AffordCallback(budget=budget, dirpath=tmp_path / "ckpt", clock=clock,
                         marker=tmp_path / "resume.json", elapsed_seconds=0.0, **kw)
     torch.manual_seed(0)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4)),
                                        batch_size=4)
-    trainer = L.Trainer(max_steps=max_steps, callbacks=[Tick(), cb],
+    trainer = L.Trainer(max_steps=max_steps, callbacks=[Tick(), *extra, cb],
                         accelerator="cpu", devices=1, logger=CSVLogger(tmp_path, name=name),
                         log_every_n_steps=1, enable_progress_bar=False,
                         enable_model_summary=False)
@@ -374,8 +375,9 @@ def test_lightning_is_its_own_model_checkpoint_configured_from_the_plan(tmp_path
 
     cb = AffordCallback(budget=BUDGET, dirpath=tmp_path, keep=3, marker=None)
     assert isinstance(cb, ModelCheckpoint)
-    assert (cb._every_n_train_steps, cb.save_top_k, cb.save_last, cb.monitor, cb.mode) == \
-        (5, 3, True, "step", "max")
+    # Lightning deletes nothing (save_top_k=-1): afford keeps the newest `keep` files
+    assert (cb._every_n_train_steps, cb.save_top_k, cb.keep, cb.save_last, cb.monitor,
+            cb.mode) == (5, -1, 3, True, "step", "max")
 
 
 @needs_lightning
@@ -398,6 +400,81 @@ def test_lightning_stops_resumes_from_last_and_keeps_k_files(tmp_path):
         doc = _marker(tmp_path)
     files = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
     assert len(files) == 3 and "last.ckpt" in files  # keep=2 step files and last, not 6
+
+
+def _debris(folder: Path, names: list[str], age_s: float) -> None:
+    """Step files a killed session left (copies of a real checkpoint), ``age_s`` old."""
+    import shutil
+    import time
+
+    some = next(folder.glob("step=*.ckpt"))
+    for name in names:
+        shutil.copy(some, folder / name)
+        t = time.time() - age_s
+        os.utime(folder / name, (t, t))
+
+
+@needs_lightning
+def test_lightning_keep_counts_the_files_of_killed_sessions(tmp_path):
+    """Step files of killed sessions (a save past the marker, Lightning's -v copies of a
+    step written twice) count against keep=2: at the start of the next session the folder
+    is cut to the newest two and the marker's file (here the oldest), and after its saves
+    to its own newest two. Lightning's own top-k never deleted them (the issue's run: five
+    step files and last.ckpt with keep=2)."""
+    _, trainer, _ = _fit(tmp_path, StepClock())
+    done = trainer.global_step  # step=5, 10, 15, done and last.ckpt; the marker: done
+    ckpt = tmp_path / "ckpt"
+    _debris(ckpt, ["step=5-v1.ckpt", "step=10-v1.ckpt", f"step={done}-v1.ckpt"], 3600)
+    marked = ckpt / f"step={done}.ckpt"
+    os.utime(marked, (marked.stat().st_atime, marked.stat().st_mtime - 7200))  # the oldest
+    import lightning.pytorch as L
+
+    at_start = []
+
+    class Peek(L.Callback):  # the folder when the first step begins
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            at_start.append(sorted(p.name for p in ckpt.glob("step=*.ckpt")))
+
+    _, trainer2, _ = _fit(tmp_path, StepClock(), name="start", max_steps=done + 2,
+                          extra=[Peek()])
+    # the newest two (step=15 of the session, then the newest debris) and the marker's file
+    assert at_start[0] == sorted(["step=15.ckpt", f"step={done}-v1.ckpt", marked.name])
+    # the fit ended by max_steps past its last save: the step's own file, then last.ckpt
+    assert _marker(tmp_path)["checkpoint"] == str(ckpt / f"step={done + 2}.ckpt")
+    cb, trainer3, _ = _fit(tmp_path, StepClock(), name="next")
+    saves = sorted(int(p.name.split("=")[1].split(".")[0].split("-")[0])
+                   for p in ckpt.glob("step=*.ckpt"))
+    assert len(saves) == 2 and saves[-1] == trainer3.global_step  # its own newest two
+    assert _marker(tmp_path)["checkpoint"] == str(ckpt / f"step={saves[-1]}.ckpt")
+    assert (ckpt / "last.ckpt").exists()
+    assert set(cb.best_k_models) <= {str(p) for p in ckpt.glob("step=*.ckpt")}
+
+
+@needs_lightning
+def test_lightning_keep_never_deletes_the_marked_file(tmp_path):
+    """keep=1: the previous file, which the marker names until the new save's last.ckpt is
+    written, is deleted only after the marker has moved (Lightning's top-1 deleted it right
+    after the new step file, before last.ckpt: a kill in between left a marker naming a
+    deleted file)."""
+    import lightning.pytorch as L
+
+    seen = []
+    plain = L.Trainer.save_checkpoint
+
+    def watch(self, filepath, *a, **k):
+        if Path(filepath).name == "last.ckpt" and self.global_step > 5:
+            named = _marker(tmp_path)["checkpoint"]
+            seen.append((Path(named).name, Path(named).exists()))
+        return plain(self, filepath, *a, **k)
+
+    L.Trainer.save_checkpoint = watch
+    try:
+        cb, trainer, _ = _fit(tmp_path, StepClock(), keep=1)
+    finally:
+        L.Trainer.save_checkpoint = plain
+    assert seen and all(exists for _, exists in seen), seen
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("step=*.ckpt")) == \
+        [f"step={trainer.global_step}.ckpt"]
 
 
 @needs_lightning

@@ -25,6 +25,7 @@ issue asks for is ``AFFORD_KILLS=50`` (about 4 minutes on a 2-core box)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import random
 import signal
@@ -248,13 +249,20 @@ def _check_end(folder: Path, stats: dict, name: str) -> None:
           f"{len(rows)} ledger readings; load {os.getloadavg()[0]:.1f}")
 
 
-def _run(runner, folder: Path, seed: int, name: str) -> None:
+def _run(runner, folder: Path, seed: int, name: str, kept: str | None = None) -> None:
+    """``kept``: the glob of the checkpoints the framework keeps (2 of them, the child's
+    keep), counted after the lineage's clean last session, killed sessions' files and all."""
     try:
         stats = _lineage(runner, folder, KILLS, seed=seed)
     finally:
         runner.close()
     _check_end(folder, stats, name)
     assert stats["in_save"] >= KILLS // 5  # the aimed kills do land inside writes
+    if kept is not None:
+        left = sorted(p.name for p in folder.glob(kept))
+        assert len(left) == 2, f"keep=2, but {len(left)} checkpoints are left: {left}"
+        named = json.loads((folder / "resume.json").read_text())["checkpoint"]
+        assert Path(named).name in left
 
 
 @pytest.mark.slow  # fresh interpreters: under 1 s a kill
@@ -268,7 +276,8 @@ def test_sigkill_the_plain_loop(tmp_path):
                     reason="needs transformers and accelerate (afford[hf])")
 def test_sigkill_a_transformers_trainer(tmp_path):
     (tmp_path / "run").mkdir()
-    _run(Zygote("hf", tmp_path), tmp_path / "run", 29, "transformers Trainer")
+    _run(Zygote("hf", tmp_path), tmp_path / "run", 29, "transformers Trainer",
+         kept="out/checkpoint-*")
 
 
 @pytest.mark.slow
@@ -276,4 +285,5 @@ def test_sigkill_a_transformers_trainer(tmp_path):
                     reason="needs Lightning (afford[lightning])")
 def test_sigkill_a_lightning_trainer(tmp_path):
     (tmp_path / "run").mkdir()
-    _run(Zygote("lightning", tmp_path), tmp_path / "run", 33, "Lightning Trainer")
+    _run(Zygote("lightning", tmp_path), tmp_path / "run", 33, "Lightning Trainer",
+         kept="ckpt/step=*.ckpt")

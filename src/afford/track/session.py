@@ -448,6 +448,7 @@ class Session:
         self.resume_step = 0 if self.last_saved is None else self.last_saved + 1
         self.resume_checkpoint: str | None = doc.get("checkpoint") if doc else None
         self.checkpoint = self.resume_checkpoint
+        self.marked_checkpoint = self.resume_checkpoint  # what the marker on disk names
         self.session_number = (int(doc.get("session") or 0) if doc else 0) + 1
         record = mk.StepLog.read(mk.step_log_path(self.marker)) if self.marker else None
         self.previous = mk.previous_of(doc, record)
@@ -499,6 +500,7 @@ class Session:
                "error": self._error, "started_at": self._started_at}
         error = mk.write(self.marker, doc)
         if error is None:
+            self.marked_checkpoint = doc["checkpoint"]
             if not self.resume_saved:
                 log.warning("afford.track: the resume marker %s is written again: resume at "
                             "step %s", self.marker, doc["resume_step"])
