@@ -20,7 +20,6 @@ from afford.track import Budget, Session
 HAS_TF = importlib.util.find_spec("transformers") is not None
 HAS_ACCELERATE = importlib.util.find_spec("accelerate") is not None
 HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
-HAS_TB = importlib.util.find_spec("tensorboardX") is not None
 BUDGET = Budget(chunk_seconds=20.0, save_every=5, write_seconds=1.0, step_seconds=1.0,
                 run="cb")
 UNCAPPED = Budget(chunk_seconds=None, save_every=None, write_seconds=0.0, step_seconds=1.0,
@@ -274,7 +273,6 @@ def _event_scalars(folder: Path) -> dict[str, dict[int, float]]:
 
 
 @needs_trainer
-@pytest.mark.skipif(not HAS_TB, reason="tensorboardX is not installed (the test extra)")
 def test_hf_figures_reach_tensorboard_through_the_trainers_log(tmp_path, monkeypatch):
     """report_to="tensorboard": the event file holds afford's figures at the logged steps
     (TensorBoard's writer names every training key train/...). Before, the integration's
@@ -303,7 +301,6 @@ def test_hf_figures_reach_tensorboard_through_the_trainers_log(tmp_path, monkeyp
 
 
 @needs_trainer
-@pytest.mark.skipif(not HAS_TB, reason="tensorboardX is not installed (the test extra)")
 def test_hf_report_to_without_attach_is_warned(tmp_path, monkeypatch):
     from afford.track.hf import AffordCallback
 
