@@ -75,8 +75,10 @@ from typing import Any
 from afford.core.errors import InputError
 from afford.track import marker as mk
 from afford.track.budget import Budget, resolve_budget
+from afford.track.ending import EXIT, describe, process_age_seconds
 from afford.track.metrics import Metric, metrics_of
 from afford.track.readings import AFTER_SAVE, FIRST, WARM, WARMUP
+from afford.track.session_files import SessionFiles
 from afford.track.warm_window import WarmWindow
 
 log = logging.getLogger("afford.track")
@@ -87,19 +89,7 @@ MIN_DRIFT_STEPS = 10  # warm steps before drift is judged (after every warm step
 CONFIRM = ("call", "explicit")
 
 
-def process_age_seconds() -> float | None:
-    """Seconds since this process started (Linux: ``/proc/self/stat``'s start time against
-    ``/proc/uptime``, 10 ms resolution); None where that cannot be read."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, ticks
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return max(0.0, uptime - started)
-
-
-class Session:
+class Session(SessionFiles):
     """The loop guard. Give a plan (path or dict), or ``cert`` + ``platform`` + ``run``, or a
     :class:`Budget`. ``clock`` returns seconds (injectable for tests). ``elapsed_seconds``:
     session time already spent when the guard is made; None (the default) counts from the
@@ -257,9 +247,9 @@ class Session:
             return
         self._closed = True
         atexit.unregister(self._at_exit)
-        crashed = self._crashed or _EXIT.crashed
+        crashed = self._crashed or EXIT.crashed
         if crashed and not self._error:
-            self._error = _EXIT.error
+            self._error = EXIT.error
         if self._pending is not None and not crashed and self.confirm == "call":
             self._confirm(self._pending)
         self._flush(len(self.indices), final=True)
@@ -275,7 +265,7 @@ class Session:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self._crashed = True  # a save in flight is not confirmed
-            self._error = _describe(exc_type, exc)
+            self._error = describe(exc_type, exc)
         self.close()
 
     def readings(self) -> Iterator[Metric]:
@@ -438,108 +428,11 @@ class Session:
         self.warnings.append(msg)
         log.log(level, "afford.track: %s", msg)
 
-    # ---------------------------------------------------------------- marker, step log, ledger
-
-    def _resume_from(self, doc: dict | None) -> None:
-        """Where this session resumes, and how the previous one ended (logged)."""
-        self._marker_doc = doc
-        self.last_saved: int | None = doc["last_saved_step"] if doc else None
-        self._saved_session = doc.get("saved_session") if doc else None
-        self.resume_step = 0 if self.last_saved is None else self.last_saved + 1
-        self.resume_checkpoint: str | None = doc.get("checkpoint") if doc else None
-        self.checkpoint = self.resume_checkpoint
-        self.marked_checkpoint = self.resume_checkpoint  # what the marker on disk names
-        self.session_number = (int(doc.get("session") or 0) if doc else 0) + 1
-        record = mk.StepLog.read(mk.step_log_path(self.marker)) if self.marker else None
-        self.previous = mk.previous_of(doc, record)
-        if self.previous is not None and self.writes:
-            level = logging.INFO if self.previous.clean else logging.WARNING
-            log.log(level, "afford.track: %s", self.previous.line())
-            if doc.get("state") == "running" and _alive(doc.get("pid")):
-                self._warn(f"the marker {self.marker} says its session (pid {doc['pid']}) is "
-                           "still running: two sessions on one marker overwrite each other's "
-                           "resume point; give this one another marker=", "concurrent")
-
-    def _start_files(self) -> None:
-        """Sweep the marker's interrupted temp files, mark this session running, and open
-        its step log; a failure is a warning."""
-        from afford.core.io import clean_temps_of
-
-        try:
-            swept = clean_temps_of(self.marker, max_age_s=0)  # one writer per marker
-        except OSError:
-            swept = []
-        if swept:
-            log.info("afford.track: removed %d interrupted write(s) of %s", len(swept),
-                     self.marker)
-        self._write_marker("running")
-        path = mk.step_log_path(self.marker)
-        try:
-            self._steplog = mk.StepLog(path, self.session_number)
-        except (OSError, ValueError) as exc:
-            self._warn(f"the step log {path} cannot be kept ({exc}): if this session is "
-                       "killed, the next one will not know how many steps it lost", "steplog")
-
-    def _record_step(self, step: int, n: int, now: float) -> None:
-        try:
-            self._steplog.record(step, n, self.flushed_step, now - self._t0)
-        except (ValueError, TypeError, OverflowError) as exc:  # closed map, odd index
-            self._steplog = None
-            self._warn(f"the step log stopped at step {step} ({exc})", "steplog")
-
-    def _write_marker(self, state: str) -> None:
-        if not self.writes or self.marker is None:
-            return
-        doc = {"run": self.budget.run, "state": state, "session": self.session_number,
-               "last_saved_step": self.last_saved,
-               "resume_step": 0 if self.last_saved is None else self.last_saved + 1,
-               "saved_session": self._saved_session, "checkpoint": self.checkpoint,
-               "last_step": self.indices[-1] if self.indices else None,
-               "steps": len(self.indices), "flushed_step": self.flushed_step,
-               "ledger": None if self.ledger is None else str(self.ledger),
-               "error": self._error, "started_at": self._started_at}
-        error = mk.write(self.marker, doc)
-        if error is None:
-            self.marked_checkpoint = doc["checkpoint"]
-            if not self.resume_saved:
-                log.warning("afford.track: the resume marker %s is written again: resume at "
-                            "step %s", self.marker, doc["resume_step"])
-                self._warned.discard("marker")
-            self.resume_saved = True
-            return
-        self.resume_saved = False
-        what = f"the save of step {self.last_saved} is on disk, but the next session would " \
-               "not resume from it" if self.last_saved is not None else \
-               "the next session will not know how this one ended"
-        self._warn(f"the resume marker {self.marker} could not be written ({error}): {what}; "
-                   "the resume point is not saved", "marker")
-
-    def _flush(self, end: int, final: bool = False) -> None:
-        """The readings of the steps not yet in the ledger, up to position ``end``; a
-        failure is a warning and they are tried again at the next flush."""
-        if self.ledger is None:
-            return
-        if end <= self._flushed_pos and not (final and self.stopped_at is not None):
-            return
-        try:
-            from afford.track.readings import flush
-
-            flush(self, self.ledger, self._flushed_pos, end, final=final)
-        except Exception as exc:  # a full disk, a broken ledger: never the loop's exception
-            first = self.indices[self._flushed_pos] if end > self._flushed_pos else None
-            self._warn(f"the readings from step {first} on were not appended to the ledger "
-                       f"{self.ledger}: {exc}", "ledger")
-            return
-        self._flushed_pos = max(self._flushed_pos, end)
-        if end:
-            self.flushed_step = self.indices[end - 1]
-        self._warned.discard("ledger")
-
     def _hook_exit(self) -> None:
         """Close at exit: confirm the final save at a clean exit; an uncaught exception (which
         Python reports through sys.excepthook before the exit handlers run) leaves it
         unconfirmed and the session is recorded as crashed."""
-        _EXIT.install()
+        EXIT.install()
         atexit.register(self._at_exit)
 
     def _at_exit(self) -> None:
@@ -547,50 +440,6 @@ class Session:
             self.close()
         except Exception as exc:  # at exit nothing can be raised to; say it
             log.warning("afford.track: closing the session at exit failed: %s", exc)
-
-
-def _describe(exc_type: type, exc: BaseException | None) -> str:
-    text = f"{exc_type.__name__}: {exc}" if exc is not None and str(exc) else exc_type.__name__
-    return text[:200]
-
-
-def _alive(pid: Any) -> bool:
-    """Whether process ``pid`` exists and is not this one."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-class _ExitState:
-    """One sys.excepthook for every session: notes that an uncaught exception ended the
-    program, so that no save in flight is confirmed at exit."""
-
-    def __init__(self) -> None:
-        self.crashed = False
-        self.error = ""
-        self.installed = False
-
-    def install(self) -> None:
-        if self.installed:
-            return
-        self.installed = True
-        previous = sys.excepthook
-
-        def hook(exc_type, exc, tb) -> None:
-            self.crashed = True
-            self.error = _describe(exc_type, exc)
-            previous(exc_type, exc, tb)
-
-        sys.excepthook = hook
-
-
-_EXIT = _ExitState()
 
 
 def summary(s: Session) -> dict:
