@@ -14,12 +14,15 @@ before ended, as the guard reports it),
 around every checkpoint write, ``end`` when it returns.
 
     python tests/track_child.py run {loop,hf,lightning} DIR [--chunk S] [--save-every N]
-    python tests/track_child.py zygote {hf,lightning}   # imports once, then forks sessions
+    python tests/track_child.py zygote {hf,hf-ddp,lightning}   # imports once, then forks
 
 The zygote reads ``run DIR OUT [--chunk S]`` lines on stdin, forks a session per line with
 its stdout on the file OUT, answers ``pid P`` and, when the session ends (or is killed),
 ``exit P STATUS``. The forked session is a real process killed by a real SIGKILL; only the
 interpreter start and the framework imports (seconds each) happen once, before the fork.
+``hf-ddp`` forks two ranks per session with torchrun's environment (a gloo process group on
+this machine, a free port each session): the Trainer under data parallelism, whose rank 0
+alone writes the marker; its output is rank 0's, and a kill kills both ranks.
 """
 
 from __future__ import annotations
@@ -167,7 +170,8 @@ def hf_session(folder: Path, chunk: float | None, save_every: int) -> None:
                              per_device_train_batch_size=4, save_strategy="no",
                              save_total_limit=2, logging_strategy="steps", logging_steps=5,
                              report_to=[], use_cpu=True, disable_tqdm=True,
-                             remove_unused_columns=False, dataloader_num_workers=0)
+                             remove_unused_columns=False, dataloader_num_workers=0,
+                             ddp_backend="gloo" if "WORLD_SIZE" in os.environ else None)
     trainer = Trainer(model=counter_module(torch)(), args=args, train_dataset=data,
                       callbacks=[cb, Tick()])
     trainer._save_checkpoint = announced(trainer._save_checkpoint)
@@ -251,7 +255,8 @@ def lightning_session(folder: Path, chunk: float | None, save_every: int) -> Non
     trainer.fit(Model(), data, ckpt_path="last")
 
 
-SESSIONS = {"loop": loop_session, "hf": hf_session, "lightning": lightning_session}
+SESSIONS = {"loop": loop_session, "hf": hf_session, "hf-ddp": hf_session,
+            "lightning": lightning_session}
 
 
 # ---------------------------------------------------------------- the zygote
@@ -270,7 +275,7 @@ def prepare(kind: str) -> None:
     import torch
 
     torch.set_num_threads(1)
-    if kind == "hf":
+    if kind in ("hf", "hf-ddp"):
         import safetensors.torch  # noqa: F401
         import transformers
         import transformers.trainer  # noqa: F401
@@ -288,34 +293,60 @@ def prepare(kind: str) -> None:
 
 
 def zygote(kind: str) -> int:
+    """Fork a session per ``run`` line: one process, or for ``hf-ddp`` one per rank (rank
+    0's output on OUT, rank r's on OUT.rank<r>); answers ``pid P0 [P1]`` and, once every
+    rank has ended, ``exit P0 STATUS0 [STATUS1]``."""
     prepare(kind)
     say("ready")
+    ranks = 2 if kind == "hf-ddp" else 1
     for line in sys.stdin:
         parts = line.split()
         if not parts or parts[0] != "run":
             continue
         a = session_args(parts[1:])
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                fd = os.open(a.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(fd, 1)
-                os.dup2(fd, 2)
-                sys.stdout = os.fdopen(1, "w", buffering=1)
-                sys.stderr = sys.stdout
-                SESSIONS[kind](Path(a.dir), a.chunk, a.save_every)
-                say("end")
-            except BaseException as exc:  # the session's error, in its output
-                print(f"error {type(exc).__name__}: {exc}", flush=True)
-                code = 1
-            finally:
-                sys.stdout.flush()
-                os._exit(code)
-        say("pid", pid)
-        _, status = os.waitpid(pid, 0)
-        say("exit", pid, status)
+        env = rank_env(ranks)
+        pids = [fork_session(kind, a, a.out if r == 0 else f"{a.out}.rank{r}", env[r])
+                for r in range(ranks)]
+        say("pid", *pids)
+        say("exit", pids[0], *[os.waitpid(pid, 0)[1] for pid in pids])
     return 0
+
+
+def rank_env(ranks: int) -> list[dict[str, str]]:
+    """torchrun's environment for each rank of a job on this machine (a free port each
+    session); nothing for one process."""
+    if ranks == 1:
+        return [{}]
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return [{"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(ranks),
+             "LOCAL_WORLD_SIZE": str(ranks), "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": str(port)} for r in range(ranks)]
+
+
+def fork_session(kind: str, a: argparse.Namespace, out: str, env: dict[str, str]) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:
+        os.environ.update(env)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = sys.stdout
+        SESSIONS[kind](Path(a.dir), a.chunk, a.save_every)
+        say("end")
+    except BaseException as exc:  # the session's error, in its output
+        print(f"error {type(exc).__name__}: {exc}", flush=True)
+        code = 1
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
 
 
 def session_args(argv: list[str]) -> argparse.Namespace:
