@@ -48,13 +48,14 @@ from typing import Any
 EXTRA = "pip install 'afford[hf]'"
 
 
-def complete_checkpoint(output_dir: str | os.PathLike, global_step: int) -> str | None:
+def complete_checkpoint(output_dir: str | os.PathLike | None, global_step: int
+                        ) -> str | None:
     """The folder ``output_dir/checkpoint-<global_step>`` when the Trainer finished writing
     it, else None. The Trainer writes ``trainer_state.json`` last (after the model, the
     optimizer and the RNG states), in place: the folder is complete when that file parses,
     names this step, and no file of the folder was written after it (a later write into the
     folder, killed, left an older session's state beside a torn model)."""
-    if global_step < 1:
+    if global_step < 1 or output_dir is None:
         return None
     folder = os.path.join(os.fspath(output_dir), f"checkpoint-{global_step}")
     state = os.path.join(folder, "trainer_state.json")
