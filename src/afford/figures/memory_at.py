@@ -21,8 +21,9 @@ workload's smallest shape). Here, in this order:
 The other model's figure stands beside the answer where the two differ by more than their
 stated errors.
 
-**Where the certificate stops.** Every answer knows the range of shapes its workload was
-measured over (batch, sequence, tokens: the memory stage's shapes and the sweep's points)
+**Where the certificate stops.** Every answer knows the range of shapes its workload's memory
+was measured over (batch, sequence, tokens: the memory stage's shapes, where the models
+were fitted and held out; a sweep point answers at its own shape)
 and the code paths the certificate knows of (:class:`~afford.schema.memory_section.CodePath`:
 a sliding window, chunked attention, a learned position table, routing to experts). A
 shape past the range, or past a threshold no measured shape crossed, is *extrapolated*,
@@ -388,8 +389,11 @@ def answer(law: MemoryLaw, shape: dict[str, int], run: str, *,
              "(predicted as if unset)"] if unmodelled else []
     notes += list(pred.notes) + path_notes(law, s)
     same = same_model(law, dims, shape)
-    shapes = _one_per_shape([*law_measured(law, run), *measured_shapes]) if same else []
-    rng = measured_range(shapes)
+    own = law_measured(law, run) if same else []
+    shapes = _one_per_shape([*own, *measured_shapes]) if same else []
+    rng = measured_range(own)  # where the models were fitted and held out: the memory
+    # stage's shapes (a timing child's peak at a small shape reads a few per cent under a
+    # fresh process's: it answers at its own shape, but does not widen the range)
     mod = model_figures(law, pred, shape, expandable, run)
     hit = _measured_at(shapes, B, s)
     if hit is not None:
