@@ -3,8 +3,8 @@ judged by leave-one-out and by the largest size held out."""
 
 import pytest
 
-from afford.fit.time.throughput import fit_throughput
 from afford.fit.time.size_law import SizeObs, ceilings, fit_size_law
+from afford.fit.time.throughput import fit_throughput
 from afford.schema.sizes_section import SizeWork
 
 RATE = 8e14  # FLOP/s, measured GEMM rate

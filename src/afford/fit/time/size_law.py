@@ -43,14 +43,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from afford.fit.stats import median
+from afford.fit.time.size_work import ReadSize, from_sizes
 from afford.fit.time.step_forms import BOUND_SHARE, RIDGE, weights
 from afford.fit.time.step_sides import HOST_BOUND, SidePoint, _gap, _host, bound_notes
 from afford.schema.sizes_section import (
     COLUMN_WORDS,
     WORK_COLUMNS,
+    FamilyScaling,
     HeldOut,
     SizeFit,
     SizeLaw,
+    SizePoint,
     SizeWork,
 )
 
@@ -95,10 +98,12 @@ def _matrix(works: Sequence[SizeWork], columns: Sequence[str]) -> np.ndarray:
 
 
 def fit_device(X: np.ndarray, y: np.ndarray, lb: np.ndarray, w: np.ndarray | None = None,
-               carried: Mapping[int, float] | None = None) -> np.ndarray:
-    """argmin sum(w (X c / y - 1))^2 + RIDGE^2 |(c - lb) / scale|^2 subject to c >= lb, in
-    columns normalised by their largest value; ``carried``: column index -> a coefficient
-    fixed from elsewhere. A column that is zero at every size keeps its bound."""
+               carried: Mapping[int, float] | None = None,
+               prior: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """argmin sum(w (X c / y - 1))^2 + RIDGE^2 |P c|^2 subject to c >= lb, in columns
+    normalised by their largest value, P the prior (:func:`prior_rows`; ``prior``: each
+    column's reference cost and group, default its bound, one group); ``carried``: column
+    index -> a coefficient fixed from elsewhere. A column zero at every size keeps its bound."""
     from scipy import optimize  # here: reading a stored law needs no scipy
 
     w = np.ones(len(y)) if w is None else w
@@ -116,11 +121,45 @@ def fit_device(X: np.ndarray, y: np.ndarray, lb: np.ndarray, w: np.ndarray | Non
     scale = np.max(np.abs(X[:, free]), axis=0)
     Xn = X[:, free] / scale
     lbn = lb[free] * scale / ys
-    A = np.vstack([Xn * (w / (y / ys))[:, None], RIDGE * np.eye(len(free))])
-    b = np.concatenate([w * (1.0 - rest / y), RIDGE * lbn])
+    ref, group = prior if prior is not None else (lb, np.zeros(len(lb)))
+    P = prior_rows(ref[free] * scale / ys, group[free])
+    A = np.vstack([Xn * (w / (y / ys))[:, None], RIDGE * P, 1e-9 * np.eye(len(free))])
+    b = np.concatenate([w * (1.0 - rest / y), np.zeros(len(P) + len(free))])
     got = optimize.lsq_linear(A, b, bounds=(lbn, np.full(len(free), np.inf))).x
     c[free] = np.maximum(got * ys / scale, lb[free])
     return c
+
+
+def prior_rows(ref: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """The prior that decides what the sizes leave open, over normalised coefficients: the
+    columns of a group run at one multiple of their reference costs (their ceilings' bounds:
+    an open split keeps the ceilings' proportions), and a column without a reference cost
+    (kernels) is pulled to 0. Rows P, P c = 0 wanted."""
+    rows = []
+    first: dict[float, int] = {}
+    for j in range(len(ref)):
+        r = np.zeros(len(ref))
+        if ref[j] <= 0:
+            r[j] = 1.0
+        elif group[j] not in first:
+            first[group[j]] = j
+            continue
+        else:
+            k = first[group[j]]
+            m = min(ref[j], ref[k])
+            r[j], r[k] = m / ref[j], -m / ref[k]
+        rows.append(r)
+    return np.array(rows).reshape(len(rows), len(ref))
+
+
+def _prior(cols: Sequence[str], lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reference costs and groups: the bounds, all one group, where a GEMM rate is measured;
+    without one, a counted attention FLOP costs half a GEMM FLOP (one group) and the state
+    bytes keep their own."""
+    if any(lb[cols.index(c)] > 0 for c in ("gemm_flops", "attn_flops") if c in cols):
+        return lb, np.zeros(len(cols))
+    ref = np.array([BOUND_SHARE.get(c, lb[i]) for i, c in enumerate(cols)], dtype=float)
+    return ref, np.array([0.0 if c in BOUND_SHARE else 1.0 for c in cols])
 
 
 def _host_line(L: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -186,7 +225,7 @@ def _law(obs: Sequence[SizeObs], st: _Setup) -> SizeLaw:
 
 def _profiled(obs, st: _Setup, cols, X, lb, carried, common) -> SizeLaw:
     busy = np.array([o.busy_seconds for o in obs], dtype=float)
-    c = fit_device(X, busy, lb, carried=carried)
+    c = fit_device(X, busy, lb, carried=carried, prior=_prior(cols, lb))
     k0, k1 = st.kernel_law or _kernel_line(obs)
     pts = [SidePoint(batch=st.batch, seq=st.seq, tokens=st.batch * st.seq, seconds=o.seconds,
                      busy_seconds=o.busy_seconds, kernels=o.work.kernels,
@@ -217,7 +256,7 @@ def _wall(obs, cols, X, lb, carried, common) -> SizeLaw:
     for k in range(len(y) + 1):
         hi, di = order[:k], order[k:]
         host = _host_line(L[hi], y[hi]) if hi else None
-        c = fit_device(X[di], y[di], lb, w[di], carried)
+        c = fit_device(X[di], y[di], lb, w[di], carried, _prior(cols, lb))
         pred = X @ c if host is None else np.maximum(host[0] + host[1] * L, X @ c)
         cost = float(np.sum((w * (pred / y - 1.0)) ** 2))
         if best is None or cost < best[0] * (1 - 1e-9):
@@ -320,3 +359,49 @@ def _coverage(obs: Sequence[SizeObs], law: SizeLaw, st: _Setup) -> list[str]:
     if len(obs) < 3:
         out.append(f"{len(obs)} sizes: no leave-one-out check and no size held out")
     return out
+
+
+# ---- a certificate's sizes -------------------------------------------------------------------
+
+
+def size_observations(sizes: Sequence[SizePoint], scaling: FamilyScaling,
+                      bytes_per_param: float) -> list[SizeObs]:
+    """The resident sizes as the law sees them: FLOPs counted at each where counted, else
+    the family's scaling at its width and depth; the profiled device side where read."""
+    out = []
+    for z in sizes:
+        p = z.point
+        if not (p.usable and z.params):
+            continue
+        f = p.flops
+        w = scaling.work(z.d, z.L, bytes_per_param, float(z.params))
+        if f is not None and f.gemm:
+            w = w.model_copy(update={"gemm_flops": f.gemm, "attn_flops": f.attn or 0.0})
+        w = w.model_copy(update={"kernels": p.kernels_per_step})
+        out.append(SizeObs(label=z.spec, work=w, seconds=float(p.median_seconds),
+                           child_seconds=tuple(p.child_medians),
+                           busy_seconds=p.device_busy_seconds,
+                           gap_seconds=p.device_gap_seconds))
+    return out
+
+
+def fit_sizes_section(workload: str, sizes: Sequence[SizePoint], *, batch: int, seq: int,
+                      gemm_rate: float | None, bandwidth: float | None,
+                      bytes_per_param: float
+                      ) -> tuple[SizeLaw | None, FamilyScaling | None, list[str]]:
+    """The family's scaling and the size law over a certificate's sizes (resident ones;
+    each excluded size named with its reason); ``None`` for what cannot be fitted, with
+    the reason in the notes."""
+    used = [z for z in sizes if z.point.usable and z.params]
+    notes = [f"{z.spec} left out: {z.point.excluded_reason or 'not measured'}"
+             for z in sizes if z not in used]
+    if len(used) < 2:
+        return None, None, notes + [f"only {len(used)} resident size(s): no size law"]
+    scaling = from_sizes(workload, [ReadSize(z.d, z.L, z.H, float(z.params),
+                                             z.point.flops.gemm if z.point.flops else None,
+                                             z.point.flops.attn if z.point.flops else None)
+                                    for z in used], batch, seq)
+    obs = size_observations(used, scaling, bytes_per_param)
+    law = fit_size_law(obs, batch=batch, seq=seq, gemm_rate=gemm_rate, bandwidth=bandwidth,
+                       bytes_per_param=bytes_per_param)
+    return law, scaling, notes
