@@ -133,7 +133,8 @@ def test_floor_dominated_sizes_do_not_flatten_the_extrapolation():
 
 
 def test_no_size_off_the_floor_gives_the_ceiling_as_the_device_side():
-    obs = [SizeObs(label=f"L{L}", work=work(64, L), seconds=1e-3 * L) for L in (2, 3, 4)]
+    obs = [SizeObs(label=f"L{L}", work=work(d, L), seconds=1e-3 * L)
+           for d, L in ((64, 2), (96, 3), (128, 4))]
     law = fit(obs)
     assert law.coefficients["gemm_flops"] == pytest.approx(1 / RATE)
     assert any("no size left the launch floor" in n for n in law.notes)

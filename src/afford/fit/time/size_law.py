@@ -125,7 +125,7 @@ def fit_device(X: np.ndarray, y: np.ndarray, lb: np.ndarray, w: np.ndarray | Non
     P = prior_rows(ref[free] * scale / ys, group[free])
     A = np.vstack([Xn * (w / (y / ys))[:, None], RIDGE * P, 1e-9 * np.eye(len(free))])
     b = np.concatenate([w * (1.0 - rest / y), np.zeros(len(P) + len(free))])
-    got = optimize.lsq_linear(A, b, bounds=(lbn, np.full(len(free), np.inf))).x
+    got = optimize.lsq_linear(A, b, bounds=(lbn, np.full(len(free), np.inf)), method="bvls").x
     c[free] = np.maximum(got * ys / scale, lb[free])
     return c
 
@@ -259,7 +259,7 @@ def _wall(obs, cols, X, lb, carried, common) -> SizeLaw:
         c = fit_device(X[di], y[di], lb, w[di], carried, _prior(cols, lb))
         pred = X @ c if host is None else np.maximum(host[0] + host[1] * L, X @ c)
         cost = float(np.sum((w * (pred / y - 1.0)) ** 2))
-        if best is None or cost < best[0] * (1 - 1e-9):
+        if best is None or cost < best[0] - 1e-12:  # a near-tie keeps fewer host sizes
             best = (cost, k, host, c)
     _, k, host, c = best
     notes = []
