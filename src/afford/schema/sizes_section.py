@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
 from afford.schema.laws import ThroughputLaw
 from afford.schema.point import Point
-from afford.schema.quantities import Count, Dim, Duration, Flops, Ratio, Seconds
+from afford.schema.quantities import Count, Dim, Duration, Flops, Rate, Ratio, Seconds
 
 
 class _Model(BaseModel):
@@ -153,26 +153,29 @@ class SizeLaw(_Model):
     host_per_layer x L`` (the launches of a step grow with depth, not width)."""
 
     sides: Literal["profiled", "wall"]
-    coefficients: dict[str, float] = Field(description="seconds per unit of each column")
-    bounds: dict[str, float] = Field(description="each coefficient's lower bound (0: none)")
+    coefficients: dict[str, NonNegativeFloat] = Field(description="seconds per unit of each "
+                                                      "column")
+    bounds: dict[str, NonNegativeFloat] = Field(description="each coefficient's lower bound "
+                                                "(0: none)")
     at_bound: list[str] = Field([], description="columns whose coefficient sits at its bound")
     carried: list[str] = Field([], description="coefficients carried from another law, not "
                                "fitted here")
     state_bytes_per_param: float = Field(gt=0)
-    kernels_fixed: float | None = None
-    kernels_per_layer: float | None = None
-    issue_seconds: float | None = Field(None, description="host seconds per kernel issued")
-    issue_range: tuple[float, float] | None = None
-    host_fixed: float | None = None
-    host_per_layer: float | None = None
+    kernels_fixed: NonNegativeFloat | None = None
+    kernels_per_layer: NonNegativeFloat | None = None
+    issue_seconds: NonNegativeFloat | None = Field(None, description="host seconds per kernel "
+                                                   "issued")
+    issue_range: tuple[NonNegativeFloat, NonNegativeFloat] | None = None
+    host_fixed: NonNegativeFloat | None = None
+    host_per_layer: NonNegativeFloat | None = None
     gap_seconds: float = Field(0.0, ge=0, description="device seconds per kernel boundary")
-    gemm_rate: float | None = None
-    bandwidth: float | None = None
+    gemm_rate: Rate | None = None
+    bandwidth: Rate | None = None
     batch: Dim
     seq: Dim
     points: list[SizeFit]
     held_out: HeldOut | None = None
-    params_range: tuple[float, float]
+    params_range: tuple[PositiveFloat, PositiveFloat]
     notes: list[str] = []
 
     def kernels_at(self, L: float) -> float | None:
@@ -248,7 +251,7 @@ class FamilyScaling(_Model):
     layer_params: float = Field(gt=0, description="parameters per layer per d^2")
     outer_params: float = Field(ge=0, description="parameters outside the layers per d")
     head_dim: Dim
-    aspect: Ratio = Field(description="d / L of the largest size read")
+    aspect: PositiveFloat = Field(description="d / L of the largest size read")
     read_at: str = Field(description="the sizes it was read off")
     source: str = Field(description="counted FLOPs, or 6 N per token where not counted")
     max_rel_error: float = Field(ge=0, description="worst |law / read - 1| at those sizes")
