@@ -26,9 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from afford import figures
 from afford.core.errors import InputError
-from afford.core.provenance import Tagged, fitted, module
+from afford.core.provenance import Tag, Tagged, fitted, module
+from afford.core.published_constants import ScalingConstants
 from afford.core.units import MAX_DIM, UnitError, bounded, format_count, parse_count, whole
+from afford.figures.memory_figures import law_or_none
 from afford.fit.stats import median
 from afford.fit.time.size_law import SizeObs, fit_size_law, fit_sizes_section
 from afford.fit.time.size_work import ReadSize, from_one_size
@@ -115,7 +118,7 @@ def step_source(cert: Certificate, workload: str | None, mode: str, ceil: Ceilin
     box = tinylm_source(cert, mode, ceil)
     if workload is None or workload == DEFAULT_FAMILY:
         return box
-    return family_source(cert, _result(cert, workload, mode), ceil, box)
+    return family_source(cert, family_result(cert, workload, mode), ceil, box)
 
 
 def tinylm_source(cert: Certificate, mode: str, ceil: Ceilings) -> StepSource:
@@ -146,7 +149,7 @@ def _no_sizes(cert: Certificate) -> str:
             "without tinylm): certify again, or afford certify --sizes")
 
 
-def _result(cert: Certificate, name: str, mode: str) -> WorkloadResult:
+def family_result(cert: Certificate, name: str, mode: str) -> WorkloadResult:
     """The certificate's result for ``name`` in ``mode`` (an ``hf:`` family name matches
     its sized spec, ``hf:gpt_neox`` its ``hf:gpt_neox@d1024L16...``); InputError listing
     what it has."""
@@ -233,6 +236,36 @@ def _kernels(box: SizeLaw | None, pts: list[Point], L: int) -> tuple[float, floa
         return 0.0, k / L
     f = k / (box.kernels_fixed + box.kernels_per_layer * L)
     return box.kernels_fixed * f, box.kernels_per_layer * f
+
+
+def gemm_dtype(cert: Certificate, mode: str) -> str:
+    """The matmul dtype of a mode: bf16, fp16, or fp32 (tf32 when the run allowed it)."""
+    if mode in ("bf16", "fp16"):
+        return mode
+    return "tf32" if cert.environment.tf32_matmul else "fp32"
+
+
+def ceilings(cert: Certificate, workload: str | None, mode: str, constants: ScalingConstants
+             ) -> tuple[Ceilings, Tagged | None, str]:
+    """What the size law is bounded by: the measured GEMM rate of the mode's dtype (never a
+    datasheet's: else None and why), the measured copy bandwidth, and the family's state
+    bytes per parameter (its memory law's count, else ZeRO's 16)."""
+    dtype = gemm_dtype(cert, mode)
+    rate = figures.gemm_rate(cert, dtype)
+    note = ""
+    if rate is None:
+        note = (f"no measured {dtype} GEMM rate in this certificate (the probes stage did "
+                "not run); the floor is never taken from a datasheet")
+    elif rate.tag is not Tag.MEASURED:
+        note, rate = f"the {dtype} GEMM rate here is {rate.tag.value}, not measured", None
+    bw = figures.copy_bandwidth(cert)
+    name = DEFAULT_FAMILY if workload in (None, DEFAULT_FAMILY) else \
+        family_result(cert, workload, mode).name  # type: ignore[arg-type]
+    mlaw = law_or_none(cert, name, mode)
+    bpp = mlaw.bytes_per_param if mlaw is not None and mlaw.bytes_per_param else \
+        constants.state_bytes_per_param
+    return Ceilings(rate.value if rate is not None else None,  # type: ignore[arg-type]
+                    bw.value if bw is not None else None, bpp), rate, note  # type: ignore[arg-type]
 
 
 # ---- a rung -------------------------------------------------------------------------------

@@ -50,7 +50,6 @@ from afford.core.errors import InputError
 from afford.core.provenance import SHARE, Tag, Tagged, assumed, fitted, module
 from afford.core.published_constants import MEMORY_FRACTION, ScalingConstants, check_fraction
 from afford.core.units import format_count, format_duration
-from afford.figures.memory_figures import law_or_none
 from afford.plan.ladder_beside import (
     LeverFigure,
     ReferenceFigure,
@@ -63,6 +62,8 @@ from afford.plan.ladder_steps import (
     Entry,
     RungStep,
     StepSource,
+    ceilings,
+    gemm_dtype,
     law_checks,
     row_shape,
     rung_shape,
@@ -163,13 +164,6 @@ class _Context:
     link: tuple[Tagged, Tagged] | None = None
 
 
-def gemm_dtype(cert: Certificate, mode: str) -> str:
-    """The matmul dtype of a mode: bf16, fp16, or fp32 (tf32 when the run allowed it)."""
-    if mode in ("bf16", "fp16"):
-        return mode
-    return "tf32" if cert.environment.tf32_matmul else "fp32"
-
-
 def default_mode(cert: Certificate, workload: str | None = None) -> str:
     if workload not in (None, DEFAULT_FAMILY):
         modes = [r.mode for r in cert.workloads if r.name.partition("@")[0] == workload
@@ -212,24 +206,11 @@ def build_ladder(cert: Certificate, entries: list[Entry], *, budget_seconds: flo
 def _context(cert: Certificate, workload: str | None, mode: str, budget: float, ratio: float,
              constants: ScalingConstants, fraction: float) -> _Context:
     dtype = gemm_dtype(cert, mode)
-    rate = figures.gemm_rate(cert, dtype)
-    note = ""
-    if rate is None:
-        note = (f"no measured {dtype} GEMM rate in this certificate (the probes stage did "
-                "not run); the floor is never taken from a datasheet")
-    elif rate.tag is not Tag.MEASURED:
-        note, rate = f"the {dtype} GEMM rate here is {rate.tag.value}, not measured", None
+    ceil, rate, note = ceilings(cert, workload, mode, constants)
     mem = cert.environment.device_memory_bytes
     what = "host memory" if cert.environment.device_type == "cpu" else "device memory"
     budget_b = module(fraction * mem, "B", f"{fraction:.2f} x {what} "
                       f"({mem} B, measured on {cert.environment.device_name})") if mem else None
-    bw = figures.copy_bandwidth(cert)
-    name = workload or DEFAULT_FAMILY
-    mlaw = law_or_none(cert, name, mode)
-    bpp = mlaw.bytes_per_param if mlaw is not None and mlaw.bytes_per_param else \
-        constants.state_bytes_per_param
-    ceil = Ceilings(rate.value if rate is not None else None,  # type: ignore[arg-type]
-                    bw.value if bw is not None else None, bpp)  # type: ignore[arg-type]
     return _Context(cert=cert, src=step_source(cert, workload, mode, ceil), mode=mode,
                     budget_seconds=budget, ratio=ratio, constants=constants, ceil=ceil,
                     rate=rate, rate_note=note, peak=figures.datasheet_peak(cert, dtype),
