@@ -288,3 +288,63 @@ def test_growth_needs_two_parameter_counts_in_order():
     no_step = phase_split("x", 10**6, kids, [])
     assert no_step.step_seconds is None and no_step.forward_seconds == 2e-3
     assert growth(no_step, large) == [] and growth(small, phase_split("x", 10**8, kids, [])) == []
+
+
+def test_ladder_sizes_are_read_from_the_sweeps_records(monkeypatch):
+    """The default GPU certify's sizes stage on fake child records: the default tinylm's
+    seq-1024 point is the first size, the two ladder items the others; each child's record
+    carries its timings, the first child's counted FLOPs and the last child's profile; the
+    law is bounded by the probes' GEMM rate and bandwidth and uses the memory law's bytes."""
+    from types import SimpleNamespace
+
+    from afford.certify.request import CertifyRequest, resolve
+    from afford.certify.stage_sizes import LADDER_SIZES, sizes_stage
+    from afford.certify.sweep import point_key
+    from afford.schema.probes_section import CopyProbe, GemmProbe
+
+    plan = resolve(CertifyRequest(), "cuda", "large-gpu", "cuda:0")
+    rate, bw = 8e14, 4e12
+    batch, seq, dims = LADDER_SIZES["large-gpu"]
+    mode = plan.workloads[0][2]  # bf16 where torch says the card supports it
+    keys = [point_key("tinylm", mode, 1024)] + [it["key"] for it in plan.sizes]
+
+    def record(c, d, L):
+        n = tinylm_params(d, L, seq)
+        g, a, k = 6.0 * batch * seq * n, 12.0 * batch * seq * seq * d * L, 130 + 50 * L
+        busy = 1.5 * g / rate + a / rate + 16 * n / bw + 4e-6 * k
+        t = max(30e-6 * k, busy + 1e-6 * k)
+        rec = {"child": c, "order_position": 0, "median_seconds": t,
+               "timed_seconds": [t] * 12, "timed_step_indices": list(range(3, 15))}
+        if c == 0:
+            rec["flops"] = {"gemm": g, "attn": a}
+        if c == 2:
+            rec["device_steps"] = [{"index": 20, "busy_seconds": busy, "kernels": k,
+                                    "span_seconds": t, "queued_gap_seconds": 1e-6}]
+        return {"record": rec, "params": n, "tokens_per_step": batch * seq,
+                "shape": {"batch": batch, "seq": seq, "d": d, "L": L}}
+
+    per_child = [{key: record(c, d, L) for key, (d, L, _) in zip(keys, dims)}
+                 for c in range(3)]
+    gemm = {mode: GemmProbe(dtype=mode, n=8192, flop_per_call=2 * 8192**3,
+                              warmup_calls=3, seconds=[2 * 8192**3 / rate] * 3,
+                              median_seconds=2 * 8192**3 / rate, flops_per_second=rate,
+                              max_rel_error=1e-3, reference="fp64", settings={})}
+    copy = CopyProbe(buffer_bytes=2**30, bytes_per_call=2**31, warmup_calls=3,
+                     seconds=[2**31 / bw] * 3, median_seconds=2**31 / bw, bytes_per_second=bw)
+    memory = SimpleNamespace(laws=[SimpleNamespace(workload="tinylm", mode=mode,
+                                                   bytes_per_param=16.0)])
+    ctx = SimpleNamespace(req=CertifyRequest(), plan=plan, per_child=per_child,
+                          env=SimpleNamespace(device_memory_bytes=141 * 2**30, tf32_matmul=False,
+                                              float32_matmul_precision="highest",
+                                              device_type="cuda"),
+                          sections={"probes": SimpleNamespace(gemm=gemm, device_copy=copy),
+                                    "memory": memory})
+    sec = sizes_stage(ctx)["sizes"]
+    assert [z.spec for z in sec.sizes] == ["tinylm@d512L8H8b8s1024", "tinylm@d1024L12H16b8s1024",
+                                           "tinylm@d2048L8H32b8s1024"]
+    law = sec.size_law
+    assert law.sides == "profiled" and law.gemm_rate == rate and law.bandwidth == bw
+    assert law.coefficients["gemm_flops"] == pytest.approx(1.5 / rate, rel=0.02)
+    assert law.kernels_per_layer == pytest.approx(50) and law.issue_seconds == pytest.approx(30e-6)
+    assert law.held_out.label == "tinylm@d2048L8H32b8s1024" and abs(law.held_out.rel_error) < 0.02
+    assert sec.scaling.source.startswith("FLOPs counted") and sec.premise == "untested"
