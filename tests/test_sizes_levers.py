@@ -333,7 +333,7 @@ def test_ladder_sizes_are_read_from_the_sweeps_records(monkeypatch):
                      seconds=[2**31 / bw] * 3, median_seconds=2**31 / bw, bytes_per_second=bw)
     memory = SimpleNamespace(laws=[SimpleNamespace(workload="tinylm", mode=mode,
                                                    bytes_per_param=16.0)])
-    ctx = SimpleNamespace(req=CertifyRequest(), plan=plan, per_child=per_child,
+    ctx = SimpleNamespace(req=CertifyRequest(), plan=plan, per_child=per_child, results=[],
                           env=SimpleNamespace(device_memory_bytes=141 * 2**30, tf32_matmul=False,
                                               float32_matmul_precision="highest",
                                               device_type="cuda"),
@@ -348,3 +348,9 @@ def test_ladder_sizes_are_read_from_the_sweeps_records(monkeypatch):
     assert law.kernels_per_layer == pytest.approx(50) and law.issue_seconds == pytest.approx(30e-6)
     assert law.held_out.label == "tinylm@d2048L8H32b8s1024" and abs(law.held_out.rel_error) < 0.02
     assert sec.scaling.source.startswith("FLOPs counted") and sec.premise == "untested"
+    assert sec.warnings == []
+    # a sweep whose launch floor sits above the sizes' steps: said, and the law still fitted
+    ctx.results = [SimpleNamespace(time=SimpleNamespace(floor_seconds=0.05))]
+    sec = sizes_stage(ctx)["sizes"]
+    assert sec.size_law is not None and "of the ladder's 3 sizes lie at 2x or more of the " \
+        "sweep's launch floor (50 ms)" in sec.warnings[0]

@@ -30,6 +30,7 @@ from afford.certify.sweep import assemble_point, point_key
 from afford.core.published_constants import load_scaling
 from afford.fit.time.phases import growth, phase_child, phase_split, premise
 from afford.fit.time.size_law import fit_sizes_section
+from afford.fit.time.time_fit import WORK_OVER_FLOOR
 from afford.measure.children import Event, run_children
 from afford.measure.timing import TimingRule, rule_for
 from afford.schema.point import Point
@@ -140,7 +141,25 @@ def sizes_from_sweep(ctx, mode: str, ceil: tuple[float | None, float | None, flo
             p = assemble_point(c.seq, events, ctx.env.device_memory_bytes)
             sizes.append(SizePoint(spec=size_spec(c), d=c.d, L=c.L, H=c.H,
                                    params=_params(p, c), point=p))
-    return _section(sizes, mode, configs[0].batch, configs[0].seq, ceil)
+    return _section(sizes, mode, configs[0].batch, configs[0].seq, ceil,
+                    warnings=_above_floor(ctx.results, sizes))
+
+
+def _above_floor(results: list, sizes: list[SizePoint]) -> list[str]:
+    """Whether two sizes lie in the work regime (a step at least ``WORK_OVER_FLOOR`` x the
+    launch floor the sweep measured, the smallest warm step of any workload): the table was
+    chosen so on an H200; another card says so here."""
+    floors = [r.time.floor_seconds for r in results if r.time and r.time.floor_seconds]
+    if not floors:
+        return []
+    floor = min(floors)
+    above = [z.spec for z in sizes if z.point.usable
+             and z.point.median_seconds >= WORK_OVER_FLOOR * floor]  # type: ignore[operator]
+    if len(above) >= 2:
+        return []
+    return [f"{len(above)} of the ladder's {len(sizes)} sizes lie at {WORK_OVER_FLOOR:g}x or "
+            f"more of the sweep's launch floor ({floor * 1e3:.3g} ms): the law's device side "
+            "rests on the profiled busy times under it"]
 
 
 def _section(sizes: list[SizePoint], mode: str, batch: int, seq: int,
