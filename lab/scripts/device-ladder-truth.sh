@@ -9,8 +9,9 @@
 #  3. benches/ladder_truth.py: the ladder's per-step figure (and device busy time) against
 #     those truths, and `afford ladder` of the certificate as a user sees it.
 # Run from the repository root:  bash lab/scripts/device-ladder-truth.sh
-# $OUT receives 7 files: cert-default.json, tl-default.jsonl, ladder-truth.jsonl,
-# ladder-vs-truth.md, ladder-vs-truth.json, ladder.txt, log.txt.
+# $OUT receives 8 files: cert-default.json, tl-default.jsonl, timeline.txt (per child and
+# point: the seconds each took, so the ladder sizes' share of the sweep is read off),
+# ladder-truth.jsonl, ladder-vs-truth.md, ladder-vs-truth.json, ladder.txt, log.txt.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -26,6 +27,10 @@ t0=$(now)
 AFFORD_TIMELINE=$OUT/tl-default.jsonl timeout 170 python3 -m afford certify \
   --out $OUT/cert-default.json >>$log 2>&1
 echo "default certify rc=$? wall $(since $t0) s" | tee -a $log
+python3 benches/timeline_report.py $OUT/tl-default.jsonl > $OUT/timeline.txt 2>>$log
+grep -E "point .*tinylm@d(1024L12H16|2048L8H32)" $OUT/timeline.txt \
+  | sed -E 's/.*\(\+([0-9.]+) s\)/\1/' \
+  | awk '{s += $1} END {print "ladder sizes in the sweep children:", s, "s"}' | tee -a $log
 python3 - >>$log 2>&1 <<'EOF'
 import json, os
 c = json.load(open(os.environ["OUT"] + "/cert-default.json"))
