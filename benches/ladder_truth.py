@@ -36,56 +36,52 @@ def family_of(spec: str) -> str:
 
 def rows_for(cert_path: Path, truth_path: Path, workload: str | None = None
              ) -> tuple[list[dict], list[str]]:
+    from afford.schema.cert import load_certificate
+
+    cert = load_certificate(cert_path)
+    out, notes = [], []
+    for line in truth_path.read_text().splitlines():
+        got = row_for(cert, json.loads(line), workload)
+        (notes if isinstance(got, str) else out).append(got)
+    return out, notes
+
+
+def row_for(cert, t: dict, workload: str | None) -> dict | str:
+    """One truth against the ladder's rung at its parameters and shape; a string: why not."""
     from afford.core.errors import InputError
     from afford.core.published_constants import load_scaling
     from afford.plan.ladder_steps import Entry, ceilings, rung_step, step_source
     from afford.plan.scale_ladder import default_mode
-    from afford.schema.cert import load_certificate
 
-    cert = load_certificate(cert_path)
+    m = SHAPE.search(t.get("spec", ""))
+    if "step_seconds" not in t or m is None:
+        return f"{t.get('spec')}: no step, or no width and depth, in the truth"
+    family = workload or family_of(t["spec"])
+    mode = t.get("mode") or default_mode(cert, family)
+    try:
+        ceil, _, _ = ceilings(cert, family, mode, load_scaling())
+        src = step_source(cert, family, mode, ceil)
+    except InputError as exc:
+        return f"{t['spec']}: {exc}"
+    if src.law is None:
+        return f"{t['spec']}: no step from the ladder ({src.lacks})"
+    if (src.batch, src.seq) != (t["batch"], t["seq"]):
+        return (f"{t['spec']}: timed at {t['batch']}x{t['seq']}, the law is at "
+                f"{src.batch}x{src.seq}: skipped")
+    d, L, H = (int(g) if g else None for g in m.groups())
     device = cert.environment.device_name
-    out, notes = [], []
-    for line in truth_path.read_text().splitlines():
-        t = json.loads(line)
-        if "step_seconds" not in t:
-            notes.append(f"{t.get('spec')}: no step in the truth ({t.get('error', '?')})")
-            continue
-        m = SHAPE.search(t["spec"])
-        if m is None:
-            notes.append(f"{t['spec']}: the spec names no width and depth")
-            continue
-        family = workload or family_of(t["spec"])
-        mode = t.get("mode") or default_mode(cert, family)
-        try:
-            ceil, _, _ = ceilings(cert, family, mode, load_scaling())
-            src = step_source(cert, family, mode, ceil)
-        except InputError as exc:
-            notes.append(f"{t['spec']}: {exc}")
-            continue
-        if src.law is None:
-            notes.append(f"{t['spec']}: no step from the ladder ({src.lacks})")
-            continue
-        if (src.batch, src.seq) != (t["batch"], t["seq"]):
-            notes.append(f"{t['spec']}: timed at {t['batch']}x{t['seq']}, the law is at "
-                         f"{src.batch}x{src.seq}: skipped")
-            continue
-        d, L, H = (int(g) if g else None for g in m.groups())
-        got = rung_step(src, Entry(float(t["params"]), d, L, H), ceil.bytes_per_param, device)
-        if got is None:
-            notes.append(f"{t['spec']}: no step from the ladder ({src.lacks})")
-            continue
-        sides = src.law.predict(got.work)
-        err = got.seconds.value / t["step_seconds"] - 1.0
-        stated = got.error.value if got.error is not None else None
-        out.append({"spec": t["spec"], "family": src.workload, "params": t["params"],
-                    "truth_device": t.get("device"), "same_machine": t.get("device") == device,
-                    "beyond": got.beyond, "truth_step": t["step_seconds"],
-                    "ladder_step": got.seconds.value, "error": err,
-                    "truth_busy": t.get("busy_seconds"), "ladder_busy": sides.busy,
-                    "regime": sides.regime, "stated_error": stated,
-                    "within_stated": None if stated is None else abs(err) <= stated,
-                    "stated_source": got.error.source if got.error is not None else ""})
-    return out, notes
+    got = rung_step(src, Entry(float(t["params"]), d, L, H), ceil.bytes_per_param, device)
+    sides = src.law.predict(got.work)
+    err = got.seconds.value / t["step_seconds"] - 1.0
+    stated = got.error.value if got.error is not None else None
+    return {"spec": t["spec"], "family": src.workload, "params": t["params"],
+            "truth_device": t.get("device"), "same_machine": t.get("device") == device,
+            "beyond": got.beyond, "truth_step": t["step_seconds"],
+            "ladder_step": got.seconds.value, "error": err,
+            "truth_busy": t.get("busy_seconds"), "ladder_busy": sides.busy,
+            "regime": sides.regime, "stated_error": stated,
+            "within_stated": None if stated is None else abs(err) <= stated,
+            "stated_source": got.error.source if got.error is not None else ""}
 
 
 def _pct(v: float | None) -> str:
