@@ -527,7 +527,7 @@ def test_the_default_gpu_certificate_answers_every_row(with_rate):
     assert lad_.law_checks.endswith("at x2.7 beyond the others")
 
 
-def _family_cert(with_shape: bool = True):
+def _family_cert(with_shape: bool = True, name: str = "hf:gpt_neox@d1024L16"):
     """A certificate of one user family measured at d1024 L16 (V 32000) at four batch x
     seq, profiled: busy 2 x the GEMM bound + 5 us per kernel, 1900 kernels, host 30 us each."""
     from afford.schema.cert import WorkloadResult
@@ -548,7 +548,7 @@ def _family_cert(with_shape: bool = True):
                                        "flops": StepFlops(gemm=g, attn=a),
                                        "device_busy_seconds": busy, "kernels_per_step": 1900.0,
                                        "device_gap_seconds": 1e-6}))
-    r = WorkloadResult(name="hf:gpt_neox@d1024L16", source="builtin", mode="bf16",
+    r = WorkloadResult(name=name, source="builtin", mode="bf16",
                        sweep_param="seq", points=pts)
     return certificate(None).model_copy(update={"workloads": [r]})
 
@@ -573,6 +573,15 @@ def test_a_users_family_is_scaled_from_its_one_measured_size(with_rate):
     assert big.step.value == pytest.approx(busy2 + 1e-6 * 1900, rel=0.05)
     assert big.beyond == pytest.approx(937e6 / n0)
     assert big.wall_a_error is None  # one size of the family, no tinylm law: unchecked
+
+
+def test_a_module_factory_whose_shape_names_d_and_L_is_scaled_too(with_rate):
+    cert = _family_cert(name="mylab.models:make_lm")
+    lad_ = lad(cert, "1B", workload="mylab.models:make_lm")
+    row = lad_.rows[0]
+    assert lad_.workload == "mylab.models:make_lm" and row.step is not None
+    assert row.shape_note.startswith("chosen: d1664L26 at mylab.models:make_lm's aspect")
+    assert row.affordable is not None and row.wall_a.extrapolated
 
 
 def test_a_family_that_cannot_be_scaled_says_why(with_rate):
