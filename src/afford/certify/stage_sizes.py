@@ -49,9 +49,11 @@ SIZES: dict[str, tuple[int, int, list[tuple[int, int, int]]]] = {
 }
 # device class -> (batch, seq, [(d, L, H), ...]): the ladder's sizes inside the default
 # certify's sweep. The first is the default tinylm at the table's seq (a sweep point
-# already); the other two lie above the launch floor measured by that sweep on an H200
-# (10 ms: ~25 ms and ~45 ms there) and vary depth (L8 -> L12) and width (d1024 -> d2048),
-# the largest 2.7x the next in parameters, so the held-out check is an extrapolation.
+# already); the other two should lie above the launch floor on an H200 (10 ms there; by the
+# 2026-12-02 sizes certificate, d768 L12 and d1024 L16 stepped 27 and 33 ms, so d1024 L12
+# about 30 and d2048 L8, 2x the FLOPs of d1024 L16, about 60: the stage checks against the
+# floor its sweep measured) and vary depth (L8 -> L12) and width (d1024 -> d2048), the
+# largest 2.7x the next in parameters, so the held-out check is an extrapolation.
 LADDER_SIZES: dict[str, tuple[int, int, list[tuple[int, int, int]]]] = {
     "small-gpu": (8, 256, [(256, 4, 4), (512, 6, 8), (1024, 4, 16)]),
     "large-gpu": (8, 1024, [(512, 8, 8), (1024, 12, 16), (2048, 8, 32)]),
