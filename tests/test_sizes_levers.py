@@ -80,6 +80,7 @@ def test_ladder_sizes_ride_in_the_sweep_on_a_gpu():
     assert [it["workload"] for it in plan.sizes] == ["tinylm@d1024L12H16b8s1024",
                                                      "tinylm@d2048L8H32b8s1024"]
     assert all(k in [it["key"] for it in plan.items] for k in keys)
+    assert all(it["synced"] is False for it in plan.sizes)  # no synced steps: seconds saved
     assert resolve(CertifyRequest(sizes=True), "cuda", "large-gpu", "cuda:0").sizes == []
     assert resolve(CertifyRequest(ladder_sizes=False), "cuda", "large-gpu", "cuda:0").sizes == []
     assert resolve(CertifyRequest(workloads=["tinylm"]), "cpu", "cpu", "cpu").sizes == []

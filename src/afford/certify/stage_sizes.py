@@ -94,7 +94,7 @@ def ladder_items(workloads: list, device_class: str) -> list[dict]:
         if _in_sweep(workloads, c, mode) is None:
             spec = size_spec(c)
             out.append({"key": point_key(spec, mode, c.seq), "workload": spec, "mode": mode,
-                        "value": c.seq})
+                        "value": c.seq, "synced": False})  # the law reads no synced steps
     return out
 
 
