@@ -239,9 +239,9 @@ def test_memory_law_when_present_and_not_resident(monkeypatch):
 
     def answer(cert, name, shape, mode=None, alloc_conf=""):
         seen.update(shape, name=name, mode=mode)
-        return SimpleNamespace(budgeted=Tagged(value=120e9, unit="B", tag=Tag.FITTED,
-                                               source="memory law, reserved"),
-                               basis="the memory law")
+        return SimpleNamespace(figure=Tagged(value=120e9, unit="B", tag=Tag.FITTED,
+                                             source="memory law, reserved"),
+                               why="the memory law", extrapolated=False, reasons=())
 
     monkeypatch.setattr(figures, "memory_answer", answer)
     row = lad(certificate(linear_sizes()), "1B:d2048L20H16").rows[0]

@@ -121,12 +121,9 @@ def memory_answer(cert: Certificate, name: str, shape: dict[str, int],
     (``{"batch": 16, "seq": 2048}``) or the law's (B, s, d, L, H), plus ``params`` when d,
     L or H differ from the certified model; missing keys keep the certified base shape."""
     law = law_or_none(cert, name, mode)
-    run = run_label(cert)
     if law is None:
-        return answers.point_answer(cert, name, mode, shape, run, budget)
-    return answers.answer(law, shape, run, measured_shapes=answers.sweep_measured(cert, law, run),
-                          alloc_conf=alloc_conf, budget=budget,
-                          settle=answers.settle_command(law.workload, law.mode))
+        return answers.point_answer(cert, name, mode, shape, run_label(cert), budget)
+    return answers.for_cert(cert, law, shape, alloc_conf, budget)
 
 
 def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
@@ -157,17 +154,7 @@ def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes:
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    budget = module(budget_bytes, "B", "the budget given")
-    key = law.dim_keys.get("B", "B")
-    guess = answers.guess_batch(law, shape, budget_bytes, run_label(cert))
-    n, at = answers.largest_batch(
-        lambda b: memory_answer(cert, name, {**shape, key: b}, law.mode, alloc_conf, budget),
-        guess)
-    s = at.shape["s"] if at is not None else shape.get(law.dim_keys.get("s", "s"))
-    src = at.source if at is not None else "law"
-    return fitted(n, "sequences", f"largest batch whose memory answer ({src}) fits "
-                  f"{budget_bytes:.0f} B at seq {s}; {law.workload} {law.mode}; "
-                  f"{run_label(cert)}", extrapolated=bool(at and at.extrapolated))
+    return answers.max_batch_for_cert(cert, law, shape, budget_bytes, alloc_conf)
 
 
 def _probes(cert: Certificate):

@@ -685,3 +685,33 @@ def judged_plain(out: MemoryAnswer, budget: Tagged) -> MemoryAnswer:
     return out.model_copy(update={
         "budget": budget, "share": module(fig / cap, "ratio", "peak / budget"),
         "fits": level, "fits_why": _why(level, fig, fig, cap)})
+
+
+def for_cert(cert, law: MemoryLaw, shape: dict[str, int], alloc_conf: str = "",
+             budget: Tagged | None = None) -> MemoryAnswer:
+    """:func:`answer` with what the certificate measured beside the law (its sweep's and
+    design's points) and the command that would settle it."""
+    from afford.core.provenance import run_label
+
+    run = run_label(cert)
+    return answer(law, shape, run, measured_shapes=sweep_measured(cert, law, run),
+                  alloc_conf=alloc_conf, budget=budget,
+                  settle=settle_command(law.workload, law.mode))
+
+
+def max_batch_for_cert(cert, law: MemoryLaw, shape: dict[str, int], budget_bytes: float,
+                       alloc_conf: str = "") -> Tagged:
+    """The largest batch whose :func:`for_cert` answer fits ``budget_bytes`` at ``shape``
+    (its batch ignored), FITTED."""
+    from afford.core.provenance import run_label
+
+    run = run_label(cert)
+    budget = module(budget_bytes, "B", "the budget given")
+    key = law.dim_keys.get("B", "B")
+    n, at = largest_batch(lambda b: for_cert(cert, law, {**shape, key: b}, alloc_conf, budget),
+                          guess_batch(law, shape, budget_bytes, run))
+    s = at.shape["s"] if at is not None else shape.get(law.dim_keys.get("s", "s"))
+    src = at.source if at is not None else "law"
+    return fitted(n, "sequences", f"largest batch whose memory answer ({src}) fits "
+                  f"{budget_bytes:.0f} B at seq {s}; {law.workload} {law.mode}; {run}",
+                  extrapolated=bool(at and at.extrapolated))

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from afford.core.errors import InputError
 from afford.core.provenance import Tagged, fitted, measured, module
 from afford.core.published_constants import MEMORY_FRACTION, check_fraction
+from afford.figures import memory_at
 from afford.figures import replay_figures as memory_replay
 from afford.figures.memory_at import MemoryAnswer
 from afford.figures.replay_figures import ReplayAnswer
@@ -175,8 +176,6 @@ def size(cert, name: str | None, seq: int, batch: int | None, mode: str | None,
     and the verdicts on their constants; ``constants``: the user's own sizing constants,
     judged beside the built-in defaults; ``alloc_conf``: the ``PYTORCH_CUDA_ALLOC_CONF`` the
     run will have."""
-    from afford import figures
-
     check_fraction(budget_fraction, "the budget fraction")
     law = memory_replay.current(find_law(cert, name, mode))
     extra, user_notes = (), []
@@ -186,11 +185,11 @@ def size(cert, name: str | None, seq: int, batch: int | None, mode: str | None,
         user_notes = [why] if why else []
     budget = budget_of(cert, budget_fraction)
     sk = law.dim_keys.get("s", "s")
-    mb = figures.max_batch(cert, law.workload, {sk: seq}, budget.value, law.mode,
-                           alloc_conf) if budget else None
+    mb = memory_at.max_batch_for_cert(cert, law, {sk: seq}, budget.value, alloc_conf) \
+        if budget else None
     b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
     shape = {sk: seq, law.dim_keys.get("B", "B"): b}
-    mem = figures.memory_answer(cert, law.workload, shape, law.mode, alloc_conf, budget)
+    mem = memory_at.for_cert(cert, law, shape, alloc_conf, budget)
     pred = sizing.predict(law, shape, run)
     dev_mem = cert.environment.device_memory_bytes
     over = bool(dev_mem) and float(mem.figure.value) > dev_mem

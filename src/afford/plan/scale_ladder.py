@@ -347,7 +347,8 @@ def memory_bytes(ctx: _Context, e: Entry, shape: tuple[int, int, int] | None
             "batch": src.batch, "seq": src.seq, "d": d, "L": L, "H": H,
             "params": round(e.params)}, ctx.mode)
         if got is not None:
-            return got.budgeted, f"reserved: {got.basis}"
+            return got.figure, (f"reserved: {got.why}" + (
+                f" (extrapolated: {'; '.join(got.reasons)})" if got.extrapolated else ""))
     k = ctx.constants.state_bytes_per_param
     why = ("shape unknown" if shape is None else
            f"no memory law for {src.workload} in this certificate")
