@@ -18,6 +18,7 @@ from afford.certify.stage_time import (
 from afford.fit.time.time_design import long_factors, static_design
 from afford.fit.time.time_noise import disagreement, time_verdict
 from afford.schema.cert import load_certificate
+from afford.schema.time_law import predict_at
 from tests.time_fakes import FakeRounds, law, shape_of, sweep, tinylm_large
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,8 +339,8 @@ def test_a_certificate_with_a_time_model_round_trips(tmp_path):
     path = save_certificate(cert, tmp_path / "c.json")
     again = load_certificate(path)
     assert again.workloads[0].time == out.time
-    assert again.workloads[0].time.model.predict(batch=8, seq=6144) == \
-        out.time.model.predict(batch=8, seq=6144)
+    assert predict_at(again.workloads[0].time.model, batch=8, seq=6144) == \
+        predict_at(out.time.model, batch=8, seq=6144)
     assert json.loads(path.read_text())["time_verdict"]["label"] == "OK"
 
 

@@ -17,14 +17,8 @@ from pathlib import Path
 
 from afford.schema.cert import Certificate, load_certificate
 from afford.schema.point import Point
-from afford.schema.time_law import (
-    CandidateFit,
-    FeatureLaw,
-    FeatureScaling,
-    ModelPoint,
-    StepTimeModel,
-    TimeVerdict,
-)
+from afford.schema.time_features import FeatureLaw, FeatureScaling
+from afford.schema.time_law import CandidateFit, ModelPoint, StepTimeModel, TimeVerdict
 from afford.schema.time_section import CertTimeVerdict, Regime, WorkloadTime
 from tests.plan_helpers import GIB, make_cert
 
@@ -59,9 +53,7 @@ def time_model(*, warnings: list[str] | None = None) -> StepTimeModel:
         axes="batch_seq", form="max", params=params,
         reason="max: LOO worst 2.0% vs sum 9.0%",
         scaling=FeatureScaling(axes="batch_seq", laws=laws), candidates=[cand],
-        points=fitted, ranges={"batch": (4.0, 16.0), "seq": (256.0, 512.0),
-                               "tokens": (2048.0, 4096.0)},
-        held_out=[model_point(2, 1024, 0.52)], floor_left=True,
+        points=fitted, held_out=[model_point(2, 1024, 0.52)], floor_left=True,
         floor_note="the step grew 2x per doubling of tokens", warnings=warnings or [])
 
 

@@ -1,4 +1,4 @@
-"""The new step-time forms, fitted with non-negative coefficients.
+"""The step-time forms over a shape's counted work, fitted with non-negative coefficients.
 
 The host issues a step's kernels asynchronously, so a warm step costs about the larger of
 the host's time to issue them (a floor F, the same at every shape of a workload) and the
@@ -31,7 +31,9 @@ says so (``notes``).
 ``max`` is fitted by trying each split of the points into floor and work sides (sorted by
 seconds), each side's least squares closed, then polishing the best on the true residuals;
 ``smooth_max`` starts from the max and sum fits. Evaluating a fitted form at a shape is
-:func:`afford.schema.time_law.evaluate_form` (a stored model needs no scipy).
+:func:`afford.schema.time_law.evaluate_form` (a stored model needs no scipy). The same forms
+fit the wall step (:mod:`afford.fit.time.time_fit`) and the device's busy time
+(:mod:`afford.fit.time.step_sides`).
 """
 
 from __future__ import annotations
@@ -41,12 +43,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from afford.fit.stats import r2_score
 from afford.fit.time.step_features import CountedShape, FeatureScaling, seq_tokens
-from afford.schema.time_law import PARAM_OF, evaluate_form
+from afford.schema.time_law import FORMS, PARAM_OF, CandidateFit, evaluate_form
 
-evaluate = evaluate_form  # the forms' values at a shape live with the stored model
-
-NEW_FORMS = ("max", "sum", "smooth_max")
 COLUMNS = ("const", "gemm_flops", "attn_flops", "tokens", "seq_tokens")  # priority
 RIDGE = 1e-6  # pulls an unidentified split of the work to the prior; negligible otherwise
 COLLINEAR = 1e-6  # a column within this relative norm of the span of earlier ones is dropped
@@ -298,12 +298,12 @@ def work_side(form: str, theta: np.ndarray, d: _Design) -> int:
 
 def fit_forms(forms: Sequence[str], rows: Sequence[dict], y: np.ndarray, sigma: np.ndarray,
               gemm_rate: float | None) -> dict[str, tuple[dict[str, float], int, list[str]]]:
-    """Fit the new ``forms`` over one set of points: per form its parameters (SI units), its
-    number of free parameters and its notes."""
+    """Fit ``forms`` (of :data:`~afford.schema.time_law.FORMS`) over one set of points: per
+    form its parameters (SI units), its number of free parameters and its notes."""
     full = design(rows, y, sigma, gemm_rate)
     out: dict[str, tuple[dict[str, float], int, list[str]]] = {}
     fitted: dict[str, np.ndarray] = {}
-    for form in ("max", "sum", "smooth_max"):
+    for form in FORMS:
         if form not in forms and not (form != "smooth_max" and "smooth_max" in forms):
             continue
         d = full.without_const() if form == "sum" else full
@@ -333,4 +333,33 @@ def fit_forms(forms: Sequence[str], rows: Sequence[dict], y: np.ndarray, sigma: 
                          "(no constant work, an attention FLOP costs a GEMM FLOP)")
         n_params = 1 + m + (1 if form == "smooth_max" else 0)
         out[form] = (_to_params(form, theta, d), n_params, notes)
+    return out
+
+
+def candidates(forms: Sequence[str], rows: Sequence[dict], y: np.ndarray, sigma: np.ndarray,
+               gemm_rate: float | None, with_loo: bool = True) -> dict[str, CandidateFit]:
+    """Each of ``forms`` fitted over the points (:func:`fit_forms`), with its in-sample
+    residuals and, from three points on (``with_loo``), its leave-one-out errors: each point
+    predicted by the form refitted without it. Seconds ``y`` are the wall step
+    (:mod:`afford.fit.time.time_fit`) or the device's busy time
+    (:mod:`afford.fit.time.step_sides`)."""
+    if not forms:
+        return {}
+    fits = fit_forms(forms, rows, y, sigma, gemm_rate)
+    n = len(y)
+    loo: dict[str, list[float]] = {f: [] for f in fits}
+    if n >= 3 and with_loo:
+        for i in range(n):
+            keep = [j for j in range(n) if j != i]
+            sub = fit_forms(list(fits), [rows[j] for j in keep], y[keep], sigma[keep],
+                            gemm_rate)
+            for f in fits:
+                loo[f].append(float(evaluate_form(f, sub[f][0], rows[i]) / y[i] - 1.0))
+    out = {}
+    for f, (params, n_params, notes) in fits.items():
+        pred = np.array([evaluate_form(f, params, r) for r in rows])
+        out[f] = CandidateFit(form=f, params=params, n_params=n_params,
+                              r2_log=r2_score(np.log(y), np.log(np.maximum(pred, 1e-300))),
+                              residuals=[float(v) for v in pred / y - 1.0],
+                              loo_rel_errors=loo[f] or None, note="; ".join(notes) or None)
     return out
