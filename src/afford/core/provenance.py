@@ -26,7 +26,7 @@ import math
 from enum import Enum
 from typing import Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 
 class Tag(str, Enum):
@@ -71,6 +71,15 @@ class Tagged(BaseModel):
         if not self.low - slack <= v <= self.high + slack:
             raise ValueError(f"band {self.low:.6g}..{self.high:.6g} does not hold {v:.6g}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _point_without_band(self, handler):
+        """A point is written as before bands existed: ``low`` and ``high`` only where set."""
+        out = handler(self)
+        if isinstance(out, dict) and self.low is None:
+            out.pop("low", None)
+            out.pop("high", None)
+        return out
 
     @property
     def band(self) -> tuple[float, float] | None:
