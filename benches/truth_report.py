@@ -190,7 +190,7 @@ def _band_widths(band: list[dict]) -> dict:
     across = []
     for name in sorted({r["workload"] for r in band}):
         per = [r["truth_step"] / r["kernels"] for r in band
-               if r["workload"] == name and r["kernels"]]
+               if r["workload"] == name and r["kernels"] and r["regime"] == "host"]
         if len(per) >= 2:
             across.append((max(per) - min(per)) / statistics.median(per))
     return {"band_width_median": statistics.median(widths), "band_width_worst": max(widths),

@@ -13,6 +13,7 @@ import pydantic
 import pytest
 
 from afford.fit.time.step_features import CountedShape, fit_scaling, op_class, split_flops
+from afford.fit.time.step_forms import FLOOR_WEIGHT
 from afford.fit.time.time_design import (
     DesignLimits,
     DesignShape,
@@ -25,7 +26,6 @@ from afford.fit.time.time_design import (
 )
 from afford.fit.time.time_design import growth as time_growth
 from afford.fit.time.time_fit import (
-    FLOOR_WEIGHT,
     CandidateFit,
     StepPoint,
     choose_form,
@@ -268,14 +268,35 @@ def test_an_unidentified_split_follows_the_prior_and_says_so():
     assert "not identified" in m.chosen.note and m.warnings[0] == m.chosen.note
 
 
-def test_held_out_seconds_never_move_the_fit():
+def test_held_out_seconds_never_move_their_own_judgement():
+    """The held-out shapes are predicted by the model fitted without them (their errors, the
+    verdict's, cannot depend on their seconds); only then is the model refitted over them
+    (``fitted_with_held_out``), so its predictions rest on every measured shape."""
     pts = [point(b, s, max_law(b, s)) for b, s in DESIGN]
     a = fit_step_time(pts, held_out=[point(64, 1024, 1.0, counted=False)])
     b = fit_step_time(pts, held_out=[point(64, 1024, 3.0, counted=False)])
-    assert a.params == b.params and a.form == b.form
+    assert a.form == b.form
+    assert a.held_out[0].predicted_seconds == b.held_out[0].predicted_seconds
     assert b.held_out[0].rel_error == pytest.approx(a.held_out[0].predicted_seconds / 3 - 1)
-    again = evaluate_held_out(a, [point(64, 1024, 2.0, counted=False)])
+    assert a.fitted_with_held_out and a.params != b.params  # the refit reads them
+    judged = fit_step_time(pts, held_out=[point(64, 1024, 3.0, counted=False)],
+                           refit_held_out=False)
+    assert not judged.fitted_with_held_out and judged.params == fit_step_time(pts).params
+    again = evaluate_held_out(judged, [point(64, 1024, 2.0, counted=False)])
     assert again[0].predicted_seconds == a.held_out[0].predicted_seconds
+
+
+def test_refitted_over_an_exact_held_out_shape_the_model_keeps_the_law():
+    """Points and a held-out shape on one max law: the refit over all of them keeps it (its
+    prediction at a shape of neither within 1e-3), and the fitted points carry the refitted
+    model's own predictions."""
+    pts = [point(b, s, max_law(b, s)) for b, s in DESIGN]
+    m = fit_step_time(pts, held_out=[point(64, 1024, max_law(64, 1024), counted=False)])
+    assert m.fitted_with_held_out and "refitted over the 1 held-out shape(s)" in m.reason
+    assert predict_at(m, batch=8, seq=6144).seconds == pytest.approx(max_law(8, 6144), rel=1e-3)
+    for p in m.points:
+        assert p.predicted_seconds == pytest.approx(
+            predict_at(m, batch=p.batch, seq=p.seq).seconds, rel=1e-12)
 
 
 def test_too_few_points_or_bad_seconds_are_refused():

@@ -36,11 +36,13 @@ def accuracy_text(model: StepTimeModel) -> str:
 def _factor(model: StepTimeModel, tokens: float | None, seq: float | None, n: float | None
             ) -> tuple[float, float, str]:
     """(the asked shape's factor beyond the fitted range, the factor the held-out shapes
-    tested, on which axis): tokens and sequence (or n), the larger factor."""
-    fitted = {a: max(v for v in (getattr(p, a) for p in model.points) if v is not None)
-              for a in ("tokens", "seq", "n")
-              if any(getattr(p, a) is not None for p in model.points)}
-    held = {a: max([v for v in (getattr(p, a) for p in model.held_out) if v is not None],
+    tested, on which axis): tokens and sequence (or n), the larger factor. A model refitted
+    over its held-out shapes was fitted up to them: beyond, nothing tested it."""
+    pts = [*model.points, *model.held_out] if model.fitted_with_held_out else model.points
+    fitted = {a: max(v for v in (getattr(p, a) for p in pts) if v is not None)
+              for a in ("tokens", "seq", "n") if any(getattr(p, a) is not None for p in pts)}
+    tested = [] if model.fitted_with_held_out else model.held_out
+    held = {a: max([v for v in (getattr(p, a) for p in tested) if v is not None],
                    default=0.0) for a in fitted}
     best = (1.0, 1.0, "tokens")
     for axis, value in (("tokens", tokens), ("seq", seq), ("n", n)):

@@ -220,6 +220,10 @@ class StepTimeModel(BaseModel):
     sides: SidesModel | None = Field(None, description="GPU: the step as host issue time "
                                      "and device busy time; when present it is the model "
                                      "(``form`` is then the best one-sided fit, kept beside)")
+    fitted_with_held_out: bool = Field(False, description="after the held-out shapes judged "
+                                       "the model (``held_out`` keeps that judgement), its "
+                                       "parameters were refitted over them too: it predicts "
+                                       "from every shape measured")
 
     @model_validator(mode="before")
     @classmethod

@@ -45,7 +45,7 @@ import numpy as np
 
 from afford.fit.stats import r2_score
 from afford.fit.time.step_features import CountedShape, FeatureScaling, seq_tokens
-from afford.schema.time_law import FORMS, PARAM_OF, CandidateFit, evaluate_form
+from afford.schema.time_law import FORMS, PARAM_OF, CandidateFit, FormName, evaluate_form
 
 COLUMNS = ("const", "gemm_flops", "attn_flops", "tokens", "seq_tokens")  # priority
 RIDGE = 1e-6  # pulls an unidentified split of the work to the prior; negligible otherwise
@@ -363,3 +363,72 @@ def candidates(forms: Sequence[str], rows: Sequence[dict], y: np.ndarray, sigma:
                               residuals=[float(v) for v in pred / y - 1.0],
                               loo_rel_errors=loo[f] or None, note="; ".join(notes) or None)
     return out
+
+
+# ---- the choice among fitted forms ---------------------------------------------------------
+
+LOO_TIE = 0.01  # worst leave-one-out errors closer than 1 point are a tie (children agree
+# within ~2 % in the work regime: a smaller difference is not evidence)
+WORK_OVER_FLOOR = 2.0  # or: the model's work at the largest point is >= 2x its floor
+MIN_JUDGED = 3  # fewer work-regime points than this: the choice judges every point
+FLOOR_WEIGHT = 0.1  # a floor point's LOO error counts a tenth: its tolerance is 10x (50 % / 5 %)
+
+
+class StepPoint(CountedShape):
+    """A measured shape: its warm step's seconds and their relative uncertainty."""
+
+    seconds: float
+    rel_sigma: float | None = None
+    label: str | None = None
+
+
+def work_regime(seconds: Sequence[float], floor: float | None = None) -> list[bool]:
+    """Which measured steps lie in the work regime: at least ``WORK_OVER_FLOOR`` times the
+    floor, estimated by the smallest step measured (or given). The floor itself is a
+    per-process figure, so its points say little about a form."""
+    y = [float(v) for v in seconds]
+    base = min(y) if floor is None else floor
+    return [v >= WORK_OVER_FLOOR * base for v in y]
+
+
+def _judged_errors(c: CandidateFit, judged: Sequence[bool] | None) -> list[float]:
+    errors = c.loo_rel_errors or []
+    if judged is None:
+        return [abs(e) for e in errors]
+    return [abs(e) * (1.0 if j else FLOOR_WEIGHT) for e, j in zip(errors, judged)]
+
+
+def choose_form(candidates: Sequence[CandidateFit], judged: Sequence[bool] | None = None
+                ) -> tuple[FormName, str]:
+    """The form with the smallest worst leave-one-out |error|; forms within ``LOO_TIE`` of it
+    are split by the order of ``FORMS`` (max first: a step issued asynchronously costs
+    the larger of host and device time; then sum, smooth_max).
+    ``judged``: which points' errors count (the work regime, :func:`work_regime`; every point
+    when None or when fewer than ``MIN_JUDGED`` are). Returns the form and a one-line reason.
+    R^2 plays no part. Without leave-one-out errors (two points): the first candidate, said
+    so."""
+    if not candidates:
+        raise ValueError("no form could be fitted to these points")
+    if judged is not None and sum(bool(j) for j in judged) < MIN_JUDGED:
+        judged = None
+    scored = [(c, _judged_errors(c, judged)) for c in candidates if c.loo_rel_errors]
+    if not scored:
+        first = candidates[0]
+        return first.form, (f"{first.form}: no leave-one-out check was possible "
+                            f"({len(first.residuals)} points); the first form tried")
+    worst = {c.form: max(e) for c, e in scored}
+    best = min(worst.values())
+    tied = [c for c, _ in scored if worst[c.form] <= best + LOO_TIE]
+    pick = min(tied, key=lambda c: FORMS.index(c.form))
+    others = ", ".join(f"{c.form} {worst[c.form]:.1%}" for c, _ in
+                       sorted(scored, key=lambda ce: worst[ce[0].form]) if c is not pick)
+    tie = ""
+    if len(tied) > 1:
+        tie = (f"; tied within {LOO_TIE:.1%} with "
+               f"{', '.join(c.form for c in tied if c is not pick)}: the first of "
+               f"{', '.join(FORMS)} (max: the asynchronous step's physics)")
+    over = ("" if judged is None else
+            f" over the {sum(bool(j) for j in judged)} work-regime points (floor points' "
+            f"errors at {FLOOR_WEIGHT:g}x)")
+    return pick.form, (f"{pick.form}: LOO worst {worst[pick.form]:.1%}{over}"
+                       + (f" vs {others}" if others else "") + tie)

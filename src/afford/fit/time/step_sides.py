@@ -35,8 +35,7 @@ import numpy as np
 
 from afford.fit.stats import median
 from afford.fit.time.step_features import FeatureScaling
-from afford.fit.time.step_forms import BOUND_SHARE, candidates, feature_rows
-from afford.fit.time.time_fit import StepPoint, choose_form
+from afford.fit.time.step_forms import BOUND_SHARE, StepPoint, candidates, choose_form, feature_rows
 from afford.schema.time_law import (
     FORMS,
     CandidateFit,
@@ -174,3 +173,18 @@ def fit_sides(points: Sequence[SidePoint], scaling: FeatureScaling,
                         model.device.form)
         loo.append(_wall_at(sub, p, rows[i]) / p.seconds - 1.0)
     return model.model_copy(update={"loo_rel_errors": loo})
+
+
+def refit_sides(judged: SidesModel, points: Sequence[SidePoint], rows: Sequence[dict],
+                gemm_rate: float | None) -> SidesModel:
+    """The judged two-sided model over more measured points (its held-out shapes, once they
+    have judged it): the device's chosen form refitted, the gap and the host side read again
+    over them (more readings of the floor for the band); the form's choice, its
+    leave-one-out errors (the device side's uncertainty) and the wall's are the judged
+    model's, not computed again."""
+    again = _assemble(points, rows, gemm_rate, judged.device.form)
+    device = judged.device.model_copy(update={
+        "params": again.device.params,
+        "reason": f"{judged.device.reason}; refitted over {len(points)} points"})
+    return again.model_copy(update={"device": device, "loo_rel_errors": judged.loo_rel_errors,
+                                    "notes": judged.notes + again.notes})

@@ -38,7 +38,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from afford.fit.time.step_features import CountedShape, FeatureScaling, fit_scaling, shape_axes
-from afford.fit.time.step_forms import candidates, feature_rows
+from afford.fit.time.step_forms import (
+    WORK_OVER_FLOOR,
+    StepPoint,
+    candidates,
+    choose_form,
+    feature_rows,
+    fit_forms,
+    work_regime,
+)
+from afford.fit.time.step_sides import SidePoint, refit_sides
 from afford.schema.time_law import (
     FORMS,
     CandidateFit,
@@ -50,83 +59,15 @@ from afford.schema.time_law import (
     predict_at,
 )
 
-__all__ = ["FORMS", "CandidateFit", "FormName", "ModelPoint", "StepPoint", "StepTimeModel",
-           "choose_form", "evaluate_held_out", "fit_step_time", "top_growth_per_doubling",
-           "work_regime"]
+__all__ = ["FORMS", "WORK_OVER_FLOOR", "CandidateFit", "FormName", "ModelPoint", "StepPoint",
+           "StepTimeModel", "choose_form", "evaluate_held_out", "fit_step_time",
+           "top_growth_per_doubling", "work_regime"]
 
-LOO_TIE = 0.01  # worst leave-one-out errors closer than 1 point are a tie (children agree
-# within ~2 % in the work regime: a smaller difference is not evidence)
 GROWTH_WORK = 1.5  # per doubling of tokens: the step clearly grows (the work regime)
-WORK_OVER_FLOOR = 2.0  # or: the model's work at the largest point is >= 2x its floor
-MIN_JUDGED = 3  # fewer work-regime points than this: the choice judges every point
-FLOOR_WEIGHT = 0.1  # a floor point's LOO error counts a tenth: its tolerance is 10x (50 % / 5 %)
-
-
-class StepPoint(CountedShape):
-    """A measured shape: its warm step's seconds and their relative uncertainty."""
-
-    seconds: float
-    rel_sigma: float | None = None
-    label: str | None = None
-
-
-# ---- candidates, leave-one-out and the choice ------------------------------------------
 
 
 def _sigma(points: Sequence[StepPoint]) -> np.ndarray:
     return np.array([p.rel_sigma if p.rel_sigma is not None else np.nan for p in points])
-
-
-def work_regime(seconds: Sequence[float], floor: float | None = None) -> list[bool]:
-    """Which measured steps lie in the work regime: at least ``WORK_OVER_FLOOR`` times the
-    floor, estimated by the smallest step measured (or given). The floor itself is a
-    per-process figure, so its points say little about a form."""
-    y = [float(v) for v in seconds]
-    base = min(y) if floor is None else floor
-    return [v >= WORK_OVER_FLOOR * base for v in y]
-
-
-def _judged_errors(c: CandidateFit, judged: Sequence[bool] | None) -> list[float]:
-    errors = c.loo_rel_errors or []
-    if judged is None:
-        return [abs(e) for e in errors]
-    return [abs(e) * (1.0 if j else FLOOR_WEIGHT) for e, j in zip(errors, judged)]
-
-
-def choose_form(candidates: Sequence[CandidateFit], judged: Sequence[bool] | None = None
-                ) -> tuple[FormName, str]:
-    """The form with the smallest worst leave-one-out |error|; forms within ``LOO_TIE`` of it
-    are split by the order of ``FORMS`` (max first: a step issued asynchronously costs
-    the larger of host and device time; then sum, smooth_max, the one-axis forms).
-    ``judged``: which points' errors count (the work regime, :func:`work_regime`; every point
-    when None or when fewer than ``MIN_JUDGED`` are). Returns the form and a one-line reason.
-    R^2 plays no part. Without leave-one-out errors (two points): the first candidate, said
-    so."""
-    if not candidates:
-        raise ValueError("no form could be fitted to these points")
-    if judged is not None and sum(bool(j) for j in judged) < MIN_JUDGED:
-        judged = None
-    scored = [(c, _judged_errors(c, judged)) for c in candidates if c.loo_rel_errors]
-    if not scored:
-        first = candidates[0]
-        return first.form, (f"{first.form}: no leave-one-out check was possible "
-                            f"({len(first.residuals)} points); the first form tried")
-    worst = {c.form: max(e) for c, e in scored}
-    best = min(worst.values())
-    tied = [c for c, _ in scored if worst[c.form] <= best + LOO_TIE]
-    pick = min(tied, key=lambda c: FORMS.index(c.form))
-    others = ", ".join(f"{c.form} {worst[c.form]:.1%}" for c, _ in
-                       sorted(scored, key=lambda ce: worst[ce[0].form]) if c is not pick)
-    tie = ""
-    if len(tied) > 1:
-        tie = (f"; tied within {LOO_TIE:.1%} with "
-               f"{', '.join(c.form for c in tied if c is not pick)}: the first of "
-               f"{', '.join(FORMS)} (max: the asynchronous step's physics)")
-    over = ("" if judged is None else
-            f" over the {sum(bool(j) for j in judged)} work-regime points (floor points' "
-            f"errors at {FLOOR_WEIGHT:g}x)")
-    return pick.form, (f"{pick.form}: LOO worst {worst[pick.form]:.1%}{over}"
-                       + (f" vs {others}" if others else "") + tie)
 
 
 # ---- the floor ----------------------------------------------------------------------------
@@ -189,7 +130,8 @@ def fit_step_time(points: Sequence[StepPoint], *, held_out: Sequence[StepPoint] 
                   scaling: FeatureScaling | None = None,
                   forms: Sequence[str] = FORMS,
                   gemm_rate: float | None = None,
-                  sides: SidesModel | None = None) -> StepTimeModel:
+                  sides: SidesModel | None = None,
+                  refit_held_out: bool = True) -> StepTimeModel:
     """Fit every form in ``forms`` over ``points``, choose one (module docstring), and
     predict the ``held_out`` shapes with it. ``scaling``: the features' laws (default: fitted
     from the points' own counts). Where every point carries its device side (a GPU's
@@ -240,7 +182,39 @@ def fit_step_time(points: Sequence[StepPoint], *, held_out: Sequence[StepPoint] 
                           gemm_rate=gemm_rate, warnings=warnings, sides=sides)
     if held_out:
         model = model.model_copy(update={"held_out": evaluate_held_out(model, held_out)})
+        if refit_held_out:
+            model = refit_with_held_out(model, points, held_out, gemm_rate)
     return model
+
+
+def refit_with_held_out(model: StepTimeModel, points: Sequence[StepPoint],
+                        held_out: Sequence[StepPoint], gemm_rate: float | None
+                        ) -> StepTimeModel:
+    """The judged model's forms refitted over every measured shape, fitted and held out.
+    Once the held-out shapes have judged the model (their errors stay: the verdict's), they
+    are measurements the model need not throw away: the design holds out the longest
+    sequence and the largest batch, so refitted the model rests on the widest base the
+    certificate measured (a long held-out sequence carries attention's falling cost per FLOP
+    past the fitted ones). No form is chosen again and no leave-one-out error computed again:
+    the choice and its errors are the judged model's; the fitted points' predictions are the
+    refitted model's own."""
+    every = [*points, *held_out]
+    rows = feature_rows(every, model.scaling)
+    y = np.array([p.seconds for p in every], dtype=float)
+    params = fit_forms([model.form], rows, y, _sigma(every), gemm_rate)[model.form][0]
+    sides = model.sides
+    if sides is not None and all(isinstance(p, SidePoint) for p in every):
+        sides = refit_sides(sides, every, rows, gemm_rate)
+    final = model.model_copy(update={
+        "params": params, "sides": sides, "fitted_with_held_out": True,
+        "reason": f"{model.reason}; then refitted over the {len(held_out)} held-out shape(s) "
+                  "too, after they judged it"})
+    refit_points = []
+    for mp in model.points:
+        pred = predict_at(final, batch=mp.batch, seq=mp.seq, n=mp.n).seconds
+        refit_points.append(mp.model_copy(update={
+            "predicted_seconds": pred, "rel_error": pred / mp.measured_seconds - 1.0}))
+    return final.model_copy(update={"points": refit_points})
 
 
 def evaluate_held_out(model: StepTimeModel, held_out: Sequence[StepPoint]) -> list[ModelPoint]:
