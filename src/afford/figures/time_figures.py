@@ -208,9 +208,10 @@ def measured_step(cert: Certificate, r: WorkloadResult, shape: dict[str, int], p
     (the model's band at the shape), with a band holding that band, the point's own
     children and its median: on the floor one process's reading is not what another's
     loop will see."""
-    role = "" if p.role == "sweep" else f" ({p.role} point of the step-time design)"
-    src = (f"{r.name} {r.mode} at {shape_label(shape)}{role}: median of "
-           f"{len(p.child_medians)} child medians, {run_label(cert)}")
+    where = f"{r.sweep_param}={p.value}" if p.role == "sweep" else \
+        f"at {shape_label(shape)} ({p.role} point of the step-time design)"
+    src = (f"{r.name} {r.mode} {where}: median of {len(p.child_medians)} child medians, "
+           f"{run_label(cert)}")
     step = measured(p.median_seconds, "s", src)
     band = model_step(cert, r, shape).step
     if band is None or band.band is None:
