@@ -212,7 +212,9 @@ class StepTimeModel(BaseModel):
     scaling: FeatureScaling
     candidates: list[CandidateFit]
     points: list[ModelPoint]
-    held_out: list[ModelPoint] = Field([], description="never fitted: predicted vs measured")
+    held_out: list[ModelPoint] = Field([], description="predicted by the model fitted without "
+                                       "them vs measured (the judgement; see "
+                                       "``fitted_with_held_out``)")
     floor_left: bool = Field(description="the fitted points reach the work regime")
     floor_note: str
     gemm_rate: Rate | None = Field(None, description="FLOP/s ceiling used as a bound")

@@ -21,9 +21,12 @@ fitting that noise); ignoring the floor points, forms that tie on the work regim
 held-out floor shapes by tens of per cent; weighted, the floor still counts but its noise
 does not decide.
 
-Held-out points are measured shapes that were never fitted: they are predicted by the chosen
-model after it is fitted and chosen, and their errors are reported separately; they NEVER
-enter a fit or the choice (:func:`evaluate_held_out` only reads the fitted model).
+Held-out points are measured shapes the judged model was never fitted on: they are predicted
+by the chosen model after it is fitted and chosen, and their errors are reported separately
+(the verdict's); they NEVER enter the choice or their own judgement (:func:`evaluate_held_out`
+only reads the fitted model). Only after that are the chosen forms refitted over them too
+(:func:`refit_with_held_out`, ``fitted_with_held_out``), so the model that predicts rests on
+every shape the certificate measured.
 
 Whether the fitted points left the floor (``floor_left``): the step grew at least
 ``GROWTH_WORK`` x per doubling of tokens between the two largest token counts measured, or
