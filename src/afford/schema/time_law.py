@@ -237,9 +237,13 @@ class StepTimeModel(BaseModel):
         if not isinstance(raw, dict):
             return raw
         raw = {k: v for k, v in raw.items() if k != "ranges"}
-        if any(isinstance(c, dict) and c.get("form") in ONE_AXIS_FORMS
-               for c in raw.get("candidates", [])):
-            raw = upgrade_one_axis(raw)
+        cands = raw.get("candidates")
+        if isinstance(cands, list) and any(isinstance(c, dict) and c.get("form") in
+                                           ONE_AXIS_FORMS for c in cands):
+            try:
+                raw = upgrade_one_axis(raw)
+            except (TypeError, KeyError, AttributeError, ValueError, ZeroDivisionError):
+                return raw  # too malformed to upgrade: validation says what is wrong
         return raw
 
     @property
@@ -343,12 +347,15 @@ class TimeVerdict(BaseModel):
     def _upgrade(cls, raw: Any) -> Any:
         """OK with a failed held-out shape is MISSED, its reasons naming each shape and its
         error (the misses' lines)."""
-        if not isinstance(raw, dict) or raw.get("label") != "OK" or \
-                not (raw.get("failed_held_out") or raw.get("model_misses")):
+        if not isinstance(raw, dict) or raw.get("label") != "OK":
             return raw
-        misses = raw.get("model_misses") or [f"held-out shape {i}: beyond the tolerance"
-                                             for i in raw.get("failed_held_out", [])]
-        return dict(raw, label="MISSED", reasons=[*raw.get("reasons", []), *misses])
+        failed, misses, reasons = (raw.get(k) or [] for k in ("failed_held_out",
+                                                              "model_misses", "reasons"))
+        if not all(isinstance(x, list) for x in (failed, misses, reasons)) or \
+                not (failed or misses):
+            return raw  # nothing failed, or malformed: validation says what is wrong
+        misses = misses or [f"held-out shape {i}: beyond the tolerance" for i in failed]
+        return dict(raw, label="MISSED", reasons=[*reasons, *misses])
 
 
 # --- Reading a stored model at a shape (plans, `afford size`, reports) ----------------------
