@@ -213,3 +213,16 @@ def test_a_model_that_chose_a_one_axis_form_is_upgraded_on_load(tmp_path):
         assert h.predicted_seconds == pytest.approx(evaluate_form(got.form, got.params, feats))
         assert h.rel_error == pytest.approx(h.predicted_seconds / h.measured_seconds - 1)
     assert "ranges" not in got.model_dump()  # the one judge is the measured range
+
+
+def test_a_stored_model_too_malformed_to_upgrade_is_a_clear_error(tmp_path):
+    from afford.core.errors import InputError
+
+    raw = json.loads(H200_HF.read_text())
+    m = next(w["time"]["model"] for w in raw["workloads"] if not w["time"]["model"].get("sides"))
+    m.update(form="power", points=[1, 2])  # an old form over points that are not points
+    raw["workloads"][0]["time"]["verdict"].update(label="OK", failed_held_out=3)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match="malformed afford.cert/1 file"):
+        load_certificate(path)
