@@ -26,7 +26,7 @@ import math
 from enum import Enum
 from typing import Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 
 class Tag(str, Enum):
@@ -52,9 +52,47 @@ class Tagged(BaseModel):
                         "function (MODULE), citation (INHERITED) or reason (ASSUMED)")
     extrapolated: bool = Field(False, description="FITTED outside the fitted range")
     provisional: bool = Field(False, description="derived from a data source not pinned")
+    low: float | None = Field(None, description="the band's low end, where the figure is a "
+                              "range (a host-bound step: the floor differs from process to "
+                              "process); None: a point")
+    high: float | None = Field(None, description="the band's high end (with ``low``)")
+
+    @model_validator(mode="after")
+    def _band_holds_the_value(self) -> "Tagged":
+        """A band has both ends, in order, around a numeric value (within a part in 1e9)."""
+        if (self.low is None) != (self.high is None):
+            raise ValueError("a band needs both its low and its high end")
+        if self.low is None:
+            return self
+        v = self.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"a band needs a numeric figure, not {v!r}")
+        slack = 1e-9 * max(abs(self.low), abs(self.high), abs(v))
+        if not self.low - slack <= v <= self.high + slack:
+            raise ValueError(f"band {self.low:.6g}..{self.high:.6g} does not hold {v:.6g}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _point_without_band(self, handler):
+        """A point is written as before bands existed: ``low`` and ``high`` only where set."""
+        out = handler(self)
+        if isinstance(out, dict) and self.low is None:
+            out.pop("low", None)
+            out.pop("high", None)
+        return out
+
+    @property
+    def band(self) -> tuple[float, float] | None:
+        return None if self.low is None else (self.low, self.high)
+
+    def with_band(self, low: float, high: float) -> "Tagged":
+        """The same figure with a band (a copy: Tagged is frozen)."""
+        return Tagged.model_validate({**self.model_dump(), "low": low, "high": high})
 
     def __str__(self) -> str:
-        return " ".join(x for x in (f"{self.value}", self.unit, f"[{self.tag.value}]") if x)
+        band = f"({self.low:.4g}..{self.high:.4g})" if self.low is not None else ""
+        return " ".join(x for x in (f"{self.value}", band, self.unit, f"[{self.tag.value}]")
+                        if x)
 
 
 def measured(value: Scalar, unit: str, source: str) -> Tagged:

@@ -169,6 +169,9 @@ def _warnings(plan: PlanResult, facts: Facts) -> list[str]:
                    "target are provisional; pin them with afford pin")
     if plan.time_verdict == "NOISY" and facts.accept_noisy:
         out.append(noisy_text(plan) + " (accepted with --accept-noisy)")
+    if plan.time_verdict == "MISSED":
+        out.append("the step-time model missed held-out shape(s) beyond its tolerance (its "
+                   "error, reproduced): " + "; ".join(plan.noisy))
     row = run_row(plan)
     if row.step_seconds is not None and row.step_seconds.extrapolated:
         out.append(f"the step time at {_where(plan, row)} is extrapolated beyond the "

@@ -277,12 +277,21 @@ def noisy_line(p: PlanResult) -> str:
     if p.time_verdict == "UNJUDGED":
         return ("NOTE: the certificate's step-time model was judged at no held-out shape: "
                 + "; ".join(p.noisy) + ". The times below are its predictions, unchecked")
+    if p.time_verdict == "MISSED":
+        return missed_line(p.noisy)
     if p.time_verdict != "NOISY":
         return ""
     rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""
     return ("WARNING: the certificate's step times are NOISY: " + "; ".join(p.noisy) + rule
             + ". Every time below rests on them; afford preflight says NO-GO unless "
             "--accept-noisy")
+
+
+def missed_line(reasons) -> str:
+    """The verdict MISSED in one line: each held-out shape the model missed, with its error."""
+    return ("NOTE: the step-time model missed held-out shape(s) beyond its tolerance, "
+            "reproduced on re-measurement (the model's error, not noise): "
+            + "; ".join(reasons) + ". Times near those shapes carry that error")
 
 
 def warning_notes(p: PlanResult) -> tuple[str, ...]:

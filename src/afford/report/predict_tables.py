@@ -9,7 +9,7 @@ from rich.text import Text
 
 from afford.plan.prediction import PredictResult
 from afford.report.model import Table
-from afford.report.plan_tables import Block, _draw, _lines, fits_cell
+from afford.report.plan_tables import Block, _draw, _lines, fits_cell, missed_line
 from afford.report.terminal import LEGEND, fmt
 
 COLUMNS = ("workload", "mode", "shape", "step", "tokens/s", "steps/chunk", "steps/h",
@@ -59,6 +59,8 @@ def memory_sources(who: str, m, why: str) -> list[tuple[str, str, str]]:
 def render_predict(p: PredictResult) -> Group:
     parts: list[RenderableType] = [Text(f"afford predict: {p.certificate_device}",
                                         style="bold")]
+    if p.time_verdict == "MISSED":
+        parts.append(Text(missed_line(p.noisy), style="yellow"))
     if p.time_verdict == "UNJUDGED":
         parts.append(Text("NOTE: the step-time model was judged at no held-out shape: "
                           + "; ".join(p.noisy) + ". These times are unchecked", style="yellow"))

@@ -12,7 +12,7 @@ from afford.report.rich_table import Table
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",
           Tag.ASSUMED: "A"}
 LEGEND = ("tags: M measured, F fitted, C computed (module), I inherited, A assumed; "
-          "* extrapolated beyond the fitted range")
+          "* extrapolated beyond the fitted range; (lo..hi) the band a process may see")
 
 
 def value_text(t: Tagged) -> str:
@@ -73,7 +73,22 @@ def fmt(x: object, where: str = "") -> str:
         return refused(t, why)
     star = "*" if t.extrapolated else ""
     prov = "?" if t.provisional else ""
-    return f"{value_text(t)} {ABBREV[t.tag]}{star}{prov}"
+    return f"{value_text(t)}{band_text(t)} {ABBREV[t.tag]}{star}{prov}"
+
+
+def band_text(t: Tagged) -> str:
+    """`` (33.17..48.20 ms)``: the band's ends in the figure's unit (said once where both
+    ends share it); empty for a point."""
+    if t.band is None:
+        return ""
+    whole = isinstance(t.value, int) and not isinstance(t.value, bool)  # a count's ends too
+    lo, hi = (value_text(t.model_copy(update={"value": int(v) if whole else v, "low": None,
+                                              "high": None})) for v in t.band)
+    lo_num, _, lo_unit = lo.rpartition(" ")
+    hi_num, _, hi_unit = hi.rpartition(" ")
+    if lo_num and lo_unit == hi_unit:
+        return f" ({lo_num}..{hi_num} {hi_unit})"
+    return f" ({lo}..{hi})"
 
 
 def certificate_table(rows: list[WorkloadSummary], title: str) -> Table:
