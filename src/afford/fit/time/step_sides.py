@@ -108,7 +108,7 @@ def fit_device(points: Sequence[SidePoint], rows: Sequence[dict],
                      candidates=list(cands.values()), bounds=bounds)
 
 
-def _gap(points: Sequence[SidePoint]) -> tuple[float, str]:
+def launch_gap(points: Sequence[SidePoint]) -> tuple[float, str]:
     bound = [p for p in points if p.busy_seconds >= DEVICE_BOUND * p.seconds]
     if bound:
         g = median([max(0.0, p.seconds - p.busy_seconds) / p.kernels for p in bound])
@@ -122,7 +122,7 @@ def _gap(points: Sequence[SidePoint]) -> tuple[float, str]:
     return 0.0, "none measured (no device-bound point, no queued kernel in any trace): 0 s"
 
 
-def _host(points: Sequence[SidePoint], gap: float) -> HostSide | None:
+def host_side(points: Sequence[SidePoint], gap: float) -> HostSide | None:
     hb = [p for p in points if p.busy_seconds + p.kernels * gap <= HOST_BOUND * p.seconds]
     if not hb:
         return None
@@ -140,8 +140,8 @@ def _kernels(points: Sequence[SidePoint]) -> list[KernelCount]:
 def _assemble(points: Sequence[SidePoint], rows: Sequence[dict], gemm_rate: float | None,
               form: str | None = None) -> SidesModel:
     device = fit_device(points, rows, gemm_rate, form)
-    gap, gap_source = _gap(points)
-    host = _host(points, gap)
+    gap, gap_source = launch_gap(points)
+    host = host_side(points, gap)
     notes = [] if host else ["no measured step was host-bound: the host side was never seen "
                              "above the device's, so the model is the device side alone"]
     return SidesModel(device=device, host=host, kernels=_kernels(points), gap_seconds=gap,
