@@ -14,7 +14,8 @@ the certificate's raw readings by this afford, not the ones it stored.
 Per shape: the truth (pipelined warm step, the spread of its own blocks, peak allocated and
 reserved in a fresh process), afford's step as a plan reads it (measured where the
 certificate timed that shape, else the model; a band where the host can bound the step) and
-memory (the one memory answer: allocated, the printed reserved figure, the budgeted one),
+memory (the one memory answer: allocated and the printed reserved figure, which is the
+budgeted one),
 and the baselines:
 
 - **roofline at 40 % MFU**: 6 N D over the datasheet's bf16 peak x 0.4 (N every parameter,
@@ -131,7 +132,7 @@ def rows_for(cert_path: Path, truth_path: Path, refit: bool = False) -> list[dic
                "afford_allocated": ans.allocated.value if ans and ans.allocated else None,
                "afford_reserved": ans.reserved.value if ans and ans.reserved else None,
                "afford_budgeted": ans.budgeted.value if ans and ans.reserved else None,
-               "memory_basis": ans.basis if ans else "", "readings": t["readings"],
+               "memory_basis": ans.why if ans else "", "readings": t["readings"],
                "sides": t.get("sides") or []}
         out.append(rec)
     return out
