@@ -335,8 +335,9 @@ def _features_text(fitted: list[Point], scaling: FeatureScaling, why: str, axes:
 
 
 def offending(r: WorkloadResult, t: WorkloadTime) -> list[Point]:
-    """The points to measure once more: noisy ones, failed held-out ones, and any a child
-    died at."""
+    """The points to measure once more: noisy ones, failed held-out ones, any a child died
+    at, and any with an outlier child (one child far from the others, whatever the verdict
+    judged: its fresh child says whether the others outvote it)."""
     pts = [p for p in all_points(r) if _usable(p)]
     fitted, held = [p for p in pts if not p.held_out], [p for p in pts if p.held_out]
     out: list[Point] = []
@@ -344,7 +345,7 @@ def offending(r: WorkloadResult, t: WorkloadTime) -> list[Point]:
         judged = [*fitted, *held]
         out += [judged[i] for i in t.verdict.noisy_points]
         out += [held[i] for i in t.verdict.failed_held_out]
-    out += [p for p in all_points(r) if died(p)]
+    out += [p for p in all_points(r) if died(p) or (p.outlier_children and _usable(p))]
     unique: dict[int, Point] = {}
     for p in out:
         unique.setdefault(id(p), p)

@@ -10,10 +10,12 @@ child protocol (the sweep, the model sizes, the levers) assembles them here;
 
 from __future__ import annotations
 
+from afford.core.units import format_duration
 from afford.core.user_code import added_folder
 from afford.fit.stats import median, relative_spread
 from afford.fit.time.contention import idle_step, wait_share
 from afford.fit.time.throughput import fit_throughput
+from afford.fit.time.time_noise import LOADED_WAIT, outlier_children
 from afford.measure.children import Event
 from afford.measure.timing import TimingRule
 from afford.schema.cert import Protocol, WorkloadResult
@@ -59,12 +61,52 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
               synced_median_seconds=median(synced) if synced else None,
               **device_side(ok), **contention(ok, m),
               remeasured=any(k.round == "remeasure" for k in kids),
-              resident=True, **(design or {}))
+              resident=True, **outliers(ok), **(design or {}))
     reason = _exclusion(p, kids, device_memory, len(kids) if need is None else need)
     if reason is None:
         return p
     resident = False if reason.startswith("not resident") else None  # None: unknown
     return p.model_copy(update={"resident": resident, "excluded_reason": reason})
+
+
+def outliers(kids: list[ChildPoint]) -> dict:
+    """A point's outlier children (:func:`afford.fit.time.time_noise.outlier_children`) and
+    the note that says what they measured, what their own accounting says of the cause, and
+    what was done: a fresh child that re-measured the point sides with the others, or the
+    others outvote them (the point's median over every child stays within their range)."""
+    idx = outlier_children([k.median_seconds for k in kids])
+    if not idx:
+        return {}
+    odd = [kids[i] for i in idx]
+    rest = [k for i, k in enumerate(kids) if i not in idx]
+    lo, hi = (min(k.median_seconds for k in rest), max(k.median_seconds for k in rest))
+    centre = median([k.median_seconds for k in rest])
+    parts = []
+    for k in odd:
+        ratio = k.median_seconds / centre
+        far = f"{ratio:.0f}x" if ratio >= 1 else f"1/{1 / ratio:.0f}"
+        parts.append(f"child {k.child}'s median {format_duration(k.median_seconds)} is {far} "
+                     f"the others' ({format_duration(lo)}-{format_duration(hi)})"
+                     + _wait_cause(k))
+    fresh = [k for k in rest if k.round == "remeasure"]
+    done = (f"re-measured in a fresh child (child {fresh[0].child}: "
+            f"{format_duration(fresh[0].median_seconds)}), which sides with the others: "
+            "outvoted" if fresh else "outvoted by the others: the point's median is theirs")
+    return {"outlier_children": [k.child for k in odd],
+            "outlier_note": "; ".join(parts) + "; " + done}
+
+
+def _wait_cause(k: ChildPoint) -> str:
+    """What a child's own accounting says of its steps' cause (a CPU: the share of its
+    threads' time spent waiting for a CPU); nothing where it was not recorded."""
+    share = wait_share(k.timed_seconds, k.timed_wait_seconds, k.threads or 0) \
+        if k.timed_wait_seconds else None
+    if share is None:
+        return ""
+    if share >= LOADED_WAIT:
+        return f"; its threads waited for a CPU {share:.0%} of their time: other work delayed it"
+    return (f"; its threads waited for a CPU only {share:.1%} of their time, so the host's "
+            "load does not explain it")
 
 
 def device_side(kids: list[ChildPoint]) -> dict:

@@ -8,6 +8,8 @@ are each one :class:`Point`.
 
 from __future__ import annotations
 
+import statistics
+
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from afford.schema.quantities import Bytes, Count, Dim, Duration, Flops, Ratio, Seconds
@@ -176,6 +178,15 @@ class Point(_Model):
     resident: bool | None = Field(description="None when the point failed and residency is unknown")
     excluded_reason: str | None = None
     remeasured: bool = Field(False, description="measured once more by a fresh child")
+    outlier_children: list[Count] = Field(
+        [], description="the children (by number) whose median is an outlier by far: at "
+        "least 3x above or below the median of the children's medians while the others, a "
+        "majority, agree within 3x (afford.fit.time.time_noise.outlier_children); the "
+        "point's median, over all children, stays within the others' range")
+    outlier_note: str | None = Field(
+        None, description="what the outlier children measured, what their own accounting "
+        "says of the cause (a CPU: the share of their time their threads waited for a CPU), "
+        "and whether a fresh child re-measured the point or the others outvoted them")
 
     @property
     def usable(self) -> bool:
@@ -186,13 +197,23 @@ class Point(_Model):
             and self.median_seconds is not None
 
     def quality_notes(self, sweep_param: str) -> list[str]:
-        """The point's own precision warnings: children that disagree by more than
-        :data:`SPREAD_WARN`, a child median known to worse than 1 %."""
+        """The point's own precision warnings: an outlier child (:attr:`outlier_note`),
+        children that disagree by more than :data:`SPREAD_WARN` (the others, where an outlier
+        is named: its distance is in its note), a child median known to worse than 1 %."""
         out = []
-        if self.child_spread is not None and self.child_spread > SPREAD_WARN:
-            out.append(f"{sweep_param}={self.value}: children disagree by "
-                       f"{self.child_spread:.1%} (> {SPREAD_WARN:.0%})")
+        where = f"{sweep_param}={self.value}"
+        if self.outlier_note:
+            out.append(f"{where}: {self.outlier_note}")
+        spread = self.child_spread
+        if self.outlier_children:
+            rest = [k.median_seconds for k in self.children if k.median_seconds is not None
+                    and k.child not in self.outlier_children]
+            spread = (max(rest) - min(rest)) / statistics.median(rest) \
+                if len(rest) > 1 else None
+        if spread is not None and spread > SPREAD_WARN:
+            who = "the other children" if self.outlier_children else "children"
+            out.append(f"{where}: {who} disagree by {spread:.1%} (> {SPREAD_WARN:.0%})")
         if self.worst_precision is not None and self.worst_precision > 0.01:
-            out.append(f"{sweep_param}={self.value}: a child's median is known to "
+            out.append(f"{where}: a child's median is known to "
                        f"+/-{self.worst_precision:.1%} only (target 1%)")
         return out
