@@ -598,11 +598,15 @@ def refit_law(spec: str, w, mode: str, r: WorkloadResult) -> WorkloadResult:
 
 
 SEMANTICS = ("the point's value (median_seconds) times steps as a training loop that syncs "
-             "rarely runs them: CUDA events around each step, one host sync per block of 4 "
-             "to 16 steps (about 0.125 s, at least 4 steps: a step synced alone would pay the "
-             "device's tail); synced_median_seconds (child {synced} only, 5-10 "
-             "steps after the timed ones): host perf_counter around each step and a "
-             "float(loss) after it, as a loop that logs loss.item() every step. FLOPs are "
+             "rarely runs them: each child issues its timed steps in blocks of about 0.05 s "
+             "(4 to 16 steps) with a CUDA event between consecutive steps, reads a block "
+             "only once the next one is queued behind it, and synchronises once, at the end "
+             "of the run, so the device's queue never drains and each step is the interval "
+             "between two events on the device's timeline (the host's issue time where the "
+             "host bounds the step); run_mean_seconds: the run's host wall time over its "
+             "steps, a loop that syncs once a run; synced_median_seconds (child {synced} "
+             "only, 5-10 steps after the timed ones): host perf_counter around each step and "
+             "a float(loss) after it, as a loop that logs loss.item() every step. FLOPs are "
              "counted once per shape by child {flops}, after timing it.")
 SEMANTICS_CPU = ("a CPU is a synchronous device: each step is timed on the host clock "
                  "(perf_counter) and includes all its work, so a loop that syncs every step "

@@ -17,7 +17,7 @@ from afford.fit.time.contention import idle_step, wait_share
 from afford.fit.time.throughput import fit_throughput
 from afford.fit.time.time_noise import LOADED_WAIT, outlier_children
 from afford.measure.children import Event
-from afford.measure.timing import TimingRule
+from afford.measure.timing import BLOCK_SECONDS, TimingRule
 from afford.schema.cert import Protocol, WorkloadResult
 from afford.schema.laws import Excluded
 from afford.schema.point import ChildPoint, Point
@@ -43,6 +43,8 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
     meds = [k.median_seconds for k in ok]
     step0 = [k.step0_seconds for k in ok if k.step0_seconds is not None]
     synced = [median(k.synced_seconds) for k in ok if k.synced_seconds]
+    runs = [k.timed_run_seconds / len(k.timed_seconds) for k in ok
+            if k.timed_run_seconds is not None and k.timed_seconds]
     m = median(meds) if meds else None
     p = Point(value=value, shape=first.get("shape", {}), params=first.get("params"),
               frozen_params=first.get("frozen_params"),
@@ -59,6 +61,7 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
               memory_source=next((k.memory_source for k in kids if k.memory_source), None),
               flops=next((k.flops for k in kids if k.flops is not None), None),
               synced_median_seconds=median(synced) if synced else None,
+              run_mean_seconds=median(runs) if runs else None,
               **device_side(ok), **contention(ok, m),
               remeasured=any(k.round == "remeasure" for k in kids),
               resident=True, **outliers(ok), **(design or {}))
@@ -215,6 +218,7 @@ def protocol_of(req, rule: TimingRule, device_type: str, prewarmed: list[int] = 
                     warmup_steps=rule.warmup_steps, warmup_seconds=rule.warmup_seconds,
                     min_timed_steps=rule.min_steps, floor_seconds=rule.floor_seconds,
                     max_floor_seconds=rule.max_floor_seconds,
+                    precise_seconds=rule.precise_seconds, block_seconds=BLOCK_SECONDS,
                     target_rel_precision=rule.target_rel_precision,
                     clock=clock_name(device_type), seed=req.seed,
                     prewarmed_children=list(prewarmed))

@@ -134,6 +134,7 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
             step0_seconds=timing.step0_seconds, warmup_seconds=list(timing.warmup_seconds),
             timed_seconds=list(timing.timed_seconds),
             timed_step_indices=list(timing.timed_indices),
+            timed_block_steps=timing.block_steps, timed_run_seconds=timing.run_wall_seconds,
             median_seconds=timing.median_seconds, precision=_finite_or_none(timing.precision),
             reached_target=timing.reached_target, stopped=timing.stopped,
             first_loss=float(losses[0]),

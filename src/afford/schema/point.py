@@ -64,6 +64,17 @@ class ChildPoint(_Model):
     warmup_seconds: list[Duration] = []
     timed_seconds: list[Duration] = []
     timed_step_indices: list[Count] = []
+    timed_block_steps: PositiveInt | None = Field(
+        None, description="steps the child issued per block of its timed run: the host read "
+        "a block once the next was queued behind it and synchronised once, at the run's "
+        "end, so each timed step is the interval between two consecutive marks on the "
+        "device's timeline (CUDA events; the host clock on a CPU) with the queue never "
+        "drained, as a training loop runs; None: an older certificate, whose blocks each "
+        "ended with a host sync (the protocol's clock says how)")
+    timed_run_seconds: Duration | None = Field(
+        None, description="host perf_counter from before the first timed step to after the "
+        "run's one sync: the synced witness of sum(timed_seconds), which it exceeds only by "
+        "the device's start and end latencies (and, on a CPU, the clock's own readings)")
     median_seconds: Seconds | None = None
     precision: Ratio | None = Field(None, description="95% CI half-width of the median / median")
     reached_target: bool | None = None
@@ -141,6 +152,10 @@ class Point(_Model):
         "the device's own cost per kernel boundary")
     synced_median_seconds: Seconds | None = Field(
         None, description="median of the synced steps (host sync after each step)")
+    run_mean_seconds: Seconds | None = Field(
+        None, description="median over children of each child's timed run on the host clock "
+        "over its steps (timed_run_seconds / steps): the mean step of a loop that syncs once "
+        "per run, its rare slow steps included (None: older certificates)")
     idle_seconds: Seconds | None = Field(
         None, description="the step on an idle box: the median of the timed steps in which "
         "no other process delayed the child's threads (they waited for a CPU less than 2 % of "
