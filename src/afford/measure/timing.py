@@ -61,14 +61,15 @@ def rule_for(precision: str) -> TimingRule:
     not reproduce. The timed seconds it saves per certificate are what the time design's
     extra shapes (:mod:`afford.fit.time.time_design`) need.
 
-    Why stop at 0.1 s when precise, and warm up 3 steps with no time budget: replayed on the
-    raw samples of four default H200 certificates (2026-12-03, 91 points x children each;
-    ``benches/stop_rule_replay.py``), stopping at 0.1 s once the median is known to 1 %
-    moves no work-regime child median by more than 0.23 % and no launch-floor one by more
-    than 0.4 %, and saves 4.5-4.9 s of timed steps per certificate; the third warm-up step
-    already reads the level of the later ones (median ratio 1.00, 90th percentile 1.07, over
-    the 43 points per certificate that warmed up 8 steps or more), and the warm-up's time
-    budget beyond 3 steps cost 4.9 s per certificate."""
+    Why stop at 0.1 s when precise, and warm up 3 steps with no time budget: this rule's
+    timed run replayed on the raw samples of four default H200 certificates (2026-12-03,
+    about 90 child points each; ``benches/stop_rule_replay.py``) moves no work-regime child
+    median by more than 0.6 % (90th percentile 0.05 %) and launch-floor ones by a median
+    0.0 % (90th percentile 0.5 %, at most 8 %, where children disagree by 5-40 %), and saves
+    6.6-7.9 s of timed steps per certificate; the third warm-up step already reads the level
+    of the later ones (median ratio 1.00, 90th percentile 1.07, over the 43 points per
+    certificate that warmed up 8 steps or more), and the warm-up's time budget beyond 3
+    steps cost 4.9 s per certificate."""
     if precision == "full":
         return TimingRule(warmup_seconds=1.0, floor_seconds=3.0, max_floor_seconds=3.0)
     if precision == "adaptive":
