@@ -384,8 +384,8 @@ def test_items_from_the_first_childs_records_go_to_the_children_after_it(monkeyp
     seen = []
     children.run_children([{"key": "a"}, {"key": "b"}], children=3, device="cuda:0",
                           device_class="x", rule=rule_for("quick"), seed=0,
-                          after_first=lambda first: seen.append(sorted(first)) or
-                          [{"key": "ext"}])
+                          after_first=lambda first, items: seen.append(sorted(first)) or
+                          [*items, {"key": "ext"}])
     assert seen == [["a", "b"]]
     assert asked == [(0, ["a", "b"]), (1, ["a", "b", "ext"]), (2, ["a", "b", "ext"])]
 

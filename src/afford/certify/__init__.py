@@ -55,7 +55,7 @@ from afford.certify.stage_time import (
     bound_by_ceilings,
     cert_verdict,
     child_options,
-    early_extension,
+    early_round,
     refit_law,
     settle,
 )
@@ -147,8 +147,8 @@ def certify(req: CertifyRequest,
             on_last=spawn_ahead if spawners else None,
             options_for=(lambda c: child_options(c, 0, req.children, cuda))
             if plan.designs else None,
-            after_first=(lambda first: early_extension(plan, first, device.type,
-                                                       env.device_memory_bytes))
+            after_first=(lambda first, items: early_round(
+                plan, first, items, device.type, env.device_memory_bytes, rule.floor_seconds))
             if plan.designs else None, warm=warm)
         seconds["sweep"] = time.perf_counter() - t0
         reg = Registry()

@@ -477,30 +477,44 @@ def assemble_results(plan, per_child: list[dict[str, Event]], reg: Registry,
     return results
 
 
-def early_extension(plan, first: dict[str, Event], device_type: str,
-                    device_memory: int | None) -> list[dict]:
-    """The extension's items as the first child's records already call for them, so the
-    sweep's other children measure them with everything else and the extension round
-    (:func:`settle`) needs one child instead of all of them (a fresh process each: seconds
-    of imports and set-up for a transformers workload). Only a guess: :func:`settle` decides
-    again over every child's records, measures what it chooses that is not here, and keeps
-    none of these shapes it did not choose. Empty when the first child's records are
-    incomplete."""
+def early_round(plan, first: dict[str, Event], items: list[dict], device_type: str,
+                device_memory: int | None, floor_seconds: float) -> list[dict]:
+    """The items the sweep's children after the first measure, as the first child's records
+    already call for them (a fresh process each costs seconds of imports and set-up for a
+    transformers workload, so what the first child shows is acted on at once):
+
+    - a point the first child found on the launch floor (a warm step under
+      ``WORK_OVER_FLOOR`` x its workload's floor) is timed to the rule's floor and not
+      extended (``cap``: ``floor_seconds``): on the floor the point's figure is its spread
+      across processes, which extending one child's timing towards 1 % does not narrow;
+    - the extension's shapes, where the model stayed on the floor, are added, so that the
+      extension round (:func:`settle`) needs one child instead of all of them. Only a
+      guess: :func:`settle` decides again over every child's records, measures what it
+      chooses that is not here, and keeps none of these shapes it did not choose.
+
+    ``items`` unchanged when the first child's records are incomplete."""
     reg = Registry()
     reg.add([first])
     try:
         results = assemble_results(plan, [first], reg, device_memory, 1)
     except (KeyError, ValueError):
-        return []
-    items = []
+        return items
+    floor: set[str] = set()
+    extra: list[dict] = []
     for r, d in zip(results, plan.designs):
         if r.refused:
             continue
         t = fit_time_model(r, d, device_type)
-        if t.model is not None and not t.model.floor_left:
+        if t.model is None:
+            continue
+        work = {g.label: g.work for g in t.regimes}
+        floor |= {d.key(p) for p in all_points(r) if work.get(label(p)) is False}
+        if not t.model.floor_left:
             shapes, _ = plan_extension(r, d, device_memory)
-            items += [{**d.item(p), "round": "extension"} for p in shapes]
-    return items
+            extra += [{**d.item(p), "round": "extension"} for p in shapes]
+    capped = [{**it, "cap": min(floor_seconds, it.get("cap") or floor_seconds)}
+              if it["key"] in floor else it for it in items]
+    return capped + extra
 
 
 def _extend(results, designs, times, reg, run_round, device_type, device_memory, children):
@@ -509,7 +523,7 @@ def _extend(results, designs, times, reg, run_round, device_type, device_memory,
         if t is not None and t.model is not None and not t.model.floor_left:
             plans[i] = plan_extension(r, designs[i], device_memory)
     items = [designs[i].item(p) for i, (shapes, _) in plans.items() for p in shapes]
-    # shapes the sweep's children measured already (early_extension) need no more children;
+    # shapes the sweep's children measured already (early_round) need no more children;
     # the rest get as many as the least measured of them lacks
     need = [it for it in items if len(reg.events.get(it["key"], [])) < children]
     if need:
