@@ -24,8 +24,8 @@ class Recorder:
 
     made: list[Recorder] = []
 
-    def __init__(self, prewarm=None, overlapped=False, warm=()):
-        self.prewarm, self.overlapped, self.warm = prewarm, overlapped, warm
+    def __init__(self, prewarm=None, overlapped=False, warm=(), early=False):
+        self.prewarm, self.overlapped, self.warm, self.early = prewarm, overlapped, warm, early
         Recorder.made.append(self)
 
     def kill(self):
@@ -302,6 +302,20 @@ def test_an_early_child_is_taken_only_where_it_suits_the_device(monkeypatch):
         got = children.take_early(device)
         assert (got is kid) == taken and kid.killed == (not taken) and kid.early
     assert children.take_early("cuda") is None  # one child, taken once
+
+
+def test_the_early_childs_imports_leave_transformers_to_the_workloads_that_need_it():
+    """Certify's first sweep child, spawned as the command starts, is a contended startup
+    run (no figure counts it): it times torch's import only, unless a --warm workload needs
+    transformers; every other run times both."""
+    code = ("import sys\nfrom afford.measure.probes.startup import measure_imports\n"
+            "out = measure_imports(None, transformers=False)\n"
+            "print('transformers' in sys.modules, 'import_transformers_seconds' in out, "
+            "out['import_torch_seconds'] > 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=children.child_env(), timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["False", "False", "True"], \
+        done.stderr
 
 
 def test_the_package_entry_imports_no_torch():

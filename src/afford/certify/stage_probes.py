@@ -320,14 +320,16 @@ def _startup(runs: list[dict], child, error: str | None, cuda: bool) -> Startup 
         return NotExecutable(what="startup costs", reason=error or "no startup run completed",
                              failed=error is not None)
     alone = counted_runs(all_runs)
-    tf = [r.import_transformers_seconds for r in alone]
+    tf = [r.import_transformers_seconds for r in alone
+          if r.import_transformers_seconds is not None or not r.contended]
     cu = [r.cuda_init_seconds for r in all_runs if r.cuda_init_seconds is not None]
     return Startup(
         runs=all_runs, process_seconds=median([r.process_seconds for r in alone]),
         import_torch_seconds=median([r.import_torch_seconds for r in alone]),
-        import_transformers_seconds=median(tf) if None not in tf else NotExecutable(
+        import_transformers_seconds=median(tf) if tf and None not in tf else NotExecutable(
             what="import transformers", reason="transformers is not installed here "
-            "(pip install 'afford[hf]')"),
+            "(pip install 'afford[hf]')" if None in tf else "only the first sweep child "
+            "ran, which imports transformers only for a workload that needs it"),
         cuda_init_seconds=median(cu) if cuda and cu else NotExecutable(
             what="CUDA context creation", reason="certify ran on the CPU" if not cuda
             else "no run measured it"))

@@ -222,11 +222,12 @@ class _Child(Spawned):
     specs it resolves while it waits (:func:`warm_specs`)."""
 
     def __init__(self, prewarm: str | None = None, overlapped: bool = False,
-                 warm: tuple[str, ...] = ()) -> None:
+                 warm: tuple[str, ...] = (), early: bool = False) -> None:
         self.prewarm = prewarm
         super().__init__("afford.measure.sweep_child",
-                         (["--prewarm", prewarm] if prewarm else []) + warm_args(warm),
-                         overlapped=overlapped)
+                         (["--prewarm", prewarm] if prewarm else []) + warm_args(warm)
+                         + (["--early"] if early else []), overlapped=overlapped)
+        self.early = early  # spawned by the console script, before the parent's imports
 
 
 _EARLY: list[_Child] = []
@@ -239,8 +240,7 @@ def spawn_early(prewarm: str | None, warm: tuple[str, ...] = ()) -> None:
     exits first, the closed pipe ends it."""
     import atexit
 
-    kid = _Child(prewarm=prewarm, warm=warm)
-    kid.early = True  # its imports overlap the parent's: a startup run that says so
+    kid = _Child(prewarm=prewarm, warm=warm, early=True)  # a startup run that says so
     _EARLY.append(kid)
     atexit.register(kid.kill)
 
