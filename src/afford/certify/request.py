@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from afford.certify.stage_time import plan_design
 from afford.certify.sweep import point_key
@@ -81,6 +82,7 @@ class StageContext:
     on_event: Callable[[Event], None]
     sweep_starts: list[Event] = field(default_factory=list)  # the sweep children's start events
     ahead: dict = field(default_factory=dict)  # stage name -> its child, spawned ahead (CUDA)
+    device_free: Any = None  # a threading.Event a stage sets once it needs the device no more
 
 
 Stage = Callable[[StageContext], dict]

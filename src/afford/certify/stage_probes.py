@@ -8,6 +8,9 @@ point, where MFU is the headline. The raw results are assembled here with the pu
 :mod:`afford.fit.time.verdicts` (:func:`assemble_section` takes the child's events, so it is
 tested without a device).
 
+The checkpoint writes come last in the probe child, from host copies of the states: on
+CUDA certify runs the memory stage's child beside them (:func:`probes_stage`).
+
 Startup costs: every sweep child timed its own imports first thing
 (:mod:`afford.measure.sweep_child`), and so does the probe child; those are the fresh-process
 runs. Extra startup children (:func:`~afford.measure.probes.startup.run_startup`) are
@@ -62,8 +65,20 @@ from afford.schema.probes_section import (
 
 
 def probes_stage(ctx) -> dict:
-    """The stage hook (:data:`afford.certify.request.Stage`)."""
-    return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, ctx.on_event,
+    """The stage hook (:data:`afford.certify.request.Stage`). The probe child says when it
+    needs the device no more (its checkpoint writes, from host copies, follow): the
+    context's ``device_free`` is set then, so certify may start the next stage's child
+    beside those writes."""
+    free = getattr(ctx, "device_free", None)
+
+    def on_event(e: Event) -> None:
+        if e.get("event") == "device_free":
+            if free is not None:
+                free.set()
+            return
+        ctx.on_event(e)
+
+    return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, on_event,
                                  sweep_runs(getattr(ctx, "sweep_starts", [])),
                                  getattr(ctx, "ahead", {}).pop("probes", None))}
 
