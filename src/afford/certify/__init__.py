@@ -218,6 +218,7 @@ def run_stages(stages: list[Stage], ctx: StageContext, failures: list[str],
         _stage(on_event, stage.__name__)
         nxt = stages[k + 1] if k + 1 < len(stages) else None
         if stage is probes_stage and nxt is memory_stage and ctx.plan.device.startswith("cuda"):
+            seconds[name] = 0.0  # its place among the stages; the thread sets its seconds
             beside = _Beside(stage, ctx, failures, seconds)
             continue
         sections.update(run_stage(stage, ctx, failures))
