@@ -69,6 +69,28 @@ def test_an_outlier_that_waited_for_a_cpu_is_said_to_be_delayed_by_other_work():
         p.outlier_note
 
 
+def test_a_fast_outlier_is_told_against_the_others_waits():
+    """The 4 x 256 point of a loaded CPU certify: one child 41 ms, three at 110-222 ms, every
+    child waiting for a CPU about half its time: the fast one was not delayed more."""
+    events = [_event(0, 0.0415, waits=0.48), _event(1, 0.2221, waits=0.6),
+              _event(2, 0.1105, waits=0.55), _event(3, 0.2137, waits=0.6)]
+    p = assemble_point(256, events, 10**12)
+    assert p.outlier_children == [0]
+    assert "child 0's median 41.50 ms is 1/5 the others'" in p.outlier_note
+    assert "the others' threads waited for a CPU 60% of their time, its own 48%: other " \
+        "work delayed the others more" in p.outlier_note
+    assert "delayed it" not in p.outlier_note
+
+
+def test_a_fresh_child_that_is_itself_the_outlier_is_said_so():
+    events = [_event(0, 0.062), _event(1, 0.108), _event(2, 0.0405),
+              _event(3, 0.7247, round_="remeasure")]
+    p = assemble_point(32, events, 10**12)
+    assert p.outlier_children == [3]
+    assert p.outlier_note.endswith("the fresh child that re-measured the point (child 3) is "
+                                   "the outlier: outvoted by the others")
+
+
 def test_a_gpu_outlier_names_no_cause_it_did_not_measure():
     p = assemble_point(128, [_event(0, 0.030), _event(1, 0.031), _event(2, 0.300)], 10**12)
     assert p.outlier_children == [2] and "waited" not in p.outlier_note

@@ -74,9 +74,10 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
 
 def outliers(kids: list[ChildPoint]) -> dict:
     """A point's outlier children (:func:`afford.fit.time.time_noise.outlier_children`) and
-    the note that says what they measured, what their own accounting says of the cause, and
-    what was done: a fresh child that re-measured the point sides with the others, or the
-    others outvote them (the point's median over every child stays within their range)."""
+    the note that says what they measured, what the children's own accounting says of the
+    cause, and what was done: a fresh child that re-measured the point sides with the others
+    (or is itself the outlier), and the others outvote them (the point's median over every
+    child stays within their range)."""
     idx = outlier_children([k.median_seconds for k in kids])
     if not idx:
         return {}
@@ -90,26 +91,46 @@ def outliers(kids: list[ChildPoint]) -> dict:
         far = f"{ratio:.0f}x" if ratio >= 1 else f"1/{1 / ratio:.0f}"
         parts.append(f"child {k.child}'s median {format_duration(k.median_seconds)} is {far} "
                      f"the others' ({format_duration(lo)}-{format_duration(hi)})"
-                     + _wait_cause(k))
-    fresh = [k for k in rest if k.round == "remeasure"]
-    done = (f"re-measured in a fresh child (child {fresh[0].child}: "
-            f"{format_duration(fresh[0].median_seconds)}), which sides with the others: "
-            "outvoted" if fresh else "outvoted by the others: the point's median is theirs")
+                     + _wait_cause(k, rest, slow=ratio >= 1))
+    fresh = [k for k in kids if k.round == "remeasure"]
+    if not fresh:
+        done = "outvoted by the others: the point's median is theirs"
+    elif fresh[0] in odd:
+        done = (f"the fresh child that re-measured the point (child {fresh[0].child}) is the "
+                "outlier: outvoted by the others")
+    else:
+        done = (f"re-measured in a fresh child (child {fresh[0].child}: "
+                f"{format_duration(fresh[0].median_seconds)}), which sides with the others: "
+                "outvoted")
     return {"outlier_children": [k.child for k in odd],
             "outlier_note": "; ".join(parts) + "; " + done}
 
 
-def _wait_cause(k: ChildPoint) -> str:
-    """What a child's own accounting says of its steps' cause (a CPU: the share of its
-    threads' time spent waiting for a CPU); nothing where it was not recorded."""
-    share = wait_share(k.timed_seconds, k.timed_wait_seconds, k.threads or 0) \
-        if k.timed_wait_seconds else None
-    if share is None:
+def _wait_cause(k: ChildPoint, rest: list[ChildPoint], slow: bool) -> str:
+    """What the children's own accounting says of an outlier's cause (a CPU: the share of
+    their threads' time spent waiting for a CPU): a slow outlier's own waits, a fast one's
+    against the others' (other work delays the others then); nothing where not recorded."""
+    own = _share(k)
+    if own is None:
         return ""
-    if share >= LOADED_WAIT:
-        return f"; its threads waited for a CPU {share:.0%} of their time: other work delayed it"
-    return (f"; its threads waited for a CPU only {share:.1%} of their time, so the host's "
-            "load does not explain it")
+    if slow:
+        if own >= LOADED_WAIT:
+            return f"; its threads waited for a CPU {own:.0%} of their time: other work " \
+                   "delayed it"
+        return (f"; its threads waited for a CPU only {own:.1%} of their time, so the "
+                "host's load does not explain it")
+    others = [x for x in map(_share, rest) if x is not None]
+    theirs = median(others) if others else None
+    if theirs is not None and theirs >= LOADED_WAIT and theirs > own:
+        return (f"; the others' threads waited for a CPU {theirs:.0%} of their time, its own "
+                f"{own:.0%}: other work delayed the others more")
+    return (f"; its threads waited for a CPU {own:.0%} of their time, the others' "
+            f"{theirs or 0:.0%}: the host's load does not explain it")
+
+
+def _share(k: ChildPoint) -> float | None:
+    return wait_share(k.timed_seconds, k.timed_wait_seconds, k.threads or 0) \
+        if k.timed_wait_seconds else None
 
 
 def device_side(kids: list[ChildPoint]) -> dict:
