@@ -12,6 +12,7 @@ from afford.certify.stage_time import refit_law, settle
 from afford.certify.sweep import assemble_point
 from afford.figures.noise import load_line, summarize_noise
 from afford.fit.time.time_noise import outlier_children
+from afford.schema.point import ChildPoint
 from afford.schema.time_section import HostLoad
 from tests.time_certs import make_time_cert
 from tests.time_fakes import FakeRounds, law, shape_of, sweep
@@ -155,3 +156,12 @@ def test_the_noise_summary_names_an_outvoted_outlier():
     s = summarize_noise(cert)
     assert "(child 0 an outlier by far, outvoted)" in s.worst[0]
     assert "at 1 point(s) one child's median lay far from the others'" in s.load
+    # a fresh child's record: re-measured and outvoted, unless the fresh child is the outlier
+    kids = [ChildPoint(child=c, order_position=0, median_seconds=0.01) for c in range(3)]
+    fresh = ChildPoint(child=3, order_position=0, median_seconds=0.01, round="remeasure")
+    for outlier, words in ((0, "re-measured and outvoted"), (3, "outvoted")):
+        again = odd.model_copy(update={"children": [*kids, fresh], "remeasured": True,
+                                       "outlier_children": [outlier]})
+        c = cert.model_copy(update={"workloads": [r.model_copy(
+            update={"points": [again, *r.points[1:]]})]})
+        assert f"(child {outlier} an outlier by far, {words})" in summarize_noise(c).worst[0]

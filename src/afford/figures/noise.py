@@ -100,8 +100,10 @@ def worst_points(cert: Certificate) -> tuple[str, ...]:
         top = max(noisy, key=lambda p: p.child_spread)
         shape = f"{top.batch} x {top.seq}" if top.batch and top.seq else \
             f"{r.sweep_param}={top.value}"
+        fresh = [k.child for k in top.children if k.round == "remeasure"]
+        sided = bool(fresh) and fresh[0] not in top.outlier_children
         odd = (f" (child {', '.join(str(c) for c in top.outlier_children)} an outlier by far, "
-               f"{'re-measured' if top.remeasured else 'outvoted'})"
+               f"{'re-measured and outvoted' if sided else 'outvoted'})"
                if top.outlier_children else "")
         out.append(f"{r.name} ({r.mode}): worst point {shape}, children "
                    f"{top.child_spread:.0%} apart{odd}; {len(noisy)} of "
