@@ -10,7 +10,10 @@
 #     CUDA path of --measure, run for real), then the default certify twice more;
 #  4. the Llama + LoRA fresh process at 8 x 256 with its allocator history (trace 3), for
 #     benches/trace_compare.py against its certificate offline.
-# Each step under its own timeout; $OUT/final.tar.gz re-packed after each.
+# Each step under its own timeout; $OUT/final.tar.gz re-packed after each. Two calls:
+#   bash lab/scripts/device-2026-12-06-final.sh 1   (1, 2, 3 and a second default certify)
+#   bash lab/scripts/device-2026-12-06-final.sh 2   (a third default, a second and third
+#                                                     GPT-NeoX certify, 4)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -32,9 +35,21 @@ cert() {  # name spec-or-empty timeout
   pack
 }
 neox=hf:gpt_neox@d1024L16H16F4096V32000; phi=hf:phi@d1024L20H16F4096V32000
-cert phi $phi 130
-cert neox-1 $neox 120
-cert default-1 "" 110
+part=${1:-1}
+if [ "$part" = 2 ]; then
+  cert default-3 "" 130
+  cert neox-2 $neox 130
+  cert neox-3 $neox 130
+  t0=$(now); timeout 40 python3 benches/step_truth.py 'hf:llama@d1024L16H16K8F2816V32000+lora=r16' \
+    --shape 8x256 --shape 2x512 --trace 3 --blocks 2 --profile 0 --out $r/lora-truth.jsonl >>$log 2>&1
+  echo "lora truth rc=$? wall $(since $t0) s" | tee -a $log
+  echo "done $(date -u +%FT%TZ)" >>$log
+  pack
+  exit 0
+fi
+cert phi $phi 140
+cert neox-1 $neox 130
+cert default-1 "" 130
 for spec in tinylm@d2048L24H32 tinylm@d2560L24H40 tinylm@d3072L24H48; do
   t0=$(now); timeout 45 python3 benches/step_truth.py "$spec" --shape 8x1024 --blocks 5 \
     --profile 2 --out $r/ladder-truth.jsonl >>$log 2>&1
@@ -49,12 +64,6 @@ t0=$(now); timeout 60 python3 -m afford size $r/cert-neox-measured.json -w $neox
   --seq 8192 --measure --json > $r/size-measure.json 2>>$log
 echo "size --measure rc=$? wall $(since $t0) s" | tee -a $log
 pack
-cert default-2 "" 100
-cert neox-2 $neox 110
-cert default-3 "" 100
-t0=$(now); timeout 40 python3 benches/step_truth.py 'hf:llama@d1024L16H16K8F2816V32000+lora=r16' \
-  --shape 8x256 --shape 2x512 --trace 3 --blocks 2 --profile 0 --out $r/lora-truth.jsonl >>$log 2>&1
-echo "lora truth rc=$? wall $(since $t0) s" | tee -a $log
-pack
+cert default-2 "" 130
 echo "done $(date -u +%FT%TZ)" >>$log
 pack
