@@ -44,7 +44,7 @@ def _every_command(cert_path: str, tmp_path, workload: str, mode: str, batch: in
     out = {}
     d = _cli("size", cert_path, "-w", workload, "--mode", mode, "--batch", str(batch),
              "--seq", str(seq))
-    out["size"] = (d["peak_allocated"]["value"], d["peak_reserved"]["value"], d["fits"])
+    out["size"] = (d["peak_allocated"]["value"], d["peak_reserved"]["value"], d["fits_level"])
     d = _cli("predict", cert_path, "-w", workload, "--mode", mode, "--batch", str(batch),
              "--seq", str(seq), "--platform", "local")
     row = d["rows"][0]["row"]

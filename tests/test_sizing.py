@@ -268,7 +268,7 @@ def test_size_json_answers_with_the_largest_batch(gpu_cert_path):
     assert doc["schema"] == "afford.size/1" and doc["dims"]["s"] == 4096
     got = doc["max_batch"]["value"]  # past the measured sequences: with room for its error
     assert 0.9 * mb <= got <= mb and doc["max_batch"]["tag"] == "FITTED"
-    assert doc["dims"]["B"] == got and doc["fits"] == "likely"  # no --batch: at the largest
+    assert doc["dims"]["B"] == got and doc["fits_level"] == "likely"  # no --batch: at the largest
     assert doc["peak_allocated"]["tag"] == "FITTED" and doc["peak_allocated"]["extrapolated"]
     keys = {c["key"] for c in doc["comparisons"]}
     assert {"four_x_model_size", "korthikanti_zero", "korthikanti_eq1_zero"} <= keys
@@ -280,7 +280,7 @@ def test_size_batch_that_does_not_fit_exits_1_with_the_oom_note(gpu_cert_path):
     r = size(gpu_cert_path, "--seq", "4096", "--batch", "1000", "--json")
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
-    assert doc["fits"] == "no" and doc["over_device_memory"] is True
+    assert doc["fits_level"] == "no" and doc["over_device_memory"] is True
     assert doc["note"] == memory_figures.OOM_NOTE
     ok = size(gpu_cert_path, "--seq", "4096", "--batch", "8")
     assert ok.exit_code == 0 and "yes" in ok.stdout and "F*" in ok.stdout
@@ -290,15 +290,15 @@ def test_size_budget_between_budget_and_card_fits_no_without_oom_note(gpu_cert_p
     b = _hand_max_batch(4096, 0.9 * DEVICE) + 1  # over 90 %, under the card
     r = size(gpu_cert_path, "--seq", "4096", "--batch", b, "--json")
     doc = json.loads(r.stdout)
-    assert r.exit_code == 1 and doc["fits"] in ("no", "uncertain") and doc["note"] is None
+    assert r.exit_code == 1 and doc["fits_level"] in ("no", "uncertain") and doc["note"] is None
     r = size(gpu_cert_path, "--seq", "4096", "--batch", b, "--budget", "100%", "--json")
-    assert r.exit_code == 0 and json.loads(r.stdout)["fits"] == "likely"
+    assert r.exit_code == 0 and json.loads(r.stdout)["fits_level"] == "likely"
 
 
 def test_size_memory_fraction_and_its_deprecated_name(gpu_cert_path):
     b = _hand_max_batch(4096, 0.9 * DEVICE) + 1  # over 90 %, under the card
     new = size(gpu_cert_path, "--seq", "4096", "--batch", b, "--memory-fraction", "1.0", "--json")
-    assert new.exit_code == 0 and json.loads(new.stdout)["fits"] == "likely"
+    assert new.exit_code == 0 and json.loads(new.stdout)["fits_level"] == "likely"
     assert "deprecated" not in new.stderr
     old = size(gpu_cert_path, "--seq", "4096", "--batch", b, "--budget", "1.0", "--json")
     assert json.loads(old.stdout) == json.loads(new.stdout)
@@ -334,7 +334,7 @@ def test_shape_with_a_bad_dimension_is_input_error(gpu_law):
 def test_size_when_not_even_one_sequence_fits_exits_1(gpu_cert_path):
     r = size(gpu_cert_path, "--seq", "10000000", "--json")
     doc = json.loads(r.stdout)
-    assert r.exit_code == 1 and doc["max_batch"]["value"] == 0 and doc["fits"] == "no"
+    assert r.exit_code == 1 and doc["max_batch"]["value"] == 0 and doc["fits_level"] == "no"
     assert doc["dims"]["B"] == 1  # shown at one sequence
 
 
