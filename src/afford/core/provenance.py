@@ -28,6 +28,8 @@ from typing import Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from afford.core.units import format_bytes, format_count, format_duration, format_gpu_hours
+
 
 class Tag(str, Enum):
     MEASURED = "MEASURED"
@@ -54,7 +56,15 @@ class Tagged(BaseModel):
     provisional: bool = Field(False, description="derived from a data source not pinned")
 
     def __str__(self) -> str:
-        return " ".join(x for x in (f"{self.value}", self.unit, f"[{self.tag.value}]") if x)
+        """As a person reads it: ``41.30 ms [FITTED, extrapolated]``, the value at the
+        precision the tables print (:func:`value_text`), the tag spelled out, and whether it
+        is extrapolated or provisional; an impossible figure as ``FAILED: <why>``."""
+        why = impossible(self)
+        if why is not None:
+            return f"FAILED: {why} [{self.tag.value}]"
+        marks = [self.tag.value] + ["extrapolated"] * self.extrapolated + \
+            ["provisional"] * self.provisional
+        return f"{value_text(self)} [{', '.join(marks)}]"
 
 
 def measured(value: Scalar, unit: str, source: str) -> Tagged:
@@ -152,3 +162,46 @@ def require_tagged(x: object, where: str = "") -> Tagged:
         return x
     at = f" in {where}" if where else ""
     raise TypeError(f"untagged number {x!r}{at}: every printed number needs a provenance tag")
+
+
+# ---------------------------------------------------------------- a figure as text
+
+
+def value_text(t: Tagged) -> str:
+    """The value in its unit, at the precision a person reads (``41.30 ms``, ``1.39 MiB``,
+    ``181k tokens/s``, ``12.50%``): the one formatting of a figure, for the terminal's
+    tables (:func:`afford.report.terminal.fmt` adds the tag letter) and ``str(tagged)``."""
+    v, unit = t.value, t.unit
+    if v is None:
+        return "-"
+    if isinstance(v, (str, bool)):
+        return f"{v} {unit}".strip() if unit not in ("", "points") else str(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if unit == "s":
+        return format_duration(v)
+    if unit == "GPU-s":
+        return format_gpu_hours(v)
+    if unit == "B":
+        return format_bytes(v)
+    if unit in ("FLOP/s", "B/s"):
+        return format_rate(v, unit)
+    if unit == "x":
+        return f"{v:.1f}x"
+    if unit in ("ratio", SHARE):
+        return f"{v:.2%}"
+    if unit == "tokens/s":
+        return f"{format_count(v)} tokens/s"
+    if unit in ("params", "tokens", "steps", "FLOP"):
+        return format_count(v)
+    if isinstance(v, int):
+        return f"{v:d} {unit}".strip()
+    return f"{v:.4g} {unit}".strip()
+
+
+def format_rate(v: float, unit: str) -> str:
+    """``7.62e14, "FLOP/s"`` -> ``"762 TFLOP/s"``; ``4.24e12, "B/s"`` -> ``"4.24 TB/s"``."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
-from afford.core.provenance import SHARE, NotExecutable, Tag, Tagged, impossible, require_tagged
-from afford.core.units import format_bytes, format_count, format_duration, format_gpu_hours
+from afford.core.provenance import (
+    NotExecutable,
+    Tag,
+    Tagged,
+    impossible,
+    require_tagged,
+    value_text,
+)
 from afford.figures.summary import WorkloadSummary
 from afford.report.rich_table import Table
 
@@ -13,44 +17,6 @@ ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I
           Tag.ASSUMED: "A"}
 LEGEND = ("tags: M measured, F fitted, C computed (module), I inherited, A assumed; "
           "* extrapolated beyond the fitted range")
-
-
-def value_text(t: Tagged) -> str:
-    """The value in its unit, human-formatted."""
-    v, unit = t.value, t.unit
-    if v is None:
-        return "-"
-    if isinstance(v, (str, bool)):
-        return f"{v} {unit}".strip() if unit not in ("", "points") else str(v)
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    if unit == "s":
-        return format_duration(v)
-    if unit == "GPU-s":
-        return format_gpu_hours(v)
-    if unit == "B":
-        return format_bytes(v)
-    if unit in ("FLOP/s", "B/s"):
-        return format_rate(v, unit)
-    if unit == "x":
-        return f"{v:.1f}x"
-    if unit in ("ratio", SHARE):
-        return f"{v:.2%}"
-    if unit == "tokens/s":
-        return f"{format_count(v)} tokens/s"
-    if unit in ("params", "tokens", "steps", "FLOP"):
-        return format_count(v)
-    if isinstance(v, int):
-        return f"{v:d} {unit}".strip()
-    return f"{v:.4g} {unit}".strip()
-
-
-def format_rate(v: float, unit: str) -> str:
-    """``7.62e14, "FLOP/s"`` -> ``"762 TFLOP/s"``; ``4.24e12, "B/s"`` -> ``"4.24 TB/s"``."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
-    return f"{v:.3g} {unit}"
 
 
 FAILED = "FAILED"
