@@ -49,9 +49,9 @@ def command(
     workload: Annotated[Optional[list[str]], typer.Option(
         "--workload", "-w", help="Workload to measure (repeatable): softmax, scan, tinylm, "
         "tinylm@q3, your own as pkg.module:factory, or a transformers model built from its "
-        "config with random weights (offline; afford\\[hf]): hf:gpt2, hf:path/config.json, "
+        "config with random weights (offline; afford[hf]): hf:gpt2, hf:path/config.json, "
         "hf:llama@d768L12H12 (d hidden, L layers, H heads, K kv heads, V vocab, F ffn), "
-        "+b8s1024 (batch 8, a seq sweep up to 1024), +lora=r16 (afford\\[lora]), "
+        "+b8s1024 (batch 8, a seq sweep up to 1024), +lora=r16 (afford[lora]), "
         "+frozen=embeddings. A model type's defaults are the library's: hf:llama and "
         "hf:mistral are 7B-sized. Default: softmax, scan and tinylm (on a CPU with no "
         "--quick, --adaptive or --full: tinylm, a first look).")] = None,

@@ -42,6 +42,9 @@ def command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction "
                                           "(afford.predict/1) as JSON.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Every warning and note in full (by default at most three "
+        "lines of what matters for the answer; --json holds them all).")] = False,
 ) -> None:
     """Predicted warm step time, tokens per second, steps per chunk (with --platform) and
     memory at (batch, seq) for each workload of a certificate.
@@ -70,4 +73,4 @@ def command(
         if as_json:
             print_json(result.model_dump(mode="json", by_alias=True))
             return
-        out.print(render_predict(result))
+        out.print(render_predict(result, verbose))

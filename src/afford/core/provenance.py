@@ -194,9 +194,15 @@ def value_text(t: Tagged) -> str:
         return f"{format_count(v)} tokens/s"
     if unit in ("params", "tokens", "steps", "FLOP"):
         return format_count(v)
+    unit = SINGULAR.get(unit, unit) if v == 1 else unit  # "1 session", not "1 sessions"
     if isinstance(v, int):
         return f"{v:d} {unit}".strip()
     return f"{v:.4g} {unit}".strip()
+
+
+#: a counted unit's singular, for a count of one
+SINGULAR = {"sessions": "session", "weeks": "week", "writes": "write", "chunks": "chunk",
+            "copies": "copy", "sequences": "sequence", "children": "child", "days": "day"}
 
 
 def format_rate(v: float, unit: str) -> str:
