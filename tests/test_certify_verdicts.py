@@ -132,3 +132,34 @@ def test_the_progress_bar_never_counts_past_its_total():
         seen.append((t.completed, t.total))
     assert all(total is None or done <= total for done, total in seen)
     assert seen[5] == (6, 6) and seen[6] == (7, 7) and seen[7] == (1, None)
+
+
+# ---- the headline: the law plans read, never an absurd one (issue 40, item 6)
+
+
+def test_the_headline_is_the_step_time_model_plans_read():
+    from afford.figures.summary import summarize
+    from afford.figures.time_figures import summarize_times
+    from afford.report.terminal import headline_law
+
+    cpu = load_certificate(CPU)
+    t = {(s.name, s.mode): s for s in summarize_times(cpu)}
+    row = summarize(cpu)[0]
+    law, error = headline_law(row, t[(row.name, row.mode)])
+    assert law.startswith("step-time model: t = ") and law.endswith(" F")
+    assert error.startswith("held-out median ") and ", worst " in error
+
+
+def test_a_throughput_law_worse_than_the_mean_is_not_headlined():
+    from dataclasses import replace
+
+    from afford.core.provenance import module
+    from afford.figures.summary import summarize
+    from afford.report.terminal import headline_law
+
+    row = summarize(load_certificate(H200))[0]  # no step-time model: the throughput law
+    law, error = headline_law(row, None)
+    assert law == row.law and error.startswith("R^2 0.9428 C, LOO max ")
+    absurd = replace(row, r2=module(-0.4458, "", "fit_throughput (power)"))
+    law, error = headline_law(absurd, None)
+    assert law.startswith("not headlined: its R^2 -0.4458 C is below 0") and error == "-"

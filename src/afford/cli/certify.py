@@ -155,7 +155,8 @@ def _print_summary(done: WrittenCertificate, verbose: bool) -> None:
     """The certificate's summary: its table, stage times, probes, time model, memory law
     and warnings, where it was written, and the first look's hint."""
     cert = done.cert
-    out.print(certificate_table(summarize(cert), summary_title(cert)))
+    times = {(t.name, t.mode): t for t in summarize_times(cert)}
+    out.print(certificate_table(summarize(cert), summary_title(cert), times))
     if cert.environment.stage_seconds:
         out.print(stage_line(cert))
     _print_probes(cert)

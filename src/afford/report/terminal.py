@@ -6,11 +6,13 @@ from afford.core.provenance import (
     NotExecutable,
     Tag,
     Tagged,
+    fitted,
     impossible,
     require_tagged,
     value_text,
 )
 from afford.figures.summary import WorkloadSummary
+from afford.figures.time_figures import TimeSummary
 from afford.report.rich_table import Table
 
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",
@@ -42,16 +44,39 @@ def fmt(x: object, where: str = "") -> str:
     return f"{value_text(t)} {ABBREV[t.tag]}{star}{prov}"
 
 
-def certificate_table(rows: list[WorkloadSummary], title: str) -> Table:
+def certificate_table(rows: list[WorkloadSummary], title: str,
+                      times: dict[tuple[str, str], TimeSummary] | None = None) -> Table:
+    """The certificate's headline, one row per workload: the law plans read (the step-time
+    model where the certificate has one, with its held-out error; else the sweep's
+    throughput law with its R^2 and leave-one-out error), never a law that fits worse than
+    the mean of its points (R^2 < 0); then the sweep's range, residency, the largest warm
+    step and step 0 over warm."""
     table = Table(title=title, title_justify="left")
-    for col in ("workload", "mode", "law", "R^2", "LOO max", "range", "resident",
-                "warm step (largest)", "step0/warm, median of points"):
+    for col in ("workload", "mode", "law (what plans read)", "its error", "range",
+                "resident", "warm step (largest)", "step0/warm, median of points"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r.name, r.mode, r.law, fmt(r.r2), fmt(r.loo_max), r.fitted_range,
-                      fmt(r.resident), fmt(r.warm_seconds), fmt(r.step0_over_warm))
+        law, error = headline_law(r, (times or {}).get((r.name, r.mode)))
+        table.add_row(r.name, r.mode, law, error, r.fitted_range, fmt(r.resident),
+                      fmt(r.warm_seconds), fmt(r.step0_over_warm))
     table.caption = LEGEND
     return table
+
+
+def headline_law(r: WorkloadSummary, t: TimeSummary | None) -> tuple[str, str]:
+    """(the law, its error) a workload's headline shows: its step-time model, or its
+    throughput law, or why neither is headlined."""
+    if t is not None and t.form is not None and t.formula:
+        law = fmt(fitted(t.formula, "", f"{t.name} ({t.mode}) step-time model"))
+        if t.held_out_worst is None:
+            return f"step-time model: {law}", "no held-out shape"
+        return (f"step-time model: {law}", f"held-out median {fmt(t.held_out_median)}, "
+                f"worst {fmt(t.held_out_worst)}")
+    if r.r2 is not None and isinstance(r.r2.value, (int, float)) and r.r2.value < 0:
+        return (f"not headlined: its R^2 {fmt(r.r2)} is below 0 (the mean of the points fits "
+                "them better)", "-")
+    loo = f", LOO max {fmt(r.loo_max)}" if r.loo_max is not None else ""
+    return r.law, (f"R^2 {fmt(r.r2)}{loo}" if r.r2 is not None else "-")
 
 
 NOT_EXECUTABLE = "NOT EXECUTABLE"
