@@ -109,3 +109,32 @@ def test_a_negative_fixed_memory_reads_as_a_signed_figure():
     assert _signed(-1.18 * 2**20) == "-1.18 MiB"
     assert _signed(190.8 * 2**20) == "190.80 MiB"
     assert _signed(-0.2) == "0 B"  # never "-0 B"
+
+
+def test_levers_says_not_resolved_where_the_children_straddle_1x(tmp_path, monkeypatch):
+    """The H200 run's bf16 and fused AdamW on tinylm@q3 (children 0.91x..1.16x and
+    0.90x..1.20x): neither a speedup nor a slowdown; compile (1.51x..1.73x) stands."""
+    import json
+    from pathlib import Path
+
+    import afford.certify.stage_levers as jobs
+    import afford.cli.common as common
+    import afford.cli.levers as cli_levers
+    from afford.schema.cert import load_certificate
+
+    cert = load_certificate(Path(__file__).parent / "data" / "h200_sizes_levers_63bd66d.json")
+    path = tmp_path / "c.json"
+    path.write_text(cert.to_json())
+    monkeypatch.setattr(jobs, "lever_job", lambda *a, **k: None)
+    monkeypatch.setattr(cli_levers, "_measure", lambda *a, **k: cert.levers)
+    monkeypatch.setattr(common.out, "width", 400)
+    r = runner.invoke(app, ["levers", str(path)])
+    assert r.exit_code == 0, r.output
+    said = [ln for ln in r.stdout.splitlines() if "not resolved here (load " in ln]
+    assert len(said) == 3 and said[0].startswith("tinylm@q3: ")
+    row = next(ln for ln in r.stdout.splitlines() if "torch.compile" in ln and "q3" in ln)
+    assert "1.564 × M" in row  # a resolved lever keeps its speedup
+    doc = json.loads(runner.invoke(app, ["levers", str(path), "--json"]).stdout)
+    unresolved = [x for x in doc["rows"] if x["unresolved"]]
+    assert {x["lever"] for x in unresolved} == {"bf16", "fused"}
+    assert all(x["speedup"]["value"] for x in unresolved)  # the median kept for the JSON

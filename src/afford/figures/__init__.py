@@ -90,22 +90,23 @@ def children_slow_end(cert: Certificate, name: str, value: int | None = None,
     """How much slower than the median the slowest child ran, as a factor on the step
     (slowest child median / median of the child medians), from the children's spread the
     certificate keeps: at the sweep point ``value`` where the sweep measured it with two
-    children or more, else the largest factor over the workload's usable points (sweep and
-    step-time design), since a shape no point measured could sit at any of them. ``None``
-    where no point has two children."""
+    children or more; else, for a shape no point measured, the workload's typical factor
+    (the median over its usable points, sweep and step-time design: the widest would let
+    one launch-floor point, or one child a stray process stalled, speak for every shape).
+    ``None`` where no point has two children."""
     r = workload(cert, name, mode)
     at = point(r, value) if value is not None else None
     own = at is not None and at.usable and len(at.child_medians) > 1
     pts = [at] if own else [p for p in r.points + r.design_points if p.usable]
-    spread = [(max(p.child_medians) / p.median_seconds, p) for p in pts
-              if len(p.child_medians) > 1 and p.median_seconds]
+    spread = sorted(((max(p.child_medians) / p.median_seconds, p) for p in pts
+                     if len(p.child_medians) > 1 and p.median_seconds), key=lambda x: x[0])
     if not spread:
         return None
-    factor, p = max(spread, key=lambda x: x[0])
+    factor, p = spread[(len(spread) - 1) // 2]  # the lower median: a factor a point measured
     where = f"{r.sweep_param}={p.value}" if p.role == "sweep" else f"{p.batch} x {p.seq}"
-    widest = "" if own else " (the widest spread of its points)"
+    typical = "" if own else f" (the median of its {len(spread)} points' factors)"
     return module(factor, "x", f"{r.name} {r.mode} at {where}: the slowest of "
-                  f"{len(p.child_medians)} child medians over their median{widest}, "
+                  f"{len(p.child_medians)} child medians over their median{typical}, "
                   f"{run_label(cert)}")
 
 

@@ -73,9 +73,9 @@ def slow_step(step: Tagged, children: Tagged | None) -> Tagged | None:
     """The slow end of the run's step inside its measured spread: the figure a NOISY
     certificate's decision is checked at. It is the step x the children's slow-end factor
     (:func:`afford.figures.children_slow_end`: the slowest child's median over the median,
-    at the run's point or the widest of the workload's points); where the plan's step
-    carries a band of its own, its high end belongs here. ``None`` where no spread is
-    known."""
+    at the run's point, or the workload's typical factor for a shape no point measured);
+    where the plan's step carries a band of its own, its high end belongs here. ``None``
+    where no spread is known."""
     if children is None:
         return None
     return derive(num(step) * max(1.0, num(children)), "s", "the slow end of the measured "
