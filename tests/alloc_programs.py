@@ -12,7 +12,7 @@ MIB = 1 << 20
 
 def program(B: int, s: int, cold: bool = False, steps: int = 3, layers: int = 2,
             d: int = 64, stage: tuple[int, int] | None = None,
-            sort_above: int | None = None) -> OpTrace:
+            sort_above: int | None = None, sort_swaps: bool = False) -> OpTrace:
     """A training loop's allocator history: build (weights, an input pool), then steps of
     forward (saved activations, temporaries, materialised scores), backward (gradients,
     activations freed in reverse), AdamW state on the first step; ``cold`` adds what a
@@ -21,7 +21,10 @@ def program(B: int, s: int, cold: bool = False, steps: int = 3, layers: int = 2,
     buffer, ``min(bytes x B*s, cap)`` (PyTorch's reduce kernels bound it by the grid), with
     its 4 KiB of semaphores, both freed at once. ``sort_above``: above this many tokens the
     position table's backward takes a sorting path (PyTorch's embedding backward above 3,072
-    indices): sorted indices and a table-sized accumulator, freed when it is done."""
+    indices): sorted indices and a table-sized accumulator, freed when it is done.
+    ``sort_swaps``: the position gradient's two work buffers, taken on both paths, are freed
+    in one order on the sorting path and the other below it (as OPT's embedding backward
+    frees its fp32 accumulator and its index buffer)."""
     addr = itertools.count(1 << 20, 1 << 12)
     rows, live = [], {}
 
@@ -56,11 +59,21 @@ def program(B: int, s: int, cold: bool = False, steps: int = 3, layers: int = 2,
                 free(f"sem{i}")
             free(f"scores{i}")
             free(f"act{i}")
-        if sort_above is not None and B * s > sort_above:
+        sorting = sort_above is not None and B * s > sort_above
+        if sort_swaps:
+            alloc("work_a", 64 * MIB)
+            alloc("work_b", 16 * B * s)
+        if sorting:
             alloc("sorted", 8 * B * s)
             alloc("accum", 4 * weights["pos"])
             free("sorted")
             free("accum")
+        if sort_swaps:
+            first, second = ("work_a", "work_b") if sorting else ("work_b", "work_a")
+            free(first)
+            alloc("probe", 48 * MIB)  # reuses work_a's block only where it was freed first
+            free("probe")
+            free(second)
         alloc("gpos", weights["pos"])
         if step == 0:
             for w, size in weights.items():

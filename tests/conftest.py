@@ -21,6 +21,19 @@ def tests_on_pythonpath(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT)] + ([given] if given else [])))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache(tmp_path_factory):
+    """afford's derived-figures cache (afford.core.cache) in a folder of the session's own,
+    never the user's ~/.cache (children and CLI subprocesses inherit the variable)."""
+    old = os.environ.get("AFFORD_CACHE_DIR")
+    os.environ["AFFORD_CACHE_DIR"] = str(tmp_path_factory.mktemp("afford-cache"))
+    yield
+    if old is None:
+        os.environ.pop("AFFORD_CACHE_DIR", None)
+    else:
+        os.environ["AFFORD_CACHE_DIR"] = old
+
+
 def _cuda_available() -> bool:
     """Only asked when a collected test is marked cuda, so pure-math runs never import torch."""
     import torch

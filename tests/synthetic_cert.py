@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from afford.fit.time.throughput import fit_throughput
+from afford.fit.time.size_law import fit_sizes_section
 from afford.schema.cert import Certificate, Environment, Protocol
-from afford.schema.point import ChildPoint, Point
+from afford.schema.point import ChildPoint, Point, StepFlops
 from afford.schema.sizes_section import SizePoint, SizesSection
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
@@ -36,18 +36,39 @@ def point(seconds: float | None, value: int = 1024, children: list[ChildPoint] |
                  excluded_reason=excluded, tokens_per_step=tokens)
 
 
-def sizes_section(params: list[int], seconds: list[float], mode: str = "bf16",
-                  batch: int = 8, seq: int = 1024) -> SizesSection:
-    sizes = [SizePoint(spec=f"tinylm@size{i}", d=64, L=1, H=1, params=n, point=point(t))
-             for i, (n, t) in enumerate(zip(params, seconds))]
-    law = fit_throughput("params", [float(n) for n in params], seconds)
+SHAPES = ((256, 4), (512, 8), (1024, 16))  # (d, L): 12 L d^2 parameters each, exactly
+
+
+def size_params(d: int, L: int) -> int:
+    """The synthetic family's parameters: 12 L d^2 (no embeddings, no biases)."""
+    return 12 * L * d * d
+
+
+def sizes_section(shapes, seconds: list[float], mode: str = "bf16", batch: int = 8,
+                  seq: int = 1024, counted: bool = True) -> SizesSection:
+    """Sizes of a synthetic family at ``shapes`` stepping ``seconds`` (wall times only), with
+    their FLOPs counted as 6 N per token and 12 L d s (or not counted), and the size law
+    fitted over them without ceilings, as the sizes stage stores it."""
+    sizes = []
+    for (d, L), t in zip(shapes, seconds):
+        n = size_params(d, L)
+        p = point(t, tokens=batch * seq)
+        if counted:
+            p = p.model_copy(update={"flops": StepFlops(
+                gemm=6.0 * batch * seq * n, attn=12.0 * batch * seq * seq * d * L)})
+        sizes.append(SizePoint(spec=f"tinylm@d{d}L{L}", d=d, L=L, H=max(1, d // 64), params=n,
+                               point=p))
+    law, scaling, notes = fit_sizes_section("tinylm", sizes, batch=batch, seq=seq,
+                                            gemm_rate=None, bandwidth=None,
+                                            bytes_per_param=16.0)
     return SizesSection(mode=mode, batch=batch, seq=seq, tokens_per_step=batch * seq,
-                        sizes=sizes, law=law)
+                        sizes=sizes, size_law=law, scaling=scaling, warnings=notes)
 
 
 def linear_sizes(mode: str = "bf16") -> SizesSection:
-    """t = 1e-9 s x N exactly at N = 1M, 10M, 100M (a power law with b = 1)."""
-    return sizes_section([10**6, 10**7, 10**8], [1e-3, 1e-2, 1e-1], mode=mode)
+    """t = 1e-9 s x N exactly at d256 L4, d512 L8, d1024 L16 (3.1M, 25M, 201M parameters):
+    the step costs 1e-9 / 49152 s per GEMM FLOP (6 N FLOPs per token, 8192 tokens)."""
+    return sizes_section(SHAPES, [1e-9 * size_params(d, L) for d, L in SHAPES], mode=mode)
 
 
 def certificate(sizes: SizesSection | None = None, **env) -> Certificate:

@@ -120,7 +120,7 @@ def test_the_progress_bar_never_counts_past_its_total():
     from afford.report.progress import RichProgress
 
     seen = []
-    with RichProgress(console=Console(file=io.StringIO())) as bar:
+    with RichProgress(console=Console(file=io.StringIO(), force_terminal=True)) as bar:
         bar.planned(6)
         for _ in range(7):
             bar.point()

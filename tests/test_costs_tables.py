@@ -21,9 +21,11 @@ import math
 import pytest
 
 from afford.core.provenance import assumed, inherited, measured, module
+from afford.figures.memory_at import MemoryAnswer, judged_plain
 from afford.plan import cadence, chunk, disk, failures, quota
 from afford.plan.result import StartupComponent
 from afford.schema.laws import LawFit
+from afford.schema.memory_law import projected_reserved
 
 GIB = 2**30
 HOUR = 3600.0
@@ -92,6 +94,17 @@ def _startup() -> chunk.Startup:
     return chunk.startup(comps)
 
 
+def _projected(arm: str, n: int, alloc_gib: float, mem) -> MemoryAnswer:
+    """COSTS 3.2's memory columns: the measured allocated peak, reserved projected with the
+    box's worst reserved/allocated ratio (1.256), judged against the T4 budget."""
+    alloc = measured(int(alloc_gib * GIB), "B", "COSTS 3.2")
+    proj = projected_reserved(alloc.value, 1.256)
+    a = MemoryAnswer(workload=arm, mode="fp32", device_type="cuda", shape={"B": 1, "s": n},
+                     source="measured", why="COSTS 3.2", allocated=alloc,
+                     reserved=module(int(round(proj)), "B", "allocated x 1.256 (COSTS 3.2)"))
+    return judged_plain(a, mem.budget_bytes)
+
+
 def _section_3(f: Figures) -> None:
     start = _startup()
     ch = chunk.chunk(inherited(12 * HOUR, "s", "COSTS 3: 12 h session cap"),
@@ -102,8 +115,7 @@ def _section_3(f: Figures) -> None:
     f.add("3.1 covered", ch.margin_covers, 7.4, 1)
 
     mem = chunk.memory_budget(inherited(15 * GIB, "B", "ceq/sizing.py::GPUS['T4-16GB']"),
-                              inherited(0.90, "ratio", "COSTS 3.2"),
-                              measured(1.256, "x", "COSTS 3.2: worst reserved/allocated"))
+                              inherited(0.90, "ratio", "COSTS 3.2"))
     f.add("3.2 budget (GiB)", mem.budget_bytes.value / GIB, 13.50, 2)
     for arm, n, step, alloc, steps, proj, share in ROWS:
         a, b = LAWS[arm]
@@ -111,8 +123,8 @@ def _section_3(f: Figures) -> None:
         f.add(f"3.2 {arm} {n} s/step from the 1.1 law", law.predict(n), step, 6)
         row = chunk.chunk_row(workload=arm, mode="fp32", sweep_param="n", value=n,
                               step=measured(step, "s", "COSTS 3.2"),
-                              allocated=measured(int(alloc * GIB), "B", "COSTS 3.2"),
-                              reserved=None, memory=mem, chunk_seconds=ch.chunk_seconds)
+                              mem=_projected(arm, n, alloc, mem), memory=mem,
+                              chunk_seconds=ch.chunk_seconds)
         f.add(f"3.2 {arm} {n} steps / 11 h", row.steps_per_chunk, steps)
         f.add(f"3.2 {arm} {n} proj resv (GiB)", row.projected_reserved_bytes.value / GIB,
               proj, 3)
@@ -120,8 +132,8 @@ def _section_3(f: Figures) -> None:
         assert row.fits is FITS.get((arm, n), True), (arm, n)
     lm = chunk.chunk_row(workload="LM", mode="fp32", sweep_param="seq", value=512,
                          step=measured(LM["step"], "s", "COSTS 3.2"),
-                         allocated=measured(int(LM["alloc"] * GIB), "B", "COSTS 3.2"),
-                         reserved=None, memory=mem, chunk_seconds=ch.chunk_seconds,
+                         mem=_projected("LM", 512, LM["alloc"], mem), memory=mem,
+                         chunk_seconds=ch.chunk_seconds,
                          is_run=True, tokens_per_step=module(LM["tokens"], "tokens", "8 x 512"))
     f.add("3.2 LM steps / 11 h", lm.steps_per_chunk, 132_430)
     f.add("3.2 LM proj resv (GiB)", lm.projected_reserved_bytes.value / GIB, 4.029, 3)

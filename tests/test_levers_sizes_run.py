@@ -32,7 +32,11 @@ def test_reduced_cpu_sizes_stage(tmp_path, cpu_cert):
         assert len(s.point.children) == 3 and s.point.resident is True
         assert all(len(k.timed_seconds) >= 12 for k in s.point.children)
     params = [s.params for s in section.sizes]
-    assert params == sorted(params) and section.law.x == [float(p) for p in params]
+    law = section.size_law
+    assert params == sorted(params) and [p.params for p in law.points] == [float(p) for p in
+                                                                          params]
+    assert law.sides == "wall"  # a CPU: no device side apart from the host
+    assert section.scaling.source.startswith("FLOPs counted at each size")  # the first child
     assert [p.spec for p in section.phases] == ["tinylm@d16L1H2b2s16+phases",
                                                 "tinylm@d48L2H2b2s16+phases"]
     for split in section.phases:
@@ -59,6 +63,7 @@ def test_reduced_cpu_sizes_stage(tmp_path, cpu_cert):
     assert r.exit_code == 0, r.output
     row = json.loads(r.stdout)["rows"][0]
     assert row["wall_a"]["tag"] == "FITTED" and row["wall_a"]["extrapolated"] is True
+    assert row["step"]["tag"] == "FITTED" and row["beyond"] > 1
     assert row["flops_attention"]["value"] == pytest.approx(12 * 2 * 64 * 16 * 20e6)
 
 

@@ -5,9 +5,11 @@ import math
 import pytest
 
 from afford.core.provenance import Tag, assumed, inherited, measured
+from afford.figures.memory_at import MemoryAnswer, judged_plain
 from afford.plan import cadence, chunk, disk, failures, quota
 from afford.plan.derive import ceil_div, floor_div
 from afford.plan.result import StartupComponent
+from afford.schema.memory_law import projected_reserved
 
 GIB = 2**30
 
@@ -96,45 +98,43 @@ def test_extrapolated_step_marks_steps_per_chunk_extrapolated():
     assert chunk.steps_per_chunk(s(39600.0), step).extrapolated is True
 
 
+def _measured_answer(reserved: int, budget) -> MemoryAnswer:
+    a = MemoryAnswer(workload="w", mode="fp32", device_type="cuda", shape={"B": 1, "s": 1},
+                     source="measured", why="a test", allocated=measured(reserved, "B", "a"),
+                     reserved=measured(reserved, "B", "r"))
+    return judged_plain(a, budget)
+
+
 def test_memory_budget_and_fit():
-    mem = chunk.memory_budget(inherited(16 * GIB, "B", "sheet"), assumed(0.9, "ratio", "d"),
-                              measured(1.25, "x", "ratio"))
+    mem = chunk.memory_budget(inherited(16 * GIB, "B", "sheet"), assumed(0.9, "ratio", "d"))
     assert mem.budget_bytes.value == 15461882265  # floor(17179869184 x 0.9)
+    ans = _measured_answer(13421772800, mem.budget_bytes)
     row = chunk.chunk_row(workload="w", mode="fp32", sweep_param="seq", value=1,
-                          step=s(0.5), allocated=measured(10 * GIB, "B", "a"), reserved=None,
-                          memory=mem, chunk_seconds=s(39600.0))
-    assert row.projected_reserved_bytes.value == 13421772800  # 10 GiB x 1.25 = 12.5 GiB
+                          step=s(0.5), mem=ans, memory=mem, chunk_seconds=s(39600.0))
+    assert row.projected_reserved_bytes.value == 13421772800  # the answer's figure
     assert row.budget_share.value == pytest.approx(13421772800 / 15461882265)
-    assert row.fits is True and row.steps_per_chunk.value == 79200
-    assert row.steps_per_hour.value == 7200
+    assert row.fits is True and row.fits_level == "yes" and row.memory_source == "measured"
+    assert row.steps_per_chunk.value == 79200 and row.steps_per_hour.value == 7200
 
 
-def test_projected_exactly_at_the_budget_fits_and_one_byte_over_does_not():
-    mem = chunk.memory_budget(measured(1000, "B", "m"), assumed(0.9, "ratio", "d"),
-                              measured(1.5, "x", "r"))
-    at = chunk.projected_reserved(measured(600, "B", "a"), mem.reserved_ratio)
-    assert at.value == 900 == mem.budget_bytes.value
+def test_exactly_at_the_budget_fits_and_one_byte_over_does_not():
+    mem = chunk.memory_budget(measured(1000, "B", "m"), assumed(0.9, "ratio", "d"))
+    assert projected_reserved(600, 1.5) == 900 == mem.budget_bytes.value  # COSTS 3.2
     row = chunk.chunk_row(workload="w", mode="fp32", sweep_param="n", value=1, step=None,
-                          allocated=measured(600, "B", "a"), reserved=None, memory=mem,
+                          mem=_measured_answer(900, mem.budget_bytes), memory=mem,
                           chunk_seconds=None)
     assert row.fits is True and row.steps_per_chunk is None
     over = chunk.chunk_row(workload="w", mode="fp32", sweep_param="n", value=1, step=None,
-                           allocated=measured(601, "B", "a"), reserved=None, memory=mem,
+                           mem=_measured_answer(901, mem.budget_bytes), memory=mem,
                            chunk_seconds=None)
-    assert over.projected_reserved_bytes.value == 902 and over.fits is False
-
-
-def test_measured_reserved_above_the_projection_wins():
-    p = chunk.projected_reserved(measured(100, "B", "a"), measured(1.1, "x", "r"),
-                                 measured(150, "B", "reserved"))
-    assert p.value == 150 and p.tag is Tag.MEASURED
+    assert over.projected_reserved_bytes.value == 901 and over.fits is False
+    assert over.fits_level == "no"
 
 
 def test_run_row_tokens_per_chunk():
-    mem = chunk.memory_budget(measured(1000, "B", "m"), assumed(0.9, "ratio", "d"),
-                              measured(1.0, "x", "r"))
+    mem = chunk.memory_budget(measured(1000, "B", "m"), assumed(0.9, "ratio", "d"))
     row = chunk.chunk_row(workload="w", mode="fp32", sweep_param="seq", value=1024,
-                          step=s(0.5), allocated=None, reserved=None, memory=mem,
+                          step=s(0.5), mem=None, memory=mem,
                           chunk_seconds=s(39600.0), is_run=True,
                           tokens_per_step=measured(8192, "tokens", "t"))
     assert row.tokens_per_chunk.value == 79200 * 8192 and row.fits is None

@@ -21,7 +21,7 @@ def test_memory_budget_uses_the_measured_card(p):
     assert p.memory.device_memory_bytes.tag is Tag.MEASURED
     assert p.memory.device_memory_bytes.value == 16 * GIB
     assert p.memory.budget_bytes.value == 15461882265
-    assert p.memory.reserved_ratio.value == 1.2  # 12 GiB / 10 GiB, worse than 9 / 8
+    assert p.memory.reserved_ratio is None  # no ratio across shapes or workloads (issue 37)
 
 
 def test_startup_components_and_chunk(p):
@@ -42,14 +42,15 @@ def test_chunk_table_rows(p):
     run = p.rows[0]
     assert run.is_run and run.value == 512 and run.step_seconds.value == 1.0
     assert run.steps_per_chunk.value == 39600
-    assert run.projected_reserved_bytes.value == 12 * GIB  # 10 GiB x 1.2
+    assert run.projected_reserved_bytes.value == 12 * GIB  # measured there
+    assert run.memory_source == "measured" and run.fits_level == "yes"
     assert run.budget_share.value == pytest.approx(12 * GIB / 15461882265)
     assert run.fits is True
     assert run.tokens_per_step.value == 4096 and run.tokens_per_chunk.value == 39600 * 4096
     assert run.params.value == 25_000_000
     by_value = {r.value: r for r in p.rows[1:]}
     assert by_value[256].steps_per_chunk.value == 79200
-    assert by_value[256].projected_reserved_bytes.value == round(8 * GIB * 1.2)
+    assert by_value[256].projected_reserved_bytes.value == 9 * GIB  # measured, not 8 x 1.2
     oom = by_value[1024]
     assert oom.excluded.startswith("not resident") and oom.fits is None
     assert oom.step_seconds.tag is Tag.FITTED and oom.step_seconds.extrapolated
@@ -163,7 +164,7 @@ def test_device_mismatch_uses_the_platform_memory():
 
 
 def test_not_resident_is_no_go():
-    v = planner.preflight(make_cert(alloc_512=13 * GIB, reserved_512=13 * GIB),
+    v = planner.preflight(make_cert(alloc_512=13 * GIB, reserved_512=15 * GIB),
                           make_platform(), make_run())
     assert v.go is False
     assert any(r.startswith("not resident") for r in v.reasons)
@@ -252,17 +253,19 @@ def test_no_step_time_at_an_excluded_point_says_why_the_models_cannot():
         "model (it predates it); no throughput law either; certify that shape" in v.reasons
 
 
-def test_a_cpu_certificate_without_reserved_figures_takes_ratio_one():
+def test_a_certificate_without_reserved_figures():
+    """On a CPU the peak RSS is what the process holds; a CUDA point without its reserved
+    peak (an older certificate) takes allocated x the cited H200 worst ratio, ASSUMED."""
     c = make_cert()
     pts = [pt.model_copy(update={"peak_reserved_bytes": None}) for pt in c.workloads[0].points]
     cpu = c.model_copy(update={
         "environment": c.environment.model_copy(update={"device_type": "cpu"}),
         "workloads": [c.workloads[0].model_copy(update={"points": pts})]})
     p = planner.plan(cpu, make_platform(device=None), make_run())
-    r = p.memory.reserved_ratio
-    assert r.value == 1.0 and r.tag is Tag.ASSUMED and "on CPU" in r.source
-    assert p.rows[0].projected_reserved_bytes.value == 10 * GIB  # allocated x 1.0
-    # a CUDA certificate without them takes the cited H200 worst case instead
+    assert p.rows[0].projected_reserved_bytes.value == 10 * GIB  # the peak itself
     cuda = cpu.model_copy(update={"environment": c.environment})
-    assert planner.plan(cuda, make_platform(), make_run()).memory.reserved_ratio.value == \
-        planner.CUDA_RESERVED_RATIO
+    row = planner.plan(cuda, make_platform(), make_run()).rows[0]
+    assert row.projected_reserved_bytes.value == pytest.approx(10 * GIB * 1.12, abs=1)
+    assert row.projected_reserved_bytes.tag is Tag.ASSUMED
+
+

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from afford.certify.stage_memory import refit_law
 from afford.cli import app
 from afford.figures import memory_figures
+from afford.fit.memory import sizing
 from afford.report.memory_tables import replay_tables
 from afford.schema.cert import save_certificate
 from afford.schema.memory_section import MemorySection
@@ -49,8 +50,10 @@ def test_the_replay_answers_and_its_batch_ran_under_the_cap(cert):
     row = next(x for x in budget["results"]
                if x["workload"] == "hf_models:llama" and x["mode"] == "fp32")
     assert row["largest_ok"] == 8
-    assert int(r.max_batch.value) == 8 == r.prediction.dims["B"]
-    assert int(r.law_max_batch.value) > row["largest_ok"]  # the law's batch would not run
+    assert int(r.max_batch.value) == 8 == r.memory.shape["B"]
+    law = cert.memory.laws[0]  # the law's own largest batch would not run
+    assert int(sizing.max_batch(law, {"seq": 1024}, FRACTION * H200, "run").value) > \
+        row["largest_ok"]
     assert r.fits is True
     assert r.replay.breakdown is not None and r.replay.breakdown.B == 8
 
@@ -117,7 +120,7 @@ def test_plans_largest_batch_reads_the_replay(cert):
     from afford import figures
 
     got = figures.max_batch(cert, "hf_models:llama", {"seq": 1024}, 16 * 2**30, "fp32")
-    assert got.value == 8 and "allocator replay" in got.source
+    assert got.value == 8 and "memory answer (replay)" in got.source
 
 
 @pytest.mark.slow

@@ -2,53 +2,95 @@
 
 import math
 
-import numpy as np
 import pytest
 
 from afford.certify import stage_levers as lv
-from afford.certify.stage_sizes import SIZES, fit_sizes, size_configs
+from afford.certify.stage_sizes import SIZES, ladder_items, size_configs
 from afford.core.errors import InputError
 from afford.core.provenance import NotExecutable
 from afford.fit.time.phases import growth, phase_child, phase_split, premise
+from afford.fit.time.size_law import fit_sizes_section
 from afford.fit.time.speedup import per_child_speedups, summarize
 from afford.fit.time.verdicts import mfu
 from afford.schema.levers_section import LeverVariant
-from afford.schema.point import ChildPoint
+from afford.schema.point import ChildPoint, StepFlops
 from afford.schema.sizes_section import PhaseChild, SizePoint
 from afford.workloads import resolve
 from afford.workloads.tinylm import tinylm_params
 from tests.synthetic_cert import point
 
 
-def _sizes(params, seconds, excluded=()):
-    return [SizePoint(spec=f"s{i}", d=64, L=1, H=1, params=n,
-                      point=point(t, resident=i not in excluded,
-                                  excluded="not resident: ran out of memory" if i in excluded
-                                  else None))
-            for i, (n, t) in enumerate(zip(params, seconds))]
+def _sizes(shapes, seconds, excluded=(), flops=True):
+    """tinylm-shaped sizes at 8 x 1024 with their counted FLOPs (or none) and steps."""
+    out = []
+    for i, ((d, L), t) in enumerate(zip(shapes, seconds)):
+        n = 12 * L * d * d + 256 * d
+        counted = StepFlops(gemm=6 * 8192 * n, attn=12 * 8 * 1024**2 * d * L) if flops else None
+        p = point(t, resident=i not in excluded,
+                  excluded="not resident: ran out of memory" if i in excluded else None)
+        out.append(SizePoint(spec=f"tinylm@d{d}L{L}", d=d, L=L, H=max(1, d // 64), params=n,
+                             point=p.model_copy(update={"flops": counted})))
+    return out
 
 
-def test_size_law_recovered_from_synthetic_sizes():
-    """t = 4 ms + 2e-10 N^1.1 over five sizes: the floor + power form is recovered and
-    chosen by its leave-one-out error."""
-    n = np.array([1e6, 5e6, 2.6e7, 8.6e7, 2.03e8])
-    t = 4e-3 + 2e-10 * n**1.1
-    law, notes = fit_sizes(_sizes([int(x) for x in n], list(t)))
-    assert law.x_name == "params" and law.chosen == "floor_power"
-    assert law.floor_power.params["F"] == pytest.approx(4e-3, rel=1e-3)
-    assert law.floor_power.params["b"] == pytest.approx(1.1, rel=1e-3)
-    assert law.best.r2 == pytest.approx(1.0) and notes == []
-    secs, extra = law.predict(1e9)
-    assert secs == pytest.approx(4e-3 + 2e-10 * 1e9**1.1, rel=1e-3) and extra
+SHAPES = [(128, 4), (256, 6), (512, 8), (768, 12), (1024, 16)]
 
 
-def test_size_law_keeps_exclusions():
-    law, _ = fit_sizes(_sizes([10**6, 10**7, 10**8, 10**9], [1e-3, 1e-2, 1e-1, 1.0],
-                              excluded={3}))
-    assert law.x == [1e6, 1e7, 1e8]
-    assert law.excluded[0].value == 1e9 and "out of memory" in law.excluded[0].reason
-    law, notes = fit_sizes(_sizes([10**6, 10**7], [1e-3, 1e-2], excluded={1}))
-    assert law is None and "only 1 resident size" in notes[0]
+def _fit(sizes, rate=8e14):
+    return fit_sizes_section("tinylm", sizes, batch=8, seq=1024, gemm_rate=rate,
+                             bandwidth=4e12, bytes_per_param=16.0)
+
+
+def test_section_law_and_scaling_from_counted_flops():
+    """Wall steps 1.5 x the GEMM bound over three sizes above a 9 ms floor: the family's
+    scaling is read exactly off the counted FLOPs, and the law extrapolates the work."""
+    def step(d, L):
+        return max(9e-3, 1.5 * 6 * 8192 * (12 * L * d * d + 256 * d) / 8e14)
+
+    law, scaling, notes = _fit(_sizes(SHAPES, [step(d, L) for d, L in SHAPES]))
+    assert notes == [] and law.sides == "wall"
+    assert scaling.layer_gemm == pytest.approx(6 * 8192 * 12) and scaling.max_rel_error < 1e-9
+    assert scaling.outer_gemm == pytest.approx(6 * 8192 * 256)
+    assert scaling.layer_attn == pytest.approx(12 * 8 * 1024**2)
+    assert "counted" in scaling.source and scaling.aspect == 64 and scaling.head_dim == 64
+    w = scaling.work(2048, 24, 16.0)
+    assert law.predict(w).seconds == pytest.approx(step(2048, 24), rel=0.05)
+
+
+def test_section_without_counted_flops_uses_six_n():
+    law, scaling, _ = _fit(_sizes(SHAPES, [0.01, 0.011, 0.016, 0.027, 0.033], flops=False))
+    assert "6 N per token" in scaling.source and law is not None
+
+
+def test_section_law_keeps_exclusions_and_needs_two_sizes():
+    law, _, notes = _fit(_sizes(SHAPES[:4], [1e-2, 2e-2, 4e-2, 8e-2], excluded={3}))
+    assert [p.label for p in law.points] == ["tinylm@d128L4", "tinylm@d256L6", "tinylm@d512L8"]
+    assert notes == ["tinylm@d768L12 left out: not resident: ran out of memory"]
+    law, scaling, notes = _fit(_sizes(SHAPES[:2], [1e-2, 2e-2], excluded={1}))
+    assert law is None and scaling is None and "only 1 resident size" in notes[-1]
+
+
+def test_ladder_sizes_ride_in_the_sweep_on_a_gpu():
+    from afford.certify.request import CertifyRequest, resolve
+    from afford.workloads import resolve as resolve_workload
+
+    plan = resolve(CertifyRequest(), "cuda", "large-gpu", "cuda:0")
+    keys = [it["key"] for it in plan.sizes]
+    # the default tinylm at seq 1024 is the first ladder size already: two items more
+    assert [it["workload"] for it in plan.sizes] == ["tinylm@d1024L12H16b8s1024",
+                                                     "tinylm@d2048L8H32b8s1024"]
+    assert all(k in [it["key"] for it in plan.items] for k in keys)
+    assert all(it["synced"] is False for it in plan.sizes)  # no synced steps: seconds saved
+    assert resolve(CertifyRequest(sizes=True), "cuda", "large-gpu", "cuda:0").sizes == []
+    assert resolve(CertifyRequest(ladder_sizes=False), "cuda", "large-gpu", "cuda:0").sizes == []
+    assert resolve(CertifyRequest(workloads=["tinylm"]), "cpu", "cpu", "cpu").sizes == []
+    w = resolve_workload("softmax", "large-gpu")
+    assert ladder_items([("softmax", w, "bf16", [1024])], "large-gpu") == []
+    other = resolve_workload("tinylm@d256L4", "large-gpu")
+    got = ladder_items([("tinylm@d256L4", other, "bf16", [1024])], "large-gpu")
+    assert [it["workload"] for it in got] == ["tinylm@d512L8H8b8s1024",
+                                              "tinylm@d1024L12H16b8s1024",
+                                              "tinylm@d2048L8H32b8s1024"]
 
 
 def test_size_tables_share_one_batch_and_seq_and_grow():
@@ -204,7 +246,7 @@ def test_stages_are_wired_to_the_request(monkeypatch):
         configs=configs, **kw) or "S")
     monkeypatch.setattr(lv, "measure_levers", lambda job, on_event: seen.update(job=job) or "L")
     ctx = SimpleNamespace(
-        req=certify.CertifyRequest(precision="quick", children=4, seed=7),
+        req=certify.CertifyRequest(precision="quick", children=4, seed=7, sizes=True),
         env=SimpleNamespace(device_memory_bytes=123, device_type="cpu", device_name="box",
                             torch_version="t", command="c"),
         plan=SimpleNamespace(device="cpu", device_class="cpu", workloads=[("tinylm", None,
@@ -247,3 +289,69 @@ def test_growth_needs_two_parameter_counts_in_order():
     no_step = phase_split("x", 10**6, kids, [])
     assert no_step.step_seconds is None and no_step.forward_seconds == 2e-3
     assert growth(no_step, large) == [] and growth(small, phase_split("x", 10**8, kids, [])) == []
+
+
+def test_ladder_sizes_are_read_from_the_sweeps_records(monkeypatch):
+    """The default GPU certify's sizes stage on fake child records: the default tinylm's
+    seq-1024 point is the first size, the two ladder items the others; each child's record
+    carries its timings, the first child's counted FLOPs and the last child's profile; the
+    law is bounded by the probes' GEMM rate and bandwidth and uses the memory law's bytes."""
+    from types import SimpleNamespace
+
+    from afford.certify.request import CertifyRequest, resolve
+    from afford.certify.stage_sizes import LADDER_SIZES, sizes_stage
+    from afford.certify.sweep import point_key
+    from afford.schema.probes_section import CopyProbe, GemmProbe
+
+    plan = resolve(CertifyRequest(), "cuda", "large-gpu", "cuda:0")
+    rate, bw = 8e14, 4e12
+    batch, seq, dims = LADDER_SIZES["large-gpu"]
+    mode = plan.workloads[0][2]  # bf16 where torch says the card supports it
+    keys = [point_key("tinylm", mode, 1024)] + [it["key"] for it in plan.sizes]
+
+    def record(c, d, L):
+        n = tinylm_params(d, L, seq)
+        g, a, k = 6.0 * batch * seq * n, 12.0 * batch * seq * seq * d * L, 130 + 50 * L
+        busy = 1.5 * g / rate + a / rate + 16 * n / bw + 4e-6 * k
+        t = max(30e-6 * k, busy + 1e-6 * k)
+        rec = {"child": c, "order_position": 0, "median_seconds": t,
+               "timed_seconds": [t] * 12, "timed_step_indices": list(range(3, 15))}
+        if c == 0:
+            rec["flops"] = {"gemm": g, "attn": a}
+        if c == 2:
+            rec["device_steps"] = [{"index": 20, "busy_seconds": busy, "kernels": k,
+                                    "span_seconds": t, "queued_gap_seconds": 1e-6}]
+        return {"record": rec, "params": n, "tokens_per_step": batch * seq,
+                "shape": {"batch": batch, "seq": seq, "d": d, "L": L}}
+
+    per_child = [{key: record(c, d, L) for key, (d, L, _) in zip(keys, dims)}
+                 for c in range(3)]
+    gemm = {mode: GemmProbe(dtype=mode, n=8192, flop_per_call=2 * 8192**3,
+                              warmup_calls=3, seconds=[2 * 8192**3 / rate] * 3,
+                              median_seconds=2 * 8192**3 / rate, flops_per_second=rate,
+                              max_rel_error=1e-3, reference="fp64", settings={})}
+    copy = CopyProbe(buffer_bytes=2**30, bytes_per_call=2**31, warmup_calls=3,
+                     seconds=[2**31 / bw] * 3, median_seconds=2**31 / bw, bytes_per_second=bw)
+    memory = SimpleNamespace(laws=[SimpleNamespace(workload="tinylm", mode=mode,
+                                                   bytes_per_param=16.0)])
+    ctx = SimpleNamespace(req=CertifyRequest(), plan=plan, per_child=per_child, results=[],
+                          env=SimpleNamespace(device_memory_bytes=141 * 2**30, tf32_matmul=False,
+                                              float32_matmul_precision="highest",
+                                              device_type="cuda"),
+                          sections={"probes": SimpleNamespace(gemm=gemm, device_copy=copy),
+                                    "memory": memory})
+    sec = sizes_stage(ctx)["sizes"]
+    assert [z.spec for z in sec.sizes] == ["tinylm@d512L8H8b8s1024", "tinylm@d1024L12H16b8s1024",
+                                           "tinylm@d2048L8H32b8s1024"]
+    law = sec.size_law
+    assert law.sides == "profiled" and law.gemm_rate == rate and law.bandwidth == bw
+    assert law.coefficients["gemm_flops"] == pytest.approx(1.5 / rate, rel=0.02)
+    assert law.kernels_per_layer == pytest.approx(50) and law.issue_seconds == pytest.approx(30e-6)
+    assert law.held_out.label == "tinylm@d2048L8H32b8s1024" and abs(law.held_out.rel_error) < 0.02
+    assert sec.scaling.source.startswith("FLOPs counted") and sec.premise == "untested"
+    assert sec.warnings == []
+    # a sweep whose launch floor sits above the sizes' steps: said, and the law still fitted
+    ctx.results = [SimpleNamespace(time=SimpleNamespace(floor_seconds=0.05))]
+    sec = sizes_stage(ctx)["sizes"]
+    assert sec.size_law is not None and "of the ladder's 3 sizes lie at 2x or more of the " \
+        "sweep's launch floor (50 ms)" in sec.warnings[0]

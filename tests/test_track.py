@@ -183,6 +183,44 @@ def test_first_step_and_warmup_kept_apart_and_drift_warned(caplog):
     g.close()
 
 
+@pytest.mark.parametrize("rate", [1.27, 0.28])
+def test_drift_is_warned_when_the_figures_are_read_every_step(rate, caplog):
+    """A loop that logs every step (``readings()`` after each ``step``) and drifts +27 % or
+    -72 %: warned once, on the list and the logger. Reading the figures once reset the
+    counter that gated the drift check, and no warning ever came."""
+    clock = FakeClock()
+    g = Session(budget=Budget(chunk_seconds=None, save_every=None, write_seconds=0.0,
+                              step_seconds=1.0), clock=clock, marker=None, elapsed_seconds=0.0)
+    logged = []
+    with caplog.at_level(logging.WARNING, logger="afford.track"):
+        for i in range(60):
+            clock.t += rate
+            g.step(i)
+            logged.append({m.name: m.value for m in g.readings()})
+    word = "slower" if rate > 1 else "faster"
+    assert g.drift == pytest.approx(rate - 1)
+    assert len(g.warnings) == 1 and f"{abs(rate - 1):.1%} {word}" in g.warnings[0]
+    assert f"{abs(rate - 1):.1%} {word}" in caplog.text
+    # judged at the first warm step past MIN_DRIFT_STEPS: step 2 + 10 (after the first step
+    # and two warm-up steps), not some refresh later
+    assert g.warnings[0].startswith("step 12:")
+    assert logged[-1]["afford/drift"] == pytest.approx(rate - 1)
+
+
+def test_the_live_window_keeps_the_last_steps_in_order():
+    from afford.track.warm_window import WarmWindow
+
+    w = WarmWindow(3)
+    assert (w.median, w.slowest, len(w)) == (None, 0.0, 0)
+    for x, med, slow in [(5.0, 5.0, 5.0), (1.0, 3.0, 5.0), (3.0, 3.0, 5.0), (4.0, 3.0, 4.0),
+                         (4.0, 4.0, 4.0), (0.5, 4.0, 4.0), (0.5, 0.5, 4.0)]:
+        w.add(x)
+        assert (w.median, w.slowest) == (med, slow), x
+    assert len(w) == 3
+    with pytest.raises(ValueError):
+        WarmWindow(0)
+
+
 def test_no_drift_warning_within_tolerance():
     clock = FakeClock()
     g = Session(budget=Budget(chunk_seconds=None, save_every=None, write_seconds=0.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -21,6 +22,8 @@ HAS_ACCELERATE = importlib.util.find_spec("accelerate") is not None
 HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
 BUDGET = Budget(chunk_seconds=20.0, save_every=5, write_seconds=1.0, step_seconds=1.0,
                 run="cb")
+UNCAPPED = Budget(chunk_seconds=None, save_every=None, write_seconds=0.0, step_seconds=1.0,
+                  run="drift")  # no cap, no saves: a long run of warm steps
 needs_tf = pytest.mark.skipif(not HAS_TF, reason="transformers is not installed "
                               "(pip install 'afford[hf]')")
 needs_trainer = pytest.mark.skipif(not (HAS_TF and HAS_ACCELERATE), reason="a real Trainer "
@@ -134,27 +137,32 @@ def _tiny_trainer(tmp_path, cb, extra=(), **args):
                                        n_positions=16))
     ids = torch.randint(0, 64, (64, 8))
     data = [{"input_ids": x, "labels": x} for x in ids]
-    targs = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=60,
-                              per_device_train_batch_size=2, save_strategy="no",
-                              report_to=[], use_cpu=True, disable_tqdm=True,
-                              save_only_model=True, **args)
+    targs = TrainingArguments(**{**dict(output_dir=str(tmp_path / "out"), max_steps=60,
+                                        per_device_train_batch_size=2, save_strategy="no",
+                                        report_to=[], use_cpu=True, disable_tqdm=True,
+                                        save_only_model=True), **args})
     return Trainer(model=model, args=targs, train_dataset=data, callbacks=[*extra, cb])
+
+
+def _hf_tick(clock: StepClock, seconds: float = 1.0):
+    """A TrainerCallback that advances ``clock`` by ``seconds`` per step, before the guard
+    reads it."""
+    from transformers import TrainerCallback
+
+    class Tick(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            clock.t += seconds
+
+    return Tick()
 
 
 @needs_trainer
 def test_a_tiny_trainer_stops_saves_and_logs(tmp_path):
-    from transformers import TrainerCallback
-
     from afford.track.hf import AffordCallback
 
     clock = StepClock()
-
-    class Tick(TrainerCallback):  # one fake second per step, before the guard reads it
-        def on_step_end(self, args, state, control, **kw):
-            clock.t += 1.0
-
     cb = AffordCallback(guard=_guard(tmp_path, clock))
-    trainer = _tiny_trainer(tmp_path, cb, extra=[Tick()], logging_strategy="steps",
+    trainer = _tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock)], logging_strategy="steps",
                             logging_steps=3)
     trainer.train()
     done = trainer.state.global_step
@@ -173,6 +181,137 @@ def test_a_tiny_trainer_stops_saves_and_logs(tmp_path):
                                                               abs=1.5)
     assert all(e["afford/predicted_step_seconds"] == 1.0 for e in logged)
     assert cb.checkpoint is None  # this session started without a marker
+
+
+@needs_trainer
+def test_hf_adopts_a_complete_checkpoint_one_save_past_the_marker(tmp_path):
+    """A kill after the Trainer wrote checkpoint-N and before on_save named it: the marker is
+    a save behind. The Trainer's own idiom (resume_from_checkpoint=True) resumes from
+    checkpoint-N, and the guard adopts it: the marker names it, the previous session's
+    steps lost count from it, no 'training starts at step' warning."""
+    from afford.track.hf import AffordCallback
+
+    clock = StepClock()
+    trainer = _tiny_trainer(tmp_path, AffordCallback(guard=_guard(tmp_path, clock)),
+                            extra=[_hf_tick(clock)])
+    trainer.train()
+    done = trainer.state.global_step
+    doc = _marker(tmp_path)
+    behind = {**doc, "state": "running", "last_saved_step": 14,
+              "checkpoint": str(tmp_path / "out" / "checkpoint-15")}
+    (tmp_path / "resume.json").write_text(json.dumps(behind))
+    clock2 = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock2))
+    assert cb.checkpoint.endswith("checkpoint-15")  # the marker's, a save behind
+    trainer2 = _tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock2)], max_steps=done + 3)
+    trainer2.train(resume_from_checkpoint=True)
+    g = cb.guard
+    assert g.indices[0] == done and g.resume_step == done
+    assert g.previous.last_saved_step == done - 1 and g.previous.how == "killed"
+    assert not any("training starts at step" in w for w in g.warnings)
+    assert g.resume_checkpoint == str(tmp_path / "out" / f"checkpoint-{done}")
+    assert _marker(tmp_path)["last_saved_step"] == trainer2.state.global_step - 1
+
+
+def test_hf_a_checkpoint_folder_is_complete_once_its_trainer_state_names_its_step(tmp_path):
+    from afford.track.hf import complete_checkpoint
+
+    folder = tmp_path / "checkpoint-20"
+    folder.mkdir()
+    assert complete_checkpoint(tmp_path, 20) is None  # no trainer_state.json yet
+    (folder / "trainer_state.json").write_text('{"global_step": 20, "log_hi')
+    assert complete_checkpoint(tmp_path, 20) is None  # torn by a kill
+    (folder / "trainer_state.json").write_text('{"global_step": 15}')
+    assert complete_checkpoint(tmp_path, 20) is None  # another step's state
+    (folder / "trainer_state.json").write_text('{"global_step": 20}')
+    assert complete_checkpoint(tmp_path, 20) == str(folder)
+    model = folder / "model.safetensors"
+    model.write_bytes(b"torn")  # a later write into the folder, killed before the state
+    state_ns = (folder / "trainer_state.json").stat().st_mtime_ns
+    os.utime(model, ns=(state_ns + 10**9, state_ns + 10**9))
+    assert complete_checkpoint(tmp_path, 20) is None
+    os.utime(model, ns=(state_ns, state_ns))  # written before the state (or with it)
+    assert complete_checkpoint(tmp_path, 20) == str(folder)
+    assert complete_checkpoint(tmp_path, 0) is None
+
+
+@needs_trainer
+def test_hf_drift_is_warned_when_every_step_is_logged(tmp_path):
+    """A real Trainer logging every step (so the guard's figures are read after every step)
+    whose steps run 30 % slower than the plan's: the drift is warned."""
+    from afford.track.hf import AffordCallback
+
+    clock = StepClock()
+    cb = AffordCallback(budget=UNCAPPED, clock=clock, marker=tmp_path / "resume.json",
+                        elapsed_seconds=0.0)
+    trainer = _tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock, 1.3)],
+                            logging_strategy="steps", logging_steps=1)
+    trainer.train()
+    logged = [e for e in trainer.state.log_history if "afford/drift" in e]
+    assert len(logged) == 60 - 12  # every step from the tenth warm one
+    assert logged[-1]["afford/drift"] == pytest.approx(0.3)
+    assert [w for w in cb.guard.warnings if "30.0% slower" in w]
+
+
+def _event_scalars(folder: Path) -> dict[str, dict[int, float]]:
+    """tag -> {step: value} of the TensorBoard event files under ``folder`` (TFRecord
+    framing: length, its CRC, the Event proto, its CRC)."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    out: dict[str, dict[int, float]] = {}
+    for path in sorted(folder.rglob("events.out.tfevents.*")):
+        raw, pos = path.read_bytes(), 0
+        while pos + 12 <= len(raw):
+            (n,) = struct.unpack("<Q", raw[pos:pos + 8])
+            event = Event.FromString(raw[pos + 12:pos + 12 + n])
+            pos += 12 + n + 4
+            for v in event.summary.value:
+                out.setdefault(v.tag, {})[event.step] = v.simple_value
+    return out
+
+
+@needs_trainer
+def test_hf_figures_reach_tensorboard_through_the_trainers_log(tmp_path, monkeypatch):
+    """report_to="tensorboard": the event file holds afford's figures at the logged steps
+    (TensorBoard's writer names every training key train/...). Before, the integration's
+    on_log ran before afford's and TensorBoard received only the Trainer's own keys."""
+    from afford.track.hf import AffordCallback
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))
+    clock = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock))
+    trainer = cb.attach(_tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock)],
+                                      logging_strategy="steps", logging_steps=3,
+                                      report_to=["tensorboard"]))
+    assert cb.attach(trainer) is trainer  # once is enough; twice changes nothing
+    trainer.train()
+    tags = _event_scalars(tmp_path / "tb")
+    afford = {t for t in tags if t.startswith("train/afford/")}
+    assert {"train/afford/step", "train/afford/drift", "train/afford/chunk_seconds_left",
+            "train/afford/stop"} <= afford
+    done = trainer.state.global_step
+    assert tags["train/afford/step"] == {s: s - 1.0 for s in tags["train/afford/step"]}
+    assert {3, 6, 9, done} <= set(tags["train/afford/step"])
+    assert tags["train/afford/stop"][done] == 1.0 and tags["train/loss"]
+    logged = [e for e in trainer.state.log_history if "afford/step" in e]
+    assert {e["step"] for e in logged} == set(tags["train/afford/step"])
+    assert not [w for w in cb.guard.warnings if "report_to" in w]
+
+
+@needs_trainer
+def test_hf_report_to_without_attach_is_warned(tmp_path, monkeypatch):
+    from afford.track.hf import AffordCallback
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))
+    clock = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock))
+    trainer = _tiny_trainer(tmp_path, cb, extra=[_hf_tick(clock)], report_to=["tensorboard"],
+                            max_steps=4)
+    trainer.train()
+    assert [w for w in cb.guard.warnings if "report_to=['tensorboard']" in w and
+            "cb.attach(trainer)" in w]
 
 
 # ---------------------------------------------------------------- Lightning
@@ -198,7 +337,8 @@ def _lightning_model():
     return Model()
 
 
-def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=True, **kw):
+def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=1.0,
+         budget=BUDGET, extra=(), **kw):
     import lightning.pytorch as L
     import torch
     from lightning.pytorch.loggers import CSVLogger
@@ -207,14 +347,15 @@ def _fit(tmp_path, clock, *, ckpt_path="last", max_steps=200, name="s", tick=Tru
 
     class Tick(L.Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            clock.t += 1.0
+            clock.t += tick
 
-    cb = AffordCallback(budget=BUDGET, dirpath=tmp_path / "ckpt", keep=2, clock=clock,
+    kw.setdefault("keep", 2)
+    cb = AffordCallback(budget=budget, dirpath=tmp_path / "ckpt", clock=clock,
                         marker=tmp_path / "resume.json", elapsed_seconds=0.0, **kw)
     torch.manual_seed(0)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4)),
                                        batch_size=4)
-    trainer = L.Trainer(max_steps=max_steps, callbacks=[Tick(), cb] if tick else [cb],
+    trainer = L.Trainer(max_steps=max_steps, callbacks=[Tick(), *extra, cb],
                         accelerator="cpu", devices=1, logger=CSVLogger(tmp_path, name=name),
                         log_every_n_steps=1, enable_progress_bar=False,
                         enable_model_summary=False)
@@ -231,8 +372,9 @@ def test_lightning_is_its_own_model_checkpoint_configured_from_the_plan(tmp_path
 
     cb = AffordCallback(budget=BUDGET, dirpath=tmp_path, keep=3, marker=None)
     assert isinstance(cb, ModelCheckpoint)
-    assert (cb._every_n_train_steps, cb.save_top_k, cb.save_last, cb.monitor, cb.mode) == \
-        (5, 3, True, "step", "max")
+    # Lightning deletes nothing (save_top_k=-1): afford keeps the newest `keep` files
+    assert (cb._every_n_train_steps, cb.save_top_k, cb.keep, cb.save_last, cb.monitor,
+            cb.mode) == (5, -1, 3, True, "step", "max")
 
 
 @needs_lightning
@@ -257,6 +399,81 @@ def test_lightning_stops_resumes_from_last_and_keeps_k_files(tmp_path):
     assert len(files) == 3 and "last.ckpt" in files  # keep=2 step files and last, not 6
 
 
+def _debris(folder: Path, names: list[str], age_s: float) -> None:
+    """Step files a killed session left (copies of a real checkpoint), ``age_s`` old."""
+    import shutil
+    import time
+
+    some = next(folder.glob("step=*.ckpt"))
+    for name in names:
+        shutil.copy(some, folder / name)
+        t = time.time() - age_s
+        os.utime(folder / name, (t, t))
+
+
+@needs_lightning
+def test_lightning_keep_counts_the_files_of_killed_sessions(tmp_path):
+    """Step files of killed sessions (a save past the marker, Lightning's -v copies of a
+    step written twice) count against keep=2: at the start of the next session the folder
+    is cut to the newest two and the marker's file (here the oldest), and after its saves
+    to its own newest two. Lightning's own top-k never deleted them (the issue's run: five
+    step files and last.ckpt with keep=2)."""
+    _, trainer, _ = _fit(tmp_path, StepClock())
+    done = trainer.global_step  # step=5, 10, 15, done and last.ckpt; the marker: done
+    ckpt = tmp_path / "ckpt"
+    _debris(ckpt, ["step=5-v1.ckpt", "step=10-v1.ckpt", f"step={done}-v1.ckpt"], 3600)
+    marked = ckpt / f"step={done}.ckpt"
+    os.utime(marked, (marked.stat().st_atime, marked.stat().st_mtime - 7200))  # the oldest
+    import lightning.pytorch as L
+
+    at_start = []
+
+    class Peek(L.Callback):  # the folder when the first step begins
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            at_start.append(sorted(p.name for p in ckpt.glob("step=*.ckpt")))
+
+    _, trainer2, _ = _fit(tmp_path, StepClock(), name="start", max_steps=done + 2,
+                          extra=[Peek()])
+    # the newest two (step=15 of the session, then the newest debris) and the marker's file
+    assert at_start[0] == sorted(["step=15.ckpt", f"step={done}-v1.ckpt", marked.name])
+    # the fit ended by max_steps past its last save: the step's own file, then last.ckpt
+    assert _marker(tmp_path)["checkpoint"] == str(ckpt / f"step={done + 2}.ckpt")
+    cb, trainer3, _ = _fit(tmp_path, StepClock(), name="next")
+    saves = sorted(int(p.name.split("=")[1].split(".")[0].split("-")[0])
+                   for p in ckpt.glob("step=*.ckpt"))
+    assert len(saves) == 2 and saves[-1] == trainer3.global_step  # its own newest two
+    assert _marker(tmp_path)["checkpoint"] == str(ckpt / f"step={saves[-1]}.ckpt")
+    assert (ckpt / "last.ckpt").exists()
+    assert set(cb.best_k_models) <= {str(p) for p in ckpt.glob("step=*.ckpt")}
+
+
+@needs_lightning
+def test_lightning_keep_never_deletes_the_marked_file(tmp_path):
+    """keep=1: the previous file, which the marker names until the new save's last.ckpt is
+    written, is deleted only after the marker has moved (Lightning's top-1 deleted it right
+    after the new step file, before last.ckpt: a kill in between left a marker naming a
+    deleted file)."""
+    import lightning.pytorch as L
+
+    seen = []
+    plain = L.Trainer.save_checkpoint
+
+    def watch(self, filepath, *a, **k):
+        if Path(filepath).name == "last.ckpt" and self.global_step > 5:
+            named = _marker(tmp_path)["checkpoint"]
+            seen.append((Path(named).name, Path(named).exists()))
+        return plain(self, filepath, *a, **k)
+
+    L.Trainer.save_checkpoint = watch
+    try:
+        cb, trainer, _ = _fit(tmp_path, StepClock(), keep=1)
+    finally:
+        L.Trainer.save_checkpoint = plain
+    assert seen and all(exists for _, exists in seen), seen
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("step=*.ckpt")) == \
+        [f"step={trainer.global_step}.ckpt"]
+
+
 @needs_lightning
 def test_lightning_logs_afford_figures_to_the_logger(tmp_path):
     cb, trainer, _ = _fit(tmp_path, StepClock())
@@ -268,6 +485,16 @@ def test_lightning_logs_afford_figures_to_the_logger(tmp_path):
     assert float(steps[-1]["afford/stop"]) == 1.0 and float(steps[0]["afford/stop"]) == 0.0
     assert float(steps[-1]["afford/predicted_step_seconds"]) == 1.0
     assert float(steps[0]["afford/chunk_seconds_left"]) == pytest.approx(19.0)
+
+
+@needs_lightning
+def test_lightning_drift_is_warned_though_every_step_is_logged(tmp_path):
+    """Lightning logs the guard's figures at every step; steps 30 % faster than the plan's
+    are warned."""
+    cb, trainer, _ = _fit(tmp_path, StepClock(), budget=UNCAPPED, tick=0.7, max_steps=40)
+    assert trainer.global_step == 40
+    assert cb.guard.drift == pytest.approx(-0.3)
+    assert [w for w in cb.guard.warnings if "30.0% faster" in w]
 
 
 @needs_lightning
@@ -373,6 +600,80 @@ def test_hf_a_stop_on_any_rank_stops_every_rank(monkeypatch):
     assert hf.any_rank(False, "cpu") is False  # no process group here
     monkeypatch.setitem(sys.modules, "torch.distributed", OtherRankStops())
     assert hf.any_rank(False, "cpu") is True and calls == [(0, "max")]
+
+
+class _OtherRankStopsAt:
+    """torch.distributed with a second rank whose guard says stop after step ``at``."""
+
+    def __init__(self, at: int, state) -> None:
+        import types
+
+        self.at, self.state = at, state
+        self.ReduceOp = types.SimpleNamespace(MAX="max")
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return True
+
+    def get_world_size(self):
+        return 2
+
+    def all_reduce(self, t, op):
+        if self.state.global_step - 1 >= self.at:
+            t.fill_(1)
+
+
+@needs_tf
+def test_hf_a_stop_decided_on_another_rank_is_recorded_as_stopped(tmp_path, monkeypatch):
+    """The writing rank's own guard would go on; the other rank's says stop after step 6:
+    rank zero stops, asks the final save, confirms it at on_save, and its marker says
+    ``stopped`` (it said ``finished``, as if the run had ended without a stop)."""
+    import torch  # noqa: F401  (imported before its distributed module is replaced)
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from afford.track.hf import AffordCallback
+
+    clock = StepClock()
+    cb = AffordCallback(guard=_guard(tmp_path, clock, ledger=tmp_path / "h.tsv"))
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
+    state = TrainerState()
+    monkeypatch.setitem(sys.modules, "torch.distributed", _OtherRankStopsAt(6, state))
+    cb.on_train_begin(args, state, TrainerControl())
+    for _ in range(12):
+        clock.t += 1.0
+        state.global_step += 1
+        control = cb.on_step_end(args, state, TrainerControl())
+        if control.should_save:
+            cb.on_save(args, state, control)
+        if control.should_training_stop:
+            break
+    cb.on_train_end(args, state, TrainerControl())
+    assert state.global_step == 7 and control.should_save and control.should_log
+    doc = _marker(tmp_path)
+    assert (doc["state"], doc["last_saved_step"]) == ("stopped", 6)
+    assert cb.guard.stopped_at == pytest.approx(7.0)
+    from afford.figures import ledger
+
+    rows = ledger.load(tmp_path / "h.tsv")
+    assert [r.value for r in rows if r.quantity.endswith("stop_elapsed_seconds")] == [7.0]
+
+
+def test_a_stop_now_is_a_stop_and_asks_the_final_save(tmp_path):
+    clock = StepClock()
+    g = _guard(tmp_path, clock, confirm="explicit")
+    g.stop_now("nothing trained yet")
+    assert g.stopped_at is None  # before the first step: nothing to stop after
+    for i in range(3):
+        clock.t += 1.0
+        g.step(i)
+    g.stop_now("the user's signal")
+    assert g.stopped_at == 3.0 and g.should_stop()
+    g.saved(2, "ckpt-2")
+    g.close()
+    doc = _marker(tmp_path)
+    assert (doc["state"], doc["last_saved_step"], doc["checkpoint"]) == ("stopped", 2, "ckpt-2")
 
 
 @needs_lightning

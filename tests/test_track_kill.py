@@ -25,6 +25,7 @@ issue asks for is ``AFFORD_KILLS=50`` (about 4 minutes on a 2-core box)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import random
 import signal
@@ -92,12 +93,17 @@ class Fresh:
     def wait(self, handle) -> None:
         handle.wait(timeout=120)
 
+    def kill(self, pid: int, handle) -> None:
+        os.kill(pid, signal.SIGKILL)
+
     def close(self) -> None:
         pass
 
 
 class Zygote:
-    """Sessions forked from one process that imported the framework (tests/track_child.py)."""
+    """Sessions forked from one process that imported the framework (tests/track_child.py);
+    for ``hf-ddp`` two ranks a session, rank 0's output followed, both killed (rank 0,
+    the writer, first: a machine taken away)."""
 
     def __init__(self, kind: str, scratch: Path) -> None:
         self.scratch, self.n = scratch, 0
@@ -112,7 +118,8 @@ class Zygote:
         extra = "" if chunk is None else f" --chunk {chunk}"
         self.p.stdin.write(f"run {folder} {path}{extra}\n")
         self.p.stdin.flush()
-        pid = int(self.p.stdout.readline().split()[1])
+        pids = [int(x) for x in self.p.stdout.readline().split()[1:]]
+        pid = pids[0]
         out = Output()
         self._ended = None
 
@@ -130,13 +137,17 @@ class Zygote:
                         time.sleep(0.002)
 
         threading.Thread(target=follow, daemon=True).start()
-        return pid, out, pid
+        return pid, out, pids
 
-    def wait(self, pid) -> None:
+    def wait(self, pids) -> None:
         line = self.p.stdout.readline().split()
-        assert line[:2] == ["exit", str(pid)], line
-        self._ended = pid
+        assert line[:2] == ["exit", str(pids[0])], line
+        self._ended = pids[0]
         time.sleep(0.05)
+
+    def kill(self, pid: int, pids) -> None:
+        for p in pids:
+            os.kill(p, signal.SIGKILL)
 
     def close(self) -> None:
         try:
@@ -224,7 +235,7 @@ def _lineage(runner, folder: Path, kills: int, seed: int) -> dict:
             # first ledger flush (the plain loop's takes ~0.3 s after its first save), most
             # among the later steps and saves (a save every 5 steps)
             time.sleep(rng.uniform(0.05, 0.8))
-        os.kill(pid, signal.SIGKILL)
+        runner.kill(pid, handle)
         runner.wait(handle)
         time.sleep(0.02)
         stats["kills"] += 1
@@ -248,13 +259,20 @@ def _check_end(folder: Path, stats: dict, name: str) -> None:
           f"{len(rows)} ledger readings; load {os.getloadavg()[0]:.1f}")
 
 
-def _run(runner, folder: Path, seed: int, name: str) -> None:
+def _run(runner, folder: Path, seed: int, name: str, kept: str | None = None) -> None:
+    """``kept``: the glob of the checkpoints the framework keeps (2 of them, the child's
+    keep), counted after the lineage's clean last session, killed sessions' files and all."""
     try:
         stats = _lineage(runner, folder, KILLS, seed=seed)
     finally:
         runner.close()
     _check_end(folder, stats, name)
     assert stats["in_save"] >= KILLS // 5  # the aimed kills do land inside writes
+    if kept is not None:
+        left = sorted(p.name for p in folder.glob(kept))
+        assert len(left) == 2, f"keep=2, but {len(left)} checkpoints are left: {left}"
+        named = json.loads((folder / "resume.json").read_text())["checkpoint"]
+        assert Path(named).name in left
 
 
 @pytest.mark.slow  # fresh interpreters: under 1 s a kill
@@ -268,7 +286,22 @@ def test_sigkill_the_plain_loop(tmp_path):
                     reason="needs transformers and accelerate (afford[hf])")
 def test_sigkill_a_transformers_trainer(tmp_path):
     (tmp_path / "run").mkdir()
-    _run(Zygote("hf", tmp_path), tmp_path / "run", 29, "transformers Trainer")
+    _run(Zygote("hf", tmp_path), tmp_path / "run", 29, "transformers Trainer",
+         kept="out/checkpoint-*")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None or
+                    importlib.util.find_spec("accelerate") is None,
+                    reason="needs transformers and accelerate (afford[hf])")
+def test_sigkill_a_transformers_trainer_under_ddp(tmp_path):
+    """Two ranks (gloo) killed together: the marker, written by rank 0 alone, obeys the
+    same bound, and the last session's stop is recorded on rank 0 whichever rank decided."""
+    (tmp_path / "run").mkdir()
+    _run(Zygote("hf-ddp", tmp_path), tmp_path / "run", 41, "transformers Trainer, DDP",
+         kept="out/checkpoint-*")
+    doc = json.loads((tmp_path / "run" / "resume.json").read_text())
+    assert doc["state"] == "stopped"
 
 
 @pytest.mark.slow
@@ -276,4 +309,5 @@ def test_sigkill_a_transformers_trainer(tmp_path):
                     reason="needs Lightning (afford[lightning])")
 def test_sigkill_a_lightning_trainer(tmp_path):
     (tmp_path / "run").mkdir()
-    _run(Zygote("lightning", tmp_path), tmp_path / "run", 33, "Lightning Trainer")
+    _run(Zygote("lightning", tmp_path), tmp_path / "run", 33, "Lightning Trainer",
+         kept="ckpt/step=*.ckpt")

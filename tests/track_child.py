@@ -14,12 +14,15 @@ before ended, as the guard reports it),
 around every checkpoint write, ``end`` when it returns.
 
     python tests/track_child.py run {loop,hf,lightning} DIR [--chunk S] [--save-every N]
-    python tests/track_child.py zygote {hf,lightning}   # imports once, then forks sessions
+    python tests/track_child.py zygote {hf,hf-ddp,lightning}   # imports once, then forks
 
 The zygote reads ``run DIR OUT [--chunk S]`` lines on stdin, forks a session per line with
 its stdout on the file OUT, answers ``pid P`` and, when the session ends (or is killed),
 ``exit P STATUS``. The forked session is a real process killed by a real SIGKILL; only the
 interpreter start and the framework imports (seconds each) happen once, before the fork.
+``hf-ddp`` forks two ranks per session with torchrun's environment (a gloo process group on
+this machine, a free port each session): the Trainer under data parallelism, whose rank 0
+alone writes the marker; its output is rank 0's, and a kill kills both ranks.
 """
 
 from __future__ import annotations
@@ -148,29 +151,50 @@ def hf_session(folder: Path, chunk: float | None, save_every: int) -> None:
 
     class Tick(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
+            if state.global_step - 1 == r:  # the guard has adopted what the Trainer resumed
+                report_previous(cb.guard)
             say("done", state.global_step - 1)
 
     cb = AffordCallback(budget=budget("kill-hf", chunk, save_every),
                         marker=folder / "resume.json", ledger=folder / "history.tsv")
-    r = cb.guard.resume_step
-    seen = load_file(str(Path(cb.checkpoint) / "model.safetensors"))["seen"] if r else [0, 0]
-    say("marker", r)
+    m = cb.guard.resume_step
+    say("marker", m)
+    r, resume = newest_complete(folder / "out", m, cb.checkpoint)
+    seen = load_file(str(Path(resume) / "model.safetensors"))["seen"] if r else [0, 0]
+    if r not in (m, m + save_every):
+        say(f"resumed {r} BAD the newest complete checkpoint is step {r}, the marker {m}")
     check_seen(seen, r)
-    report_previous(cb.guard)
     torch.manual_seed(0)
     data = [{"x": x} for x in torch.randn(64, WIDTH)]
     args = TrainingArguments(output_dir=str(folder / "out"), max_steps=10**7,
                              per_device_train_batch_size=4, save_strategy="no",
                              save_total_limit=2, logging_strategy="steps", logging_steps=5,
                              report_to=[], use_cpu=True, disable_tqdm=True,
-                             remove_unused_columns=False, dataloader_num_workers=0)
+                             remove_unused_columns=False, dataloader_num_workers=0,
+                             ddp_backend="gloo" if "WORLD_SIZE" in os.environ else None)
     trainer = Trainer(model=counter_module(torch)(), args=args, train_dataset=data,
                       callbacks=[cb, Tick()])
     trainer._save_checkpoint = announced(trainer._save_checkpoint)
     say("first", r)
-    trainer.train(resume_from_checkpoint=cb.checkpoint)
+    trainer.train(resume_from_checkpoint=True if resume != cb.checkpoint else resume)
     logged = [e for e in trainer.state.log_history if "afford/step" in e]
     say("logged", len(logged))
+
+
+def newest_complete(out: Path, marker_step: int, named: str | None) -> tuple[int, str | None]:
+    """(resume step, folder): the Trainer's idiom, ``resume_from_checkpoint=True``, where
+    its newest folder is complete (it may be one save past the marker: a kill after the
+    Trainer wrote it, before on_save named it); the marker's folder otherwise (after a kill
+    inside the write, ``True`` would load an incomplete folder)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from afford.track.hf import complete_checkpoint
+
+    newest = get_last_checkpoint(str(out)) if out.is_dir() else None
+    step = int(newest.rsplit("-", 1)[1]) if newest else 0
+    if step > marker_step and complete_checkpoint(out, step) == newest:
+        return step, newest
+    return marker_step, named
 
 
 # ---------------------------------------------------------------- Lightning
@@ -231,7 +255,8 @@ def lightning_session(folder: Path, chunk: float | None, save_every: int) -> Non
     trainer.fit(Model(), data, ckpt_path="last")
 
 
-SESSIONS = {"loop": loop_session, "hf": hf_session, "lightning": lightning_session}
+SESSIONS = {"loop": loop_session, "hf": hf_session, "hf-ddp": hf_session,
+            "lightning": lightning_session}
 
 
 # ---------------------------------------------------------------- the zygote
@@ -250,7 +275,7 @@ def prepare(kind: str) -> None:
     import torch
 
     torch.set_num_threads(1)
-    if kind == "hf":
+    if kind in ("hf", "hf-ddp"):
         import safetensors.torch  # noqa: F401
         import transformers
         import transformers.trainer  # noqa: F401
@@ -268,34 +293,60 @@ def prepare(kind: str) -> None:
 
 
 def zygote(kind: str) -> int:
+    """Fork a session per ``run`` line: one process, or for ``hf-ddp`` one per rank (rank
+    0's output on OUT, rank r's on OUT.rank<r>); answers ``pid P0 [P1]`` and, once every
+    rank has ended, ``exit P0 STATUS0 [STATUS1]``."""
     prepare(kind)
     say("ready")
+    ranks = 2 if kind == "hf-ddp" else 1
     for line in sys.stdin:
         parts = line.split()
         if not parts or parts[0] != "run":
             continue
         a = session_args(parts[1:])
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                fd = os.open(a.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(fd, 1)
-                os.dup2(fd, 2)
-                sys.stdout = os.fdopen(1, "w", buffering=1)
-                sys.stderr = sys.stdout
-                SESSIONS[kind](Path(a.dir), a.chunk, a.save_every)
-                say("end")
-            except BaseException as exc:  # the session's error, in its output
-                print(f"error {type(exc).__name__}: {exc}", flush=True)
-                code = 1
-            finally:
-                sys.stdout.flush()
-                os._exit(code)
-        say("pid", pid)
-        _, status = os.waitpid(pid, 0)
-        say("exit", pid, status)
+        env = rank_env(ranks)
+        pids = [fork_session(kind, a, a.out if r == 0 else f"{a.out}.rank{r}", env[r])
+                for r in range(ranks)]
+        say("pid", *pids)
+        say("exit", pids[0], *[os.waitpid(pid, 0)[1] for pid in pids])
     return 0
+
+
+def rank_env(ranks: int) -> list[dict[str, str]]:
+    """torchrun's environment for each rank of a job on this machine (a free port each
+    session); nothing for one process."""
+    if ranks == 1:
+        return [{}]
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return [{"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(ranks),
+             "LOCAL_WORLD_SIZE": str(ranks), "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": str(port)} for r in range(ranks)]
+
+
+def fork_session(kind: str, a: argparse.Namespace, out: str, env: dict[str, str]) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:
+        os.environ.update(env)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = sys.stdout
+        SESSIONS[kind](Path(a.dir), a.chunk, a.save_every)
+        say("end")
+    except BaseException as exc:  # the session's error, in its output
+        print(f"error {type(exc).__name__}: {exc}", flush=True)
+        code = 1
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
 
 
 def session_args(argv: list[str]) -> argparse.Namespace:

@@ -12,7 +12,8 @@ this order:
   startup costs;
 - :mod:`afford.certify.stage_memory`: the memory law, validated at held-out shapes;
 - :mod:`afford.certify.stage_gates`: the gates (the init-loss gate by default) and the audit;
-- :mod:`afford.certify.stage_sizes` (opt-in): throughput across model sizes;
+- :mod:`afford.certify.stage_sizes`: the step across model sizes (on a GPU, the ladder's
+  few sizes timed inside the sweep; five of their own with ``--sizes``);
 - :mod:`afford.certify.stage_levers` (opt-in): measured A/B levers;
 
 and returns a :class:`Certificate`. Under torchrun, :mod:`afford.certify.stage_distributed` adds
@@ -173,8 +174,10 @@ def certify(req: CertifyRequest,
         failures = sweep_failures(results)  # partial certificate, exit 3
         sections: dict = {}
         ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
-                           sweep_starts=starts, ahead=ahead)
-        for stage in stages_for(req) if usable else []:
+                           sweep_starts=starts, ahead=ahead, per_child=per_child,
+                           sections=sections)
+        ladder = [sizes_stage] if plan.sizes and not req.sizes else []  # the sweep timed them
+        for stage in stages_for(req) + ladder if usable else []:
             t0 = time.perf_counter()
             _stage(on_event, stage.__name__)
             sections.update(run_stage(stage, ctx, failures))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from afford.certify.stage_sizes import ladder_items
 from afford.certify.stage_time import plan_design
 from afford.certify.sweep import point_key
 from afford.core.errors import InputError
@@ -43,6 +44,7 @@ class CertifyRequest:
     command: str = ""
     gates: bool | None = None  # None: init-loss gate only; True: all gates + audit; False: none
     sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.certify.stage_sizes)
+    ladder_sizes: bool = True  # without --sizes: the ladder's few sizes inside a GPU's sweep
     levers: bool = False  # the levers stage: measured A/B pairs (afford.certify.stage_levers)
     memory: bool = True  # the memory-law stage (afford.certify.stage_memory)
     probes: bool = True  # the probes stage (afford.certify.stage_probes)
@@ -61,12 +63,13 @@ class Plan:
     workloads: list[tuple[str, Workload, str, list[int]]]  # (spec, workload, mode, values)
     designs: list = field(default_factory=list)
     precision: str = "adaptive"
+    sizes: list[dict] = field(default_factory=list)  # the ladder's sizes (stage_sizes)
 
     @property
     def items(self) -> list[dict]:
         sweep = [{"key": point_key(spec, mode, v), "workload": spec, "mode": mode, "value": v}
                  for spec, _, mode, values in self.workloads for v in values]
-        return sweep + [it for d in self.designs for it in d.items()]
+        return sweep + [it for d in self.designs for it in d.items()] + self.sizes
 
 
 @dataclass
@@ -81,6 +84,8 @@ class StageContext:
     on_event: Callable[[Event], None]
     sweep_starts: list[Event] = field(default_factory=list)  # the sweep children's start events
     ahead: dict = field(default_factory=dict)  # stage name -> its child, spawned ahead (CUDA)
+    per_child: list[dict] = field(default_factory=list)  # the sweep's raw records per child
+    sections: dict = field(default_factory=dict)  # the sections the stages before wrote
 
 
 Stage = Callable[[StageContext], dict]
@@ -132,8 +137,10 @@ def resolve(req: CertifyRequest, device_type: str, device_class: str, device: st
                 for mode in modes]
     designs = [plan_design(spec, w, mode, values) for spec, w, mode, values in resolved] \
         if req.time_design else []
+    sizes = ladder_items(resolved, device_class) \
+        if req.ladder_sizes and not req.sizes and device_type == "cuda" else []
     return Plan(device=device, device_class=device_class, workloads=resolved, designs=designs,
-                precision=req.precision or "adaptive")
+                precision=req.precision or "adaptive", sizes=sizes)
 
 
 def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class: str,

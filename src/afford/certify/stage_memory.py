@@ -32,21 +32,22 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from afford.certify import stage_replay as replay_fit
 from afford.core.provenance import NotExecutable
 from afford.core.published_constants import MEMORY_FRACTION
-from afford.fit.memory import sizing
+from afford.fit.memory import replay_model, sizing
 from afford.fit.memory.memory_fit import (
     MemoryObservation,
     batch_linearity,
     fit_memory,
     fit_params_affine,
 )
+from afford.fit.memory.replay_model import with_replay
 from afford.measure.memory_sweep import run_memory_child
 from afford.schema import memory_law
 from afford.schema.memory_section import (
     HELDOUT_ROLES,
     SWEEP_ROLES,
+    CodePath,
     HeldOut,
     LoopEffect,
     MemoryLaw,
@@ -91,6 +92,7 @@ class MemoryJob:
     runs: tuple[tuple[str, dict[str, int]], ...]  # (role, the workload's shape)
     attention: str | None = None  # the workload's declaration (Workload.attention)
     traced: bool = False  # CUDA: the sweep shapes record the allocator's history
+    paths: tuple[CodePath, ...] | None = None  # the workload's code paths (None: unknown)
 
     def key(self, role: str, shape: dict[str, int]) -> str:
         return f"memory|{self.spec}|{self.mode}|{role}|" + ",".join(
@@ -157,9 +159,10 @@ def plan_job(spec: str, w: "Workload", mode: str, device_class: str, traced: boo
         runs += [("batch", at(b0 * f, s0)) for f in (0.25, 0.5, 2)]
     runs += [("heldout-interpolated", at(b0 * 3 / 4, s0 * 3 / 2)),
              ("heldout-seq", at(b0, 4 * s0)), ("heldout-batch", at(4 * b0, s0))]
+    paths = tuple(p for p in w.code_paths() if traced or p.kind != "size_switch")
     return MemoryJob(spec=spec, mode=mode, dim_keys=keys, base_shape=at(b0, s0),
                      runs=tuple(runs), attention=getattr(w, "attention", None),
-                     traced=traced)
+                     traced=traced, paths=paths)
 
 
 def s2_term(attention: str | None) -> bool | None:
@@ -278,7 +281,7 @@ class EarlyLearner:
         self._pending[i][key] = record
         if all(r is not None for r in self._pending[i].values()) and i not in self._futures:
             shapes = [_shape(self._items[k][1], r) for k, r in self._pending[i].items()]
-            self._futures[i] = self._pool.submit(replay_fit.learn_shapes, shapes)
+            self._futures[i] = self._pool.submit(replay_model.learn_shapes, shapes)
 
     def replay(self, job: MemoryJob, law: MemoryLaw):
         """The law's replay model (None when the job was not traced)."""
@@ -292,7 +295,7 @@ class EarlyLearner:
             except Exception:  # relearned (and then reported) by build_replay
                 learned = None
         try:
-            return replay_fit.build_replay(law, learned)
+            return replay_model.build_replay(law, learned)
         except Exception as exc:  # the replay never fails the stage: the law stands alone
             law.warnings.append(f"allocator replay failed: {type(exc).__name__}: {exc}"[:500])
             return None
@@ -360,7 +363,8 @@ def build_law(job: MemoryJob, shapes: list[MemoryShape], env) -> MemoryLaw:
         if qr else None,
         worst_reserved_ratio=max((s.peak("reserved") / s.peak("allocated") for s in sweep),
                                  default=None) if qr else None,
-        loop=loop_effect(sweep, qa, qr), shapes=shapes)
+        loop=loop_effect(sweep, qa, qr), shapes=shapes,
+        paths=list(job.paths) if job.paths is not None else None)
     law = law.model_copy(update=_linearity(law, sweep, qa))
     budget = env.device_memory_bytes * MEMORY_FRACTION if env.device_memory_bytes \
         else None
@@ -377,24 +381,11 @@ def refit_law(law: MemoryLaw, device_memory_bytes: int | None) -> MemoryLaw:
     verdicts included; what the certificate stored beside them is not read."""
     job = MemoryJob(spec=law.workload, mode=law.mode, dim_keys=law.dim_keys,
                     base_shape=law.base_shape, runs=tuple((s.role, s.shape) for s in law.shapes),
-                    attention=law.attention)
+                    attention=law.attention,
+                    paths=tuple(law.paths) if law.paths is not None else None)
     env = SimpleNamespace(device_type=law.device_type, device_memory_bytes=device_memory_bytes)
     new = build_law(job, list(law.shapes), env)
-    return with_replay(new, replay_fit.build_replay(new))
-
-
-def with_replay(law: MemoryLaw, replay) -> MemoryLaw:
-    """The law with its allocator replay; where the replay is trusted and predicts reserved
-    better at the held-out shapes, the law's held-out misses say that the replay answers
-    there (it is what `afford size` and plans read), with its worst held-out error."""
-    if replay is None or not replay.trusted or replay.better != "replay" or \
-            replay.replay_worst_reserved_error is None:
-        return law.model_copy(update={"replay": replay})
-    note = (f" (the law's; the allocator replay answers, held-out reserved worst "
-            f"{replay.replay_worst_reserved_error:.2%})")
-    warnings = [w + note if w.startswith("held-out ") and " off (target " in w else w
-                for w in law.warnings]
-    return law.model_copy(update={"replay": replay, "warnings": warnings})
+    return with_replay(new, replay_model.build_replay(new))
 
 
 def refit_section(section: MemorySection) -> MemorySection:

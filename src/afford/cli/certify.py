@@ -74,8 +74,9 @@ def command(
     device: Annotated[Optional[str], typer.Option(
         help="cuda, cuda:1 or cpu. Default: cuda when present.")] = None,
     sizes: Annotated[bool, typer.Option(
-        "--sizes", help="Also time tinylm at five model sizes and fit step seconds vs "
-        "parameters (for afford ladder).")] = False,
+        "--sizes", help="Time tinylm at five model sizes in children of their own, with the "
+        "phase split (afford ladder; a GPU's default certify times three inside its "
+        "sweep).")] = False,
     levers: Annotated[bool, typer.Option(
         "--levers", help="Also measure the levers (bf16, fused AdamW, torch.compile, CUDA "
         "graphs, batch x2/x4) on the default tinylm shape.")] = False,

@@ -11,7 +11,8 @@ from afford.cli.common import err, guard, out, print_json
 from afford.core.errors import InputError
 from afford.core.published_constants import MEMORY_FRACTION, MODES, load_scaling
 from afford.core.units import MAX_SECONDS, MIN_FRACTION, UnitError, flag_number, parse_duration
-from afford.plan.scale_ladder import DEFAULT_PARAMS, build_ladder, parse_entries
+from afford.plan.ladder_steps import parse_entries
+from afford.plan.scale_ladder import DEFAULT_PARAMS, build_ladder
 from afford.report.ladder_tables import (
     ladder_notes,
     ladder_table,
@@ -26,10 +27,15 @@ MIN_RATIO = 1e-3  # tokens per parameter: below, a model sees less than a token 
 
 
 def command(
-    cert: Annotated[Path, typer.Argument(help="A certificate (afford certify --sizes).")],
+    cert: Annotated[Path, typer.Argument(help="A certificate (a GPU's default certify, or "
+                                          "--sizes).")],
     params: Annotated[str, typer.Option(
-        help="Parameter counts, comma-separated; a shape may follow a colon for the "
-        "attention term, e.g. 124M:d768L12.")] = DEFAULT_PARAMS,
+        help="Parameter counts, comma-separated; a shape may follow a colon, e.g. "
+        "1B:d2048L16 (else one is chosen at the family's measured aspect).")] = DEFAULT_PARAMS,
+    workload: Annotated[Optional[str], typer.Option(
+        "--workload", "-w", help="The family to scale: a workload the certificate measured "
+        "(hf:llama, pkg.mod:factory) whose shape names d and L. Default: tinylm's sizes.")]
+    = None,
     budget: Annotated[str, typer.Option(help="Wall-clock budget, e.g. 7d, 36h.")] = "7d",
     ratio: Annotated[Optional[float], typer.Option(
         help="Training tokens per parameter. Default: 20 (Chinchilla).")] = None,
@@ -41,9 +47,10 @@ def command(
 ) -> None:
     """Which model sizes this box can train within a budget (two columns, never pooled).
 
-    Per size: tokens, FLOPs, wall clock (a) from the size law measured on this box and (b)
-    the roofline floor from the measured GEMM rate, memory, and whether it is affordable
-    within the budget. Exit codes: 0 shown, 2 bad input.
+    Per size: tokens, FLOPs, wall clock (a) from the size law measured on this box (its step,
+    its stated error, how far beyond the sizes measured) and (b) the roofline floor from the
+    measured GEMM rate, memory, and whether it is affordable within the budget (yes, no, or
+    unknown with the reason). Exit codes: 0 shown, 2 bad input.
     """
     with guard():
         if mode is not None and mode not in MODES:
@@ -59,7 +66,8 @@ def command(
         entries = parse_entries(params)
         c = load_certificate(cert)
         lad = build_ladder(c, entries, budget_seconds=seconds, constants=load_scaling(),
-                           ratio=ratio, mode=mode, memory_fraction=memory_fraction)
+                           ratio=ratio, mode=mode, memory_fraction=memory_fraction,
+                           workload=workload)
         if as_json:
             print_json(lad.model_dump(mode="json", by_alias=True))
             return

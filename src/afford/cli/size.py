@@ -51,14 +51,21 @@ def command(
         "expandable_segments:True). Default: this shell's PYTORCH_CUDA_ALLOC_CONF. The "
         "allocator replay predicts reserved memory under it, and names the other setting "
         "as a lever when that changes whether the shape fits.")] = None,
+    measure: Annotated[bool, typer.Option(
+        "--measure", help="Measure this shape on this machine (one memory child, a few "
+        "training steps; it must be the certificate's device) and keep the reading in the "
+        "certificate, which is rewritten in place: it then answers there as measured. "
+        "Settles a figure marked extrapolated (fits: likely or uncertain). Needs --batch.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Predicted peak allocated and reserved memory at (batch, seq) from the certificate's
     memory law, whether it fits the budget, and the largest batch that does. (The step time,
     tokens/s and steps per chunk at a shape: `afford predict CERT --batch B --seq S`.)
 
-    Exit codes: 0 it fits (the --batch given, or the largest batch); 1 it does not (or not
-    even one sequence fits); 2 bad input (no such certificate, workload or mode; a bad
+    Exit codes: 0 it fits (yes, or likely where the figure is extrapolated); 1 it does not,
+    or it is uncertain (extrapolated, the margin inside the plausible error: --measure
+    settles it); 2 bad input (no such certificate, workload or mode; a bad
     --seq, --batch or --memory-fraction).
     """
     with guard():
@@ -75,6 +82,8 @@ def command(
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         mine = load_constants(constants) if constants is not None else None
         cert = load_certificate(cert_path)
+        if measure:
+            cert = _measured(cert, cert_path, workload, mode, b, s)
         report = size(cert, workload, s, b, mode, fraction, run_label(cert), mine,
                       alloc_conf=_alloc_conf(alloc_conf))
         if as_json:
@@ -84,8 +93,35 @@ def command(
                 out.print(table)
             for w in report.warnings:
                 err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
-        if report.fits is False:  # the --batch given, or not even one sequence, fits
-            raise typer.Exit(1)
+        if report.memory.fits in ("no", "uncertain"):  # the --batch given (or one sequence)
+            raise typer.Exit(1)                      # does not fit, or cannot be vouched for
+
+
+def _measured(cert, cert_path: Path, workload: str | None, mode: str | None,
+              batch: int | None, seq: int):
+    """The certificate with the asked shape measured here and kept (rewritten in place,
+    atomically; ``-`` for standard input is refused: there is no file to keep it in)."""
+    if batch is None:
+        raise InputError("--measure needs --batch: the shape to measure")
+    if str(cert_path) == "-":
+        raise InputError("--measure keeps the reading in the certificate: give its file, "
+                         "not standard input")
+    from afford.certify import asked
+    from afford.figures.memory_figures import find_law
+    from afford.measure.env import capture, choose_device
+    from afford.schema.cert import save_measured
+
+    env = capture(choose_device(), "afford size --measure")
+    asked.check_device(cert, env.device_name, env.device_type)
+    law = find_law(cert, workload, mode)
+    keys = law.dim_keys
+    err.print(f"measuring {law.workload} ({law.mode}) at batch {batch} x seq {seq} in one "
+              "memory child ...", soft_wrap=True)
+    reading = asked.measure(cert, law, {keys.get("B", "B"): batch, keys.get("s", "s"): seq})
+    cert = asked.with_reading(cert, law, reading)
+    save_measured(cert, cert_path, overwrite=True)
+    err.print(f"kept the reading in {cert_path}", soft_wrap=True)
+    return cert
 
 
 def _positive_int(text: str, flag: str) -> int:
@@ -104,20 +140,22 @@ def _fraction(text: str, flag: str) -> float:
 
 
 def report_json(r: SizeReport, cert_path: Path) -> dict:
-    """``peak_allocated`` and ``peak_reserved`` are the one memory answer's (the replay where
-    trusted, else the law: ``memory.source``); the law's own figures under ``law``."""
-    p, m = r.prediction, r.memory
+    """``peak_allocated`` and ``peak_reserved`` are the one memory answer's (measured there,
+    else the replay where trusted, else the law: ``memory.source``), as every command prints
+    them; the law's own figures under ``law``."""
+    m, law = r.memory, r.law
     return {
         "schema": "afford.size/1", "certificate": str(cert_path), "workload": r.workload,
-        "mode": r.mode, "device": r.device, "dims": p.dims, "batch_given": r.batch_given,
-        "extrapolated": p.extrapolated, "params": tagged_json(p.params),
-        "states": tagged_json(p.states), "peak_allocated": tagged_json(m.allocated),
-        "peak_reserved": tagged_json(m.reserved), "memory": memory_json(m),
-        "law": {"peak_allocated": tagged_json(p.allocated),
-                "peak_reserved": tagged_json(p.reserved),
-                "reserved_over_allocated": tagged_json(p.ratio)},
+        "mode": r.mode, "device": r.device, "dims": m.shape, "batch_given": r.batch_given,
+        "extrapolated": m.extrapolated, "params": tagged_json(law.params),
+        "states": tagged_json(law.states), "peak_allocated": tagged_json(m.allocated),
+        "peak_reserved": tagged_json(m.reserved), "memory": m.model_dump(mode="json"),
+        "law": {"peak_allocated": tagged_json(law.allocated),
+                "peak_reserved": tagged_json(law.reserved),
+                "reserved_over_allocated": tagged_json(law.ratio),
+                "extrapolated": law.extrapolated},
         "device_memory": tagged_json(r.device_memory), "budget": tagged_json(r.budget),
-        "budget_share": tagged_json(r.budget_share), "fits": r.fits,
+        "budget_share": tagged_json(r.budget_share), "fits": m.fits,
         "over_device_memory": r.over_device, "note": r.note,
         "max_batch": tagged_json(r.max_batch),
         "heldout_max_error": {"allocated": tagged_json(r.heldout_allocated),
@@ -127,18 +165,6 @@ def report_json(r: SizeReport, cert_path: Path) -> dict:
         "verdicts": [v.model_dump(mode="json") for v in r.verdicts],
         "warnings": r.warnings,
     }
-
-
-def memory_json(m) -> dict:
-    """The memory answer: its source, figures, error, the other model where they
-    disagree, and what residency was budgeted on."""
-    other = None if m.other is None else {
-        "model": m.other.model, "peak_reserved": tagged_json(m.other.reserved),
-        "heldout_max_error": tagged_json(m.other.error)}
-    return {"source": m.source, "why": m.why, "peak_allocated": tagged_json(m.allocated),
-            "peak_reserved": tagged_json(m.reserved), "heldout_max_error": tagged_json(m.error),
-            "other": other, "disagree": m.disagree, "budgeted": tagged_json(m.budgeted),
-            "basis": m.basis}
 
 
 # ---- the allocator replay ------------------------------------------------------------
@@ -168,5 +194,4 @@ def replay_json(r: SizeReport) -> dict:
         "max_batch_native": tagged_json(rp.max_batch_native),
         "max_batch_expandable": tagged_json(rp.max_batch_expandable),
         "lever": rp.lever,
-        "breakdown": rp.breakdown.model_dump(mode="json") if rp.breakdown else None},
-        "law_max_batch": tagged_json(r.law_max_batch)}
+        "breakdown": rp.breakdown.model_dump(mode="json") if rp.breakdown else None}}

@@ -29,9 +29,9 @@ from afford.core.provenance import (
     module,
     run_label,
 )
-from afford.figures import reserved
+from afford.figures import memory_at as answers
+from afford.figures.memory_at import MemoryAnswer
 from afford.figures.memory_figures import law_or_none
-from afford.figures.reserved import ReservedAt
 from afford.figures.time_figures import model_step
 from afford.fit.memory import sizing
 from afford.fit.stats import median
@@ -135,44 +135,29 @@ def point_peaks(p: Point, where: str) -> tuple[Tagged | None, Tagged | None]:
     return None, None
 
 
-def worst_reserved_ratio(cert: Certificate) -> Tagged | None:
-    """The largest reserved / allocated over resident measured points (docs/DESIGN.md section 3,
-    rule 4: plans budget against allocated times this ratio where reserved is not known)."""
-    ratios = [(p.peak_reserved_bytes / p.peak_allocated_bytes, r.name, p.value)
-              for r in cert.workloads for p in r.points
-              if p.usable and p.peak_reserved_bytes and p.peak_allocated_bytes]
-    if not ratios:
-        return None
-    worst = max(ratios)
-    return module(worst[0], "x", f"max reserved/allocated over {len(ratios)} resident "
-                  f"points (worst: {worst[1]} at {worst[2]}), {run_label(cert)}")
+def memory_answer(cert: Certificate, name: str, shape: dict[str, int],
+                  mode: str | None = None, alloc_conf: str = "",
+                  budget: Tagged | None = None) -> MemoryAnswer | None:
+    """Peak memory at ``shape`` as every command reads it (:mod:`afford.figures.memory_at`:
+    measured there, else the allocator replay where the certificate trusts it, else the
+    memory law; extrapolated with its reasons; ``fits`` judged against ``budget`` bytes
+    where given); ``None`` where the certificate can say nothing (no memory law for
+    ``name`` and the shape not measured). ``shape`` takes the workload's keys
+    (``{"batch": 16, "seq": 2048}``) or the law's (B, s, d, L, H), plus ``params`` when d,
+    L or H differ from the certified model; missing keys keep the certified base shape."""
+    law = law_or_none(cert, name, mode)
+    if law is None:
+        return answers.point_answer(cert, name, mode, shape, run_label(cert), budget)
+    return answers.for_cert(cert, law, shape, alloc_conf, budget)
 
 
 def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
                      mode: str | None = None, alloc_conf: str = ""
                      ) -> tuple[Tagged, Tagged | None] | None:
-    """(allocated, reserved) at ``shape``, FITTED (extrapolated outside the fitted shapes):
-    the one memory answer (:func:`memory_answer`), its reserved being the figure residency
-    is budgeted on; ``None`` without a law for ``name``. ``shape`` takes the workload's keys
-    (``{"batch": 16, "seq": 2048}``) or the law's (B, s, d, L, H), plus ``params`` when d,
-    L or H differ from the certified model; missing keys keep the certified base shape. On a
-    CPU: (peak RSS, None)."""
+    """(allocated, reserved) of :func:`memory_answer` at ``shape``; on a CPU (peak RSS,
+    None); ``None`` where it has none."""
     got = memory_answer(cert, name, shape, mode, alloc_conf)
-    if got is None:
-        return None
-    return got.allocated, (got.budgeted if got.reserved is not None else None)
-
-
-def memory_answer(cert: Certificate, name: str, shape: dict[str, int],
-                  mode: str | None = None, alloc_conf: str = "") -> ReservedAt | None:
-    """Reserved bytes at ``shape`` as every command reads them: the allocator replay where
-    the certificate trusts it, else the memory law, the other beside it where they disagree
-    and the larger budgeted (:func:`afford.figures.reserved.reserved_at`); ``None`` without
-    a memory law for ``name``."""
-    law = law_or_none(cert, name, mode)
-    if law is None:
-        return None
-    return reserved.reserved_at(law, shape, run_label(cert), alloc_conf)
+    return None if got is None else (got.allocated, got.reserved)
 
 
 def predicted_params(cert: Certificate, name: str, shape: dict[str, int],
@@ -188,13 +173,13 @@ def predicted_params(cert: Certificate, name: str, shape: dict[str, int],
 
 def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes: int,
               mode: str | None = None, alloc_conf: str = "") -> Tagged | None:
-    """Largest batch whose budgeted reserved memory (:func:`memory_answer`; peak RSS on a
-    CPU) fits ``budget_bytes`` at ``shape`` (its batch is ignored), FITTED; ``None`` without
-    a memory law for ``name``."""
+    """The largest batch whose memory answer fits ``budget_bytes`` at ``shape`` (its batch
+    is ignored; ``fits`` yes or likely, :mod:`afford.figures.memory_at`), FITTED;
+    ``None`` without a memory law for ``name``."""
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    return reserved.largest_batch(law, shape, budget_bytes, run_label(cert), alloc_conf)
+    return answers.max_batch_for_cert(cert, law, shape, budget_bytes, alloc_conf)
 
 
 def _probes(cert: Certificate):

@@ -8,21 +8,23 @@ the law's held-out accuracy and the default formulas beside them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
 
 from afford.core.errors import InputError
 from afford.core.provenance import Tagged, fitted, measured, module
 from afford.core.published_constants import MEMORY_FRACTION, check_fraction
+from afford.figures import memory_at
 from afford.figures import replay_figures as memory_replay
-from afford.figures import reserved
+from afford.figures.memory_at import MemoryAnswer
 from afford.figures.replay_figures import ReplayAnswer
-from afford.figures.reserved import ReservedAt
+from afford.fit.memory import sizing
 from afford.fit.memory.memory_fit import BATCH_CAP, largest_batch
 from afford.fit.memory.sizing import (
     Prediction,
     defaults_for,
     formula_tag,
-    max_batch,
     user_defaults,
     verdicts,
 )
@@ -106,27 +108,41 @@ def heldout_accuracy(law: MemoryLaw, run: str) -> tuple[Tagged | None, Tagged | 
                      f"{len(r)} held-out shapes; {run}") if r else None)
 
 
-@dataclass(frozen=True)
-class Comparison:
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Comparison(_Frozen):
     key: str
     name: str
     peak: Tagged
     max_batch: Tagged | None
 
 
-@dataclass(frozen=True)
-class SizeReport:
-    """What ``afford size`` answers, typed; the CLI renders it."""
+class LawFigures(_Frozen):
+    """The memory law's own figures at the shape (beside the answer, whatever answers)."""
+
+    dims: dict[str, int]
+    params: Tagged
+    states: Tagged
+    allocated: Tagged
+    reserved: Tagged | None
+    ratio: Tagged | None
+    extrapolated: bool
+
+
+class SizeReport(_Frozen):
+    """What ``afford size`` answers, typed; the CLI renders it. ``memory`` is the one memory
+    answer at the shape (:mod:`afford.figures.memory_at`): its figures, ``fits`` and the
+    budget share are what every other command prints for this shape."""
 
     workload: str
     mode: str
     device: str
-    prediction: Prediction
+    memory: MemoryAnswer
+    law: LawFigures
     batch_given: bool
-    budget: Tagged | None
     device_memory: Tagged | None
-    budget_share: Tagged | None
-    fits: bool | None
     over_device: bool
     note: str | None
     max_batch: Tagged | None
@@ -134,88 +150,96 @@ class SizeReport:
     heldout_allocated: Tagged | None
     heldout_reserved: Tagged | None
     verdicts: list[DefaultVerdict]
-    warnings: list[str] = field(default_factory=list)
-    replay: ReplayAnswer | None = None  # the allocator replay's answer
-    law_max_batch: Tagged | None = None  # the law's largest batch (when the replay answers)
-    memory: ReservedAt | None = None  # the one memory answer at the shape
-    law_breakdown: tuple[tuple[str, Tagged], ...] = ()  # by the law's terms, at the shape
+    warnings: list[str] = []
+    replay: ReplayAnswer | None = None  # the allocator replay's answer, both settings
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether it fits (yes or likely); None without a budget."""
+        return self.memory.fits_bool
+
+    @property
+    def budget(self) -> Tagged | None:
+        return self.memory.budget
+
+    @property
+    def budget_share(self) -> Tagged | None:
+        return self.memory.share
 
 
 def size(cert, name: str | None, seq: int, batch: int | None, mode: str | None,
          budget_fraction: float = MEMORY_FRACTION, run: str = "",
          constants: UserConstants | None = None, alloc_conf: str = "") -> SizeReport:
-    """Predicted peaks at (batch, seq), residency against the budget, the largest batch;
-    ``constants``: the user's own sizing constants, judged beside the built-in defaults;
-    ``alloc_conf``: the ``PYTORCH_CUDA_ALLOC_CONF`` the run will have. Reserved memory,
-    ``fits``, the budget share and the largest batch are the one memory answer every
-    command reads (:func:`afford.figures.reserved.reserved_at`)."""
+    """The memory answer at (batch, seq) (:func:`afford.figures.memory_answer`: the same
+    figure every command prints), whether it fits the budget, the largest batch that does
+    (``batch`` None: the answer at that batch), the law's own figures, the default formulas
+    and the verdicts on their constants; ``constants``: the user's own sizing constants,
+    judged beside the built-in defaults; ``alloc_conf``: the ``PYTORCH_CUDA_ALLOC_CONF`` the
+    run will have."""
     check_fraction(budget_fraction, "the budget fraction")
-    law = find_law(cert, name, mode)
+    law = memory_replay.current(find_law(cert, name, mode))
     extra, user_notes = (), []
     if constants is not None:
         mine, why = user_defaults(constants, law.mode)
         extra = (mine,) if mine is not None else ()
         user_notes = [why] if why else []
     budget = budget_of(cert, budget_fraction)
-    mb = reserved.largest_batch(law, {"s": seq}, budget.value, run, alloc_conf) \
+    sk = law.dim_keys.get("s", "s")
+    mb = memory_at.max_batch_for_cert(cert, law, {sk: seq}, budget.value, alloc_conf) \
         if budget else None
     b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
-    mem = reserved.reserved_at(law, {"s": seq, "B": b}, run, alloc_conf)
-    rep = replay_answer(law, seq, b, budget.value if budget else None, alloc_conf, run)
-    pred = mem.prediction
+    shape = {sk: seq, law.dim_keys.get("B", "B"): b}
+    mem = memory_at.for_cert(cert, law, shape, alloc_conf, budget)
+    pred = sizing.predict(law, shape, run)
     dev_mem = cert.environment.device_memory_bytes
-    budgeted = float(mem.budgeted.value)
-    fits = None if budget is None else budgeted <= budget.value
-    over = bool(dev_mem) and budgeted > dev_mem
+    over = bool(dev_mem) and float(mem.figure.value) > dev_mem
     note = None
     if over:
         note = OOM_NOTE if law.device_type == "cuda" else \
             "exceeds host memory: pages to swap and slows down, or is killed"
-    share = module(budgeted / budget.value, "ratio", f"budgeted peak ({mem.basis}) / budget") \
-        if budget else None
     held_alloc, held_res = heldout_accuracy(law, run)
-    law_mb = max_batch(law, {"s": seq}, budget.value, run) \
-        if budget and mem.source == "replay" else None
     return SizeReport(
         workload=law.workload, mode=law.mode, device=cert.environment.device_name,
-        prediction=pred, batch_given=batch is not None, budget=budget,
+        memory=mem, law=LawFigures(dims=pred.dims, params=pred.params, states=pred.states,
+                                   allocated=pred.allocated, reserved=pred.reserved,
+                                   ratio=pred.ratio, extrapolated=pred.extrapolated),
+        batch_given=batch is not None,
         device_memory=measured(dev_mem, "B", f"{cert.environment.device_name}, {run}")
-        if dev_mem else None, budget_share=share, fits=fits, over_device=over, note=note,
-        max_batch=mb, comparisons=comparisons(law, pred, budget, extra), verdicts=verdicts(
+        if dev_mem else None, over_device=over, note=note, max_batch=mb,
+        comparisons=comparisons(law, pred, budget, extra), verdicts=verdicts(
             law, pred.dims, budget.value if budget else None, extra=extra),
         heldout_allocated=held_alloc, heldout_reserved=held_res,
         warnings=list(mem.notes) + user_notes + ([] if budget else
-                                     ["device memory unknown: residency not judged"]),
-        replay=rep, law_max_batch=law_mb, memory=mem, law_breakdown=law_breakdown(mem))
+                                                ["device memory unknown: residency not judged"]),
+        replay=replay_answer(law, seq, b, budget.value if budget else None, alloc_conf, run,
+                             int(mb.value) if mb else 1))
 
 
-def law_breakdown(mem: ReservedAt) -> tuple[tuple[str, Tagged], ...]:
-    """Where the memory goes at the shape by the law's terms: the states counted after the
-    loop (weights, gradients and optimizer state together: the law does not split them),
-    the rest of the allocated peak (activations, temporaries, workspaces: the law's
-    activation and fixed terms), and the allocator's slack (budgeted reserved - allocated).
-    On a CPU the last is absent and the rest is of the peak RSS over the states."""
-    p = mem.prediction
-    states, alloc = float(p.states.value), float(mem.allocated.value)
+def law_breakdown(mem: MemoryAnswer) -> tuple[tuple[str, Tagged], ...]:
+    """Where the memory goes at the shape by the answer's own figures: the states counted
+    after the loop (weights, gradients and optimizer state together), the rest of the
+    allocated peak (activations, temporaries, workspaces), and the allocator's slack
+    (reserved - allocated). On a CPU the last is absent and the rest is of the peak RSS."""
+    states, alloc = float(mem.states.value), float(mem.allocated.value)
     rest = fitted(max(alloc - states, 0.0), "B", f"peak allocated - states; "
                   f"{mem.allocated.source}", extrapolated=mem.allocated.extrapolated)
     what = "activations, temporaries and workspaces" if mem.reserved is not None else \
         "the rest of the peak RSS (activations, the interpreter and torch)"
-    out = [("states (parameters, gradients, optimizer state)", p.states), (what, rest)]
+    out = [("states (parameters, gradients, optimizer state)", mem.states), (what, rest)]
     if mem.reserved is not None:
         out.append(("allocator slack (reserved - allocated)", fitted(
-            max(float(mem.budgeted.value) - alloc, 0.0), "B", "budgeted reserved - peak "
-            f"allocated; {mem.budgeted.source}", extrapolated=mem.budgeted.extrapolated)))
+            max(float(mem.reserved.value) - alloc, 0.0), "B", "peak reserved - peak "
+            f"allocated; {mem.reserved.source}", extrapolated=mem.reserved.extrapolated)))
     return tuple(out)
 
 
 def replay_answer(law: MemoryLaw, seq: int, batch: int | None, budget: float | None,
-                  alloc_conf: str, run: str) -> ReplayAnswer | None:
+                  alloc_conf: str, run: str, guess: int = 1) -> ReplayAnswer | None:
     """The allocator replay's answer (:mod:`afford.figures.replay_figures`); ``None`` where
     the certificate has none (a CPU, an older certificate)."""
     if law.device_type != "cuda" or law.replay is None:
         return None
-    return memory_replay.answer(law, seq, batch, budget, alloc_conf, run)
+    return memory_replay.answer(law, seq, batch, budget, alloc_conf, run, guess)
 
 
 def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,
@@ -237,7 +261,7 @@ def comparisons(law: MemoryLaw, pred: Prediction, budget: Tagged | None,
             src = f"largest B with {dflt.name} x the fit's reserved/allocated ratio <= budget"
             mb = module("any (no activations counted)", "", src) if n >= BATCH_CAP \
                 else module(n, "sequences", src)
-        out.append(Comparison(dflt.key, dflt.name, tag, mb))
+        out.append(Comparison(key=dflt.key, name=dflt.name, peak=tag, max_batch=mb))
     return out
 
 

@@ -4,7 +4,7 @@ batch that fits each way, and where the memory goes at the peak.
 
 The replay answers only where the certificate trusts it (validated at the traced shapes)
 and it predicted the held-out shapes no worse than the law
-(:func:`afford.certify.stage_replay.use_replay`); budgets add its safety margin (its worst
+(:func:`afford.fit.memory.replay_model.use_replay`); budgets add its safety margin (its worst
 under-prediction measured). ``PYTORCH_CUDA_ALLOC_CONF`` is an input: the configuration the
 user's run will have decides which prediction is budgeted; when the other one changes
 whether the shape fits, that is a lever.
@@ -12,20 +12,148 @@ whether the shape fits, that is a lever.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 
+from pydantic import BaseModel, ConfigDict
+
+from afford.core import cache
 from afford.core.provenance import Tagged, fitted
 from afford.fit.memory import replay_fit as mr
 from afford.fit.memory.allocator import parse_alloc_conf
-from afford.fit.memory.replay_fit import learn_shapes, use_replay
-from afford.schema.memory_section import MemoryBreakdownRecord, MemoryLaw
+from afford.fit.memory.memory_fit import BATCH_CAP
+from afford.fit.memory.replay_fit import use_replay
+from afford.fit.memory.replay_model import build_replay, with_replay
+from afford.fit.memory.trace_scaling import TraceModel, unpack
+from afford.schema.memory_section import (
+    REPLAY_VERSION,
+    MemoryBreakdownRecord,
+    MemoryLaw,
+    ReplayModel,
+    SeedSegment,
+)
 
 EXPANDABLE = "expandable_segments:True"
+CACHE_KIND = "replay"
+_CURRENT: dict[int, tuple[MemoryLaw, MemoryLaw]] = {}  # id(law) -> (law, its upgrade)
+_UNPACKED: dict[int, tuple[object, TraceModel]] = {}   # id(stored) -> (stored, model)
 
 
-@dataclass(frozen=True)
-class ReplayAnswer:
+def current(law: MemoryLaw) -> MemoryLaw:
+    """``law`` with an allocator replay of this afford's version (REPLAY_VERSION): the
+    stored one where it is current, else rebuilt from the law's raw traces
+    (:func:`afford.fit.memory.replay_model.build_replay`: seconds) and kept in the cache
+    (:mod:`afford.core.cache`), keyed by everything it is derived from, so an older
+    certificate is learned once per machine, not once per command."""
+    rp = law.replay
+    if rp is None or (rp.version >= REPLAY_VERSION and rp.learned is not None):
+        return law
+    hit = _CURRENT.get(id(law))
+    if hit is not None and hit[0] is law:
+        return hit[1]
+    name = cache.key(CACHE_KIND, str(REPLAY_VERSION), law.model_dump_json(exclude={"replay"}))
+    text = cache.read(CACHE_KIND, name)
+    replay = None
+    if text is not None:
+        try:
+            replay = ReplayModel.model_validate_json(text)
+        except ValueError:  # a corrupt entry: rebuilt below
+            replay = None
+    if replay is None:
+        replay = build_replay(law)
+        if replay is not None:
+            cache.write(CACHE_KIND, name, replay.model_dump_json())
+    up = with_replay(law, replay)
+    _CURRENT[id(law)] = (law, up)
+    return up
+
+
+_PEAKS: dict[tuple, tuple[int, int]] = {}  # (model key, B, s, expandable) -> peaks
+
+
+def _model_key(law: MemoryLaw) -> str:
+    """Names the replay's inputs: the learned laws and the segments it starts from."""
+    hit = _KEYS.get(id(law.replay))
+    if hit is not None and hit[0] is law.replay:
+        return hit[1]
+    base = next(s for s in law.shapes if s.role == "base" and s.trace is not None)
+    key = cache.key("replayed", str(REPLAY_VERSION), law.replay.learned.model_dump_json(),
+                    json.dumps([g.model_dump(mode="json") for g in base.trace.seed]))
+    _KEYS[id(law.replay)] = (law.replay, key)
+    return key
+
+
+_KEYS: dict[int, tuple[object, str]] = {}
+
+
+def peaks(law: MemoryLaw, B: int, s: int, expandable: bool) -> tuple[int, int] | None:
+    """(peak allocated, peak reserved) of the replay at (B, s): replayed once per machine
+    (a replay of a step's ten thousand allocations takes about a tenth of a second, and a
+    user asks the same shapes of every command), then read from the cache
+    (:mod:`afford.core.cache`); ``None`` without a learned model."""
+    law = current(law)
+    got = learned(law)
+    if got is None:
+        return None
+    key = _model_key(law)
+    slot = (key, int(B), int(s), bool(expandable))
+    if slot in _PEAKS:
+        return _PEAKS[slot]
+    name = cache.key(key, str(B), str(s), str(expandable))
+    text = cache.read("replayed", name)
+    try:
+        pair = tuple(json.loads(text)) if text is not None else None
+    except ValueError:
+        pair = None
+    if pair is None or len(pair) != 2:
+        res = mr.predict(got[0], got[1], B, s, expandable)
+        pair = (int(res.peak_allocated_bytes), int(res.peak_reserved_bytes))
+        cache.write("replayed", name, json.dumps(pair))
+    _PEAKS[slot] = pair
+    return pair
+
+
+def breakdown(law: MemoryLaw, B: int, s: int, expandable: bool
+              ) -> MemoryBreakdownRecord | None:
+    """Where the memory goes at the replay's peak at (B, s), cached as :func:`peaks` is;
+    ``None`` without a learned model or where the peak cannot be classed."""
+    law = current(law)
+    got = learned(law)
+    if got is None:
+        return None
+    name = cache.key(_model_key(law), "breakdown", str(B), str(s), str(expandable))
+    text = cache.read("replayed", name)
+    if text is not None:
+        try:
+            return MemoryBreakdownRecord.model_validate_json(text)
+        except ValueError:
+            pass
+    try:
+        brk = mr.breakdown_at(got[0].trace(B, s), got[1], expandable)
+    except ValueError:
+        return None
+    cache.write("replayed", name, brk.model_dump_json())
+    return brk
+
+
+def learned(law: MemoryLaw) -> tuple[TraceModel, list[SeedSegment]] | None:
+    """The replay's learned size laws and the reference history's starting segments (what
+    every prediction replays from); ``None`` without a learned model."""
+    law = current(law)
+    stored = law.replay.learned if law.replay is not None else None
+    base = next((s for s in law.shapes if s.role == "base" and s.trace is not None), None)
+    if stored is None or base is None:
+        return None
+    hit = _UNPACKED.get(id(stored))
+    if hit is None or hit[0] is not stored:
+        hit = (stored, unpack(stored))
+        _UNPACKED[id(stored)] = hit
+    return hit[1], base.trace.seed
+
+
+class ReplayAnswer(BaseModel):
     """What the replay says at one (B, s), both allocator configurations."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     used: bool                       # the replay answers (else the law; see ``why``)
     why: str
@@ -72,7 +200,7 @@ def source(law: MemoryLaw, conf: str, run: str) -> str:
 
 def usable(law: MemoryLaw) -> tuple[bool, str]:
     """Whether this law's replay answers, and why (not)."""
-    rp = law.replay
+    rp = current(law).replay
     if rp is None:
         return False, "no allocator replay in the certificate (not traced, or a CPU)"
     if not rp.trusted:
@@ -85,69 +213,92 @@ def usable(law: MemoryLaw) -> tuple[bool, str]:
 
 
 def max_batch(law: MemoryLaw, seq: int, budget_bytes: float, expandable: bool,
-              run: str = "") -> Tagged | None:
+              run: str = "", guess: int = 1) -> Tagged | None:
     """The largest batch whose replayed reserved peak, plus the safety margin, fits
-    ``budget_bytes`` at ``seq``; ``None`` without a replay to learn from."""
-    learned = learn_shapes(list(law.shapes))
-    if learned is None:
+    ``budget_bytes`` at ``seq``; ``None`` without a replay to learn from. Galloping from
+    ``guess`` (the memory answer's largest batch: a few replays, each cached)."""
+    law = current(law)
+    if learned(law) is None:
         return None
     margin = 1.0 + (law.replay.safety_margin if law.replay else 0.0)
-    seed = learned.traced[0].trace.seed
-    n = mr.largest_batch(learned.model, seed, seq, budget_bytes / margin, expandable)
+
+    def ok(b: int) -> bool:
+        return peaks(law, b, seq, expandable)[1] * margin <= budget_bytes
+
+    n = gallop(ok, guess)
     conf = EXPANDABLE if expandable else "native"
     return fitted(n, "sequences", f"largest B with replayed reserved x {margin:.3f} <= "
                   f"{budget_bytes:.0f} B at s={seq}; " + source(law, conf, run),
                   extrapolated=n > 4 * max(b for b, _ in law.replay.traced))
 
 
+def gallop(ok, guess: int, cap: int = BATCH_CAP) -> int:
+    """The largest b in [1, cap] with ``ok(b)`` for a predicate true up to some b and false
+    after (0 when ``ok(1)`` is false): from ``guess`` outwards in doubling steps, then
+    bisection; a good guess costs two or three calls."""
+    g = min(max(1, guess), cap)
+    if ok(g):
+        lo, step = g, 1
+        while lo + step <= cap and ok(lo + step):
+            lo, step = lo + step, step * 2
+        hi = min(lo + step, cap + 1)
+    else:
+        hi, step = g, 1
+        while hi - step >= 1 and not ok(hi - step):
+            hi, step = hi - step, step * 2
+        lo = hi - step
+        if lo < 1:
+            if not ok(1):
+                return 0
+            lo = 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
 def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | None,
-           alloc_conf: str = "", run: str = "") -> ReplayAnswer | None:
+           alloc_conf: str = "", run: str = "", guess: int = 1) -> ReplayAnswer | None:
     """The replay's answer at (batch, seq) (``batch`` None: the largest that fits under
     the configuration asked about); ``None`` when the certificate has no replay."""
     if law.replay is None:
         return None
-    learned = learn_shapes(list(law.shapes))
-    if learned is None:
+    law = current(law)
+    got = learned(law)
+    if got is None:
         return None
     used, why = usable(law)
     expandable, unmodelled = parse_alloc_conf(alloc_conf)
     notes = [f"PYTORCH_CUDA_ALLOC_CONF {alloc_conf!r}: {', '.join(unmodelled)} not modelled "
              "(predicted as if unset)"] if unmodelled else []
-    mb = {e: (max_batch(law, seq, budget_bytes, e, run) if budget_bytes else None)
+    mb = {e: (max_batch(law, seq, budget_bytes, e, run, guess) if budget_bytes else None)
           for e in (False, True)}
     b = batch if batch is not None else max(int(mb[expandable].value) if mb[expandable]
                                             else 1, 1)
-    seed = learned.traced[0].trace.seed
-    res = {e: mr.predict(learned.model, seed, b, seq, e) for e in (False, True)}
+    res = {e: peaks(law, b, seq, e) for e in (False, True)}  # (allocated, reserved)
     margin = 1.0 + law.replay.safety_margin
-    budgeted = {e: res[e].peak_reserved_bytes * margin for e in (False, True)}
+    budgeted = {e: res[e][1] * margin for e in (False, True)}
     fits = {e: (budgeted[e] <= budget_bytes if budget_bytes else None) for e in (False, True)}
     src = {e: source(law, EXPANDABLE if e else "native", run) for e in (False, True)}
     extra = b * seq > 4 * max(x * y for x, y in law.replay.traced)
-    try:
-        brk = mr.breakdown_at(learned.model.trace(b, seq), seed, expandable)
-    except ValueError:
-        brk = None
+    brk = breakdown(law, b, seq, expandable)
     lever = None
     if fits[False] is not None and fits[False] != fits[True]:
         lever = (f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE}: batch {b} x seq {seq} "
                  + ("fits" if fits[True] else "does not fit")
                  + " with expandable segments (reserved "
-                 f"{res[True].peak_reserved_bytes / 2**30:.2f} GiB) and "
+                 f"{res[True][1] / 2**30:.2f} GiB) and "
                  + ("fits" if fits[False] else "does not fit")
-                 + f" with the native allocator ({res[False].peak_reserved_bytes / 2**30:.2f} GiB)")
+                 + f" with the native allocator ({res[False][1] / 2**30:.2f} GiB)")
     elif mb[False] is not None and mb[True] is not None and \
             int(mb[False].value) != int(mb[True].value):
         lever = (f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE}: largest batch at seq {seq} "
                  f"{int(mb[True].value)} (native: {int(mb[False].value)})")
     return ReplayAnswer(
         used=used, why=why, expandable=expandable, alloc_conf=alloc_conf,
-        allocated=fitted(res[expandable].peak_allocated_bytes, "B", src[expandable],
-                         extrapolated=extra),
-        reserved_native=fitted(res[False].peak_reserved_bytes, "B", src[False],
-                               extrapolated=extra),
-        reserved_expandable=fitted(res[True].peak_reserved_bytes, "B", src[True],
-                                   extrapolated=extra),
+        allocated=fitted(res[expandable][0], "B", src[expandable], extrapolated=extra),
+        reserved_native=fitted(res[False][1], "B", src[False], extrapolated=extra),
+        reserved_expandable=fitted(res[True][1], "B", src[True], extrapolated=extra),
         budgeted_native=budgeted[False], budgeted_expandable=budgeted[True],
         fits_native=fits[False], fits_expandable=fits[True],
         max_batch_native=mb[False], max_batch_expandable=mb[True], breakdown=brk,

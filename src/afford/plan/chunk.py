@@ -4,10 +4,11 @@
 - startup = the sum of its components (measured where this box can measure them, assumed
   where it cannot); the margin must cover it: margin / startup is reported as "covers Nx";
 - steps per chunk = floor(chunk seconds / step seconds);
-- projected reserved = allocated x the worst reserved / allocated ratio over resident
-  measured shapes (docs/DESIGN.md section 3, rule 4: residency is decided by reserved memory),
-  or the memory law's reserved where the law predicts the shape;
-- budget = device memory x budget fraction; a shape fits when projected <= budget.
+- memory: the one memory answer at the shape (:mod:`afford.figures.memory_at`: measured
+  there, else the allocator replay, else the workload's own memory law; docs/DESIGN.md
+  section 3, rule 4: residency is decided by reserved memory), judged against
+- budget = device memory x budget fraction: fits yes, likely (extrapolated, with room for
+  its plausible error), uncertain or no.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from afford.core.provenance import Tag, Tagged
+from afford.figures.memory_at import MemoryAnswer
 from afford.plan.derive import derive, floor_div, num
 from afford.plan.result import Chunk, ChunkRow, MemoryBudget, Startup, StartupComponent
 
@@ -71,68 +73,41 @@ def steps_per_hour(step: Tagged | None) -> Tagged | None:
     return derive(floor_div(3600.0, num(step)), "steps/h", "floor(3600 s / step seconds)", step)
 
 
-def memory_budget(device_memory: Tagged, fraction: Tagged, ratio: Tagged) -> MemoryBudget:
+def memory_budget(device_memory: Tagged, fraction: Tagged) -> MemoryBudget:
     """budget = device memory x budget fraction (bytes, floored to a whole byte)."""
     budget = int(num(device_memory) * num(fraction))
     return MemoryBudget(device_memory_bytes=device_memory, fraction=fraction,
                         budget_bytes=derive(budget, "B", "device memory x budget fraction",
-                                            device_memory, fraction),
-                        reserved_ratio=ratio)
-
-
-def projected_reserved(allocated: Tagged | None, ratio: Tagged,
-                       reserved: Tagged | None = None) -> Tagged | None:
-    """allocated x worst ratio; a measured reserved figure above that wins (it is the fact).
-
-    A reserved figure the memory law predicts (FITTED) stands as it is: the law models
-    reserved memory at that shape, whereas the worst ratio over measured points is set by
-    the smallest ones, whose reserve is the caching allocator's first segments (several
-    times their allocated bytes) and says nothing of a large shape."""
-    if reserved is not None and reserved.tag is Tag.FITTED:
-        return reserved
-    if allocated is None:
-        return reserved
-    projected = num(allocated) * num(ratio)
-    if reserved is not None and num(reserved) > projected:
-        return reserved
-    return derive(int(round(projected)), "B", "allocated x worst reserved/allocated ratio",
-                  allocated, ratio)
-
-
-def budget_share(projected: Tagged | None, budget: Tagged) -> Tagged | None:
-    """projected reserved / budget; None where there is no projection or no budget to
-    share (a budget of 0 bytes: the inputs are bounded so that none is, see
-    :data:`~afford.core.units.MIN_DEVICE_BYTES`)."""
-    if projected is None or num(budget) <= 0:
-        return None
-    return derive(num(projected) / num(budget), "ratio", "projected reserved / budget",
-                  projected, budget)
+                                            device_memory, fraction))
 
 
 def chunk_row(*, workload: str, mode: str, sweep_param: str, value: int,
-              step: Tagged | None, allocated: Tagged | None, reserved: Tagged | None,
-              memory: MemoryBudget | None, chunk_seconds: Tagged | None,
-              is_run: bool = False, tokens_per_step: Tagged | None = None,
-              params: Tagged | None = None, excluded: str | None = None,
-              note: str = "") -> ChunkRow:
+              step: Tagged | None, mem: MemoryAnswer | None, memory: MemoryBudget | None,
+              chunk_seconds: Tagged | None, is_run: bool = False,
+              tokens_per_step: Tagged | None = None, params: Tagged | None = None,
+              excluded: str | None = None, note: str = "") -> ChunkRow:
     """One row of the chunk table; the run's row adds tokens per chunk and parameters.
-    Without a memory budget (the device memory unknown) the reserved peak is the measured one
-    and whether it fits is not judged."""
+    ``mem``: the memory answer at the row's shape, judged against ``memory``'s budget
+    (None: the certificate says nothing of it); without a budget whether it fits is not
+    judged."""
     spc = steps_per_chunk(chunk_seconds, step)
-    if memory is None:
-        proj, share, fits = reserved, None, None
-    else:
-        proj = projected_reserved(allocated, memory.reserved_ratio, reserved)
-        share = budget_share(proj, memory.budget_bytes)
-        fits = None if proj is None else num(proj) <= num(memory.budget_bytes)
     tpc = None
     if is_run and spc is not None and tokens_per_step is not None:
         tpc = derive(int(num(spc)) * int(num(tokens_per_step)), "tokens",
                      "steps per chunk x tokens per step", spc, tokens_per_step)
+    judged = mem is not None and memory is not None and mem.fits is not None
     return ChunkRow(workload=workload, mode=mode, sweep_param=sweep_param, value=value,
                     is_run=is_run, step_seconds=step, steps_per_chunk=spc,
-                    steps_per_hour=steps_per_hour(step), allocated_bytes=allocated,
-                    projected_reserved_bytes=proj, budget_share=share,
-                    fits=fits,
+                    steps_per_hour=steps_per_hour(step),
+                    allocated_bytes=mem.allocated if mem else None,
+                    projected_reserved_bytes=mem.figure if mem else None,
+                    budget_share=mem.share if judged else None,
+                    fits=mem.fits_bool if judged else None,
+                    fits_level=mem.fits if judged else None,
+                    memory_source=mem.source if mem else None,
+                    memory_extrapolated=bool(mem and mem.extrapolated),
+                    memory_reasons=mem.reasons if mem else (),
+                    memory_why=mem.fits_why if judged else "",
+                    memory_settle=mem.settle if judged else None,
                     tokens_per_step=tokens_per_step if is_run else None,
                     tokens_per_chunk=tpc, params=params, excluded=excluded, note=note)

@@ -150,11 +150,15 @@ def _memory(plan: PlanResult) -> list[str]:
         out.append(f"no memory figure at {_where(plan, row)}: not measured and no memory "
                    "law; certify that shape (afford certify --sweep "
                    f"{row.sweep_param}={row.value})")
+    elif row.fits_level == "uncertain":
+        out.append(f"memory not vouched for: {row.memory_why} "
+                   f"({'; '.join(row.memory_reasons)}); measure it: {row.memory_settle}")
     elif not row.fits:
         out.append(f"not resident: projected reserved "
                    f"{format_bytes(num(row.projected_reserved_bytes))} is "
                    f"{num(row.budget_share):.0%} of the budget {format_bytes(num(budget))} "
-                   f"({num(plan.memory.fraction):.0%} of the device's memory)")
+                   f"({num(plan.memory.fraction):.0%} of the device's memory)"
+                   + (f": {row.memory_why}" if row.memory_why else ""))
     return out
 
 
@@ -171,8 +175,8 @@ def _checkpoints(plan: PlanResult) -> list[str]:
     row, cad = run_row(plan), plan.cadence
     if row.steps_per_chunk is not None and num(row.steps_per_chunk) == 0:
         return [f"a step ({format_duration(num(row.step_seconds))}) is longer than the chunk"]
-    if cad is None or cad.reaches_checkpoint is not False:
-        return []
+    if cad is None or cad.reaches_checkpoint is not False or row.steps_per_chunk is None:
+        return []  # (no chunk: a platform without a session cap has none to reach)
     need = f"; an overhead budget of {num(cad.min_budget_to_reach):.2%} would reach one" \
         if cad.min_budget_to_reach is not None else ""
     return [f"a chunk of {int(num(row.steps_per_chunk))} steps cannot reach one checkpoint: "

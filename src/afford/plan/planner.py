@@ -18,6 +18,7 @@ from afford import figures
 from afford.core.errors import InputError
 from afford.core.provenance import Tagged, assumed, measured, module, run_label
 from afford.figures import time_figures as ft
+from afford.figures.memory_at import MemoryAnswer
 from afford.plan import cadence as cadmod
 from afford.plan import chunk as chunkmod
 from afford.plan import disk as diskmod
@@ -37,7 +38,6 @@ ASSUMED_FIRST_STEP_SECONDS = 60.0
 ASSUMED_WRITE_BYTES_PER_SECOND = 200e6
 ASSUMED_WRITE_SECONDS = 60.0
 ASSUMED_CHECKPOINT_BYTES_PER_PARAM = 12
-CUDA_RESERVED_RATIO = 1.12
 
 
 @dataclass
@@ -118,9 +118,9 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
     g = _Gather()
     matches = platform.device.matches(figures.device_name(cert)) if platform.device else None
     memory = chunkmod.memory_budget(_device_memory(cert, platform, matches),
-                                    platform.budget_fraction.tagged(), _ratio(cert, g))
+                                    platform.budget_fraction.tagged())
     shape = run_shape(cert, run) if run else None
-    rf = run_figures(cert, run, shape) if run else None
+    rf = run_figures(cert, run, shape, memory.budget_bytes) if run else None
     if rf is not None and step is not None:
         rf = replace(rf, step=step)
     unpinned = tuple(s for s in (run.data_sources if run else []) if not (pins or {}).get(s))
@@ -159,8 +159,7 @@ class RunFigures:
     and ``memory_why`` say why for the two a plan cannot do without)."""
 
     step: Tagged | None
-    allocated: Tagged | None
-    reserved: Tagged | None
+    memory: MemoryAnswer | None
     params: Tagged | None
     tokens_per_step: Tagged | None
     step0: Tagged | None
@@ -169,48 +168,47 @@ class RunFigures:
     memory_why: str = ""
 
 
-def run_figures(cert: Certificate, run: RunFile, shape: RunShape) -> RunFigures:
+def run_figures(cert: Certificate, run: RunFile, shape: RunShape,
+                budget: Tagged | None = None) -> RunFigures:
     """The run's figures: read at its sweep value where the run is the certified family's
     shape there; else measured at that very shape (a point of the step-time design) or
-    predicted by the certificate's step-time model and memory law. InputError when the
-    certificate can give neither a step time nor a memory figure at the shape."""
+    predicted by the certificate's step-time model; memory is the one memory answer at the
+    shape (judged against ``budget`` bytes where given). InputError when the certificate
+    can give neither a step time nor a memory figure at the shape."""
     name, mode, v = shape.workload, run.mode, shape.value
+    mem = figures.memory_answer(cert, name, shape.shape, mode, budget=budget)
+    mem_why = "" if mem is not None else "not measured and no memory law"
     if shape.in_family:
         step = figures.step_seconds(cert, name, v, mode)
-        alloc, res = _memory_at(cert, name, mode, v)
         why = "" if step is not None else (
             ft.step_at(cert, name, shape.shape, mode).why or "not measured and no "
             "throughput law")
-        return RunFigures(step, alloc, res, figures.params(cert, name, v, mode),
+        return RunFigures(step, mem, figures.params(cert, name, v, mode),
                           figures.tokens_per_step(cert, name, v, mode)
                           or ft.tokens_at(ft.find_workload(cert, name, mode), shape.shape),
                           figures.step0_seconds(cert, name, v, mode),
                           figures.point_status(cert, name, v, mode), step_why=why,
-                          memory_why="" if alloc or res else "not measured and no memory law")
+                          memory_why=mem_why)
     r = ft.find_workload(cert, name, mode)
     at = ft.step_at(cert, name, shape.shape, mode)
     where = f"{r.name} {r.mode} at {shape.label}, {run_label(cert)}"
     p = at.point
     if p is not None:  # measured there by the step-time design
-        alloc, res = figures.point_peaks(p, where)
-        mem_why = "" if alloc or res else "no peak memory recorded at that point"
         params = module(p.params, "params", f"trainable parameters counted, {where}") \
             if p.params is not None else None
         tokens = module(p.tokens_per_step, "tokens", f"the workload's tokens per step, "
                         f"{where}") if p.tokens_per_step is not None else None
         step0 = measured(p.step0_seconds, "s", f"step 0, median over children, {where}") \
             if p.step0_seconds is not None else None
-        return RunFigures(at.step, alloc, res, params, tokens, step0, None, memory_why=mem_why)
-    pm = figures.predicted_memory(cert, name, shape.shape, mode)
-    alloc, res = pm if pm is not None else (None, None)
-    mem_why = "" if pm is not None else ("the certificate has no memory law for "
-                                         f"{r.name} ({r.mode})")
-    if at.step is None and pm is None:
+        return RunFigures(at.step, mem, params, tokens, step0, None, memory_why=mem_why)
+    if mem is None:
+        mem_why = f"the certificate has no memory law for {r.name} ({r.mode})"
+    if at.step is None and mem is None:
         raise InputError(f"run file {run.name}: the certificate can say nothing of {r.name} "
                          f"({r.mode}) at {shape.label}: no step time ({at.why}) and no memory "
                          f"figure ({mem_why}). Certify that shape, or give one the "
                          "certificate's models cover")
-    return RunFigures(at.step, alloc, res, _params_at(cert, r, shape), ft.tokens_at(r, shape.shape),
+    return RunFigures(at.step, mem, _params_at(cert, r, shape), ft.tokens_at(r, shape.shape),
                       None, None, step_why=at.why, memory_why=mem_why)
 
 
@@ -305,18 +303,6 @@ def _device_memory(cert, platform: Platform, matches: bool | None) -> Tagged:
                      "certificate holds none")
 
 
-def _ratio(cert, g: _Gather) -> Tagged:
-    r = figures.worst_reserved_ratio(cert)
-    if r is not None:
-        return r
-    if figures.device_type(cert) == "cpu":
-        return g.fallback(1.0, "x", "reserved/allocated ratio 1.0 on CPU: peak RSS is what the "
-                          "process holds; there is no caching allocator's reserve")
-    return g.fallback(CUDA_RESERVED_RATIO, "x", "reserved/allocated ratio not measured (no "
-                      "resident point with both figures); 1.12 is the worst measured on an "
-                      "H200 for GPT-2 small (docs/REFERENCES.md)")
-
-
 def _checkpoint(cert, run, shape, rf, g: _Gather) -> tuple[Tagged | None, Tagged]:
     """(bytes, write seconds) of one checkpoint of the run's workload (or the largest
     measured one without a run), measured by the probes stage or ASSUMED."""
@@ -399,22 +385,14 @@ def _first_step(cert, run, shape, rf, g: _Gather) -> Tagged:
 
 def _row(cert, name, mode, value, memory, chunk_seconds) -> ChunkRow:
     step = figures.step_seconds(cert, name, value, mode)
-    alloc, res = _memory_at(cert, name, mode, value)
+    shape = figures.shape_at(cert, name, value, mode)
+    mem = figures.memory_answer(cert, name, shape, mode, budget=memory.budget_bytes) \
+        if shape else None
     status = figures.point_status(cert, name, value, mode)
     return chunkmod.chunk_row(workload=name, mode=mode,
                               sweep_param=figures.sweep_param(cert, name, mode), value=value,
-                              step=step, allocated=alloc, reserved=res, memory=memory,
+                              step=step, mem=mem, memory=memory,
                               chunk_seconds=chunk_seconds, excluded=status)
-
-
-def _memory_at(cert, name, mode, value) -> tuple[Tagged | None, Tagged | None]:
-    alloc, res = figures.peak_bytes(cert, name, value, mode)
-    if alloc is None and res is None:
-        shape = figures.shape_at(cert, name, value, mode)
-        pred = figures.predicted_memory(cert, name, shape, mode) if shape else None
-        if pred is not None:
-            return pred
-    return alloc, res
 
 
 def _run_row(run: RunFile, shape: RunShape, rf: RunFigures, memory, chunk_seconds,
@@ -428,7 +406,7 @@ def _run_row(run: RunFile, shape: RunShape, rf: RunFigures, memory, chunk_second
         note += f"; no step time: {rf.step_why}"
     row = chunkmod.chunk_row(workload=shape.workload, mode=run.mode,
                              sweep_param=shape.sweep_param, value=shape.value, step=rf.step,
-                             allocated=rf.allocated, reserved=rf.reserved, memory=memory,
+                             mem=rf.memory, memory=memory,
                              chunk_seconds=chunk_seconds, is_run=True, tokens_per_step=tps,
                              params=rf.params, excluded=rf.excluded, note=note)
     info = RunInfo(name=run.name or "run", workload=shape.workload, mode=run.mode,

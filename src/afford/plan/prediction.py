@@ -22,8 +22,8 @@ from afford.core.errors import InputError
 from afford.core.provenance import Tagged, module, run_label
 from afford.core.published_constants import MEMORY_FRACTION
 from afford.figures import memory_figures as fm
-from afford.figures import reserved
 from afford.figures import time_figures as ft
+from afford.figures.memory_at import MemoryAnswer
 from afford.plan import chunk as chunkmod
 from afford.plan import planner
 from afford.plan.derive import derive, num
@@ -51,10 +51,9 @@ class PredictRow(_Frozen):
     step_why: str = ""
     memory_why: str = ""
     time_verdict: str | None = None
-    memory_basis: str = Field("", description="what the projected reserved is: the one "
-                              "memory answer's basis (afford.figures.reserved)")
-    memory_other: Tagged | None = Field(None, description="the other memory model's reserved "
-                                        "bytes, where the two disagree beyond their errors")
+    memory: MemoryAnswer | None = Field(None, description="the one memory answer at the shape "
+                                        "(afford.figures.memory_at), as afford size "
+                                        "prints it")
 
 
 class PredictResult(_Frozen):
@@ -150,16 +149,15 @@ def _memory_row(cert: Certificate, law: MemoryLaw, batch: int, seq: int,
            f"{law.mode} time was not measured: the certificate's time sweep has no "
            f"{law.workload} (its memory stage measured it)")
     shape = {**law.base_shape, law.dim_keys["B"]: batch, law.dim_keys["s"]: seq}
-    ans = reserved.reserved_at(law, shape, run_label(cert), alloc_conf)
-    res = ans.budgeted if ans.reserved is not None else None
+    ans = figures.memory_answer(cert, law.workload, shape, law.mode, alloc_conf,
+                                memory.budget_bytes if memory else None)
     row = chunkmod.chunk_row(workload=law.workload, mode=law.mode, sweep_param=law.dim_keys["s"],
-                             value=seq, step=None, allocated=ans.allocated, reserved=res,
-                             memory=memory, chunk_seconds=chunk, is_run=True,
+                             value=seq, step=None, mem=ans, memory=memory, chunk_seconds=chunk,
+                             is_run=True,
                              tokens_per_step=module(batch * seq, "tokens", "batch x seq"),
                              note=why)
     return PredictRow(workload=law.workload, mode=law.mode, shape=shape, row=row,
-                      step_why=why, memory_basis=ans.basis,
-                      memory_other=ans.other.reserved if ans.other else None)
+                      step_why=why, memory=ans)
 
 
 def _budget(cert, platform: Platform | None, fraction: float | None, g) -> MemoryBudget | None:
@@ -175,7 +173,7 @@ def _budget(cert, platform: Platform | None, fraction: float | None, g) -> Memor
         frac = module(MEMORY_FRACTION, "ratio", "afford's default memory fraction")
     if fraction is not None:
         frac = module(fraction, "ratio", "--memory-fraction")
-    return chunkmod.memory_budget(device, frac, planner._ratio(cert, g))
+    return chunkmod.memory_budget(device, frac)
 
 
 def _chunk(platform: Platform | None) -> Tagged | None:
@@ -200,29 +198,23 @@ def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
     shape = {**fam, bk: batch, sk: seq}
     at = ft.step_at(cert, r.name, shape, r.mode)
     where = f"{r.name} {r.mode} at {ft.shape_label(shape)}, {run_label(cert)}"
-    ans = None
-    if at.point is not None:
-        alloc, res = figures.point_peaks(at.point, where)
-        tokens = module(at.point.tokens_per_step, "tokens", f"the workload's tokens per "
-                        f"step, {where}") if at.point.tokens_per_step is not None else None
-    else:  # the one memory answer, as afford size gives it
-        ans = figures.memory_answer(cert, r.name, shape, r.mode, alloc_conf)
-        alloc, res = (ans.allocated, ans.budgeted if ans.reserved is not None else None) \
-            if ans is not None else (None, None)
-        tokens = None
+    ans = figures.memory_answer(cert, r.name, shape, r.mode, alloc_conf,
+                                memory.budget_bytes if memory else None)
+    tokens = None
+    if at.point is not None and at.point.tokens_per_step is not None:
+        tokens = module(at.point.tokens_per_step, "tokens", f"the workload's tokens per step, "
+                        f"{where}")
     tokens = tokens or ft.tokens_at(r, shape)
-    mem_why = "" if alloc is not None or res is not None else \
+    mem_why = "" if ans is not None else \
         f"no memory law for {r.name} ({r.mode}) in the certificate and the shape not measured"
     row = chunkmod.chunk_row(workload=r.name, mode=r.mode, sweep_param=r.sweep_param,
-                             value=shape.get(r.sweep_param, seq), step=at.step,
-                             allocated=alloc, reserved=res, memory=memory,
-                             chunk_seconds=chunk, is_run=True, tokens_per_step=tokens,
-                             note=at.why)
+                             value=shape.get(r.sweep_param, seq), step=at.step, mem=ans,
+                             memory=memory, chunk_seconds=chunk, is_run=True,
+                             tokens_per_step=tokens, note=at.why)
     tps = None
     if at.step is not None and tokens is not None:
         tps = derive(num(tokens) / num(at.step), "tokens/s", "tokens per step / step seconds",
                      tokens, at.step)
     return PredictRow(workload=r.name, mode=r.mode, shape=shape, row=row,
                       tokens_per_second=tps, step_why=at.why, memory_why=mem_why,
-                      time_verdict=verdict, memory_basis=ans.basis if ans else "",
-                      memory_other=ans.other.reserved if ans and ans.other else None)
+                      time_verdict=verdict, memory=ans)

@@ -63,8 +63,10 @@ class MemoryBudget(_Frozen):
     device_memory_bytes: Tagged
     fraction: Tagged
     budget_bytes: Tagged
-    reserved_ratio: Tagged = Field(description="worst reserved / allocated over resident "
-                                   "measured shapes")
+    reserved_ratio: Tagged | None = Field(
+        None, description="unused: plans of afford before the one memory answer budgeted "
+        "allocated x the certificate's worst reserved/allocated ratio (kept so that their "
+        "plan files still load)")
 
 
 class ChunkRow(_Frozen):
@@ -79,9 +81,21 @@ class ChunkRow(_Frozen):
     steps_per_chunk: Tagged | None
     steps_per_hour: Tagged | None
     allocated_bytes: Tagged | None
-    projected_reserved_bytes: Tagged | None
+    projected_reserved_bytes: Tagged | None = Field(
+        description="the memory answer's figure: peak reserved (CUDA) or peak RSS (CPU)")
     budget_share: Tagged | None = Field(description="projected reserved / budget")
-    fits: bool | None = Field(description="None: no memory figure at this shape")
+    fits: bool | None = Field(description="fits_level yes or likely; None: no memory figure "
+                              "at this shape, or no budget")
+    fits_level: Literal["yes", "likely", "uncertain", "no"] | None = Field(
+        None, description="the memory answer's verdict (afford.figures.memory_at): likely "
+        "and uncertain where the figure is extrapolated")
+    memory_source: Literal["measured", "replay", "law"] | None = None
+    memory_extrapolated: bool = False
+    memory_reasons: tuple[str, ...] = Field((), description="why the memory figure is "
+                                            "extrapolated")
+    memory_why: str = Field("", description="why it fits, or not, in a line")
+    memory_settle: str | None = Field(None, description="the command that would measure "
+                                      "the shape, where the figure is extrapolated")
     tokens_per_step: Tagged | None = None
     tokens_per_chunk: Tagged | None = None
     params: Tagged | None = None

@@ -179,10 +179,7 @@ def residency(cert: Certificate) -> Table | None:
             share = module(held.value / card, "ratio", "peak held / device memory")
             rows.append((f"{r.name} ({r.mode})", f"{r.sweep_param}={p.value}", held, share,
                          "yes" if held.value <= card else "NO"))
-    ratio = figures.worst_reserved_ratio(cert)
     cap = "reserved (allocated where reserved is not recorded) against the card"
-    if ratio is not None:
-        rows.append(("all resident points", "worst reserved / allocated", ratio, "-", "-"))
     return Table(columns=("workload", "point", "peak held", "of the card", "fits"),
                  rows=tuple(rows), caption=cap)
 

@@ -26,35 +26,55 @@ def _shape(r: LadderRow) -> str:
     return "".join(f"{k}{v}" for k, v in r.shape.items() if k in ("d", "L", "H"))
 
 
+def _error(r: LadderRow) -> str:
+    """(a)'s stated error and, beyond the sizes fitted, the factor: ``±18% x4.9``."""
+    if r.wall_a is None:
+        return "-"
+    err = f"±{fmt(r.wall_a_error)}" if r.wall_a_error is not None else "unchecked"
+    return err + (f" x{r.beyond:.2g} beyond" if r.beyond else "")
+
+
+def _mfu(r: LadderRow) -> str:
+    if r.mfu_measured is None and r.mfu_datasheet is None:
+        return "-"
+    return f"{fmt(r.mfu_measured) if r.mfu_measured else '-'} / " \
+        f"{fmt(r.mfu_datasheet) if r.mfu_datasheet else '-'}"
+
+
 def ladder_table(lad: Ladder) -> Table:
     shape = f", batch x seq {lad.batch}x{lad.seq}" if lad.batch else ""
-    table = Table(title=f"scale ladder on {lad.device} ({lad.mode}{shape}), budget "
+    family = "" if lad.workload == "tinylm" else f" for {lad.workload}"
+    table = Table(title=f"scale ladder{family} on {lad.device} ({lad.mode}{shape}), budget "
                   f"{format_duration(lad.budget_seconds)}, {lad.ratio:g} tokens/param",
                   title_justify="left")
     mfu = any(r.mfu_measured or r.mfu_datasheet for r in lad.rows)
-    for col in ("N", "shape", "tokens", "FLOPs", "(a) measured law", "(b) roofline floor",
-                "memory", "resident", "affordable", "loss (refit)"):
+    for col in ("N", "shape", "tokens", "FLOPs", "step (a)", "(a) size law", "(a) error",
+                "(b) roofline floor", "memory", "resident", "affordable", "loss (refit)"):
         table.add_column(col, overflow="fold")
     if mfu:
         table.add_column("MFU by (a): measured / datasheet peak", overflow="fold")
     for r in lad.rows:
         cells = [format_count(r.params), _shape(r), fmt(r.tokens), fmt(r.flops),
-                 fmt(r.wall_a), fmt(r.wall_b), fmt(r.memory), yes_no(r.resident),
-                 yes_no(r.affordable), fmt(r.loss)]
+                 fmt(r.step) if r.step else "-", fmt(r.wall_a), _error(r), fmt(r.wall_b),
+                 fmt(r.memory), yes_no(r.resident), yes_no(r.affordable), fmt(r.loss)]
         if mfu:
-            cells.append(f"{fmt(r.mfu_measured)} / {fmt(r.mfu_datasheet)}")
+            cells.append(_mfu(r))
         table.add_row(*cells)
     table.caption = LEGEND + "; (a) and (b) are separate columns, never pooled"
     return table
 
 
 def ladder_notes(lad: Ladder) -> list[str]:
-    """The law, the reasons and the notes under the table (each said once)."""
-    notes = [f"(a) law: {lad.law}" if lad.law else None]
+    """The law, its checks, the reasons and the notes under the table (each said once)."""
+    notes = [f"(a) law: {lad.law}" if lad.law else None,
+             f"(a) from: {lad.law_how}" if lad.law_how else None,
+             f"(a) checked: {lad.law_checks}" if lad.law_checks else None]
     for label, attr in (("(a)", "wall_a_note"), ("(b)", "wall_b_note"),
                         ("memory", "memory_note")):
         seen = dict.fromkeys(getattr(r, attr) for r in lad.rows if getattr(r, attr))
-        notes.extend(f"{label}: {n}" for n in seen if "extrapolated" not in n)
+        notes.extend(f"{label}: {n}" for n in seen if "beyond the largest" not in n)
+    notes.extend(f"{format_count(r.params)} shape {r.shape_note}" for r in lad.rows
+                 if r.shape_note and r.shape_note != "given")
     notes.extend(f"{format_count(r.params)}: {r.reason}" for r in lad.rows if r.reason)
     if lad.finding:
         notes.append(f"phase split ({lad.premise}): {lad.finding}")
@@ -132,11 +152,12 @@ def stage_lines(sizes, levers) -> list[str]:
     """One line each for the sizes and levers sections after ``afford certify``."""
     out = []
     if sizes is not None:
-        law = fitted(sizes.law.describe(), "", "the size law fitted over the sizes measured") \
-            if sizes.law else "no law (" + "; ".join(sizes.warnings) + ")"
+        law = sizes.size_law or sizes.law
+        text = fitted(law.describe(), "", "the size law fitted over the sizes measured") \
+            if law else "no law (" + "; ".join(sizes.warnings) + ")"
         out.append(prose("sizes ({}, batch x seq {}x{}, {} sizes): {}; phase split: {}",
                          sizes.mode, str(sizes.batch), str(sizes.seq), str(len(sizes.sizes)),
-                         law, sizes.premise))
+                         text, sizes.premise))
     if levers is not None:
         done = [lv for run in levers.runs for lv in run.levers if lv.speedup is not None]
         left = sum(len(r.levers) for r in levers.runs) - len(done)

@@ -16,78 +16,100 @@ def _yes_no(x: bool | None) -> str:
     return "unknown" if x is None else ("yes" if x else "NO")
 
 
+FITS_WORDS = {"yes": "yes", "likely": "likely (extrapolated; fits even with its plausible "
+              "error)", "uncertain": "UNCERTAIN (extrapolated; the margin is inside its "
+              "plausible error)", "no": "NO"}
+
+
+def fits_text(m) -> str:
+    """The memory answer's verdict in words, why, and what would settle it."""
+    if m.fits is None:
+        return "unknown (no budget)"
+    out = f"{FITS_WORDS[m.fits]}: {m.fits_why}"
+    return out + (f"; settle it: {m.settle}" if m.settle else "")
+
+
 def size_tables(r: SizeReport) -> list:
-    """The answer, the comparison with default formulas, and the verdicts."""
-    p = r.prediction
-    d = p.dims
-    title = (f"{r.workload} {r.mode} on {r.device}: batch {d['B']} x seq {d['s']} "
-             f"(d {d['d']}, L {d['L']}, H {d['H']})")
+    """The answer, where it stops, the comparison with default formulas, the verdicts."""
+    m, law = r.memory, r.law
+    d = m.shape
+    title = (f"{r.workload} {r.mode} on {r.device}: batch {d['B']} x seq {d['s']}"
+             + (f" (d {d['d']}, L {d['L']}, H {d['H']})" if "d" in d else ""))
     main = Table(show_header=False)
     main.add_column("quantity")
     main.add_column("value", overflow="fold")
-    rows = [("parameters", fmt(p.params)), ("states (weights, grads, optimizer)", fmt(p.states))]
+    rows = [("parameters", fmt(law.params)),
+            ("states (weights, grads, optimizer)", fmt(law.states))]
     rows += answer_rows(r)
     rows += [("device memory", fmt(r.device_memory)),
              ("budget", fmt(r.budget)), ("share of budget", fmt(r.budget_share)),
-             ("fits", _yes_no(r.fits) + (f" ({r.note})" if r.note else "")),
+             ("fits", fits_text(m) + (f" ({r.note})" if r.note else "")),
              (f"largest batch that fits at seq {d['s']}", fmt(r.max_batch)),
-             ("held-out error of this law (max)", fmt(r.heldout_allocated)
+             ("held-out error of the memory law (max)", fmt(r.heldout_allocated)
               + (f"; reserved {fmt(r.heldout_reserved)}" if r.heldout_reserved else ""))]
     for k, v in rows:
         main.add_row(k, v)
     out = [Text(title), main]
-    if r.law_breakdown and (r.replay is None or r.replay.breakdown is None):
+    if r.replay is None or r.replay.breakdown is None:
         out.append(law_breakdown_table(r))
     return out + [comparison_table(r), verdict_table(r.verdicts, "verdicts at this shape")]
 
 
 def law_breakdown_table(r: SizeReport) -> Table:
-    """Where the memory goes at the asked shape by the law's terms (no allocator replay to
-    class every block: the states are not split into weights, gradients and optimizer
+    """Where the memory goes at the asked shape by the answer's figures (no allocator replay
+    to class every block: the states are not split into weights, gradients and optimizer
     state)."""
-    d = r.prediction.dims
-    t = Table(title=f"where the memory goes at the peak (batch {d['B']} x seq {d['s']}, by "
-              "the memory law's terms)", title_justify="left")
+    from afford.figures.memory_figures import law_breakdown
+
+    d = r.memory.shape
+    t = Table(title=f"where the memory goes at the peak (batch {d['B']} x seq {d['s']})",
+              title_justify="left")
     for col in ("class", "bytes", "share of the peak"):
         t.add_column(col, overflow="fold")
-    total = sum(float(v.value) for _, v in r.law_breakdown)
-    for label, v in r.law_breakdown:
+    parts = law_breakdown(r.memory)
+    total = sum(float(v.value) for _, v in parts)
+    for label, v in parts:
         t.add_row(label, fmt(v), fmt(module(float(v.value) / total, "ratio",
-                                            "class / budgeted peak")) if total > 0 else "-")
+                                            "class / peak")) if total > 0 else "-")
     return t
 
 
-MODEL_NAME = {"replay": "allocator replay", "law": "memory law"}
+MODEL_NAME = {"measured": "measured here", "replay": "allocator replay", "law": "memory law"}
 
 
 def answer_rows(r: SizeReport) -> list[tuple[str, str]]:
-    """The one memory answer: its figures and error, the other model where the
-    two disagree, what residency is budgeted on; the law's own figures beside a replay."""
-    p, m = r.prediction, r.memory
-    if m.reserved is None:  # a CPU
-        return [("peak RSS", fmt(m.allocated))]
+    """The one memory answer: its figures and error, the other model where the two
+    disagree, where the certificate stops; the law's own figures beside another answer."""
+    m, law = r.memory, r.law
     src = MODEL_NAME[m.source]
-    rows = [(f"peak allocated ({src})", fmt(m.allocated)),
-            (f"peak reserved ({src}: answers)", fmt(m.reserved)
-             + (f"; held-out error {fmt(m.error)}" if m.error is not None else ""))]
+    err = f"; held-out error {fmt(m.error)}" if m.error is not None else ""
+    if m.reserved is None:  # a CPU
+        rows = [(f"peak RSS ({src})", fmt(m.allocated) + err)]
+    else:
+        rows = [(f"peak allocated ({src})", fmt(m.allocated)),
+                (f"peak reserved ({src}: answers)", fmt(m.reserved) + err)]
+    rows.append(("answered by", m.why))
     if m.other is not None:
-        rows.append((f"peak reserved ({MODEL_NAME[m.other.model]}: disagrees beyond the "
-                     "errors)", fmt(m.other.reserved) + (
-                         f"; held-out error {fmt(m.other.error)}" if m.other.error else "")))
-    rows.append(("reserved budgeted (fits and share)", f"{fmt(m.budgeted)}: {m.basis}"))
-    if m.source == "replay":
-        rows += [("peak allocated (memory law)", fmt(p.allocated)),
-                 ("peak reserved (memory law)", fmt(p.reserved)),
-                 ("reserved / allocated used (memory law)", fmt(p.ratio))]
+        rows.append((f"peak reserved ({MODEL_NAME[m.other_source]}: disagrees beyond the "
+                     "errors)", fmt(m.other)))
+    if m.range is not None:
+        rows.append(("measured range", m.range.label()))
+    if m.extrapolated:
+        rows.append(("extrapolated", "; ".join(m.reasons)))
+        if m.plausible_error is not None:
+            rows.append(("plausible error", fmt(m.plausible_error)
+                         + (f" + {fmt(m.path_bound)}" if m.path_bound else "")))
+    if m.source != "law" and law.reserved is not None:
+        rows += [("peak allocated (memory law)", fmt(law.allocated)),
+                 ("peak reserved (memory law)", fmt(law.reserved))]
     return rows
 
 
 def comparison_table(r: SizeReport) -> Table:
-    p = r.prediction
     t = Table(title="the same shape by default formulas (for comparison)", title_justify="left")
     for col in ("formula", "peak at this shape", "largest batch"):
         t.add_column(col, overflow="fold")
-    t.add_row("afford (fitted on this box)", fmt(p.allocated), fmt(r.max_batch))
+    t.add_row("afford (fitted on this box)", fmt(r.memory.allocated), fmt(r.max_batch))
     for c in r.comparisons:
         t.add_row(c.name, fmt(c.peak), fmt(c.max_batch))
     t.caption = LEGEND
@@ -216,8 +238,6 @@ def replay_tables(r: SizeReport) -> list:
               + f" (fits: {_yes_no(rp.fits_expandable)})")
     t.add_row("largest batch, native / expandable", f"{fmt(rp.max_batch_native)} / "
               f"{fmt(rp.max_batch_expandable)}")
-    if r.law_max_batch is not None:
-        t.add_row("largest batch by the memory law", fmt(r.law_max_batch))
     if rp.lever:
         t.add_row("lever", rp.lever)
     out = [t]

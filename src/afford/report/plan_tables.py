@@ -59,6 +59,15 @@ def _yes(b: bool | None) -> str:
     return {True: "yes", False: "NO", None: "?"}[b]
 
 
+FITS_CELL = {"yes": "yes", "likely": "likely*", "uncertain": "UNCERTAIN", "no": "NO"}
+
+
+def fits_cell(r: ChunkRow) -> str:
+    """The memory answer's verdict: ``likely*`` and ``UNCERTAIN`` where the figure is
+    extrapolated (afford.figures.memory_at)."""
+    return FITS_CELL[r.fits_level] if r.fits_level else _yes(r.fits)
+
+
 def _na(t: Tagged | None) -> Cell:
     return t if t is not None else "n/a"
 
@@ -83,8 +92,7 @@ def memory_block(p: PlanResult) -> Block:
     m = p.memory
     return _kv("memory budget (against reserved memory)", [
         ("device memory", m.device_memory_bytes, "-"), ("budget fraction", m.fraction, "-"),
-        ("budget", m.budget_bytes, "-"),
-        ("worst reserved / allocated", m.reserved_ratio, "-")])
+        ("budget", m.budget_bytes, "-")])
 
 
 CHUNK_COLUMNS = ("workload", "mode", "value", "step", "steps/chunk", "steps/h", "allocated",
@@ -103,7 +111,7 @@ def chunk_table(rows: tuple[ChunkRow, ...]) -> Block:
         body.append((f"{r.workload} (run)" if r.is_run else r.workload, r.mode,
                      f"{r.sweep_param}={r.value}", r.step_seconds, _v(r.steps_per_chunk),
                      r.steps_per_hour, r.allocated_bytes, r.projected_reserved_bytes,
-                     r.budget_share, _yes(r.fits), "; ".join(notes)))
+                     r.budget_share, fits_cell(r), "; ".join(notes)))
     right = tuple(c for c in CHUNK_COLUMNS if c not in ("workload", "mode", "note"))
     return Block("chunk table", Table(CHUNK_COLUMNS, tuple(body), "\n".join(excluded)),
                  right=right)

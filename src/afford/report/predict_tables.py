@@ -9,7 +9,7 @@ from rich.text import Text
 
 from afford.plan.prediction import PredictResult
 from afford.report.model import Table
-from afford.report.plan_tables import Block, _draw, _lines, _yes, matters, noisy_brief
+from afford.report.plan_tables import Block, _draw, _lines, fits_cell, matters, noisy_brief
 from afford.report.terminal import LEGEND, fmt
 
 COLUMNS = ("workload", "mode", "shape", "step", "tokens/s", "steps/chunk", "steps/h",
@@ -28,21 +28,32 @@ def predict_blocks(p: PredictResult) -> list[Block]:
         body.append((x.workload, x.mode, shape, r.step_seconds if r.step_seconds else "-",
                      x.tokens_per_second, r.steps_per_chunk, r.steps_per_hour,
                      r.allocated_bytes, r.projected_reserved_bytes, r.budget_share,
-                     _yes(r.fits)))
+                     fits_cell(r)))
         sources.append((f"{x.workload} ({x.mode})", "step",
                         r.step_seconds.source if r.step_seconds else x.step_why))
-        mem = r.projected_reserved_bytes or r.allocated_bytes
-        sources.append((f"{x.workload} ({x.mode})", "memory",
-                        mem.source if mem is not None else x.memory_why))
-        if x.memory_other is not None:  # the other model, where the two disagree
-            sources.append((f"{x.workload} ({x.mode})", "memory, other model",
-                            f"{fmt(x.memory_other)}: {x.memory_other.source}"))
+        sources += memory_sources(f"{x.workload} ({x.mode})", x.memory, x.memory_why)
     right = tuple(c for c in COLUMNS if c not in ("workload", "mode", "shape", "fits"))
     title = f"predicted at batch {p.batch}, seq {p.seq}" + \
         (f" on platform {p.platform}" if p.platform else "")
     return [Block(title, Table(COLUMNS, tuple(body)), right=right),
             Block("where each figure comes from", Table(("workload", "figure", "from"),
                                                          tuple(sources)))]
+
+
+def memory_sources(who: str, m, why: str) -> list[tuple[str, str, str]]:
+    """Where the memory figure comes from: its source, the other model where the two
+    disagree, why it is extrapolated and what would settle it."""
+    if m is None:
+        return [(who, "memory", why)]
+    out = [(who, "memory", f"{m.why}; {m.figure.source}")]
+    if m.other is not None:
+        out.append((who, "memory, other model", f"{fmt(m.other)}: {m.other.source}"))
+    if m.extrapolated:
+        out.append((who, "memory extrapolated", "; ".join(m.reasons)))
+    if m.fits is not None and m.fits != "yes":
+        out.append((who, f"fits: {m.fits}", m.fits_why + (f"; settle it: {m.settle}"
+                                                          if m.settle else "")))
+    return out
 
 
 def render_predict(p: PredictResult, verbose: bool = False) -> Group:

@@ -3,7 +3,9 @@
 typed :class:`afford.certify.Progress` events to any callable; this one draws them (points
 timed over points to time, the child and point being timed, the elapsed time) on stderr, as
 ``afford certify`` does on a terminal. ``done`` can pass ``total`` when certify measures
-noisy points once more.
+noisy points once more. Off a terminal (a script's stderr sent to a log file, a batch job) a
+live bar draws nothing at all, so there it writes the lines :class:`LineProgress` writes for
+``afford certify`` instead (:class:`TypedLines`); a notebook still gets the bar.
 
 ::
 
@@ -28,10 +30,11 @@ from typing import Any, TextIO
 
 
 class RichProgress:
-    """A callable for certify's ``progress``; a context manager that ends the bar. The bar
-    counts the sweep's child-points over those planned; each later stage (the time model's
-    rounds, probes, memory, gates) restarts the count without a total, since its points are
-    not known ahead, so the count never passes its total (it once read 44/33)."""
+    """A callable for certify's ``progress``; a context manager that ends the bar. Off a
+    terminal (and outside a notebook) it writes lines on the console's file instead. The
+    bar counts the sweep's child-points over those planned; each later stage (the time
+    model's rounds, probes, memory, gates) restarts the count without a total, since its
+    points are not known ahead, so the count never passes its total (it once read 44/33)."""
 
     def __init__(self, console: Any = None) -> None:
         from rich.console import Console
@@ -43,9 +46,11 @@ class RichProgress:
             TimeElapsedColumn,
         )
 
+        console = console or Console(stderr=True, markup=False)
+        self.lines = None if console.is_terminal or console.is_jupyter else \
+            TypedLines(console.file)
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=console or Console(stderr=True, markup=False),
+                            MofNCompleteColumn(), TimeElapsedColumn(), console=console,
                             transient=True)
         self.task: Any = None
         self.total: int | None = None
@@ -53,6 +58,9 @@ class RichProgress:
 
     def __call__(self, p: Any) -> None:
         """One event (an :class:`afford.certify.Progress`)."""
+        if self.lines is not None:
+            self.lines(p)
+            return
         if p.event == "plan":
             self.planned(p.total)
         elif p.event == "stage":
@@ -100,7 +108,8 @@ class RichProgress:
         self.bar.console.print(text, soft_wrap=True)
 
     def close(self) -> None:
-        self.bar.stop()
+        if self.task is not None:
+            self.bar.stop()
 
     def __enter__(self) -> "RichProgress":
         return self
@@ -109,7 +118,7 @@ class RichProgress:
         self.close()
 
 
-STAGE_WORDS = {"sweep": "sweep: every shape timed in {children} independent children "
+STAGE_WORDS = {"sweep": "sweep: every shape timed in {children}independent children "
                          "(an estimate follows the first)",
                "time": "time model: fitted, extended past the floor and re-measured where "
                        "needed",
@@ -124,7 +133,7 @@ class LineProgress:
     """Certify's events as lines on ``stream`` (module docstring). ``plan`` and ``event``
     are certify's ``on_plan`` and ``on_event``; ``clock`` is injectable for tests."""
 
-    def __init__(self, children: int, stream: TextIO | None = None,
+    def __init__(self, children: int | None, stream: TextIO | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.children = children
         self.stream = stream
@@ -167,14 +176,15 @@ class LineProgress:
         if name == "done":
             self.say(ended + f"measured in {now - self.t0:.0f} s")
             return
-        words = STAGE_WORDS.get(name, name).format(children=self.children)
+        words = STAGE_WORDS.get(name, name).format(
+            children=f"{self.children} " if self.children else "")
         self.say(ended + words)
 
     def _child_done(self, child: Any) -> None:
         self.finished.append(self.clock())
         n = len(self.finished)
         each = (self.finished[-1] - self.stage_t0) / n
-        if self.stage == "sweep" and n <= self.children:
+        if self.stage == "sweep" and self.children and n <= self.children:
             left = self.children - n
             where = f"child {n} of {self.children}"
             estimate = (f"about {each * left:.0f} s left in the sweep (its children took "
@@ -184,6 +194,30 @@ class LineProgress:
             estimate = f"{each:.0f} s a child"
         for name, count in self.points.pop(child, {}).items():
             self.say(f"{self.stage}: {where}: {name} {count} shapes timed; {estimate}")
+
+
+class TypedLines:
+    """The API's typed events (:class:`afford.certify.Progress`) as :class:`LineProgress`'s
+    lines, for :class:`RichProgress` off a terminal. The typed events do not say how many
+    children certify runs: the count is read off the first child to finish the sweep (each
+    child times every point of the plan, so it is the plan's total over that child's
+    points), which is when the first estimate is due."""
+
+    def __init__(self, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.lines = LineProgress(children=None, stream=stream, clock=clock)
+        self.total = 0
+
+    def __call__(self, p: Any) -> None:
+        if p.event == "plan":
+            self.total = p.total
+            self.lines.say(f"certify: {p.total} points to time (its shapes in each child)")
+            return
+        lines = self.lines
+        if p.event == "done" and lines.stage == "sweep" and lines.children is None:
+            timed = sum(lines.points.get(p.child, {}).values())
+            lines.children = max(1, round(self.total / timed)) if timed else None
+        lines.event({"event": p.event, "key": p.key, "child": p.child})
 
 
 def _workload(key: str) -> str:

@@ -48,8 +48,13 @@ def sizes_section(cert: Certificate) -> Section:
              m(ph.backward_seconds, "backward", ph.spec),
              m(ph.optimizer_seconds, "optimizer step", ph.spec)) for ph in phases),
             "the warm step split into its phases"))
-    notes = [f"Size law, fitted (F) over the sizes measured: {s.law.describe()}" if s.law
+    law = s.size_law or s.law
+    notes = [f"Size law, fitted (F) over the sizes measured: {law.describe()}" if law
              else "No size law: fewer than two resident sizes."]
+    if s.size_law is not None and s.size_law.held_out is not None:
+        h = s.size_law.held_out
+        notes.append(f"Largest size held out ({h.label}): predicted {h.rel_error:+.1%} at "
+                     f"x{h.factor:.2g} beyond the others (the law's extrapolation, checked).")
     notes += [x for x in (s.finding, s.phase_note) if x] + list(s.warnings)
     notes += [f"{ph.spec}: phase split not measured: {ph.error}" for ph in s.phases if ph.error]
     return Section("Sizes", notes=tuple(notes), tables=tuple(tables))

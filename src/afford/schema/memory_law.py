@@ -107,6 +107,14 @@ def budgeted_bytes(law: MemoryLaw, dims: dict[str, int], params: float,
             raise _not_a_peak(law, "RSS", rss, dims)
         return rss
     if law.reserved is None:
-        return alloc * (law.worst_reserved_ratio or 1.0)
+        return projected_reserved(alloc, law.worst_reserved_ratio or 1.0)
     ratio = max(1.0, law_bytes(law, dims, params, "reserved") / law_bytes(law, dims, params))
     return alloc * ratio
+
+
+def projected_reserved(allocated_bytes: float, ratio: float) -> float:
+    """COSTS 3.2: allocated x the worst reserved/allocated ratio over the same workload's
+    resident measured shapes -- what residency is budgeted on where a workload has an
+    allocated figure and no reserved one (never another workload's ratio: the smallest
+    shapes of a sweep reserve several times what they allocate)."""
+    return allocated_bytes * ratio

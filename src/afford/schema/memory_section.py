@@ -35,7 +35,7 @@ from afford.schema.quantities import (
 
 Form = Literal["states_measured", "states_plus_fixed"]
 Role = Literal["warmup", "base", "seq", "batch", "corner", "heldout-interpolated",
-               "heldout-seq", "heldout-batch"]
+               "heldout-seq", "heldout-batch", "asked"]  # asked: afford size --measure
 SWEEP_ROLES = ("base", "seq", "batch", "corner")
 HELDOUT_ROLES = ("heldout-interpolated", "heldout-seq", "heldout-batch")
 
@@ -320,6 +320,51 @@ class MemoryBreakdownRecord(_Model):
         return {c: getattr(self, f"{c}_bytes") for c in BREAKDOWN_CLASSES}
 
 
+REPLAY_VERSION = 2  # 2: the learned sizes stored (LearnedSizes); the free order below a
+# path switch taken from a traced shape without it (below_ops). Older replays are rebuilt
+# from their raw traces when read (afford.figures.replay_figures.current).
+
+
+class LearnedSizes(_Model):
+    """The allocator replay's learned model, stored so that no command re-learns it: the
+    reference history's canonical ops and streams, and each slot's size law
+    (:class:`afford.fit.memory.trace_scaling.SizeLaw`, kept once in ``laws`` and named per
+    slot by ``law_of_slot``: a step's thousands of allocations take a few dozen laws).
+    Derived from the traced shapes' :class:`AllocTrace` records, as the replay is."""
+
+    shapes: list[tuple[Dim, Dim]] = Field(description="traced (B, s), reference first")
+    ops: str = Field(description="packed int64: the reference's canonical ops")
+    streams: str = Field(description="packed int64: each slot's stream")
+    laws: list[dict] = Field(description="the distinct size laws (SizeLaw fields)")
+    law_of_slot: str = Field(description="packed int64: each slot's index into laws")
+    unmatched: list[int]
+    extras: list[int]
+    reference_only: str = Field(description="packed int64: slots only the reference makes")
+    reference_only_above: int | None = None
+    below_ops: str | None = Field(None, description="packed int64: the ops written out "
+                                  "below reference_only_above (None: the reference's)")
+    warnings: list[str] = []
+
+
+PathKind = Literal["sliding_window", "chunked_attention", "position_limit", "moe_routing",
+                   "size_switch"]
+
+
+class CodePath(_Model):
+    """A size at which the workload's step takes another code path, as far as a certificate
+    can know it: from the model's config (a sliding window or chunked attention, a learned
+    position table, routing to experts) or from the traced histories (allocations only a
+    larger traced shape makes). A memory figure past a threshold no measured shape crossed
+    describes a step nobody ran."""
+
+    kind: PathKind
+    axis: Literal["seq", "tokens"] = Field(description="what the threshold is of")
+    threshold: int | None = Field(description="the path changes above this; None: it depends "
+                                  "on the data at every size (routing)")
+    source: str = Field(description="where it was read: the config key, or the traces")
+    effect: str = Field(description="what changes past it, in a phrase")
+
+
 class ReplayModel(_Model):
     """Reserved memory by replaying the step's allocations through a model of PyTorch's
     caching allocator: validated at the traced shapes, compared with the law at the held-out
@@ -350,6 +395,10 @@ class ReplayModel(_Model):
                                       "capped, interpolated, ambiguous)")
     fit_seconds: Duration = 0.0
     warnings: list[str] = []
+    version: int = Field(1, description="how the replay was derived (REPLAY_VERSION); older "
+                         "ones are rebuilt from the traces when read")
+    learned: LearnedSizes | None = Field(None, description="the learned size laws (version "
+                                         ">= 2): read, not re-learned, by every command")
 
 
 class MemoryLaw(_Model):
@@ -391,6 +440,10 @@ class MemoryLaw(_Model):
     shapes: list[MemoryShape]
     replay: ReplayModel | None = Field(None, description="CUDA: the allocator replay beside "
                                        "the law (None: not traced, or a CPU)")
+    paths: list[CodePath] | None = Field(
+        None, description="the code paths the workload switches between that the "
+        "certificate knows of (its config, its traces); None: not recorded (an older "
+        "certificate)")
     warnings: list[str] = []
 
 

@@ -10,6 +10,7 @@ has not finished writing), and the guard's figures once per step for the framewo
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from afford.track.budget import Budget, resolve_budget
@@ -46,9 +47,13 @@ class Driver:
                                  **self.session_kwargs)
         return self.guard
 
-    def end_of_step(self, index: int, loss: Any = None) -> tuple[bool, bool] | None:
+    def end_of_step(self, index: int, loss: Any = None,
+                    agree: Callable[[bool], bool] | None = None) -> tuple[bool, bool] | None:
         """(save, stop) after optimizer step ``index`` (0-based, global); None for a
-        repeated index (another micro-batch of the same step) or a negative one."""
+        repeated index (another micro-batch of the same step) or a negative one.
+        ``agree``: the framework's reduction of this rank's stop over the ranks (True when
+        any rank stops); a stop that another rank decided is recorded as this session's
+        stop (:meth:`Session.stop_now`), so the writing rank's marker ends ``stopped``."""
         if index == self._last_index or index < 0:
             return None
         self._last_index = index
@@ -59,6 +64,9 @@ class Driver:
         g.step(index, loss=loss)
         save = g.should_save(index)
         stop = g.should_stop()
+        if agree is not None and agree(stop) and not stop:
+            g.stop_now("another rank's guard asked to stop (a stop on any rank stops all)")
+            stop = True
         return save or stop, stop
 
     def saved(self, index: int, checkpoint: str | None = None) -> None:

@@ -3,6 +3,7 @@
     from afford.track.hf import AffordCallback
     cb = AffordCallback(plan="plan.json", ledger="history.tsv")
     trainer = Trainer(..., args=TrainingArguments(..., save_total_limit=2), callbacks=[cb])
+    cb.attach(trainer)             # afford/* through trainer.log: TensorBoard, W&B, ... see them
     trainer.train(resume_from_checkpoint=cb.checkpoint)   # None in the first session
 
 After each optimizer step (``on_step_end``; ``state.global_step`` counts completed steps, so
@@ -14,24 +15,60 @@ complete, naming that folder (``output_dir/checkpoint-<global_step>``): a kill d
 Trainer's save leaves the marker at the checkpoint before. Resume from ``cb.checkpoint``
 rather than ``resume_from_checkpoint=True``: the Trainer writes into the checkpoint folder
 directly, so after a kill its newest folder can be incomplete, and an incomplete folder
-without ``trainer_state.json`` restarts training at step 0 without a word.
+without ``trainer_state.json`` restarts training at step 0 without a word. When the Trainer
+resumes from a complete checkpoint newer than the marker's (``resume_from_checkpoint=True``
+after a kill that came once the Trainer had written its folder, before ``on_save``), the
+guard adopts it at ``on_train_begin`` (:meth:`afford.track.Session.adopt`): the marker names
+it and the previous session's steps lost are counted from it.
 
-``on_log`` adds the guard's figures (:mod:`afford.track.metrics`, ``afford/...``) to the
-logs of the step, which reach ``state.log_history`` and the callbacks after this one (the
-progress printer; report integrations listed before it see the Trainer's own keys only).
+The guard's figures (:mod:`afford.track.metrics`, ``afford/...``) go into the logs of the
+step. The Trainer hands one ``logs`` dict to its callbacks in turn, and places its report
+integrations (``report_to``: TensorBoard, W&B, ...) before the user's callbacks, so an
+``on_log`` of this callback comes too late for them. :meth:`attach` puts the figures into the
+Trainer's own logging path instead: ``trainer.log`` adds them to ``logs`` before the Trainer
+appends them to ``state.log_history`` and calls any callback, so every integration receives
+them (under its own naming: TensorBoard's tag is ``train/afford/step``). Without ``attach``
+the figures reach ``state.log_history`` and the callbacks after this one only, and a
+``report_to`` that names an integration is warned about at the start.
 Under ``torch.distributed`` every rank times its steps, a stop on any rank stops all (one
-all-reduce of a flag per step), and only the main process writes the marker and the ledger.
+all-reduce of a flag per step) and is every rank's recorded stop (the marker says
+``stopped`` whichever rank's guard decided), and only the main process writes the marker
+and the ledger.
 ``on_train_end`` closes the session. transformers is imported only when the class is first
 used.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
 
 EXTRA = "pip install 'afford[hf]'"
+
+
+def complete_checkpoint(output_dir: str | os.PathLike | None, global_step: int
+                        ) -> str | None:
+    """The folder ``output_dir/checkpoint-<global_step>`` when the Trainer finished writing
+    it, else None. The Trainer writes ``trainer_state.json`` last (after the model, the
+    optimizer and the RNG states), in place: the folder is complete when that file parses,
+    names this step, and no file of the folder was written after it (a later write into the
+    folder, killed, left an older session's state beside a torn model)."""
+    if global_step < 1 or output_dir is None:
+        return None
+    folder = os.path.join(os.fspath(output_dir), f"checkpoint-{global_step}")
+    state = os.path.join(folder, "trainer_state.json")
+    try:
+        with open(state, encoding="utf-8") as f:
+            doc = json.load(f)
+        written = os.stat(state).st_mtime_ns
+        later = [e.name for e in os.scandir(folder) if e.stat().st_mtime_ns > written]
+    except (OSError, ValueError):
+        return None
+    if later or not isinstance(doc, dict) or doc.get("global_step") != global_step:
+        return None
+    return folder
 
 
 def _rank_zero() -> bool:
@@ -71,6 +108,7 @@ def _make_class() -> type:
         def __init__(self, plan: Any = None, *, guard: Any = None, **session_kwargs: Any
                      ) -> None:
             self.driver = Driver(guard, plan=plan, **session_kwargs)
+            self.attached = False  # attach(): the figures go through trainer.log
 
         @property
         def guard(self):
@@ -83,22 +121,56 @@ def _make_class() -> type:
             ``trainer.train(resume_from_checkpoint=...)``; None: start from scratch."""
             return self.guard.resume_checkpoint
 
+        def attach(self, trainer: Any) -> Any:
+            """Route the guard's figures through ``trainer.log``, the Trainer's own logging
+            path, so that its report integrations receive them (module docstring); adds
+            this callback to the Trainer if it is not there. Idempotent; returns
+            ``trainer``."""
+            if self not in trainer.callback_handler.callbacks:
+                trainer.add_callback(self)
+            if getattr(trainer.log, "afford_figures", None) is self:
+                return trainer
+            plain = trainer.log
+
+            def log(logs, *args, **kwargs):
+                if isinstance(logs, dict):
+                    logs.update(self.driver.metrics())
+                return plain(logs, *args, **kwargs)
+
+            log.afford_figures = self
+            trainer.log = log
+            self.attached = True
+            return trainer
+
         def on_train_begin(self, args, state, control, **kwargs):
             g = self.driver.begin(writes=state.is_world_process_zero)
             g.mark_loop_start()
-            if args.save_total_limit == 1 and g.writes:
+            resumed = int(state.global_step)
+            folder = complete_checkpoint(args.output_dir, resumed)
+            if folder is not None:
+                g.adopt(resumed - 1, folder)  # nothing when not newer than the marker's
+            if g.writes:
+                self._check_args(g, args)
+            return control
+
+        def _check_args(self, g, args) -> None:
+            if args.save_total_limit == 1:
                 g._warn("save_total_limit=1: the Trainer deletes the previous checkpoint "
                         "before afford can confirm the new one, so a kill in between leaves a "
                         "marker naming a deleted folder; keep 2 (the plan's checkpoints_kept)",
                         "limit")
-            return control
+            reporters = [r for r in (args.report_to or []) if r != "none"]
+            if reporters and not self.attached:
+                g._warn(f"report_to={reporters}: the Trainer's report integrations log before "
+                        "this callback adds afford's figures, so they receive none; call "
+                        "cb.attach(trainer) once the Trainer is made", "report_to")
 
         def on_step_end(self, args, state, control, **kwargs):
-            answer = self.driver.end_of_step(int(state.global_step) - 1)
+            answer = self.driver.end_of_step(int(state.global_step) - 1,
+                                             agree=lambda stop: any_rank(stop, args.device))
             if answer is None:
                 return control
             save, stop = answer
-            stop = any_rank(stop, args.device)
             if save or stop:
                 control.should_save = True
             if stop:

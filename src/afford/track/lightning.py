@@ -8,8 +8,13 @@
 
 The callback *is* a ``ModelCheckpoint``, configured from the plan: ``every_n_train_steps``
 = the plan's save_every, ``save_last=True`` (so ``ckpt_path="last"`` finds ``last.ckpt``),
-``save_top_k=keep`` over the global step (``monitor="step"``, ``mode="max"``: the newest
-``keep`` files ``step=N.ckpt`` stay). Lightning writes every file; afford decides when.
+``monitor="step"``, ``mode="max"``. Lightning writes every file; afford decides when, and
+which to delete: Lightning's ``save_top_k`` is off (-1) and, at the start and once the
+marker names each new save, the callback keeps the newest ``keep`` step files of ``dirpath``
+(:mod:`afford.track.retention`): files of killed sessions count, the marker's file and the
+one resumed from are never deleted (Lightning's top-k counted only the files its restored
+state listed, and deleted the previous file before the marker had moved). ``dirpath`` is a
+local folder (the marker names files by path).
 After each optimizer step (``on_train_batch_end`` when ``trainer.global_step`` has moved:
 micro-batches of gradient accumulation are not steps; the step's index is global_step - 1)
 the guard records the step and, before the cap, the callback saves at once (the step's file,
@@ -25,17 +30,19 @@ The callback's state (:meth:`state_dict`) rides in each checkpoint: its run, ses
 step, and the checkpoint writes it timed, which the resumed session's write estimate starts
 from. The guard's figures (:mod:`afford.track.metrics`) go to the logger through
 ``self.log`` under ``afford/`` at every step (``rank_zero_only``). Under DDP every rank
-times its steps, a stop on any rank stops all (``reduce_boolean_decision``), and only global
-rank zero writes the marker and the ledger. Lightning is imported only when the class is
-first used.
+times its steps, a stop on any rank stops all (``reduce_boolean_decision``) and is every
+rank's recorded stop, and only global rank zero writes the marker and the ledger.
+Lightning is imported only when the class is first used.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger("afford.track")
 EXTRA = "pip install 'afford[lightning]'"
 STATE_SCHEMA = "afford.callback/1"
 
@@ -57,6 +64,7 @@ def _lightning() -> tuple[type, type]:
 
 def _make_class() -> type:
     from afford.track.driver import Driver
+    from afford.track.retention import prune, step_file_pattern
 
     _, ModelCheckpoint = _lightning()
 
@@ -69,8 +77,12 @@ def _make_class() -> type:
                      filename: str = "{step}", **session_kwargs: Any) -> None:
             self.driver = Driver(guard, plan=plan, **session_kwargs)
             self.keep = max(1, int(keep))
+            self.step_files = step_file_pattern(filename, join=self.CHECKPOINT_JOIN_CHAR,
+                                                extension=self.FILE_EXTENSION)
+            # save_top_k=-1: Lightning deletes nothing; afford keeps the newest `keep` of
+            # the folder once the marker has moved (_prune)
             super().__init__(dirpath=str(dirpath), filename=filename, monitor="step",
-                             mode="max", save_top_k=self.keep, save_last=True,
+                             mode="max", save_top_k=-1, save_last=True,
                              every_n_train_steps=self.driver.budget.save_every or 0,
                              every_n_epochs=0)
             self._step_file: tuple[int, str] | None = None
@@ -98,12 +110,27 @@ def _make_class() -> type:
             g.mark_loop_start()
             mine = self._restored if self._restored and \
                 self._restored.get("run") == g.budget.run else None
-            if mine is None:
+            if mine is not None:
+                g.write_observed.extend(float(x) for x in mine.get("writes", []))
+                if mine.get("step") == trainer.global_step - 1 and trainer.ckpt_path:
+                    g.adopt(trainer.global_step - 1, self._file_of(trainer.global_step,
+                                                                   trainer.ckpt_path))
+            self._prune(trainer)  # what killed sessions left counts against keep
+
+        def _prune(self, trainer) -> None:
+            """Keep the newest ``keep`` step files of the folder, those of killed sessions
+            counted, never the marker's file nor the one resumed from
+            (:mod:`afford.track.retention`); global rank zero only."""
+            g = self.driver.guard
+            if not trainer.is_global_zero or g is None or self.dirpath is None:
                 return
-            g.write_observed.extend(float(x) for x in mine.get("writes", []))
-            if mine.get("step") == trainer.global_step - 1 and trainer.ckpt_path:
-                g.adopt(trainer.global_step - 1, self._file_of(trainer.global_step,
-                                                               trainer.ckpt_path))
+            gone = prune(self.dirpath, self.step_files, self.keep,
+                         (g.checkpoint, g.marked_checkpoint, trainer.ckpt_path))
+            for path in [p for p in self.best_k_models if not Path(p).is_file()]:
+                self.best_k_models.pop(path)  # deleted here, or listed by a restored state
+            if gone:
+                log.info("afford.track: removed %d checkpoint file(s) beyond keep=%d: %s",
+                         len(gone), self.keep, ", ".join(Path(p).name for p in gone))
 
         def _file_of(self, global_step: int, fallback: str) -> str:
             """The step's own file among the kept ones (``last.ckpt`` is rewritten at the
@@ -115,12 +142,13 @@ def _make_class() -> type:
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-            answer = self.driver.end_of_step(int(trainer.global_step) - 1, loss=loss)
+            answer = self.driver.end_of_step(
+                int(trainer.global_step) - 1, loss=loss,
+                agree=lambda stop: trainer.strategy.reduce_boolean_decision(stop, all=False))
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
             if answer is None:
                 return
-            stop = trainer.strategy.reduce_boolean_decision(answer[1], all=False)
-            if stop:
+            if answer[1]:
                 if self._last_global_step_saved != trainer.global_step:
                     found = self._monitor_candidates(trainer)
                     self._save_topk_checkpoint(trainer, found)
@@ -131,6 +159,14 @@ def _make_class() -> type:
                               logger=True, rank_zero_only=True)
 
         def on_train_end(self, trainer, pl_module) -> None:
+            """Lightning writes ``last.ckpt`` at the end of a fit that saved nothing; the
+            step's own file is written first, as at every save, so that the marker names a
+            file that stays whole (``last.ckpt`` is rewritten at the next session's save)."""
+            if self.save_last and not self._last_checkpoint_saved and \
+                    not self._should_skip_saving_checkpoint(trainer):
+                found = self._monitor_candidates(trainer)
+                self._save_topk_checkpoint(trainer, found)
+                self._save_last_checkpoint(trainer, found)
             super().on_train_end(trainer, pl_module)
             self.driver.end()
 
@@ -149,6 +185,7 @@ def _make_class() -> type:
             named = self._step_file[1] if self._step_file and self._step_file[0] == step \
                 else filepath
             self.driver.saved(step - 1, named)
+            self._prune(trainer)
 
         # ---------------------------------------------------------- the callback's state
 

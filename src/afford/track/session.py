@@ -66,7 +66,6 @@ import statistics
 import sys
 import time
 from array import array
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -76,31 +75,21 @@ from typing import Any
 from afford.core.errors import InputError
 from afford.track import marker as mk
 from afford.track.budget import Budget, resolve_budget
+from afford.track.ending import EXIT, describe, process_age_seconds
 from afford.track.metrics import Metric, metrics_of
 from afford.track.readings import AFTER_SAVE, FIRST, WARM, WARMUP
+from afford.track.session_files import SessionFiles
+from afford.track.warm_window import WarmWindow
 
 log = logging.getLogger("afford.track")
 MARKER_SCHEMA = mk.SCHEMA
 KINDS = ("first", "warm-up", "warm", "after-save")
 WINDOW = 101  # recent warm steps the live median is taken over
-REFRESH = 8  # warm steps between two recomputations of the live median
-MIN_DRIFT_STEPS = 10  # warm steps before drift is judged
+MIN_DRIFT_STEPS = 10  # warm steps before drift is judged (after every warm step from then)
 CONFIRM = ("call", "explicit")
 
 
-def process_age_seconds() -> float | None:
-    """Seconds since this process started (Linux: ``/proc/self/stat``'s start time against
-    ``/proc/uptime``, 10 ms resolution); None where that cannot be read."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, ticks
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return max(0.0, uptime - started)
-
-
-class Session:
+class Session(SessionFiles):
     """The loop guard. Give a plan (path or dict), or ``cert`` + ``platform`` + ``run``, or a
     :class:`Budget`. ``clock`` returns seconds (injectable for tests). ``elapsed_seconds``:
     session time already spent when the guard is made; None (the default) counts from the
@@ -136,10 +125,7 @@ class Session:
         self._last = now
         self.indices, self.seconds = array("q"), array("d")
         self.kinds, self.peak_bytes = array("b"), array("q")
-        self._recent: deque[float] = deque(maxlen=WINDOW)
-        self._median: float | None = None
-        self._worst = 0.0
-        self._fresh = 0
+        self._recent = WarmWindow(WINDOW)
         self._n = 0
         self._pending: int | None = None  # a save asked for and not yet confirmed
         self._asked_at: float | None = None  # clock when the save was asked
@@ -182,8 +168,9 @@ class Session:
         self.peak_bytes.append(self._peak(n))
         self.last_loss = loss
         if self._pending is not None and self.confirm == "call":  # no should_stop after it
-            if self._median is not None and self._asked_at is not None:
-                self.write_observed.append(max(0.0, dt - self._median))
+            median = self._recent.median
+            if median is not None and self._asked_at is not None:
+                self.write_observed.append(max(0.0, dt - median))
             self._confirm(self._pending)
         if kind == WARM:
             self._warm(dt)
@@ -220,7 +207,7 @@ class Session:
         unwritten = write if self._pending is not None else 0.0
         upcoming = est + (write if self._next_saves() else 0.0)
         safety = self.safety_seconds if self.safety_seconds is not None else \
-            max(self._worst, est) + 0.25 * write
+            max(self._recent.slowest, est) + 0.25 * write
         if elapsed + unwritten + upcoming + write + safety <= chunk:
             return False
         self.stopped_at = elapsed
@@ -228,6 +215,19 @@ class Session:
         log.info("afford.track: stop after step %d at %.1f s of the %.1f s chunk (next step "
                  "%.3g s, final save %.3g s)", self.indices[-1], elapsed, chunk, est, write)
         return True
+
+    def stop_now(self, why: str) -> None:
+        """A stop after the last step that this guard did not decide (``why``: e.g. another
+        rank's guard reached the cap first): recorded as the session's stop, as if
+        :meth:`should_stop` had said yes, so its final save is asked and the marker ends
+        ``stopped``, not ``finished``. Nothing before the first step, or once stopped."""
+        if self.stopped_at is not None or not self.indices:
+            return
+        now = self._clock()
+        self.stopped_at = now - self._t0
+        self._asked(self.indices[-1], now)
+        log.info("afford.track: stop after step %d at %.1f s: %s", self.indices[-1],
+                 self.stopped_at, why)
 
     def saved(self, step: int, checkpoint: str | os.PathLike | None = None) -> None:
         """Confirm that the checkpoint of ``step`` is completely written (``checkpoint``: its
@@ -247,9 +247,9 @@ class Session:
             return
         self._closed = True
         atexit.unregister(self._at_exit)
-        crashed = self._crashed or _EXIT.crashed
+        crashed = self._crashed or EXIT.crashed
         if crashed and not self._error:
-            self._error = _EXIT.error
+            self._error = EXIT.error
         if self._pending is not None and not crashed and self.confirm == "call":
             self._confirm(self._pending)
         self._flush(len(self.indices), final=True)
@@ -265,7 +265,7 @@ class Session:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self._crashed = True  # a save in flight is not confirmed
-            self._error = _describe(exc_type, exc)
+            self._error = describe(exc_type, exc)
         self.close()
 
     def readings(self) -> Iterator[Metric]:
@@ -309,10 +309,9 @@ class Session:
         """The larger of the live warm median and the planned step; before any warm step,
         the larger of the planned step and the last step seen."""
         planned = self.budget.step_seconds or 0.0
-        if self._median is None and self._recent:
-            self._refresh()
-        live = self._median if self._median is not None else (self.seconds[-1]
-                                                               if self.seconds else 0.0)
+        live = self._recent.median
+        if live is None:
+            live = self.seconds[-1] if self.seconds else 0.0
         return max(planned, live)
 
     def write_estimate(self) -> float:
@@ -327,10 +326,9 @@ class Session:
 
     @property
     def warm_median(self) -> float | None:
-        """The live warm median (over the last WINDOW warm steps)."""
-        if self._recent:
-            self._refresh()
-        return self._median
+        """The live warm median (over the last WINDOW warm steps); reading it changes
+        nothing."""
+        return self._recent.median
 
     @property
     def drift(self) -> float | None:
@@ -359,20 +357,10 @@ class Session:
         return float(given)
 
     def _warm(self, dt: float) -> None:
-        self._recent.append(dt)
-        self._fresh += 1
-        if dt > self._worst:
-            self._worst = dt
-        if self._fresh >= REFRESH or self._median is None:
-            self._refresh()
-            self._check_drift()
-
-    def _refresh(self) -> None:
-        xs = sorted(self._recent)
-        k = len(xs)
-        self._median = xs[k // 2] if k % 2 else 0.5 * (xs[k // 2 - 1] + xs[k // 2])
-        self._worst = xs[-1]
-        self._fresh = 0
+        """A warm step: into the live window, and drift judged after it (every warm step,
+        whatever reads the figures in between: :mod:`afford.track.warm_window`)."""
+        self._recent.add(dt)
+        self._check_drift()
 
     def _check_drift(self) -> None:
         d = self.drift
@@ -382,7 +370,7 @@ class Session:
         if self._drift_warned == sign:
             return
         self._drift_warned = sign
-        msg = (f"step {self.indices[-1]}: the live warm median {self._median:.4g} s is "
+        msg = (f"step {self.indices[-1]}: the live warm median {self.warm_median:.4g} s is "
                f"{abs(d):.1%} {'slower' if d > 0 else 'faster'} than the certificate's "
                f"{self.budget.step_seconds:.4g} s (tolerance {self.drift_tol:.0%}); "
                f"{self.budget.step_source}")
@@ -440,106 +428,11 @@ class Session:
         self.warnings.append(msg)
         log.log(level, "afford.track: %s", msg)
 
-    # ---------------------------------------------------------------- marker, step log, ledger
-
-    def _resume_from(self, doc: dict | None) -> None:
-        """Where this session resumes, and how the previous one ended (logged)."""
-        self._marker_doc = doc
-        self.last_saved: int | None = doc["last_saved_step"] if doc else None
-        self._saved_session = doc.get("saved_session") if doc else None
-        self.resume_step = 0 if self.last_saved is None else self.last_saved + 1
-        self.resume_checkpoint: str | None = doc.get("checkpoint") if doc else None
-        self.checkpoint = self.resume_checkpoint
-        self.session_number = (int(doc.get("session") or 0) if doc else 0) + 1
-        record = mk.StepLog.read(mk.step_log_path(self.marker)) if self.marker else None
-        self.previous = mk.previous_of(doc, record)
-        if self.previous is not None and self.writes:
-            level = logging.INFO if self.previous.clean else logging.WARNING
-            log.log(level, "afford.track: %s", self.previous.line())
-            if doc.get("state") == "running" and _alive(doc.get("pid")):
-                self._warn(f"the marker {self.marker} says its session (pid {doc['pid']}) is "
-                           "still running: two sessions on one marker overwrite each other's "
-                           "resume point; give this one another marker=", "concurrent")
-
-    def _start_files(self) -> None:
-        """Sweep the marker's interrupted temp files, mark this session running, and open
-        its step log; a failure is a warning."""
-        from afford.core.io import clean_temps_of
-
-        try:
-            swept = clean_temps_of(self.marker, max_age_s=0)  # one writer per marker
-        except OSError:
-            swept = []
-        if swept:
-            log.info("afford.track: removed %d interrupted write(s) of %s", len(swept),
-                     self.marker)
-        self._write_marker("running")
-        path = mk.step_log_path(self.marker)
-        try:
-            self._steplog = mk.StepLog(path, self.session_number)
-        except (OSError, ValueError) as exc:
-            self._warn(f"the step log {path} cannot be kept ({exc}): if this session is "
-                       "killed, the next one will not know how many steps it lost", "steplog")
-
-    def _record_step(self, step: int, n: int, now: float) -> None:
-        try:
-            self._steplog.record(step, n, self.flushed_step, now - self._t0)
-        except (ValueError, TypeError, OverflowError) as exc:  # closed map, odd index
-            self._steplog = None
-            self._warn(f"the step log stopped at step {step} ({exc})", "steplog")
-
-    def _write_marker(self, state: str) -> None:
-        if not self.writes or self.marker is None:
-            return
-        doc = {"run": self.budget.run, "state": state, "session": self.session_number,
-               "last_saved_step": self.last_saved,
-               "resume_step": 0 if self.last_saved is None else self.last_saved + 1,
-               "saved_session": self._saved_session, "checkpoint": self.checkpoint,
-               "last_step": self.indices[-1] if self.indices else None,
-               "steps": len(self.indices), "flushed_step": self.flushed_step,
-               "ledger": None if self.ledger is None else str(self.ledger),
-               "error": self._error, "started_at": self._started_at}
-        error = mk.write(self.marker, doc)
-        if error is None:
-            if not self.resume_saved:
-                log.warning("afford.track: the resume marker %s is written again: resume at "
-                            "step %s", self.marker, doc["resume_step"])
-                self._warned.discard("marker")
-            self.resume_saved = True
-            return
-        self.resume_saved = False
-        what = f"the save of step {self.last_saved} is on disk, but the next session would " \
-               "not resume from it" if self.last_saved is not None else \
-               "the next session will not know how this one ended"
-        self._warn(f"the resume marker {self.marker} could not be written ({error}): {what}; "
-                   "the resume point is not saved", "marker")
-
-    def _flush(self, end: int, final: bool = False) -> None:
-        """The readings of the steps not yet in the ledger, up to position ``end``; a
-        failure is a warning and they are tried again at the next flush."""
-        if self.ledger is None:
-            return
-        if end <= self._flushed_pos and not (final and self.stopped_at is not None):
-            return
-        try:
-            from afford.track.readings import flush
-
-            flush(self, self.ledger, self._flushed_pos, end, final=final)
-        except Exception as exc:  # a full disk, a broken ledger: never the loop's exception
-            first = self.indices[self._flushed_pos] if end > self._flushed_pos else None
-            self._warn(f"the readings from step {first} on were not appended to the ledger "
-                       f"{self.ledger}: {exc}", "ledger")
-            return
-        self._flushed_pos = max(self._flushed_pos, end)
-        if end:
-            self.flushed_step = self.indices[end - 1]
-        self._warned.discard("ledger")
-
     def _hook_exit(self) -> None:
         """Close at exit: confirm the final save at a clean exit; an uncaught exception (which
         Python reports through sys.excepthook before the exit handlers run) leaves it
         unconfirmed and the session is recorded as crashed."""
-        _EXIT.install()
+        EXIT.install()
         atexit.register(self._at_exit)
 
     def _at_exit(self) -> None:
@@ -547,50 +440,6 @@ class Session:
             self.close()
         except Exception as exc:  # at exit nothing can be raised to; say it
             log.warning("afford.track: closing the session at exit failed: %s", exc)
-
-
-def _describe(exc_type: type, exc: BaseException | None) -> str:
-    text = f"{exc_type.__name__}: {exc}" if exc is not None and str(exc) else exc_type.__name__
-    return text[:200]
-
-
-def _alive(pid: Any) -> bool:
-    """Whether process ``pid`` exists and is not this one."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-class _ExitState:
-    """One sys.excepthook for every session: notes that an uncaught exception ended the
-    program, so that no save in flight is confirmed at exit."""
-
-    def __init__(self) -> None:
-        self.crashed = False
-        self.error = ""
-        self.installed = False
-
-    def install(self) -> None:
-        if self.installed:
-            return
-        self.installed = True
-        previous = sys.excepthook
-
-        def hook(exc_type, exc, tb) -> None:
-            self.crashed = True
-            self.error = _describe(exc_type, exc)
-            previous(exc_type, exc, tb)
-
-        sys.excepthook = hook
-
-
-_EXIT = _ExitState()
 
 
 def summary(s: Session) -> dict:

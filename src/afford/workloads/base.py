@@ -38,6 +38,7 @@ from typing import ClassVar, Literal
 import torch
 
 from afford.core.published_constants import MODES
+from afford.schema.memory_section import CodePath
 
 DEVICE_CLASSES = ("cpu", "small-gpu", "large-gpu")
 
@@ -88,6 +89,12 @@ class Workload(ABC):
     def dims(self, shape: dict[str, int]) -> dict[str, int] | None:
         """Transformer-shaped dimensions (B, s, d, L, H) for the memory law, if any."""
         return None
+
+    def code_paths(self) -> list[CodePath]:
+        """The sizes at which its step takes another code path, as far as the workload
+        knows them (:mod:`afford.workloads.paths`); the memory law keeps them, and a figure
+        past one no measured shape crossed is marked extrapolated."""
+        return []
 
 
 def autocast_for(mode: str, device: torch.device):

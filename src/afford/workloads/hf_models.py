@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from afford.core.errors import InputError
+from afford.schema.memory_section import CodePath
 from afford.workloads.base import Built, Workload, WorkloadRefused
 from afford.workloads.names import (
     HFSpec,
@@ -47,6 +48,7 @@ from afford.workloads.names import (
     parse_spec,
     unknown_model_type,
 )
+from afford.workloads.paths import code_paths, embedding_sort
 
 LORA_EXTRA = "pip install 'afford[lora]'"
 DEFAULT_BATCH = {"cpu": 2, "small-gpu": 4, "large-gpu": 8}
@@ -281,6 +283,9 @@ class HFCausalLM(Workload):
     def dims(self, shape: dict[str, int]) -> dict[str, int]:
         return {"B": shape["batch"], "s": shape["seq"], "d": shape["d"], "L": shape["L"],
                 "H": shape["H"]}
+
+    def code_paths(self) -> list[CodePath]:
+        return code_paths(self.config.to_dict()) + [embedding_sort()]
 
     def build(self, shape: dict[str, int], device: torch.device, seed: int) -> Built:
         from transformers import AutoModelForCausalLM

@@ -23,8 +23,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from afford.schema.memory_section import CodePath
 from afford.workloads.base import Built, Workload
 from afford.workloads.names import TINYLM_PRESETS, tinylm_size_fields
+from afford.workloads.paths import embedding_sort
 
 VOCAB = 256
 
@@ -134,6 +136,9 @@ class TinyLM(Workload):
 
     def default_sweep(self, device_class: str) -> list[int]:
         return list(self.config.sweep)
+
+    def code_paths(self) -> list[CodePath]:
+        return [embedding_sort()]  # its byte embedding's backward
 
     def shape(self, value: int) -> dict[str, int]:
         c = self.config

@@ -68,6 +68,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.fit.memory.allocator import AllocEvent
+from afford.schema.memory_section import LearnedSizes, pack_ints, unpack_ints
 
 TERMS: dict[str, tuple[int, int]] = {  # name -> (power of B, power of s)
     "1": (0, 0), "B*s": (1, 1), "B*s^2": (1, 2), "B": (1, 0), "s": (0, 1), "s^2": (0, 2)}
@@ -492,6 +493,12 @@ class TraceModel(BaseModel):
         None, description="B*s above which the reference_only slots are written out: the "
         "most tokens of a traced shape without them (where between that and the reference's "
         "the path switches is not seen: they are kept there, the larger history)")
+    below_ops: list[int] | None = Field(
+        None, description="the canonical ops of the traced shape with the most tokens of "
+        "those without the reference_only slots, in the reference's slot numbers: below "
+        "reference_only_above the step takes that shape's path, whose lifetimes differ too "
+        "(the embedding backward's fp32 accumulator and its index buffer are freed in another "
+        "order); None where no such shape pairs slot for slot with the reference")
     warnings: list[str] = []
 
     def sizes(self, B: int, s: int) -> list[int]:
@@ -507,7 +514,7 @@ class TraceModel(BaseModel):
             keep = [k for k in range(len(sizes)) if k not in gone]
             new = {k: i for i, k in enumerate(keep)}
             sizes, streams = [sizes[k] for k in keep], [streams[k] for k in keep]
-            ops = [new[o] if o >= 0 else ~new[~o] for o in ops
+            ops = [new[o] if o >= 0 else ~new[~o] for o in (self.below_ops or ops)
                    if (o if o >= 0 else ~o) not in gone]
         return OpTrace(B=int(B), s=int(s), sizes=tuple(sizes), streams=tuple(streams),
                        ops=tuple(ops))
@@ -568,10 +575,26 @@ def learn(traces: Sequence[OpTrace], reference: int = 0) -> TraceModel:
         warnings.append(f"{len(only)} allocations only the reference ({ref.B}x{ref.s}) makes: "
                         f"written out above {above} tokens, the most of a traced shape "
                         "without them")
+    below = _below_ops(others, matches, only) if above is not None else None
     return TraceModel(shapes=[(t.B, t.s) for t in [ref, *others]], ops=list(ref.ops),
                       streams=list(ref.streams), laws=laws, unmatched=unmatched,
                       extras=extras, reference_only=only if above is not None else [],
-                      reference_only_above=above, warnings=warnings)
+                      reference_only_above=above, below_ops=below, warnings=warnings)
+
+
+def _below_ops(others: Sequence[OpTrace], matches: Sequence[list[int | None]],
+               only: Sequence[int]) -> list[int] | None:
+    """The ops of the traced shape with the most tokens below the reference's path switch,
+    renamed into the reference's slots; ``None`` unless that shape pairs slot for slot with
+    the reference outside ``only`` (every one of its allocations matched)."""
+    k = max(range(len(others)), key=lambda i: others[i].B * others[i].s)
+    t, m = others[k], matches[k]
+    gone = set(only)
+    inv = {j: slot for slot, j in enumerate(m) if j is not None}
+    if len(inv) != t.n_allocs or any(m[slot] is None for slot in range(len(m))
+                                     if slot not in gone):
+        return None
+    return [inv[o] if o >= 0 else ~inv[~o] for o in t.ops]
 
 
 STAGING_WINDOW = 8     # ops: a staging buffer and its semaphores are freed this soon
@@ -635,3 +658,38 @@ def _warnings(ref: OpTrace, laws: list[SizeLaw], unmatched: list[int],
         out.append("every traced shape has the same B*s: constant and per-token sizes "
                    "cannot be told apart")
     return out
+
+
+def pack(model: TraceModel) -> LearnedSizes:
+    """The model in the certificate's stored form (each distinct size law once)."""
+    table: dict[str, int] = {}
+    laws: list[dict] = []
+    index = []
+    for law in model.laws:
+        key = law.model_dump_json()
+        if key not in table:
+            table[key] = len(laws)
+            laws.append(law.model_dump(mode="json"))
+        index.append(table[key])
+    return LearnedSizes(
+        shapes=[tuple(x) for x in model.shapes], ops=pack_ints(model.ops),
+        streams=pack_ints(model.streams), laws=laws, law_of_slot=pack_ints(index),
+        unmatched=list(model.unmatched), extras=list(model.extras),
+        reference_only=pack_ints(model.reference_only),
+        reference_only_above=model.reference_only_above,
+        below_ops=pack_ints(model.below_ops) if model.below_ops is not None else None,
+        warnings=list(model.warnings))
+
+
+def unpack(stored: LearnedSizes) -> TraceModel:
+    """The stored form read back (:func:`pack`'s inverse)."""
+    table = [SizeLaw.model_validate(x) for x in stored.laws]
+    return TraceModel.model_construct(
+        shapes=[tuple(x) for x in stored.shapes], ops=unpack_ints(stored.ops),
+        streams=unpack_ints(stored.streams),
+        laws=[table[i] for i in unpack_ints(stored.law_of_slot)],
+        unmatched=list(stored.unmatched), extras=list(stored.extras),
+        reference_only=unpack_ints(stored.reference_only),
+        reference_only_above=stored.reference_only_above,
+        below_ops=unpack_ints(stored.below_ops) if stored.below_ops is not None else None,
+        warnings=list(stored.warnings))

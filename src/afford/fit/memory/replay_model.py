@@ -1,5 +1,6 @@
-"""The memory stage's allocator replay: from the traced shapes' histories to a
-validated predictor of reserved memory, kept beside the law.
+"""The allocator replay's model: from the traced shapes' histories to a validated predictor
+of reserved memory, kept beside the law (the memory stage builds it at certify time; a
+command reading an older certificate rebuilds it here, :mod:`afford.figures.replay_figures`).
 
 1. Validation: every traced history is replayed through the model of the caching allocator
    (:mod:`afford.fit.memory.allocator`) from the state its process had when it began; the replay
@@ -18,7 +19,7 @@ validated predictor of reserved memory, kept beside the law.
    |error|) is recorded; ``afford size`` uses the replay when it is trusted and not worse.
 4. Where the memory goes at the base shape's peak (:mod:`afford.fit.memory.breakdown`).
 
-Rebuilt from the raw records on a refit, as the law is.
+Rebuilt from the raw records on a refit, as the law is. Pure: no torch, no I/O.
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ from __future__ import annotations
 from afford.fit.memory import replay_fit as mr
 from afford.fit.memory.allocator import parse_alloc_conf
 from afford.fit.memory.replay_fit import Learned, learn_shapes, traced_shapes, usable, use_replay
+from afford.fit.memory.trace_scaling import pack
 from afford.schema.memory_section import (
     HELDOUT_ROLES,
+    REPLAY_VERSION,
     MemoryLaw,
     MemoryShape,
     ReplayCheck,
     ReplayModel,
 )
 
-__all__ = ["Learned", "build_replay", "learn_shapes", "traced_shapes", "use_replay"]
+__all__ = ["Learned", "build_replay", "learn_shapes", "traced_shapes", "use_replay",
+           "with_replay"]
 
 # The recorded histories of a warm process replay to the measured peaks to the byte for most
 # shapes, but in the memory child some shapes' steps 1 and 2 peak a few per cent off an
@@ -84,7 +88,7 @@ def build_replay(law: MemoryLaw, learned: Learned | None = None) -> ReplayModel 
     if learned is None or [_ident(s) for s in learned.traced] != [_ident(s) for s in traced]:
         learned = learn_shapes(law.shapes)
     out = ReplayModel(traced=[(s.dims["B"], s.dims["s"]) for s in traced], alloc_conf=conf,
-                      expandable=expandable, validation=validation,
+                      expandable=expandable, validation=validation, version=REPLAY_VERSION,
                       tolerance=VALIDATION_TOLERANCE,
                       trusted=ok and not unmodelled and learned is not None, warnings=warnings)
     if learned is None:
@@ -142,7 +146,8 @@ def build_replay(law: MemoryLaw, learned: Learned | None = None) -> ReplayModel 
         "safety_margin": margin,
         "law_worst_reserved_error": lw, "breakdown": brk,
         "size_laws": learned.model.summary(), "fit_seconds": learned.seconds,
-        "warnings": warnings + list(learned.model.warnings)})
+        "warnings": warnings + list(learned.model.warnings), "version": REPLAY_VERSION,
+        "learned": pack(learned.model)})
 
 
 def _check(s: MemoryShape, tokens0: int, alloc: float, res: float) -> ReplayCheck:
@@ -152,3 +157,17 @@ def _check(s: MemoryShape, tokens0: int, alloc: float, res: float) -> ReplayChec
                        measured_allocated_bytes=ma, measured_reserved_bytes=mres,
                        replay_allocated_bytes=float(alloc), replay_reserved_bytes=float(res),
                        allocated_error=_err(alloc, ma), reserved_error=_err(res, mres))
+
+
+def with_replay(law: MemoryLaw, replay) -> MemoryLaw:
+    """The law with its allocator replay; where the replay is trusted and predicts reserved
+    better at the held-out shapes, the law's held-out misses say that the replay answers
+    there (it is what `afford size` and plans read), with its worst held-out error."""
+    if replay is None or not replay.trusted or replay.better != "replay" or \
+            replay.replay_worst_reserved_error is None:
+        return law.model_copy(update={"replay": replay})
+    note = (f" (the law's; the allocator replay answers, held-out reserved worst "
+            f"{replay.replay_worst_reserved_error:.2%})")
+    warnings = [w + note if w.startswith("held-out ") and " off (target " in w else w
+                for w in law.warnings]
+    return law.model_copy(update={"replay": replay, "warnings": warnings})
