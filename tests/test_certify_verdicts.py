@@ -163,3 +163,14 @@ def test_a_throughput_law_worse_than_the_mean_is_not_headlined():
     absurd = replace(row, r2=module(-0.4458, "", "fit_throughput (power)"))
     law, error = headline_law(absurd, None)
     assert law.startswith("not headlined: its R^2 -0.4458 C is below 0") and error == "-"
+
+
+def test_warnings_about_a_law_plans_do_not_read_wait_for_verbose(tmp_path, monkeypatch):
+    """The CPU certificate's tinylm has a step-time model; its throughput law's R^2 0.0633
+    warning is about a figure no plan reads: counted, printed with -v."""
+    cert = load_certificate(CPU)
+    r = _certify(tmp_path, monkeypatch, cert)
+    assert "R^2 0.0633" not in r.stderr
+    assert "(1 warning(s) about the sweep's throughput law, which plans do not read" in r.stderr
+    v = _certify(tmp_path, monkeypatch, cert, "-v")
+    assert "R^2 0.0633 < 0.99" in v.stderr and "warning(s) about the sweep's" not in v.stderr

@@ -223,15 +223,30 @@ def print_verdicts(verdicts: list[StageVerdict]) -> None:
 
 def _print_warnings(cert, verbose: bool) -> None:
     """The certificate's warnings on stderr; the point-by-point precision ones (two a point
-    on a busy host) only with --verbose, else one line per workload with its worst point."""
+    on a busy host) only with --verbose, else one line per workload with its worst point;
+    those about a figure plans do not read (the sweep's throughput law where a step-time
+    model answers) only with --verbose, else counted in one line."""
     noise = summarize_noise(cert)
+    unread = unread_warnings(cert)
     for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
-        if verbose or w not in noise.point_notes:
+        if verbose or (w not in noise.point_notes and w not in unread):
             err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
     if not verbose and noise.point_notes and not is_noisy(cert):
         for line in noise.worst:
             err.print(labelled("[yellow]warning:[/]", line + " (--verbose: every point)"),
                       soft_wrap=True)
+    hidden = sum(w in unread for w in cert.warnings)
+    if hidden and not verbose:
+        err.print(f"({hidden} warning(s) about the sweep's throughput law, which plans do not "
+                  "read where a step-time model answers: --verbose)", soft_wrap=True)
+
+
+def unread_warnings(cert) -> set[str]:
+    """The warnings of each workload's throughput law where its step-time model answers
+    instead (plans and predictions read the model), as the certificate spells them."""
+    return {f"{r.name} ({r.mode}): {w}" for r in cert.workloads
+            if r.law is not None and r.time is not None and r.time.model is not None
+            for w in r.law.warnings}
 
 
 def _print_noisy_reasons(cert) -> None:
