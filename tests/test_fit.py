@@ -82,18 +82,6 @@ def test_fit_rejects_bad_input():
             fit([512] * n, [0.1, 0.11, 0.12, 0.1][:n])
 
 
-def test_the_old_law_candidates_need_two_distinct_sizes():
-    import numpy as np
-
-    from afford.fit.time.time_fit import _candidate_old
-
-    x, y = np.array([512.0] * 4), np.array([0.1, 0.11, 0.12, 0.1])
-    assert _candidate_old("power", x, y, "seq") is None
-    assert _candidate_old("floor_power", x, y, "seq") is None
-    assert _candidate_old("power", np.array([256.0, 512.0]), np.array([0.1, 0.2]),
-                          "seq").params["b"] == pytest.approx(1.0)
-
-
 @settings(max_examples=40, deadline=None)
 @given(a=st.floats(-15, 0), b=st.floats(0.2, 3.0))
 def test_power_fit_recovers_any_exact_law(a, b):

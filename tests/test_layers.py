@@ -194,3 +194,93 @@ def test_the_design_names_every_folder_of_the_package():
                      if (p / "__init__.py").exists())
     assert [f for f in folders if f"\n{f}/ " not in layout] == []
     assert len(folders) == 13
+
+
+# ---- guardrails that keep names pointing where they say (issue 42) --------------------
+
+
+def _import_froms(path: Path):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("afford"):
+            yield node
+
+
+def private_imports(known: dict[str, Path]) -> list[str]:
+    """``from afford.x import _name`` where ``_name`` is not a module: a private name read
+    across modules (a module's ``_helper`` is its own; make it public or move it)."""
+    out = []
+    for name, path in known.items():
+        for node in _import_froms(path):
+            for a in node.names:
+                dunder = a.name.startswith("__") and a.name.endswith("__")
+                if a.name.startswith("_") and not dunder and \
+                        f"{node.module}.{a.name}" not in known:
+                    out.append(f"{name}: from {node.module} import {a.name}")
+    return out
+
+
+def misleading_aliases(known: dict[str, Path]) -> list[str]:
+    """``import a.b as c`` / ``from a import b as c`` where ``c`` is the last part of
+    another afford module's name than the one imported: the reader looks in the wrong file."""
+    stems = {n.rsplit(".", 1)[-1] for n in known}
+    out = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    target = a.name if isinstance(node, ast.Import) else \
+                        f"{node.module}.{a.name}"
+                    if a.asname and a.asname in stems and target.startswith("afford") and \
+                            target.rsplit(".", 1)[-1] != a.asname:
+                        out.append(f"{name}: {target} as {a.asname} (another module's name)")
+    return out
+
+
+IO_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "mkdir",
+            "unlink", "rename"}
+
+
+def file_io(path: Path) -> list[str]:
+    """Calls that touch files (``open``, a Path's reads and writes) or imports of ``os`` /
+    ``pathlib`` / ``shutil`` / ``io``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                else ""
+            if name in IO_CALLS:
+                out.append(f"{path.name}:{node.lineno} {name}()")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""]
+            out += [f"{path.name}:{node.lineno} import {m}" for m in mods
+                    if m.split(".")[0] in ("os", "pathlib", "shutil", "io")]
+    return out
+
+
+def test_no_private_name_is_imported_across_modules():
+    assert private_imports(modules()) == []
+
+
+def test_no_import_alias_is_another_modules_name():
+    assert misleading_aliases(modules()) == []
+
+
+def test_fit_does_no_file_io():
+    """fit/ is pure (docs/DESIGN.md section 2): arrays in, frozen results out."""
+    got = [x for name, path in modules().items() if name.startswith("afford.fit")
+           for x in file_io(path)]
+    assert got == []
+
+
+def test_the_guardrails_can_fail(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from afford.fit.memory.sizing import _with_default\n"
+                   "from afford.fit.memory import sizing as replay_fit\n"
+                   "import os\nopen('x')\n")
+    known = {"afford.fit.memory.sizing": bad, "afford.fit.memory.replay_fit": bad,
+             "afford.x": bad}
+    assert any("_with_default" in x for x in private_imports(known))
+    assert any("as replay_fit" in x for x in misleading_aliases(known))
+    assert len(file_io(bad)) == 2

@@ -57,7 +57,7 @@ def test_size_and_readings_on_the_cpu_certificate(cpu_cert, cpu_cert_path):
     doc = json.loads(r.stdout)
     assert doc["peak_reserved"] is None and "peak RSS" in doc["peak_allocated"]["source"]
     assert doc["max_batch"]["value"] > 0
-    rss, res = figures.predicted_memory(cpu_cert, "softmax", {"n": 4, "s": 256})
+    rss, res = figures.predicted_memory(cpu_cert, "softmax", {"n": 3, "s": 200})
     assert rss.tag == Tag.FITTED and res is None
     law = cpu_cert.memory.laws[1]
     assert rss.value > law.baseline_rss_bytes

@@ -13,7 +13,8 @@ from afford.figures import time_figures as ft
 from afford.plan import planner
 from afford.plan.prediction import predict
 from afford.schema.run import RunFile
-from afford.schema.time_law import accuracy_text, held_out_accuracy, measured_ranges, predict_at
+from afford.schema.time_accuracy import accuracy_text, held_out_accuracy
+from afford.schema.time_law import measured_ranges, predict_at
 from tests.plan_helpers import make_cert, make_platform, make_run
 from tests.time_certs import H200_DEFAULT, H200_HF, h200, make_time_cert, seconds, time_model
 
@@ -40,7 +41,9 @@ def test_measured_range_includes_the_held_out_shapes():
     assert r["tokens"] == (2048.0, 4096.0)
     # 2 x 1024 was measured (held out): not beyond, though outside the fitted range
     assert not predict_at(m, batch=2, seq=1024).extrapolated
-    assert m.is_extrapolated(batch=2, seq=1024)
+    # the one judge: as the model stood when it was fitted (no held-out shape yet), beyond
+    fitted_only = m.model_copy(update={"held_out": []})
+    assert predict_at(fitted_only, batch=2, seq=1024).beyond == ["batch 2 < 4", "seq 1024 > 512"]
     assert predict_at(m, batch=1, seq=1024).beyond == ["batch 1 < 2", "tokens 1024 < 2048"]
 
 

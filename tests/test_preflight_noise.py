@@ -64,7 +64,7 @@ def test_a_decision_the_spread_cannot_flip_is_go_with_the_spread_stated():
     assert v.go, v.reasons
     said = next(w for w in v.warnings if "NOISY" in w)
     assert f"tinylm (fp32): {REASON}" in said and "the decision holds" in said
-    assert "the step 1.00 s to 1.30 s at its slow end (1.30x" in said
+    assert "the step 1.00 s to 1.30 s at its slow end (1.30x: the step x the slowest " in said
     assert v.plan.rows[0].step_seconds.value == pytest.approx(1.0)  # plans stay on the median
 
 

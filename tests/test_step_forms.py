@@ -28,7 +28,7 @@ def test_forms_by_hand_and_as_the_stored_model_evaluates_them(form, k, want):
     theta = np.array([3.0, 2.0, 0.5] + ([k] if k else []))
     assert sf.predict_norm(form, theta, X)[0] == pytest.approx(want)
     params = {"F": 3.0, "w_gemm": 2.0, "w_attn": 0.5, **({"k": k} if k else {})}
-    assert evaluate_form(form, params, {"gemm_flops": 1.5, "attn_flops": 2.0}, None) == \
+    assert evaluate_form(form, params, {"gemm_flops": 1.5, "attn_flops": 2.0}) == \
         pytest.approx(want)
 
 

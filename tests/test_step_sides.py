@@ -10,6 +10,7 @@ import pytest
 from afford.fit.time.step_features import fit_scaling
 from afford.fit.time.step_sides import SidePoint, bound_notes, fit_sides
 from afford.fit.time.time_fit import fit_step_time
+from afford.schema.time_law import predict_at
 
 GEMM_PER_TOKEN = 6 * 100e6  # 100M parameters: 6 N FLOPs a token
 ATTN_PER_BS2 = 12 * 768 * 12  # 12 L d per (B s^2)
@@ -46,7 +47,7 @@ def _at(m, b, s):
     p = point(b, s)
     feats = {"gemm_flops": p.gemm_flops, "attn_flops": p.attn_flops, "tokens": p.tokens,
              "seq_tokens": float(b * s * s)}
-    return m.predict(feats, p.tokens, p.tokens, p.seq)
+    return m.predict(feats, p.tokens, p.seq)
 
 
 def test_the_device_side_seen_under_the_floor_predicts_the_work_regime():
@@ -115,6 +116,5 @@ def test_the_step_time_model_uses_the_sides_and_judges_held_out_on_the_device():
     assert floor.regime == "host" and floor.band == pytest.approx((36e-3, 44e-3))
     assert floor.device_rel_error == pytest.approx(0.0, abs=0.01)
     assert work.regime == "device" and work.rel_error == pytest.approx(0.0, abs=0.01)
-    seconds, _ = m.predict(batch=16, seq=2048)
-    assert seconds == pytest.approx(wall(16, 2048), rel=0.01)
+    assert predict_at(m, batch=16, seq=2048).seconds == pytest.approx(wall(16, 2048), rel=0.01)
     assert "max(host, device + gap)" in m.describe()

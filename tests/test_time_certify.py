@@ -18,6 +18,7 @@ from afford.certify.stage_time import (
 from afford.fit.time.time_design import long_factors, static_design
 from afford.fit.time.time_noise import disagreement, time_verdict
 from afford.schema.cert import load_certificate
+from afford.schema.time_law import predict_at
 from tests.time_fakes import FakeRounds, law, shape_of, sweep, tinylm_large
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,13 +176,18 @@ def test_judged_errors_take_the_device_side_on_the_floor_and_the_band():
     assert judged == [True, True, True, False] and "not judged" in what[3]
 
 
-def test_held_out_seconds_never_move_the_fit():
+def test_held_out_seconds_never_move_their_own_judgement():
+    """A held-out shape measured 3x slower is judged by the model fitted without it (its
+    error -2/3, the other held-out predictions unmoved); only the model refitted after the
+    judgement reads it."""
     base, design, _, _ = sweep()
     odd, _, _, _ = sweep(seconds=lambda it, c: law(*shape_of(it)) * (3.0 if "b64" in it["key"]
                                                                       else 1.0))
     a, b = fit_time_model(base, design, "cuda").model, fit_time_model(odd, design, "cuda").model
-    assert a.params == b.params and a.form == b.form
+    assert a.form == b.form and a.fitted_with_held_out and b.fitted_with_held_out
+    assert [h.predicted_seconds for h in a.held_out] == [h.predicted_seconds for h in b.held_out]
     assert b.held_out[2].rel_error == pytest.approx(1 / 3 - 1)
+    assert a.params != b.params
 
 
 def test_without_flop_counts_the_model_uses_the_shape_and_says_why():
@@ -338,8 +344,8 @@ def test_a_certificate_with_a_time_model_round_trips(tmp_path):
     path = save_certificate(cert, tmp_path / "c.json")
     again = load_certificate(path)
     assert again.workloads[0].time == out.time
-    assert again.workloads[0].time.model.predict(batch=8, seq=6144) == \
-        out.time.model.predict(batch=8, seq=6144)
+    assert predict_at(again.workloads[0].time.model, batch=8, seq=6144) == \
+        predict_at(out.time.model, batch=8, seq=6144)
     assert json.loads(path.read_text())["time_verdict"]["label"] == "OK"
 
 

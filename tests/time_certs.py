@@ -17,11 +17,14 @@ from pathlib import Path
 
 from afford.schema.cert import Certificate, load_certificate
 from afford.schema.point import Point
+from afford.schema.time_features import FeatureLaw, FeatureScaling
 from afford.schema.time_law import (
     CandidateFit,
-    FeatureLaw,
-    FeatureScaling,
+    DeviceLaw,
+    HostSide,
+    KernelCount,
     ModelPoint,
+    SidesModel,
     StepTimeModel,
     TimeVerdict,
 )
@@ -59,9 +62,7 @@ def time_model(*, warnings: list[str] | None = None) -> StepTimeModel:
         axes="batch_seq", form="max", params=params,
         reason="max: LOO worst 2.0% vs sum 9.0%",
         scaling=FeatureScaling(axes="batch_seq", laws=laws), candidates=[cand],
-        points=fitted, ranges={"batch": (4.0, 16.0), "seq": (256.0, 512.0),
-                               "tokens": (2048.0, 4096.0)},
-        held_out=[model_point(2, 1024, 0.52)], floor_left=True,
+        points=fitted, held_out=[model_point(2, 1024, 0.52)], floor_left=True,
         floor_note="the step grew 2x per doubling of tokens", warnings=warnings or [])
 
 
@@ -104,3 +105,38 @@ def make_time_cert(*, workload_verdict: str = "OK", cert_verdict: str | None = "
 
 def h200(which: str = "default") -> Certificate:
     return load_certificate(H200_DEFAULT if which == "default" else H200_HF)
+
+
+# A two-sided model on the same certificate: 1000 kernels a step, each issued in 0.5 ms by
+# the median process, 0.4 ms by the fastest child and 0.7 ms by the slowest (the host band
+# 0.4-0.7 s); the device busy PER_TOKEN a token (0.5 s at 8 x 256, 1.0 s at 8 x 512), no gap,
+# its law's worst leave-one-out error 10 %. So 2 x 256 (device 0.125 s) is host-bound: 0.5 s
+# in the band 0.4-0.7 s; 8 x 256 (device 0.5 s, within 10 %: 0.45-0.55 s) is 0.5 s in the band
+# 0.45-0.7 s; 8 x 512 (device 1.0 s, 0.9 s at its low end, above 0.7 s) is a point, 1.0 s.
+KERNELS, ISSUE, ISSUE_RANGE, DEVICE_LOO = 1000.0, 0.5e-3, (0.4e-3, 0.7e-3), 0.10
+
+
+def sides_model() -> SidesModel:
+    params = {"F": 0.0, "w_tokens": PER_TOKEN}
+    cand = CandidateFit(form="sum", params=params, n_params=2, r2_log=1.0,
+                        residuals=[0.0] * 4, loo_rel_errors=[DEVICE_LOO, -0.02, 0.0, 0.01])
+    return SidesModel(
+        device=DeviceLaw(form="sum", params=params, reason="sum: LOO worst 10.0%",
+                         candidates=[cand]),
+        host=HostSide(issue_seconds=ISSUE, issue_range=ISSUE_RANGE,
+                      points=["8 x 256", "4 x 512"]),
+        kernels=[KernelCount(tokens=2048, seq=256, kernels=KERNELS)], gap_seconds=0.0,
+        gap_source="none measured")
+
+
+def make_sides_cert(**over) -> Certificate:
+    """:func:`make_time_cert` whose model is the two-sided :func:`sides_model`; the sweep's
+    8 x 256 point measured 0.5 s by children at 0.42, 0.5 and 0.66 s."""
+    cert = make_time_cert(**over)
+    r = cert.workloads[0]
+    model = r.time.model.model_copy(update={"sides": sides_model()})
+    pts = [p.model_copy(update={"child_medians": [0.42, 0.5, 0.66]}) if p.value == 256 else p
+           for p in r.points]
+    r = r.model_copy(update={"points": pts, "time": r.time.model_copy(
+        update={"model": model})})
+    return cert.model_copy(update={"workloads": [r]})

@@ -107,7 +107,7 @@ class WrittenCertificate:
     def exit_code(self, strict: bool = False) -> int:
         """0: the certificate is written and usable, whatever its verdicts say (they are
         its findings, and plans read them); with ``strict``, 1 when a verdict did not pass
-        (a NOISY or UNJUDGED time verdict, a memory law that misses its held-out aim, a
+        (a NOISY, MISSED or UNJUDGED time verdict, a memory law that misses its held-out aim, a
         failed gate), for a CI that gates on them. A partial certificate (3) and a refused
         workload (2) are raised before (:meth:`raise_if_partial`, :meth:`raise_if_refused`)."""
         return int(strict and not all(v.passed for v in self.verdicts))
@@ -181,7 +181,8 @@ def verdicts(cert: Certificate) -> list[StageVerdict]:
 
 def time_verdict(cert: Certificate) -> StageVerdict:
     """OK, NOISY (the host's recorded load and the worst point: the cause, as far as the
-    certificate can tell it) or UNJUDGED (the workloads judged at no held-out shape)."""
+    certificate can tell it), MISSED (a held-out shape the model missed, reproduced: its
+    own error) or UNJUDGED (the workloads judged at no held-out shape)."""
     from afford.figures.noise import summarize_noise
     from afford.figures.time_figures import noisy_reasons, verdict_label
 
@@ -189,7 +190,7 @@ def time_verdict(cert: Certificate) -> StageVerdict:
     if label is None:
         return StageVerdict("time", "NOT MEASURED", True, "the certificate has no step-time "
                             "model (made before it, or no workload has a batch and sequence)")
-    if label == "UNJUDGED":
+    if label in ("UNJUDGED", "MISSED"):  # unchecked, or the model's own error, reproduced
         return StageVerdict("time", label, False, "{}", ("; ".join(noisy_reasons(cert)),))
     v = cert.time_verdict
     again = v.remeasured_points if v is not None else 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from afford.certify.stage_memory import STEPS, MemoryJob, _shape, dim_keys, items_for
+from afford.certify.stage_memory import STEPS, MemoryJob, dim_keys, items_for, shape_record
 from afford.core.errors import InputError
 from afford.schema.cert import Certificate
 from afford.schema.memory_section import MemoryLaw, MemoryShape
@@ -45,7 +45,7 @@ def measure(cert: Certificate, law: MemoryLaw, shape: dict[str, int], *, seed: i
     items = items_for(job, w, STEPS[env.device_type])
     records = run_memory_child(items, device=env.device_type, device_class=env.device_class,
                                seed=seed, on_event=on_event)
-    got = _shape(items[-1], records.get(items[-1]["key"], {"error": "not measured"}))
+    got = shape_record(items[-1], records.get(items[-1]["key"], {"error": "not measured"}))
     if not got.ok:
         raise InputError(f"--measure: the memory child could not run {law.workload} "
                          f"({law.mode}) at {full}: {got.error or 'out of memory'}")

@@ -231,7 +231,8 @@ def memory_stage(ctx: "StageContext") -> dict:
                                      failed=True))
     laws = []
     for job, items in per_job:
-        shapes = [_shape(it, records.get(it["key"], {"error": "not measured"})) for it in items]
+        shapes = [shape_record(it, records.get(it["key"], {"error": "not measured"}))
+                  for it in items]
         try:
             law = build_law(job, shapes, env)
         except (ValueError, ArithmeticError) as exc:
@@ -280,7 +281,8 @@ class EarlyLearner:
         i, item = self._items[key]
         self._pending[i][key] = record
         if all(r is not None for r in self._pending[i].values()) and i not in self._futures:
-            shapes = [_shape(self._items[k][1], r) for k, r in self._pending[i].items()]
+            shapes = [shape_record(self._items[k][1], r)
+                      for k, r in self._pending[i].items()]
             self._futures[i] = self._pool.submit(replay_model.learn_shapes, shapes)
 
     def replay(self, job: MemoryJob, law: MemoryLaw):
@@ -304,7 +306,8 @@ class EarlyLearner:
         self._pool.shutdown(wait=True)
 
 
-def _shape(item: dict, record: dict) -> MemoryShape:
+def shape_record(item: dict, record: dict) -> MemoryShape:
+    """The memory child's record of one item, as the law keeps it."""
     return MemoryShape(key=item["key"], role=item["role"], shape=item["shape"],
                        dims=item["dims"], **record)
 

@@ -581,9 +581,12 @@ def cert_verdict(results: list[WorkloadResult], device_type: str,
     unjudged = [f"{r.name} ({r.mode}): no held-out shape could be judged, so its step-time "
                 "predictions are unchecked" for r in results
                 if r.time and r.time.verdict and r.time.verdict.label == "UNJUDGED"]
-    label = "NOISY" if reasons else "UNJUDGED" if unjudged else "OK"
+    missed = [f"{r.name} ({r.mode}): {why}" for r in results
+              if r.time and r.time.verdict and r.time.verdict.label == "MISSED"
+              for why in r.time.verdict.reasons]
+    label = "NOISY" if reasons else "MISSED" if missed else "UNJUDGED" if unjudged else "OK"
     return CertTimeVerdict(
-        label=label, reasons=reasons or unjudged, child_tolerance=child_tol,
+        label=label, reasons=reasons or missed or unjudged, child_tolerance=child_tol,
         held_out_tolerance=held_tol, floor_tolerance=FLOOR_SPREAD_TOL,
         rule=RULE.format(w=WORK_OVER_FLOOR, c=child_tol, h=held_tol, f=FLOOR_SPREAD_TOL),
         remeasured_points=remeasured)

@@ -108,8 +108,8 @@ def command(
         "reason of the time verdict (the certificate keeps them all; by default one line "
         "per workload names its worst point).")] = False,
     strict: Annotated[bool, typer.Option(
-        "--strict", help="Exit 1 when a verdict does not pass: the step times NOISY or "
-        "UNJUDGED, the memory law rough at its held-out shapes, a gate failed (for CI; "
+        "--strict", help="Exit 1 when a verdict does not pass: the step times NOISY, "
+        "MISSED or UNJUDGED, the memory law rough at its held-out shapes, a gate failed (for CI; "
         "the certificate is written either way).")] = False,
     checkpoint_dir: Annotated[Optional[Path], typer.Option(
         "--checkpoint-dir", help="Folder the checkpoint probe writes to (a temporary file, "

@@ -8,9 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import guard, out, print_json
+from afford.cli.common import alloc_conf_here, fraction_flag, guard, out, positive_int, print_json
 from afford.cli.plan import PLATFORM_HELP
-from afford.cli.size import _alloc_conf, _fraction, _positive_int
 from afford.core.errors import InputError
 from afford.core.published_constants import MODES
 from afford.plan.prediction import predict
@@ -60,16 +59,16 @@ def command(
     Exit codes: 0 predicted, 2 bad input.
     """
     with guard():
-        b = _positive_int(batch, "--batch")
-        s = _positive_int(seq, "--seq")
+        b = positive_int(batch, "--batch")
+        s = positive_int(seq, "--seq")
         if mode is not None and mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-        frac = _fraction(memory_fraction, "--memory-fraction") \
+        frac = fraction_flag(memory_fraction, "--memory-fraction") \
             if memory_fraction is not None else None
         cert = load_certificate(cert_path)
         plat = load_platform(platform) if platform is not None else None
         result = predict(cert, batch=b, seq=s, workloads=workload, mode=mode, platform=plat,
-                         memory_fraction=frac, alloc_conf=_alloc_conf(alloc_conf))
+                         memory_fraction=frac, alloc_conf=alloc_conf_here(alloc_conf))
         if as_json:
             print_json(result.model_dump(mode="json", by_alias=True))
             return

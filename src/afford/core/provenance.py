@@ -26,7 +26,7 @@ import math
 from enum import Enum
 from typing import Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from afford.core.units import format_bytes, format_count, format_duration, format_gpu_hours
 
@@ -54,17 +54,54 @@ class Tagged(BaseModel):
                         "function (MODULE), citation (INHERITED) or reason (ASSUMED)")
     extrapolated: bool = Field(False, description="FITTED outside the fitted range")
     provisional: bool = Field(False, description="derived from a data source not pinned")
+    low: float | None = Field(None, description="the band's low end, where the figure is a "
+                              "range (a host-bound step: the floor differs from process to "
+                              "process); None: a point")
+    high: float | None = Field(None, description="the band's high end (with ``low``)")
+
+    @model_validator(mode="after")
+    def _band_holds_the_value(self) -> "Tagged":
+        """A band has both ends, in order, around a numeric value (within a part in 1e9)."""
+        if (self.low is None) != (self.high is None):
+            raise ValueError("a band needs both its low and its high end")
+        if self.low is None:
+            return self
+        v = self.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"a band needs a numeric figure, not {v!r}")
+        slack = 1e-9 * max(abs(self.low), abs(self.high), abs(v))
+        if not self.low - slack <= v <= self.high + slack:
+            raise ValueError(f"band {self.low:.6g}..{self.high:.6g} does not hold {v:.6g}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _point_without_band(self, handler):
+        """A point is written as before bands existed: ``low`` and ``high`` only where set."""
+        out = handler(self)
+        if isinstance(out, dict) and self.low is None:
+            out.pop("low", None)
+            out.pop("high", None)
+        return out
+
+    @property
+    def band(self) -> tuple[float, float] | None:
+        return None if self.low is None else (self.low, self.high)
+
+    def with_band(self, low: float, high: float) -> "Tagged":
+        """The same figure with a band (a copy: Tagged is frozen)."""
+        return Tagged.model_validate({**self.model_dump(), "low": low, "high": high})
 
     def __str__(self) -> str:
-        """As a person reads it: ``41.30 ms [FITTED, extrapolated]``, the value at the
-        precision the tables print (:func:`value_text`), the tag spelled out, and whether it
-        is extrapolated or provisional; an impossible figure as ``FAILED: <why>``."""
+        """As a person reads it: ``41.30 ms (36.20..48.10 ms) [FITTED, extrapolated]``, the
+        value at the precision the tables print (:func:`value_text`), its band where it has
+        one (:func:`band_text`), the tag spelled out, and whether it is extrapolated or
+        provisional; an impossible figure as ``FAILED: <why>``."""
         why = impossible(self)
         if why is not None:
             return f"FAILED: {why} [{self.tag.value}]"
         marks = [self.tag.value] + ["extrapolated"] * self.extrapolated + \
             ["provisional"] * self.provisional
-        return f"{value_text(self)} [{', '.join(marks)}]"
+        return f"{value_text(self)}{band_text(self)} [{', '.join(marks)}]"
 
 
 def measured(value: Scalar, unit: str, source: str) -> Tagged:
@@ -203,6 +240,21 @@ def value_text(t: Tagged) -> str:
 #: a counted unit's singular, for a count of one
 SINGULAR = {"sessions": "session", "weeks": "week", "writes": "write", "chunks": "chunk",
             "copies": "copy", "sequences": "sequence", "children": "child", "days": "day"}
+
+
+def band_text(t: Tagged) -> str:
+    """`` (33.17..48.20 ms)``: the band's ends in the figure's unit (said once where both
+    ends share it); empty for a point."""
+    if t.band is None:
+        return ""
+    whole = isinstance(t.value, int) and not isinstance(t.value, bool)  # a count's ends too
+    lo, hi = (value_text(t.model_copy(update={"value": int(v) if whole else v, "low": None,
+                                              "high": None})) for v in t.band)
+    lo_num, _, lo_unit = lo.rpartition(" ")
+    hi_num, _, hi_unit = hi.rpartition(" ")
+    if lo_num and lo_unit == hi_unit:
+        return f" ({lo_num}..{hi_num} {hi_unit})"
+    return f" ({lo}..{hi})"
 
 
 def format_rate(v: float, unit: str) -> str:

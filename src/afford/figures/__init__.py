@@ -23,7 +23,6 @@ from afford.core.errors import InputError
 from afford.core.provenance import (
     NotExecutable,
     Tagged,
-    fitted,
     inherited,
     measured,
     module,
@@ -32,7 +31,7 @@ from afford.core.provenance import (
 from afford.figures import memory_at as answers
 from afford.figures.memory_at import MemoryAnswer
 from afford.figures.memory_figures import law_or_none
-from afford.figures.time_figures import model_step
+from afford.figures.time_figures import step_at
 from afford.fit.memory import sizing
 from afford.fit.stats import median
 from afford.fit.time import verdicts
@@ -65,24 +64,13 @@ def point(r: WorkloadResult, value: int) -> Point | None:
 
 def step_seconds(cert: Certificate, name: str, value: int, mode: str | None = None
                  ) -> Tagged | None:
-    """Warm step seconds at sweep value ``value``: MEASURED where the sweep measured a
-    resident point, else FITTED from the step-time model where the certificate has one
-    (:mod:`afford.figures.time_figures`), else from the throughput law (extrapolated outside its
-    range)."""
+    """Warm step seconds at sweep value ``value``: the one fallback path,
+    :func:`afford.figures.time_figures.step_at`, at the workload's shape there (measured,
+    else the step-time model, else the throughput law; a band where the host can bound the
+    step); ``None`` where none answers."""
     r = workload(cert, name, mode)
-    p = point(r, value)
-    if p is not None and p.usable:
-        return measured(p.median_seconds, "s", f"{r.name} {r.mode} {r.sweep_param}={value}: "
-                        f"median of {len(p.child_medians)} child medians, {run_label(cert)}")
-    shape = shape_at(cert, name, value, mode)
-    if r.time is not None and r.time.model is not None and shape:
-        got = model_step(cert, r, shape)
-        if got.step is not None:
-            return got.step
-    if r.law is None:
-        return None
-    secs, extra = r.law.predict(value)
-    return fitted(secs, "s", f"{r.name} {r.mode}: {r.law.describe()}", extrapolated=extra)
+    shape = shape_at(cert, name, value, mode) or {r.sweep_param: int(value)}
+    return step_at(cert, r.name, shape, r.mode).step
 
 
 def children_slow_end(cert: Certificate, name: str, value: int | None = None,

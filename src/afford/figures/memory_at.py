@@ -166,7 +166,7 @@ def law_measured(law: MemoryLaw, run: str) -> list[MeasuredShape]:
     loop."""
     out = []
     for s in law.shapes:
-        if s.role == "warmup" or not s.ok:
+        if s.role == "warmup" or not _resident(s, law):
             continue
         where = (f"{law.workload} {law.mode} B {s.dims['B']} x s {s.dims['s']}: the memory "
                  f"stage's child ({s.role}), peak over {s.steps} steps; {run}")
@@ -180,6 +180,17 @@ def law_measured(law: MemoryLaw, run: str) -> list[MeasuredShape]:
                                      allocated=s.peak("allocated"),
                                      reserved=s.peak("reserved"), where=where))
     return out
+
+
+def _resident(s, law: MemoryLaw) -> bool:
+    """A shape the memory stage's fit would take (its exclusion rule, docs/DESIGN.md section
+    3 rule 3): measured whole, nothing paged, and on a CPU a peak above the baseline."""
+    if not s.ok or (s.swap_bytes or 0) > 0:
+        return False
+    if law.device_type == "cpu":
+        inc = s.peak("rss_increment")
+        return inc is not None and inc > 0
+    return True
 
 
 def measured_range(shapes: Sequence[MeasuredShape]) -> MeasuredRange | None:

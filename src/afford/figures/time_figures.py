@@ -6,12 +6,19 @@ shape?". The answer, in order:
 1. MEASURED, where the certificate timed that very shape (a sweep point, or a point of the
    step-time design: across, held out, extension);
 2. FITTED from the workload's step-time model (:class:`afford.schema.time_law.StepTimeModel`)
-   at the shape's (batch, seq), or n for a one-axis model; marked extrapolated beyond every
-   shape measured for it (:func:`afford.schema.time_law.predict_at`), its source naming the
-   form and its held-out error;
+   at the shape's (batch, seq), or n for a one-axis model: :func:`afford.schema.time_law.
+   predict_at`, the one function that reads the model; marked extrapolated beyond every
+   shape measured for it, its source naming the form and its held-out error;
 3. FITTED from the throughput law, where only the sweep parameter differs from the
    certified family (a certificate without a step-time model, or a workload with no model);
 4. nothing, with the reason (:class:`StepAt.why`).
+
+This is the one fallback path: :func:`afford.figures.step_seconds` (a sweep value) and every
+plan, prediction and report read a step through :func:`step_at`. Where the host can bound
+the step (a two-sided model says so at the shape), the figure carries a band (``low`` and
+``high`` on :class:`~afford.core.provenance.Tagged`): the range a process may see, the floor
+differing from process to process. A measured point gets it too: its median is one
+reading of that range, its children's spread a part of it.
 
 The model describes the certified model's steps at any batch and sequence; another width,
 depth or head count is another model, which the time model does not describe (the memory law
@@ -31,7 +38,8 @@ from afford.core.errors import InputError
 from afford.core.provenance import Tagged, fitted, measured, module, run_label
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
-from afford.schema.time_law import StepTimeModel, accuracy_at, held_out_accuracy, predict_at
+from afford.schema.time_accuracy import accuracy_at, held_out_accuracy
+from afford.schema.time_law import StepTimeModel, TimePrediction, predict_at
 from afford.schema.time_section import WorkloadTime
 
 HF_PREFIX = "hf:"
@@ -139,6 +147,7 @@ class StepAt:
     why: str = ""
     point: Point | None = None  # the measured point at this shape, if any
     beyond: tuple[str, ...] = ()  # axes beyond the model's measured range
+    prediction: TimePrediction | None = None  # the model's answer, where it gave the step
 
 
 def _differs(r: WorkloadResult, shape: dict[str, int], free: set[str]) -> list[str]:
@@ -147,27 +156,36 @@ def _differs(r: WorkloadResult, shape: dict[str, int], free: set[str]) -> list[s
             if k not in free and fam.get(k) != shape.get(k)]
 
 
+def _model_axes(r: WorkloadResult, m: StepTimeModel, shape: dict[str, int]
+                ) -> tuple[dict[str, int] | None, str]:
+    """The model's axes at ``shape`` (``{"batch": .., "seq": ..}`` or ``{"n": ..}``), or
+    None with why the model cannot answer there."""
+    bk, sk = shape_keys(r)
+    free = {bk, sk} if m.axes == "batch_seq" else {r.sweep_param}
+    diff = _differs(r, shape, {k for k in free if k})
+    if diff:
+        return None, (f"the step-time model of {r.name} describes its certified model at "
+                      f"any {' and '.join(k for k in free if k)}; the run's shape differs in "
+                      f"{', '.join(diff)} (run vs certificate): certify that model")
+    if m.axes == "n":
+        return {"n": shape[r.sweep_param]}, ""
+    if bk not in shape or sk not in shape:
+        return None, f"the shape {shape_label(shape)} lacks {bk!r} or {sk!r}"
+    return {"batch": shape[bk], "seq": shape[sk]}, ""
+
+
 def model_step(cert: Certificate, r: WorkloadResult, shape: dict[str, int]) -> StepAt:
     """The step-time model's warm step at ``shape``, FITTED (extrapolated beyond the
-    measured range); ``step`` None with the reason where the model cannot answer."""
+    measured range; with its band where the host can bound the step); ``step`` None with
+    the reason where the model cannot answer."""
     m = model_of(r)
     if m is None:
         why = (r.time.not_fitted or "no model was fitted") if r.time is not None else \
             "the certificate has no step-time model (it predates it)"
         return StepAt(None, f"{r.name} {r.mode}: {why}")
-    bk, sk = shape_keys(r)
-    free = {bk, sk} if m.axes == "batch_seq" else {r.sweep_param}
-    diff = _differs(r, shape, {k for k in free if k})
-    if diff:
-        return StepAt(None, f"the step-time model of {r.name} describes its certified model at "
-                      f"any {' and '.join(k for k in free if k)}; the run's shape differs in "
-                      f"{', '.join(diff)} (run vs certificate): certify that model")
-    if m.axes == "batch_seq":
-        if bk not in shape or sk not in shape:
-            return StepAt(None, f"the shape {shape_label(shape)} lacks {bk!r} or {sk!r}")
-        kw = {"batch": shape[bk], "seq": shape[sk]}
-    else:
-        kw = {"n": shape[r.sweep_param]}
+    kw, why = _model_axes(r, m, shape)
+    if kw is None:
+        return StepAt(None, why)
     try:
         pred = predict_at(m, **kw)
     except ValueError as exc:
@@ -179,8 +197,32 @@ def model_step(cert: Certificate, r: WorkloadResult, shape: dict[str, int]) -> S
     v = r.time.verdict if r.time is not None else None
     if v is not None and v.label != "OK":
         src += f"; time verdict {v.label}"
-    return StepAt(fitted(pred.seconds, "s", src, extrapolated=pred.extrapolated),
-                  beyond=tuple(pred.beyond))
+    step = fitted(pred.seconds, "s", src, extrapolated=pred.extrapolated)
+    return StepAt(step.with_band(*pred.band) if pred.band else step, beyond=tuple(pred.beyond),
+                  prediction=pred)
+
+
+def measured_step(cert: Certificate, r: WorkloadResult, shape: dict[str, int], p: Point
+                  ) -> StepAt:
+    """The point measured at ``shape``, MEASURED; where the host can bound the step there
+    (the model's band at the shape), with a band holding that band, the point's own
+    children and its median: on the floor one process's reading is not what another's
+    loop will see."""
+    where = f"{r.sweep_param}={p.value}" if p.role == "sweep" else \
+        f"at {shape_label(shape)} ({p.role} point of the step-time design)"
+    src = (f"{r.name} {r.mode} {where}: median of {len(p.child_medians)} child medians, "
+           f"{run_label(cert)}")
+    step = measured(p.median_seconds, "s", src)
+    band = model_step(cert, r, shape).step
+    if band is None or band.band is None:
+        return StepAt(step, point=p)
+    readings = [p.median_seconds, *p.child_medians]
+    lo, hi = min(band.low, *readings), max(band.high, *readings)
+    step = step.model_copy(update={"source": src + (
+        f"; host-bound here: a band of {lo * 1e3:.4g}-{hi * 1e3:.4g} ms, the step-time "
+        f"model's band at this shape (the floor's spread across processes) and this "
+        f"point's {len(p.child_medians)} children")})
+    return StepAt(step.with_band(lo, hi), point=p)
 
 
 def step_at(cert: Certificate, name: str, shape: dict[str, int], mode: str | None = None
@@ -191,11 +233,7 @@ def step_at(cert: Certificate, name: str, shape: dict[str, int], mode: str | Non
     r = find_workload(cert, name, mode)
     p = measured_point(r, shape)
     if p is not None:
-        role = "" if p.role == "sweep" else f" ({p.role} point of the step-time design)"
-        return StepAt(measured(p.median_seconds, "s", f"{r.name} {r.mode} at "
-                               f"{shape_label(shape)}{role}: median of "
-                               f"{len(p.child_medians)} child medians, {run_label(cert)}"),
-                      point=p)
+        return measured_step(cert, r, shape, p)
     got = model_step(cert, r, shape)
     if got.step is not None:
         return got
@@ -227,37 +265,47 @@ def tokens_at(r: WorkloadResult, shape: dict[str, int]) -> Tagged | None:
 # --- the noise verdict -------------------------------------------------------------------
 
 
+LABEL_ORDER = ("NOISY", "MISSED", "UNJUDGED", "OK")  # the worst first
+
+
 def verdict_label(cert: Certificate) -> str | None:
-    """OK, NOISY or UNJUDGED: the certificate's time verdict, NOISY also when a workload's
-    is, UNJUDGED when a workload's model was judged at no held-out shape; ``None`` for a
-    certificate without a time section."""
+    """The certificate's time verdict, the worst of its own and its workloads' (NOISY, then
+    MISSED: a held-out shape the model missed, reproduced; then UNJUDGED: a model judged at
+    no held-out shape; then OK); ``None`` for a certificate without a time section."""
     labels = [r.time.verdict.label for r in cert.workloads
               if r.time is not None and r.time.verdict is not None]
     v = cert.time_verdict
     if v is None and not labels:
         return None
     every = labels + ([v.label] if v is not None else [])
-    return "NOISY" if "NOISY" in every else "UNJUDGED" if "UNJUDGED" in every else "OK"
+    return next(x for x in LABEL_ORDER if x in every)
 
 
 def noisy_reasons(cert: Certificate) -> list[str]:
-    """Why the certificate's step times are NOISY (empty when they are not): the
-    certificate's own reasons, then each NOISY workload's not already among them. For an
-    UNJUDGED certificate: which workloads were judged at no held-out shape."""
+    """Why the certificate's step times are not OK (empty when they are), for its label
+    (:func:`verdict_label`): NOISY, the certificate's own reasons, then each NOISY workload's
+    not already among them; MISSED, each held-out shape a model missed, with its error;
+    UNJUDGED, which workloads were judged at no held-out shape."""
+    label = verdict_label(cert)
     v = cert.time_verdict
-    out: list[str] = []
-    if verdict_label(cert) == "UNJUDGED":
-        return [f"{r.name} ({r.mode}): no held-out shape could be judged" for r in cert.workloads
-                if r.time is not None and r.time.verdict is not None
-                and r.time.verdict.label == "UNJUDGED"] or list(v.reasons if v else [])
-    if v is not None and v.label == "NOISY":
-        out.extend(v.reasons or ["the certificate's time verdict is NOISY"])
+    if label == "UNJUDGED":
+        return _workload_reasons(cert, "UNJUDGED", "no held-out shape could be judged") \
+            or list(v.reasons if v else [])
+    out = list(v.reasons or ["the certificate's time verdict is NOISY"]) \
+        if label == "NOISY" and v is not None and v.label == "NOISY" else []
+    if label in ("NOISY", "MISSED"):
+        out.extend(x for x in _workload_reasons(cert, label) if x not in out)
+    return out
+
+
+def _workload_reasons(cert: Certificate, label: str, fixed: str = "") -> list[str]:
+    """Each workload's reasons whose verdict is ``label`` (``fixed``: one line instead)."""
+    out = []
     for r in cert.workloads:
         w = r.time.verdict if r.time is not None else None
-        if w is None or w.label != "NOISY":
-            continue
-        mine = [f"{r.name} ({r.mode}): {x}" for x in (w.reasons or ["time verdict NOISY"])]
-        out.extend(x for x in mine if x not in out)
+        if w is not None and w.label == label:
+            why = [fixed] if fixed else (w.reasons or [f"time verdict {label}"])
+            out.extend(f"{r.name} ({r.mode}): {x}" for x in why)
     return out
 
 
@@ -326,8 +374,8 @@ class HeldOutRow:
     measured: Tagged
     predicted: Tagged
     error: Tagged
-    old_law: Tagged | None
-    old_error: Tagged | None
+    throughput_law: Tagged | None
+    throughput_error: Tagged | None
     judged: bool  # in the work regime: judged against the tolerance
 
 
@@ -352,8 +400,8 @@ class TimeSummary:
     notes: tuple[str, ...]
 
 
-def old_law_at(r: WorkloadResult, batch: float | None, seq: float | None,
-               n: float | None) -> tuple[float, bool] | None:
+def throughput_law_at(r: WorkloadResult, batch: float | None, seq: float | None,
+                      n: float | None) -> tuple[float, bool] | None:
     """The throughput law's seconds at a shape, scaled by batch / base batch off the sweep's
     batch (what a reader of the one-axis law alone could predict there), or None."""
     if r.law is None:
@@ -400,7 +448,7 @@ def summarize_time(cert: Certificate, r: WorkloadResult) -> TimeSummary | None:
     rows = []
     for h in m.held_out:
         shape = h.label or ""
-        old = old_law_at(r, h.batch, h.seq, h.n)
+        law = throughput_law_at(r, h.batch, h.seq, h.n)
         g = roles.get(shape)
         rows.append(HeldOutRow(
             shape=shape, role=g.role if g else "held_out",
@@ -408,10 +456,10 @@ def summarize_time(cert: Certificate, r: WorkloadResult) -> TimeSummary | None:
             predicted=fitted(h.predicted_seconds, "s", f"{where}: {m.describe()}",
                              extrapolated=h.extrapolated),
             error=module(h.rel_error, "ratio", "predicted / measured - 1"),
-            old_law=fitted(old[0], "s", f"{where}: {r.law.describe()}", extrapolated=old[1])
-            if old else None,
-            old_error=module(old[0] / h.measured_seconds - 1.0, "ratio",
-                             "old law / measured - 1") if old else None,
+            throughput_law=fitted(law[0], "s", f"{where}: {r.law.describe()}",
+                                  extrapolated=law[1]) if law else None,
+            throughput_error=module(law[0] / h.measured_seconds - 1.0, "ratio",
+                                    "throughput law / measured - 1") if law else None,
             judged=g.work if g else True))
     n, med, worst = held_out_accuracy(m)
     what = f"over {n} held-out shapes (measured, never fitted)"

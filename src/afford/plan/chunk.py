@@ -3,7 +3,8 @@
 - chunk = session cap - margin;
 - startup = the sum of its components (measured where this box can measure them, assumed
   where it cannot); the margin must cover it: margin / startup is reported as "covers Nx";
-- steps per chunk = floor(chunk seconds / step seconds);
+- steps per chunk = floor(chunk seconds / step seconds), at a banded step's slow end (a
+  host-bound step: the floor differs from process to process), the band beside it;
 - memory: the one memory answer at the shape (:mod:`afford.figures.memory_at`: measured
   there, else the allocator replay, else the workload's own memory law; docs/DESIGN.md
   section 3, rule 4: residency is decided by reserved memory), judged against
@@ -59,18 +60,37 @@ def chunk(cap: Tagged, margin: Tagged, start: Startup) -> Chunk:
                  startup=start, margin_covers=covers, covered=total <= num(margin))
 
 
+def slow_end(step: Tagged) -> float:
+    """The step a plan counts on: a band's high end (a host-bound step: the floor differs
+    from process to process, and the chunk must hold the steps of a slow one), else the
+    figure."""
+    return step.high if step.band is not None else num(step)
+
+
 def steps_per_chunk(chunk_seconds: Tagged | None, step: Tagged | None) -> Tagged | None:
-    """floor(chunk seconds / step seconds): whole steps only, a partial step counts nothing."""
+    """floor(chunk seconds / step seconds): whole steps only, a partial step counts nothing.
+    A banded step plans with its slow end (:func:`slow_end`), the band's fast end giving the
+    most steps a fast process would fit beside it."""
     if chunk_seconds is None or step is None:
         return None
-    return derive(floor_div(num(chunk_seconds), num(step)), "steps",
-                  "floor(chunk seconds / step seconds)", chunk_seconds, step)
+    return _per(num(chunk_seconds), step, "steps", "chunk seconds", chunk_seconds)
 
 
 def steps_per_hour(step: Tagged | None) -> Tagged | None:
     if step is None:
         return None
-    return derive(floor_div(3600.0, num(step)), "steps/h", "floor(3600 s / step seconds)", step)
+    return _per(3600.0, step, "steps/h", "3600 s")
+
+
+def _per(span: float, step: Tagged, unit: str, what: str, *inputs: Tagged) -> Tagged:
+    """floor(span / step) at the step's slow end, with the band floor(span / high) ..
+    floor(span / low) where the step is a band."""
+    at = " at the band's slow end" if step.band is not None else ""
+    out = derive(floor_div(span, slow_end(step)), unit, f"floor({what} / step seconds{at})",
+                 *inputs, step)
+    if step.band is None:
+        return out
+    return out.with_band(floor_div(span, step.high), floor_div(span, step.low))
 
 
 def memory_budget(device_memory: Tagged, fraction: Tagged) -> MemoryBudget:
@@ -93,8 +113,11 @@ def chunk_row(*, workload: str, mode: str, sweep_param: str, value: int,
     spc = steps_per_chunk(chunk_seconds, step)
     tpc = None
     if is_run and spc is not None and tokens_per_step is not None:
-        tpc = derive(int(num(spc)) * int(num(tokens_per_step)), "tokens",
-                     "steps per chunk x tokens per step", spc, tokens_per_step)
+        tps = int(num(tokens_per_step))
+        tpc = derive(int(num(spc)) * tps, "tokens", "steps per chunk x tokens per step", spc,
+                     tokens_per_step)
+        if spc.band is not None:
+            tpc = tpc.with_band(int(spc.low) * tps, int(spc.high) * tps)
     judged = mem is not None and memory is not None and mem.fits is not None
     return ChunkRow(workload=workload, mode=mode, sweep_param=sweep_param, value=value,
                     is_run=is_run, step_seconds=step, steps_per_chunk=spc,

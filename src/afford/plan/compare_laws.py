@@ -55,7 +55,7 @@ from afford.fit.time.time_fit import WORK_OVER_FLOOR
 from afford.schema.cert import Certificate, WorkloadResult, load_certificate
 from afford.schema.laws import ThroughputLaw
 from afford.schema.point import Point
-from afford.schema.time_law import StepTimeModel
+from afford.schema.time_law import StepTimeModel, predict_at
 
 COMPARE_SCHEMA = "afford.compare/1"
 REPRODUCES, NOT_REPRODUCED, NOT_COMPARED = "REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"
@@ -240,8 +240,9 @@ def _check_time_point(law: LawRef, r: WorkloadResult, p: Point, tol: float,
         stated = measured(pred, "s", f"A measured {label} (its median over children)")
         how = "A's measurement / B's - 1"
     else:
-        pred, extra = m.predict(batch=batch, seq=seq, n=n)
-        stated = fitted(pred, "s", f"A's {law.description}", extrapolated=extra)
+        got = predict_at(m, batch=batch, seq=seq, n=n)
+        pred = got.seconds
+        stated = fitted(pred, "s", f"A's {law.description}", extrapolated=got.extrapolated)
         how = "predicted by A's model / measured on B - 1"
     floor = law.floor_seconds is not None and pred < WORK_OVER_FLOOR * law.floor_seconds
     err = pred / p.median_seconds - 1.0

@@ -71,11 +71,14 @@ def _checks(plan: PlanResult, facts: Facts) -> dict[str, list[str]]:
 
 def slow_step(step: Tagged, children: Tagged | None) -> Tagged | None:
     """The slow end of the run's step inside its measured spread: the figure a NOISY
-    certificate's decision is checked at. It is the step x the children's slow-end factor
+    certificate's decision is checked at. Where the step carries a band (a host-bound
+    step: :attr:`Tagged.high`), its high end; else the step x the children's slow-end factor
     (:func:`afford.figures.children_slow_end`: the slowest child's median over the median,
-    at the run's point, or the workload's typical factor for a shape no point measured);
-    where the plan's step carries a band of its own, its high end belongs here. ``None``
-    where no spread is known."""
+    at the run's point, or the workload's typical factor for a shape no point measured).
+    ``None`` where neither is known."""
+    if step.high is not None:
+        return derive(max(step.high, num(step)), "s", "the slow end of the measured spread: "
+                      "the high end of the step's band", step)
     if children is None:
         return None
     return derive(num(step) * max(1.0, num(children)), "s", "the slow end of the measured "
@@ -105,8 +108,7 @@ def _noisy(plan: PlanResult, facts: Facts, checks: dict[str, list[str]],
     flips = [r for k, found in _checks(slow, facts).items() if not checks[k] for r in found]
     step, end = run_row(plan).step_seconds, run_row(slow).step_seconds
     span = (f"the step {format_duration(num(step))} to {format_duration(num(end))} at its "
-            f"slow end ({num(end) / num(step):.2f}x, the slowest child's median over the "
-            "median)")
+            f"slow end ({num(end) / num(step):.2f}x: {end.source.split(': ', 1)[-1]})")
     first = f"{plan.noisy[0]}{f' and {len(plan.noisy) - 1} more' if len(plan.noisy) > 1 else ''}"
     if not flips:
         return [], [f"the certificate's step times are NOISY ({first}), and the decision holds "
@@ -220,6 +222,9 @@ def _warnings(plan: PlanResult, facts: Facts) -> list[str]:
     if plan.run and plan.run.unpinned:
         out.append(f"data not pinned ({', '.join(plan.run.unpinned)}): token counts and the "
                    "target are provisional; pin them with afford pin")
+    if plan.time_verdict == "MISSED":
+        out.append("the step-time model missed held-out shape(s) beyond its tolerance (its "
+                   "error, reproduced): " + "; ".join(plan.noisy))
     row = run_row(plan)
     if row.step_seconds is not None and row.step_seconds.extrapolated:
         out.append(f"the step time at {_where(plan, row)} is extrapolated beyond the "

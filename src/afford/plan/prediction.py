@@ -4,7 +4,9 @@ at any (batch, seq), from a certificate.
 Every figure is the plan's own at that shape: the step is measured where the certificate
 timed that very shape, else the step-time model's prediction (FITTED, extrapolated beyond
 the shapes it measured), else, for a certificate without a step-time model, the throughput
-law where only the sweep parameter differs (:func:`afford.figures.time_figures.step_at`);
+law where only the sweep parameter differs (:func:`afford.figures.time_figures.step_at`),
+with its band where the host can bound the step (steps per chunk then at the band's slow
+end, tokens per second with the band's two ends);
 memory the measured peaks there or the memory law; steps per chunk and residency as in a
 plan's chunk table (:func:`afford.plan.chunk.chunk_row`), against a platform's chunk and
 budget when one is given.
@@ -65,7 +67,7 @@ class PredictResult(_Frozen):
     memory: MemoryBudget | None
     chunk_seconds: Tagged | None
     rows: tuple[PredictRow, ...]
-    time_verdict: Literal["OK", "NOISY", "UNJUDGED"] | None = None
+    time_verdict: Literal["OK", "NOISY", "MISSED", "UNJUDGED"] | None = None
     noisy: tuple[str, ...] = ()
     noisy_rule: str = ""
     certificate_warnings: tuple[str, ...] = ()
@@ -211,10 +213,19 @@ def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
                              value=shape.get(r.sweep_param, seq), step=at.step, mem=ans,
                              memory=memory, chunk_seconds=chunk, is_run=True,
                              tokens_per_step=tokens, note=at.why)
-    tps = None
-    if at.step is not None and tokens is not None:
-        tps = derive(num(tokens) / num(at.step), "tokens/s", "tokens per step / step seconds",
-                     tokens, at.step)
+    tps = tokens_per_second(tokens, at.step)
     return PredictRow(workload=r.name, mode=r.mode, shape=shape, row=row,
                       tokens_per_second=tps, step_why=at.why, memory_why=mem_why,
                       time_verdict=verdict, memory=ans)
+
+
+def tokens_per_second(tokens: Tagged | None, step: Tagged | None) -> Tagged | None:
+    """tokens per step / step seconds; a banded step gives the band tokens / high ..
+    tokens / low beside it."""
+    if step is None or tokens is None:
+        return None
+    tps = derive(num(tokens) / num(step), "tokens/s", "tokens per step / step seconds",
+                 tokens, step)
+    if step.band is None:
+        return tps
+    return tps.with_band(num(tokens) / step.high, num(tokens) / step.low)

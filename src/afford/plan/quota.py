@@ -7,7 +7,8 @@ A platform that bills GPU hours per week bills every session's startup too:
 - whole chunks a week = floor(quota / billed);
 - remainder = quota - whole chunks x billed; trainable = remainder - one more startup
   (zero when the remainder is smaller than a startup);
-- steps a week = whole chunks x steps per chunk + floor(trainable / step seconds).
+- steps a week = whole chunks x steps per chunk + floor(trainable / step seconds), at a
+  banded step's slow end (:func:`afford.plan.chunk.slow_end`), as the chunk plans.
 
 The naive figure quota / chunk charges nothing for startup; it is kept beside the right one,
 marked wrong, so the difference is visible.
@@ -16,6 +17,7 @@ marked wrong, so the difference is visible.
 from __future__ import annotations
 
 from afford.core.provenance import Tagged
+from afford.plan.chunk import slow_end
 from afford.plan.derive import ceil_div, derive, floor_div, num
 from afford.plan.result import Quota, Startup, Target
 
@@ -41,11 +43,11 @@ def weekly_quota(quota: Tagged, chunk_seconds: Tagged, start: Startup,
                      rem_t, st)
     steps = tokens = naive_steps = None
     if step is not None and steps_per_chunk is not None:
-        n = whole * int(num(steps_per_chunk)) + floor_div(trainable, num(step))
+        n = whole * int(num(steps_per_chunk)) + floor_div(trainable, slow_end(step))
         steps = derive(n, "steps", "whole chunks x steps per chunk + "
                        "floor(trainable remainder / step seconds)", steps_per_chunk, step, train_t)
         naive_steps = derive(floor_div(q, c) * int(num(steps_per_chunk))
-                             + floor_div(q - floor_div(q, c) * c, num(step)), "steps",
+                             + floor_div(q - floor_div(q, c) * c, slow_end(step)), "steps",
                              "the whole quota trained in chunks with no startup (WRONG)",
                              naive, steps_per_chunk, step)
         if tokens_per_step is not None:
@@ -80,10 +82,10 @@ def time_to_target(steps: Tagged, tokens: Tagged, step: Tagged, start: Startup,
     Capped: sessions = ceil(steps / steps per chunk); GPU seconds = (sessions - 1) x (chunk
     + startup) + startup + the last session's steps x step seconds. Uncapped: one session,
     startup + steps x step seconds. Weeks: steps / steps a week under a weekly quota, else
-    GPU seconds / one week of wall clock. Periodic checkpoint writes are not included here;
-    their share is the cadence's overhead budget.
+    GPU seconds / one week of wall clock. A banded step counts at its slow end. Periodic
+    checkpoint writes are not included here; their share is the cadence's overhead budget.
     """
-    n, t, s = int(num(steps)), num(step), num(start.total_seconds)
+    n, t, s = int(num(steps)), slow_end(step), num(start.total_seconds)
     st = start.total_seconds
     if steps_per_chunk is not None and int(num(steps_per_chunk)) > 0:
         spc = int(num(steps_per_chunk))

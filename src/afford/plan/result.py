@@ -246,12 +246,14 @@ class PlanResult(_Frozen):
     assumptions: tuple[str, ...] = Field((), description="each figure that fell back to an "
                                          "ASSUMED value, with the reason")
     notes: tuple[str, ...] = ()
-    time_verdict: Literal["OK", "NOISY", "UNJUDGED"] | None = Field(
+    time_verdict: Literal["OK", "NOISY", "MISSED", "UNJUDGED"] | None = Field(
         None, description="the certificate's step-time verdict (NOISY when any workload's "
-        "is; UNJUDGED when a model was judged at no held-out shape); None: the certificate "
+        "is; MISSED when a model missed a held-out shape beyond tolerance, reproduced; "
+        "UNJUDGED when a model was judged at no held-out shape); None: the certificate "
         "has no step-time model")
     noisy: tuple[str, ...] = Field((), description="why the step times are NOISY (or "
-                                   "UNJUDGED: which models were never judged)")
+                                   "MISSED: each shape missed and its error; or UNJUDGED: "
+                                   "which models were never judged)")
     noisy_rule: str = Field("", description="the certificate's noise rule, in words")
     certificate_warnings: tuple[str, ...] = Field(
         (), description="the warnings the certificate carries (and its step-time models')")

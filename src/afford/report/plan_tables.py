@@ -260,7 +260,7 @@ def _figures(cells) -> bool:
     return bool(cells) and all(isinstance(c, Tagged) for c in cells)
 
 
-def _draw(blocks: list[Block]) -> list[RenderableType]:
+def draw(blocks: list[Block]) -> list[RenderableType]:
     out: list[RenderableType] = []
     for b in blocks:
         out.append(rich_table(b))
@@ -275,7 +275,7 @@ def plan_sections(p: PlanResult) -> tuple[Section, ...]:
                  for b in plan_blocks(p))
 
 
-def _lines(title: str, items, style: str) -> list[RenderableType]:
+def titled_lines(title: str, items, style: str) -> list[RenderableType]:
     if not items:
         return []
     return [Text(title, style="bold")] + [Text(f"  - {x}", style=style) for x in items]
@@ -287,6 +287,8 @@ def noisy_line(p: PlanResult) -> str:
     if p.time_verdict == "UNJUDGED":
         return ("NOTE: the certificate's step-time model was judged at no held-out shape: "
                 + "; ".join(p.noisy) + ". The times below are its predictions, unchecked")
+    if p.time_verdict == "MISSED":
+        return missed_line(p.noisy)
     if p.time_verdict != "NOISY":
         return ""
     rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""
@@ -300,13 +302,16 @@ MATTERS = 3
 
 
 def noisy_brief(time_verdict: str | None, noisy: tuple[str, ...]) -> str:
-    """The NOISY (or UNJUDGED) verdict in one line under an answer: the first reason and
-    how many more (``-v`` lists them); empty when the step times are judged and agree."""
-    if time_verdict not in ("NOISY", "UNJUDGED") or not noisy:
+    """The NOISY, MISSED or UNJUDGED verdict in one line under an answer: the first reason
+    and how many more (``-v`` lists them); empty when the step times are judged and hold."""
+    if time_verdict not in ("NOISY", "MISSED", "UNJUDGED") or not noisy:
         return ""
     more = f" and {len(noisy) - 1} more (-v lists them)" if len(noisy) > 1 else ""
     if time_verdict == "UNJUDGED":
         return f"the step-time model is unchecked: {noisy[0]}{more}"
+    if time_verdict == "MISSED":
+        return (f"the step-time model missed a held-out shape beyond its tolerance (its "
+                f"error, reproduced): {noisy[0]}{more}")
     return f"the certificate's step times are NOISY: {noisy[0]}{more}"
 
 
@@ -325,6 +330,13 @@ def matters(lines: list[str], hidden: int = 0) -> list[RenderableType]:
     return out
 
 
+def missed_line(reasons) -> str:
+    """The verdict MISSED in one line: each held-out shape the model missed, with its error."""
+    return ("NOTE: the step-time model missed held-out shape(s) beyond its tolerance, "
+            "reproduced on re-measurement (the model's error, not noise): "
+            + "; ".join(reasons) + ". Times near those shapes carry that error")
+
+
 def warning_notes(p: PlanResult) -> tuple[str, ...]:
     """The NOISY warning and the certificate's warnings, as report notes."""
     line = noisy_line(p)
@@ -341,17 +353,17 @@ def render_plan(p: PlanResult, verbose: bool = False) -> Group:
         head += f" ({p.platform_device})"
     parts: list[RenderableType] = [Text(head, style="bold")]
     answer = run_figures_block(p) or chunk_table(p.rows)
-    parts += _draw([answer])
+    parts += draw([answer])
     if verbose:
         if noisy_line(p):
             parts.append(Text(noisy_line(p), style="bold red"))
-        parts += _lines("certificate warnings", p.certificate_warnings, "yellow")
-        parts += _lines("notes", p.notes, "yellow")
+        parts += titled_lines("certificate warnings", p.certificate_warnings, "yellow")
+        parts += titled_lines("notes", p.notes, "yellow")
     else:
         parts += matters([noisy_brief(p.time_verdict, p.noisy), *p.notes],
                          hidden=len(p.certificate_warnings))
-    parts += _draw([b for b in plan_blocks(p) if b.title != answer.title])
-    parts += _lines("assumed (not measured here)", p.assumptions, "yellow")
+    parts += draw([b for b in plan_blocks(p) if b.title != answer.title])
+    parts += titled_lines("assumed (not measured here)", p.assumptions, "yellow")
     parts.append(Text(LEGEND + "; ? provisional (data not pinned)", style="dim"))
     return Group(*parts)
 
@@ -394,14 +406,14 @@ def render_verdict(v: Verdict, verbose: bool = False) -> Group:
     head = Text.assemble(word, f"  {p.run.name if p.run else ''} on {p.platform} "
                          f"(certificate: {p.certificate_device})")
     parts: list[RenderableType] = [head]
-    parts += _lines("reasons", v.reasons, "red")
+    parts += titled_lines("reasons", v.reasons, "red")
     if verbose:
-        parts += _lines("warnings", v.warnings, "yellow")
+        parts += titled_lines("warnings", v.warnings, "yellow")
     elif v.warnings:
         first, hidden = verdict_warnings(v)
         parts += [Text("warnings", style="bold")] + matters(first, hidden)
     block = run_figures_block(p, "the run's figures (afford plan shows all of them)")
     if block is not None:
-        parts += _draw([block])
+        parts += draw([block])
     parts.append(Text(LEGEND + "; ? provisional (data not pinned)", style="dim"))
     return Group(*parts)

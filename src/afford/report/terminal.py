@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from afford.core.provenance import (
+from afford.core.provenance import (  # noqa: F401 (band_text: the renderers' import)
     NotExecutable,
     Tag,
     Tagged,
+    band_text,
     fitted,
     impossible,
     require_tagged,
@@ -18,7 +19,7 @@ from afford.report.rich_table import Table
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",
           Tag.ASSUMED: "A"}
 LEGEND = ("tags: M measured, F fitted, C computed (module), I inherited, A assumed; "
-          "* extrapolated beyond the fitted range")
+          "* extrapolated beyond the fitted range; (lo..hi) the band a process may see")
 
 
 FAILED = "FAILED"
@@ -41,7 +42,7 @@ def fmt(x: object, where: str = "") -> str:
         return refused(t, why)
     star = "*" if t.extrapolated else ""
     prov = "?" if t.provisional else ""
-    return f"{value_text(t)} {ABBREV[t.tag]}{star}{prov}"
+    return f"{value_text(t)}{band_text(t)} {ABBREV[t.tag]}{star}{prov}"
 
 
 def certificate_table(rows: list[WorkloadSummary], title: str,

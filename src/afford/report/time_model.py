@@ -1,6 +1,6 @@
 """The step-time model of a certificate, rendered: per workload the form chosen and why, and
-the held-out shapes (measured, never fitted) with measured, predicted and the error, the old
-throughput law beside them; the certificate's time verdict.
+the held-out shapes (measured, never fitted) with measured, predicted and the error, the sweep's
+one-axis throughput law beside them; the certificate's time verdict.
 
 Renders :mod:`afford.figures.time_figures` (``summarize_times``); computes nothing. Two forms:
 report sections (:func:`time_section`, Markdown and HTML) and Rich tables for the terminal
@@ -22,8 +22,10 @@ NO_MODEL = ("No step-time model: this certificate predates it (or its time stage
             "run). Plans read step times off the measured points and the one-axis throughput "
             "law, which does not predict other batches; re-certify to plan at any (batch, "
             "seq).")
-HELD_OUT_COLUMNS = ("shape", "role", "measured", "predicted", "error", "old law",
-                    "old law error", "judged")
+HELD_OUT_COLUMNS = ("shape", "role", "measured", "predicted", "error", "throughput law",
+                    "its error", "judged")
+THROUGHPUT_NOTE = ("the throughput law is the sweep's one axis, scaled by batch off its base "
+                   "batch (what a plan without the model would read)")
 
 
 def _role(role: str) -> str:
@@ -48,12 +50,11 @@ def model_table(summaries: list[TimeSummary]) -> Table:
 
 
 def held_out_rows(s: TimeSummary) -> Table:
-    rows = tuple((h.shape, _role(h.role), h.measured, h.predicted, h.error, h.old_law,
-                  h.old_error, _judged(h.judged)) for h in s.held_out)
+    rows = tuple((h.shape, _role(h.role), h.measured, h.predicted, h.error, h.throughput_law,
+                  h.throughput_error, _judged(h.judged)) for h in s.held_out)
     return Table(columns=HELD_OUT_COLUMNS, rows=rows,
                  caption=f"{s.name} ({s.mode}): held-out shapes, never fitted. judged: in "
-                 "the work regime, against the tolerance; the old law is one axis, scaled by "
-                 "batch off its base batch")
+                 "the work regime, against the tolerance; " + THROUGHPUT_NOTE)
 
 
 def _notes(s: TimeSummary) -> tuple[str, ...]:
@@ -102,9 +103,9 @@ def held_out_table(s: TimeSummary) -> RichTable:
         table.add_column(col, overflow="fold")
     for h in s.held_out:
         table.add_row(h.shape, _role(h.role), fmt(h.measured), fmt(h.predicted), fmt(h.error),
-                      fmt(h.old_law), fmt(h.old_error), _judged(h.judged))
-    table.caption = (LEGEND + "; judged: in the work regime, against the tolerance; the old "
-                     "law is one axis, scaled by batch off its base batch")
+                      fmt(h.throughput_law), fmt(h.throughput_error), _judged(h.judged))
+    table.caption = (LEGEND + "; judged: in the work regime, against the tolerance; "
+                     + THROUGHPUT_NOTE)
     return table
 
 

@@ -1,110 +1,44 @@
-"""The step-time model as a certificate stores it: how a workload's features grow with the
-shape, the candidate forms and the chosen one, the points and held-out shapes with their
-errors, and a workload's noise verdict.
+"""The step-time model as a certificate stores it, and the one function that reads it at a
+shape (:func:`predict_at`).
+
+How a prediction is made, in two modules: :func:`afford.figures.time_figures.step_at` picks
+the answer (measured at that very shape, else this model, else the sweep's throughput law);
+:func:`predict_at` here is the model's answer: the two sides of a GPU step where they were
+measured apart (``max(host, device + gap)``, :class:`SidesModel`), else the chosen one-sided
+form (:func:`evaluate_form`) over the shape's counted work (:mod:`afford.schema.time_features`);
+a band where the host can bound the step (the floor differs from process to process); and
+whether the shape lies beyond every shape measured for the model.
 
 Fitted by :mod:`afford.fit.time.time_fit` (the forms, the choice and the reasons are
-documented there, the features in :mod:`afford.fit.time.step_features`, the fitting in
-:mod:`afford.fit.time.step_forms`, the verdict in :mod:`afford.fit.time.time_noise`); kept
-here, below the fit layer, with what reading a stored model needs: evaluating a form at a
-shape (:func:`evaluate_form`) and each feature's law (:meth:`FeatureScaling.features`).
+documented there, the fitting in :mod:`afford.fit.time.step_forms` and
+:mod:`afford.fit.time.step_sides`); the noise verdict by :mod:`afford.fit.time.time_noise`.
+Older certificates are upgraded on load (:meth:`StepTimeModel._upgrade`,
+:meth:`TimeVerdict._upgrade`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from afford.schema.quantities import Duration, Extent, Flops, Rate, Ratio, Seconds
+from afford.schema.quantities import Duration, Extent, Rate, Ratio, Seconds
+from afford.schema.time_features import CountedShape, FeatureScaling
 
-Axes = Literal["batch_seq", "n"]
-FEATURES = ("tokens", "gemm_flops", "attn_flops")
-FormName = Literal["max", "sum", "smooth_max", "power", "floor_power"]
-ALL_FORMS: tuple[FormName, ...] = ("max", "sum", "smooth_max", "power", "floor_power")
+FormName = Literal["max", "sum", "smooth_max"]
+FORMS: tuple[FormName, ...] = ("max", "sum", "smooth_max")
+ONE_AXIS_FORMS = ("power", "floor_power")  # fitted by older afford beside FORMS; upgraded away
 PARAM_OF = {"const": "w0", "gemm_flops": "w_gemm", "attn_flops": "w_attn",
             "tokens": "w_tokens", "seq_tokens": "w_seq_tokens"}
 WORK_FEATURES = ("tokens", "gemm_flops", "attn_flops", "seq_tokens")
 
 
-def seq_tokens(batch: float | None, seq: float | None) -> float | None:
-    """B*s^2: the shape-only stand-in for attention work where attention FLOPs were not
-    counted (the step-time model's ``seq_tokens`` column); None without batch and seq."""
-    return None if batch is None or seq is None else float(batch) * float(seq) ** 2
-
-
-def monomial(term: str, batch: float | None, seq: float | None, n: float | None) -> float:
-    """The value of one menu term at a shape."""
-    values = {"B*s": lambda: batch * seq, "B*s^2": lambda: batch * seq * seq,
-              "B": lambda: batch, "1": lambda: 1.0, "n": lambda: n, "n^2": lambda: n * n,
-              "n^3": lambda: n ** 3}
-    return float(values[term]())
-
-
-class FeatureLaw(BaseModel):
-    """One feature as ``sum(coef * term)`` over monomials of the shape (empty: always 0)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    feature: str
-    terms: list[str]
-    coefs: list[float]
-    n_counted: int = Field(description="shapes the law was fitted on")
-    max_rel_error: float = Field(description="worst |law / counted - 1| over them")
-    varied: list[str] = Field(description="axes that varied among the counted shapes")
-    warnings: list[str] = []
-
-    def at(self, batch: float | None = None, seq: float | None = None,
-           n: float | None = None) -> float:
-        return float(sum(c * monomial(t, batch, seq, n) for t, c in zip(self.terms, self.coefs)))
-
-    def describe(self) -> str:
-        if not self.terms:
-            return f"{self.feature} = 0"
-        return f"{self.feature} = " + " + ".join(f"{c:.6g}*{t}" for t, c in
-                                               zip(self.terms, self.coefs))
-
-
-class FeatureScaling(BaseModel):
-    """How each feature of one workload grows with the shape: exact laws fitted by
-    :func:`afford.fit.time.step_features.fit_scaling` (see that module).
-
-    ``laws`` holds one :class:`FeatureLaw` per feature that was counted; a feature absent
-    from it is unknown (never counted) and :meth:`features` gives ``None`` for it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    axes: Axes
-    laws: dict[str, FeatureLaw]
-
-    def features(self, *, batch: float | None = None, seq: float | None = None,
-                 n: float | None = None) -> dict[str, float | None]:
-        """``{"tokens": ..., "gemm_flops": ..., "attn_flops": ...}`` at a shape, and for
-        transformer-shaped workloads ``seq_tokens`` (B*s^2, by definition)."""
-        if self.axes == "batch_seq" and (batch is None or seq is None):
-            raise ValueError("this workload's features need batch and seq")
-        if self.axes == "n" and n is None:
-            raise ValueError("this workload's features need n")
-        out = {f: (self.laws[f].at(batch, seq, n) if f in self.laws else None)
-               for f in FEATURES}
-        if self.axes == "batch_seq":
-            out["seq_tokens"] = seq_tokens(batch, seq)
-        return out
-
-    def describe(self) -> str:
-        return "; ".join(law.describe() for law in self.laws.values())
-
-
-
-def evaluate_form(form: str, params: dict[str, float], feats: dict[str, float | None],
-             x: float | None) -> float:
-    """Seconds of ``form`` with ``params`` at a shape's features (``x``: the one axis of
-    the old forms, tokens or n)."""
-    if form == "power":
-        return float(math.exp(params["a"]) * x ** params["b"])
-    if form == "floor_power":
-        return float(params["F"] + params["c"] * x ** params["b"])
+def evaluate_form(form: str, params: dict[str, float], feats: dict[str, float | None]) -> float:
+    """Seconds of ``form`` with ``params`` at a shape's features: the floor ``F`` and the
+    work ``W = w0 + sum(w_f * feature_f)`` combined as ``max(F, W)``, ``F + W`` or
+    ``(F^k + W^k)^(1/k)`` (:mod:`afford.fit.time.step_forms`)."""
     W = params.get("w0", 0.0) + sum(params.get(PARAM_OF[f], 0.0) * (feats.get(f) or 0.0)
                                     for f in WORK_FEATURES)
     F = params["F"]
@@ -141,20 +75,6 @@ class CandidateFit(BaseModel):
         return float(np.median(np.abs(self.loo_rel_errors)))
 
 
-class CountedShape(BaseModel):
-    """A shape and what was counted there: ``batch`` and ``seq`` (two axes) or ``n`` (one),
-    its tokens per step, and its GEMM / attention FLOPs where counted (None: not counted)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    batch: Extent | None = None
-    seq: Extent | None = None
-    n: Extent | None = None
-    tokens: Extent
-    gemm_flops: Flops | None = None
-    attn_flops: Flops | None = None
-
-
 class ModelPoint(CountedShape):
     """A point as the model sees it: shape, features, measured and predicted seconds."""
 
@@ -167,8 +87,8 @@ class ModelPoint(CountedShape):
     regime: Literal["device", "host"] | None = Field(
         None, description="two-sided models: which side the prediction says bounds the step")
     band: tuple[float, float] | None = Field(
-        None, description="two-sided models, host-bound shapes: the step's range across "
-        "processes (the floor's spread)")
+        None, description="two-sided models, where the host can bound the step: the range "
+        "a process may see (:meth:`SidesModel.predict`)")
     device_measured_seconds: Seconds | None = Field(None, description="the device's busy time "
                                                   "measured at the shape (profiled)")
     device_predicted_seconds: float | None = None
@@ -189,8 +109,15 @@ class DeviceLaw(BaseModel):
     bounds: list[str] = Field([], description="the physical bounds applied, and any fit "
                               "refused for needing a coefficient beyond them")
 
-    def at(self, feats: dict[str, float | None], x: float | None) -> float:
-        return evaluate_form(self.form, self.params, feats, x)
+    def at(self, feats: dict[str, float | None]) -> float:
+        return evaluate_form(self.form, self.params, feats)
+
+    @property
+    def rel_error(self) -> float:
+        """The law's worst leave-one-out |error| over the busy times (0 where none was
+        computed): the device side's uncertainty at a shape it was not fitted on."""
+        chosen = next((c for c in self.candidates if c.form == self.form), None)
+        return (chosen.loo_max or 0.0) if chosen is not None else 0.0
 
 
 class HostSide(BaseModel):
@@ -211,6 +138,17 @@ class KernelCount(BaseModel):
     tokens: Extent
     seq: Extent | None = None
     kernels: Ratio
+
+
+class SidesPrediction(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seconds: float
+    device_busy: float
+    device: float = Field(description="busy + kernels x gap")
+    host: float | None
+    regime: Literal["device", "host"]
+    band: tuple[float, float] | None
 
 
 class SidesModel(BaseModel):
@@ -238,31 +176,28 @@ class SidesModel(BaseModel):
             return (abs(math.log(tokens / k.tokens)), ds)
         return min(self.kernels, key=key).kernels
 
-    def predict(self, feats: dict[str, float | None], x: float | None, tokens: float,
-                seq: float | None) -> SidesPrediction:
+    def predict(self, feats: dict[str, float | None], tokens: float, seq: float | None
+                ) -> SidesPrediction:
+        """The step at a shape: ``max(host, device)``; and its band where the host can bound
+        it: the host's lowest and highest issue cost seen across processes (children) times
+        the shape's kernels, against the device side within its own leave-one-out error
+        (:attr:`DeviceLaw.rel_error`): ``[max(host lo, device lo), max(host hi, device hi)]``
+        wherever the host's high end reaches the device's low end, else None (the device
+        bounds the step in every process)."""
         k = self.kernels_at(tokens, seq)
-        busy = self.device.at(feats, x)
+        busy = self.device.at(feats)
         device = busy + k * self.gap_seconds
         if self.host is None:
             return SidesPrediction(seconds=device, device_busy=busy, device=device, host=None,
                                    regime="device", band=None)
         host = k * self.host.issue_seconds
-        lo, hi = (k * c for c in self.host.issue_range)
-        regime = "device" if device >= host else "host"
-        band = None if device >= hi else (max(device, lo), hi)
+        h_lo, h_hi = (k * c for c in self.host.issue_range)
+        e = self.device.rel_error
+        d_lo, d_hi = device * (1.0 - e), device * (1.0 + e)
+        band = None if d_lo >= h_hi else (max(h_lo, d_lo), max(h_hi, d_hi))
         return SidesPrediction(seconds=max(device, host), device_busy=busy, device=device,
-                               host=host, regime=regime, band=band)
-
-
-class SidesPrediction(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    seconds: float
-    device_busy: float
-    device: float = Field(description="busy + kernels x gap")
-    host: float | None
-    regime: Literal["device", "host"]
-    band: tuple[float, float] | None
+                               host=host, regime="device" if device >= host else "host",
+                               band=band)
 
 
 class StepTimeModel(BaseModel):
@@ -277,8 +212,9 @@ class StepTimeModel(BaseModel):
     scaling: FeatureScaling
     candidates: list[CandidateFit]
     points: list[ModelPoint]
-    ranges: dict[str, tuple[Extent, Extent]] = Field(description="fitted range per axis")
-    held_out: list[ModelPoint] = Field([], description="never fitted: predicted vs measured")
+    held_out: list[ModelPoint] = Field([], description="predicted by the model fitted without "
+                                       "them vs measured (the judgement; see "
+                                       "``fitted_with_held_out``)")
     floor_left: bool = Field(description="the fitted points reach the work regime")
     floor_note: str
     gemm_rate: Rate | None = Field(None, description="FLOP/s ceiling used as a bound")
@@ -286,6 +222,29 @@ class StepTimeModel(BaseModel):
     sides: SidesModel | None = Field(None, description="GPU: the step as host issue time "
                                      "and device busy time; when present it is the model "
                                      "(``form`` is then the best one-sided fit, kept beside)")
+    fitted_with_held_out: bool = Field(False, description="after the held-out shapes judged "
+                                       "the model (``held_out`` keeps that judgement), its "
+                                       "parameters were refitted over them too: it predicts "
+                                       "from every shape measured")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, raw: Any) -> Any:
+        """A model stored by an older afford: its one-axis candidates (``power``,
+        ``floor_power``: the throughput law's forms, which stays as the last fallback) and
+        its fitted ``ranges`` (the measured range is the one judge of extrapolation,
+        :func:`beyond_measured`) are dropped (:func:`upgrade_one_axis`)."""
+        if not isinstance(raw, dict):
+            return raw
+        raw = {k: v for k, v in raw.items() if k != "ranges"}
+        cands = raw.get("candidates")
+        if isinstance(cands, list) and any(isinstance(c, dict) and c.get("form") in
+                                           ONE_AXIS_FORMS for c in cands):
+            try:
+                raw = upgrade_one_axis(raw)
+            except (TypeError, KeyError, AttributeError, ValueError, ZeroDivisionError):
+                return raw  # too malformed to upgrade: validation says what is wrong
+        return raw
 
     @property
     def loo_rel_errors(self) -> list[float] | None:
@@ -295,60 +254,18 @@ class StepTimeModel(BaseModel):
     def chosen(self) -> CandidateFit:
         return next(c for c in self.candidates if c.form == self.form)
 
-    def predict(self, *, batch: float | None = None, seq: float | None = None,
-                n: float | None = None) -> tuple[float, bool]:
-        """Seconds of a warm step at a shape, and whether it lies outside the fitted range
-        on any axis (batch, seq, n or tokens)."""
-        feats = self.scaling.features(batch=batch, seq=seq, n=n)
-        seconds = self.seconds_at(feats, batch=batch, seq=seq, n=n)
-        return seconds, self.is_extrapolated(batch=batch, seq=seq, n=n,
-                                             tokens=feats["tokens"])
-
-    def seconds_at(self, feats: dict[str, float | None], *, batch: float | None = None,
-                   seq: float | None = None, n: float | None = None) -> float:
-        """The model's warm step at a shape's features: the two sides where measured, else
-        the chosen one-sided form."""
-        x = feats["tokens"] if self.axes == "batch_seq" else n
-        if self.sides is not None:
-            return self.sides.predict(feats, x, feats["tokens"], seq).seconds
-        return evaluate_form(self.form, self.params, feats, x)
-
-    def sides_at(self, *, batch: float | None = None, seq: float | None = None,
-                 n: float | None = None) -> SidesPrediction | None:
-        """The two sides at a shape (None for a one-sided model)."""
-        if self.sides is None:
-            return None
-        feats = self.scaling.features(batch=batch, seq=seq, n=n)
-        x = feats["tokens"] if self.axes == "batch_seq" else n
-        return self.sides.predict(feats, x, feats["tokens"], seq)
-
     @property
     def used(self) -> str:
         """The model the predictions come from: ``sides`` or the one-sided form."""
         return "sides" if self.sides is not None else self.form
 
-    def is_extrapolated(self, **axes: float | None) -> bool:
-        for name, value in axes.items():
-            if value is None or name not in self.ranges:
-                continue
-            lo, hi = self.ranges[name]
-            if value < lo * (1 - 1e-9) or value > hi * (1 + 1e-9):
-                return True
-        return False
-
     def held_out_errors(self) -> list[float]:
         return [p.rel_error for p in self.held_out]
 
     def describe(self) -> str:
-        p = self.params
-        x = "tokens" if self.axes == "batch_seq" else "n"
-        if self.form == "power":
-            return f"t = {math.exp(p['a']):.3g} {x}^{p['b']:.3f} (power, one axis)"
-        if self.form == "floor_power":
-            return (f"t = {p['F']:.4g} s + {p['c']:.3g} {x}^{p['b']:.3f} "
-                    "(floor_power, one axis)")
         if self.sides is not None:
             return self.sides_text()
+        p = self.params
         work = " + ".join(f"{v:.3g}*{k[2:] if k != 'w0' else '1'}" for k, v in p.items()
                           if k.startswith("w") and v > 0) or "0"
         if self.form == "max":
@@ -357,7 +274,6 @@ class StepTimeModel(BaseModel):
             return f"t = {p['F']:.4g} s + {work}"
         return f"t = ({p['F']:.4g}^k + ({work})^k)^(1/k), k = {p['k']:.3g}"
 
-
     def sides_text(self) -> str:
         sd = self.sides
         host = (f"{sd.host.issue_seconds * 1e6:.3g} us/kernel" if sd.host else "not seen")
@@ -365,12 +281,47 @@ class StepTimeModel(BaseModel):
                 f"{sd.gap_seconds * 1e6:.3g} us/kernel boundary, host {host}")
 
 
+def upgrade_one_axis(raw: dict) -> dict:
+    """A stored model without its one-axis candidates. Where one was the chosen form, the
+    remaining candidate with the smallest worst leave-one-out error answers, its points'
+    and held-out shapes' predictions computed again from it (a two-sided model's stay:
+    they are the two sides'), and the model's warnings say so."""
+    cands = [c for c in raw["candidates"] if c.get("form") not in ONE_AXIS_FORMS]
+    out = dict(raw, candidates=cands)
+    if raw["form"] not in ONE_AXIS_FORMS or not cands:
+        return out
+    best = min(cands, key=lambda c: max((abs(e) for e in c.get("loo_rel_errors") or []),
+                                        default=math.inf))
+    out.update(form=best["form"], params=best["params"], warnings=[
+        *raw.get("warnings", []), f"upgraded on load: the one-axis form {raw['form']} an older "
+        f"afford chose is no longer fitted; {best['form']} (the smallest worst leave-one-out "
+        "error of the rest) answers, its held-out errors computed again"])
+    if raw.get("sides") is None:
+        scaling = FeatureScaling.model_validate(raw["scaling"])
+        loo = best.get("loo_rel_errors") or []
+        out["points"] = [_repredict(p, best, scaling, loo[i] if i < len(loo) else None)
+                         for i, p in enumerate(raw["points"])]
+        out["held_out"] = [_repredict(p, best, scaling, None) for p in raw.get("held_out", [])]
+    return out
+
+
+def _repredict(p: dict, cand: dict, scaling: FeatureScaling, loo: float | None) -> dict:
+    feats = scaling.features(batch=p.get("batch"), seq=p.get("seq"), n=p.get("n"))
+    pred = evaluate_form(cand["form"], cand["params"], feats)
+    return dict(p, predicted_seconds=pred, rel_error=pred / p["measured_seconds"] - 1.0,
+                loo_rel_error=loo)
+
+
 class TimeVerdict(BaseModel):
-    """OK, REMEASURE (measure the listed points once more) or NOISY (still after that)."""
+    """OK, REMEASURE (measure the listed points once more), NOISY (still after that), MISSED
+    (a judged held-out shape beyond tolerance whose re-measurement reproduced: the model's
+    error, named in ``reasons``) or UNJUDGED. OK only when every judged held-out shape
+    passed: a verdict built OK with a failed held-out shape, or stored so by an older
+    afford, is MISSED (:meth:`_upgrade`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    label: Literal["OK", "REMEASURE", "NOISY", "UNJUDGED"] = Field(
+    label: Literal["OK", "REMEASURE", "NOISY", "MISSED", "UNJUDGED"] = Field(
         description="UNJUDGED: OK as far as it goes, but no held-out shape could be judged")
     reasons: list[str]
     noisy_points: list[int] = Field(description="indices of points beyond child_tolerance")
@@ -391,23 +342,48 @@ class TimeVerdict(BaseModel):
                                     "beyond tolerance whose re-measurement reproduced (the "
                                     "children agree): the model's error, stated, not noise")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, raw: Any) -> Any:
+        """OK with a failed held-out shape is MISSED, its reasons naming each shape and its
+        error (the misses' lines)."""
+        if not isinstance(raw, dict) or raw.get("label") != "OK":
+            return raw
+        failed, misses, reasons = (raw.get(k) or [] for k in ("failed_held_out",
+                                                              "model_misses", "reasons"))
+        if not all(isinstance(x, list) for x in (failed, misses, reasons)) or \
+                not (failed or misses):
+            return raw  # nothing failed, or malformed: validation says what is wrong
+        misses = misses or [f"held-out shape {i}: beyond the tolerance" for i in failed]
+        return dict(raw, label="MISSED", reasons=[*reasons, *misses])
+
 
 # --- Reading a stored model at a shape (plans, `afford size`, reports) ----------------------
-# Pure functions of a stored model, appended so the model classes above stay as fitted.
 
 MEASURED_AXES = ("batch", "seq", "n", "tokens")
 
 
 class TimePrediction(BaseModel):
-    """A stored model's warm-step seconds at one shape, and whether the shape lies beyond
-    every shape the certificate measured for this model (fitted and held-out alike)."""
+    """A stored model's warm-step seconds at one shape: the band a process may see where the
+    host can bound the step, which side bounds it, and whether the shape lies beyond every
+    shape the certificate measured for this model (fitted and held-out alike)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     seconds: float
+    low: float | None = Field(None, description="the band's low end (None: a point)")
+    high: float | None = Field(None, description="the band's high end")
+    regime: Literal["device", "host"] | None = Field(None, description="two-sided models: "
+                                                     "the side that bounds the step")
+    device_busy: float | None = Field(None, description="two-sided models: the device's "
+                                      "busy time there")
     tokens: float | None = Field(None, description="B*s at the shape (batch_seq models)")
     extrapolated: bool = Field(description="beyond the measured range on some axis")
     beyond: list[str] = Field([], description="each axis beyond it, e.g. 'batch 128 > 64'")
+
+    @property
+    def band(self) -> tuple[float, float] | None:
+        return None if self.low is None else (self.low, self.high)
 
 
 def measured_ranges(model: StepTimeModel) -> dict[str, tuple[float, float]]:
@@ -426,7 +402,9 @@ def measured_ranges(model: StepTimeModel) -> dict[str, tuple[float, float]]:
 
 def beyond_measured(model: StepTimeModel, **axes: float | None) -> list[str]:
     """Each axis of ``axes`` (batch, seq, n, tokens) outside :func:`measured_ranges`, in
-    words: ``["batch 128 > 64", "tokens 262144 > 131072"]``; empty inside."""
+    words: ``["batch 128 > 64", "tokens 262144 > 131072"]``; empty inside. The one judge of
+    "extrapolated" (a model being fitted has no held-out shapes yet: there it is the fitted
+    range)."""
     ranges = measured_ranges(model)
     out = []
     for name, value in axes.items():
@@ -442,96 +420,22 @@ def beyond_measured(model: StepTimeModel, **axes: float | None) -> list[str]:
 
 def predict_at(model: StepTimeModel, *, batch: float | None = None,
                seq: float | None = None, n: float | None = None) -> TimePrediction:
-    """The model's seconds at (batch, seq) (or at n for a one-axis model), marked
-    extrapolated beyond the measured range. ValueError when the shape lacks the model's axes
-    or the model gives no positive finite time there."""
+    """The model's warm step at (batch, seq) (or at n for a one-axis model): the two sides
+    where measured (with the band where the host can bound the step), else the chosen
+    one-sided form; marked extrapolated beyond the measured range. ValueError when the shape
+    lacks the model's axes or the model gives no positive finite time there."""
     feats = model.scaling.features(batch=batch, seq=seq, n=n)
-    seconds = model.seconds_at(feats, batch=batch, seq=seq, n=n)
+    tokens = feats["tokens"]
+    side = model.sides.predict(feats, tokens, seq) if model.sides is not None else None
+    seconds = side.seconds if side is not None else evaluate_form(model.form, model.params,
+                                                                 feats)
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"the {model.used} model gives {seconds!r} s at batch={batch}, "
                          f"seq={seq}, n={n}")
-    tokens = feats["tokens"] if model.axes == "batch_seq" else None
-    beyond = beyond_measured(model, batch=batch, seq=seq, n=n, tokens=tokens)
-    return TimePrediction(seconds=seconds, tokens=tokens, extrapolated=bool(beyond),
-                          beyond=beyond)
-
-
-def held_out_accuracy(model: StepTimeModel) -> tuple[int, float | None, float | None]:
-    """(held-out shapes, median |error|, worst |error|) of the model; the errors are
-    ``predicted / measured - 1`` at shapes measured and never fitted."""
-    errs = [abs(p.rel_error) for p in model.held_out]
-    if not errs:
-        return 0, None, None
-    return len(errs), float(np.median(errs)), float(max(errs))
-
-
-def accuracy_text(model: StepTimeModel) -> str:
-    """The model's form and held-out error in words, for a figure's source."""
-    n, med, worst = held_out_accuracy(model)
-    if n == 0:
-        loo = model.chosen.loo_max
-        return f"{model.form} form; no held-out shape measured" + \
-            (f" (leave-one-out worst {loo:.1%})" if loo is not None else "")
-    return f"{model.form} form, held-out error median {med:.1%}, worst {worst:.1%} over {n} " \
-        "shapes never fitted"
-
-
-def _factor(model: StepTimeModel, tokens: float | None, seq: float | None, n: float | None
-            ) -> tuple[float, float, str]:
-    """(the asked shape's factor beyond the fitted range, the factor the held-out shapes
-    tested, on which axis): tokens and sequence (or n), the larger factor."""
-    fitted = {a: max(v for v in (getattr(p, a) for p in model.points) if v is not None)
-              for a in ("tokens", "seq", "n")
-              if any(getattr(p, a) is not None for p in model.points)}
-    held = {a: max([v for v in (getattr(p, a) for p in model.held_out) if v is not None],
-                   default=0.0) for a in fitted}
-    best = (1.0, 1.0, "tokens")
-    for axis, value in (("tokens", tokens), ("seq", seq), ("n", n)):
-        if value is None or axis not in fitted or fitted[axis] <= 0:
-            continue
-        f, tested = value / fitted[axis], max(1.0, held[axis] / fitted[axis])
-        if f / tested > best[0] / best[1]:
-            best = (f, tested, axis)
-    return best
-
-
-def _errors_text(errors: list[float], what: str) -> str:
-    errs = [abs(e) for e in errors]
-    return (f"{what} held-out error median {float(np.median(errs)):.1%}, worst {max(errs):.1%} "
-            f"over {len(errs)} shape(s)")
-
-
-def accuracy_at(model: StepTimeModel, *, batch: float | None = None, seq: float | None = None,
-                n: float | None = None) -> str:
-    """The error that applies at an asked shape, in words: the held-out error measured in
-    the shape's own regime (device-bound or host-bound for a two-sided model; the work
-    regime or the floor for a one-sided one), and how far the shape lies beyond the fitted
-    range against how far the held-out shapes tested it. Past the tested factor it says so
-    instead of quoting a smaller error."""
-    tokens = batch * seq if batch is not None and seq is not None else None
-    f, tested, axis = _factor(model, tokens, seq, n)
-    beyond = ""
-    if f > tested * (1 + 1e-9):
-        beyond = (f"; {f:.3g}x the fitted {axis}, past the {tested:.3g}x its held-out shapes "
-                  "tested: the error there is not measured")
-    if model.sides is None:
-        judged = [p.rel_error for p in model.held_out]
-        text = (_errors_text(judged, f"{model.form} form,") if judged
-                else f"{model.form} form; no held-out shape measured")
-        return text + beyond
-    sp = model.sides_at(batch=batch, seq=seq, n=n)
-    same = [p for p in model.held_out if p.regime == sp.regime]
-    device = [p.device_rel_error for p in model.held_out if p.device_rel_error is not None]
-    parts = [f"two-sided, {sp.regime}-bound here"]
-    if sp.band is not None:
-        inside = sum(1 for p in same if p.band and p.band[0] <= p.measured_seconds <= p.band[1])
-        parts.append(f"predicted in the band {sp.band[0] * 1e3:.4g}-{sp.band[1] * 1e3:.4g} ms "
-                     f"(the host floor's spread across processes); {inside} of {len(same)} "
-                     "host-bound held-out shape(s) inside theirs")
-    elif same:
-        parts.append(_errors_text([p.rel_error for p in same], "device-bound"))
-    else:
-        parts.append("no device-bound held-out shape measured")
-    if device:
-        parts.append(_errors_text(device, "device busy time"))
-    return "; ".join(parts) + beyond
+    at = tokens if model.axes == "batch_seq" else None
+    beyond = beyond_measured(model, batch=batch, seq=seq, n=n, tokens=at)
+    low, high = side.band if side is not None and side.band is not None else (None, None)
+    return TimePrediction(seconds=seconds, low=low, high=high,
+                          regime=side.regime if side else None,
+                          device_busy=side.device_busy if side else None, tokens=at,
+                          extrapolated=bool(beyond), beyond=beyond)

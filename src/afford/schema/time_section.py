@@ -79,11 +79,15 @@ class HostLoad(_Model):
 
 class CertTimeVerdict(_Model):
     """The certificate's time verdict: NOISY when any workload's stayed NOISY after its one
-    re-measurement (``afford certify`` then exits 1, the certificate written); UNJUDGED when
-    some workload's model could not be judged at any held-out shape (the reasons name them:
-    its predictions are unchecked); OK otherwise."""
+    re-measurement (``afford certify`` then exits 1, the certificate written); MISSED when a
+    workload's model missed a judged held-out shape beyond tolerance and the re-measurement
+    reproduced it (the reasons name each shape and its error: the model's accuracy, not
+    noise); UNJUDGED when some workload's model could not be judged at any held-out shape
+    (the reasons name them: its predictions are unchecked); OK otherwise. A certificate
+    stored OK by an older afford over a workload now MISSED reads MISSED
+    (:func:`afford.figures.time_figures.verdict_label` takes the worst)."""
 
-    label: Literal["OK", "NOISY", "UNJUDGED"]
+    label: Literal["OK", "NOISY", "MISSED", "UNJUDGED"]
     reasons: list[str] = []
     child_tolerance: Ratio
     held_out_tolerance: Ratio

@@ -16,7 +16,7 @@ The host issues a step's kernels ahead of the device, so a warm step costs
   coefficient would let a large size run above the measured GEMM rate.
 - **kernels** per step grow with depth, not width: ``k0 + k1 L`` over the profiled sizes.
 - **host** = kernels x the issue cost of one kernel, read off host-bound sizes, and **gap**
-  per kernel boundary off device-bound ones (``step_sides._host`` and ``_gap``, the same
+  per kernel boundary off device-bound ones (``step_sides.host_side`` and ``launch_gap``, the same
   rules as the one-model model).
 
 Profiled sizes (a GPU certificate that profiled its sizes): the device side is fitted to the
@@ -45,7 +45,13 @@ import numpy as np
 from afford.fit.stats import median
 from afford.fit.time.size_work import ReadSize, from_sizes
 from afford.fit.time.step_forms import BOUND_SHARE, RIDGE, weights
-from afford.fit.time.step_sides import HOST_BOUND, SidePoint, _gap, _host, bound_notes
+from afford.fit.time.step_sides import (
+    HOST_BOUND,
+    SidePoint,
+    bound_notes,
+    host_side,
+    launch_gap,
+)
 from afford.schema.sizes_section import (
     COLUMN_WORDS,
     WORK_COLUMNS,
@@ -231,8 +237,8 @@ def _profiled(obs, st: _Setup, cols, X, lb, carried, common) -> SizeLaw:
                      busy_seconds=o.busy_seconds, kernels=o.work.kernels,
                      gap_seconds=o.gap_seconds, child_seconds=o.child_seconds, label=o.label)
            for o in obs]
-    gap, gap_source = _gap(pts)
-    host = _host(pts, gap)
+    gap, gap_source = launch_gap(pts)
+    host = host_side(pts, gap)
     notes = [f"gap per kernel boundary: {gap_source}"]
     if host is None:
         notes.append("no size was host-bound (busy + gap above "

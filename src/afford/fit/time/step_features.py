@@ -17,10 +17,11 @@ B, 1 on two axes; n, n^2, n^3, 1 on one axis) that reproduces every counted valu
 model can evaluate the features at any shape it was never run at. A law must be checked by
 at least one counted shape more than it has terms, else it is refused. Where FLOPs were not
 counted (the counter failed on a kernel it does not know), the features are the shape's own:
-tokens = B*s and, on two axes, B*s^2 (:func:`afford.schema.time_law.seq_tokens`).
+tokens = B*s and, on two axes, B*s^2 (:func:`afford.schema.time_features.seq_tokens`).
 
-The laws and the evaluation of a stored model live in :mod:`afford.schema.time_law`, below
-this layer, so reading a certificate needs neither this module nor scipy.
+The laws live in :mod:`afford.schema.time_features` and the evaluation of a stored model in
+:mod:`afford.schema.time_law`, below this layer, so reading a certificate needs neither this
+module nor scipy.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from afford.schema.time_law import (
+from afford.schema.time_features import (
     FEATURES,
     Axes,
     CountedShape,

@@ -1,4 +1,4 @@
-"""The new step-time forms, fitted with non-negative coefficients.
+"""The step-time forms over a shape's counted work, fitted with non-negative coefficients.
 
 The host issues a step's kernels asynchronously, so a warm step costs about the larger of
 the host's time to issue them (a floor F, the same at every shape of a workload) and the
@@ -31,7 +31,9 @@ says so (``notes``).
 ``max`` is fitted by trying each split of the points into floor and work sides (sorted by
 seconds), each side's least squares closed, then polishing the best on the true residuals;
 ``smooth_max`` starts from the max and sum fits. Evaluating a fitted form at a shape is
-:func:`afford.schema.time_law.evaluate_form` (a stored model needs no scipy).
+:func:`afford.schema.time_law.evaluate_form` (a stored model needs no scipy). The same forms
+fit the wall step (:mod:`afford.fit.time.time_fit`) and the device's busy time
+(:mod:`afford.fit.time.step_sides`).
 """
 
 from __future__ import annotations
@@ -41,12 +43,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from afford.fit.stats import r2_score
 from afford.fit.time.step_features import CountedShape, FeatureScaling, seq_tokens
-from afford.schema.time_law import PARAM_OF, evaluate_form
+from afford.schema.time_law import FORMS, PARAM_OF, CandidateFit, FormName, evaluate_form
 
-evaluate = evaluate_form  # the forms' values at a shape live with the stored model
-
-NEW_FORMS = ("max", "sum", "smooth_max")
 COLUMNS = ("const", "gemm_flops", "attn_flops", "tokens", "seq_tokens")  # priority
 RIDGE = 1e-6  # pulls an unidentified split of the work to the prior; negligible otherwise
 COLLINEAR = 1e-6  # a column within this relative norm of the span of earlier ones is dropped
@@ -298,12 +298,12 @@ def work_side(form: str, theta: np.ndarray, d: _Design) -> int:
 
 def fit_forms(forms: Sequence[str], rows: Sequence[dict], y: np.ndarray, sigma: np.ndarray,
               gemm_rate: float | None) -> dict[str, tuple[dict[str, float], int, list[str]]]:
-    """Fit the new ``forms`` over one set of points: per form its parameters (SI units), its
-    number of free parameters and its notes."""
+    """Fit ``forms`` (of :data:`~afford.schema.time_law.FORMS`) over one set of points: per
+    form its parameters (SI units), its number of free parameters and its notes."""
     full = design(rows, y, sigma, gemm_rate)
     out: dict[str, tuple[dict[str, float], int, list[str]]] = {}
     fitted: dict[str, np.ndarray] = {}
-    for form in ("max", "sum", "smooth_max"):
+    for form in FORMS:
         if form not in forms and not (form != "smooth_max" and "smooth_max" in forms):
             continue
         d = full.without_const() if form == "sum" else full
@@ -334,3 +334,101 @@ def fit_forms(forms: Sequence[str], rows: Sequence[dict], y: np.ndarray, sigma: 
         n_params = 1 + m + (1 if form == "smooth_max" else 0)
         out[form] = (_to_params(form, theta, d), n_params, notes)
     return out
+
+
+def candidates(forms: Sequence[str], rows: Sequence[dict], y: np.ndarray, sigma: np.ndarray,
+               gemm_rate: float | None, with_loo: bool = True) -> dict[str, CandidateFit]:
+    """Each of ``forms`` fitted over the points (:func:`fit_forms`), with its in-sample
+    residuals and, from three points on (``with_loo``), its leave-one-out errors: each point
+    predicted by the form refitted without it. Seconds ``y`` are the wall step
+    (:mod:`afford.fit.time.time_fit`) or the device's busy time
+    (:mod:`afford.fit.time.step_sides`)."""
+    if not forms:
+        return {}
+    fits = fit_forms(forms, rows, y, sigma, gemm_rate)
+    n = len(y)
+    loo: dict[str, list[float]] = {f: [] for f in fits}
+    if n >= 3 and with_loo:
+        for i in range(n):
+            keep = [j for j in range(n) if j != i]
+            sub = fit_forms(list(fits), [rows[j] for j in keep], y[keep], sigma[keep],
+                            gemm_rate)
+            for f in fits:
+                loo[f].append(float(evaluate_form(f, sub[f][0], rows[i]) / y[i] - 1.0))
+    out = {}
+    for f, (params, n_params, notes) in fits.items():
+        pred = np.array([evaluate_form(f, params, r) for r in rows])
+        out[f] = CandidateFit(form=f, params=params, n_params=n_params,
+                              r2_log=r2_score(np.log(y), np.log(np.maximum(pred, 1e-300))),
+                              residuals=[float(v) for v in pred / y - 1.0],
+                              loo_rel_errors=loo[f] or None, note="; ".join(notes) or None)
+    return out
+
+
+# ---- the choice among fitted forms ---------------------------------------------------------
+
+LOO_TIE = 0.01  # worst leave-one-out errors closer than 1 point are a tie (children agree
+# within ~2 % in the work regime: a smaller difference is not evidence)
+WORK_OVER_FLOOR = 2.0  # or: the model's work at the largest point is >= 2x its floor
+MIN_JUDGED = 3  # fewer work-regime points than this: the choice judges every point
+FLOOR_WEIGHT = 0.1  # a floor point's LOO error counts a tenth: its tolerance is 10x (50 % / 5 %)
+
+
+class StepPoint(CountedShape):
+    """A measured shape: its warm step's seconds and their relative uncertainty."""
+
+    seconds: float
+    rel_sigma: float | None = None
+    label: str | None = None
+
+
+def work_regime(seconds: Sequence[float], floor: float | None = None) -> list[bool]:
+    """Which measured steps lie in the work regime: at least ``WORK_OVER_FLOOR`` times the
+    floor, estimated by the smallest step measured (or given). The floor itself is a
+    per-process figure, so its points say little about a form."""
+    y = [float(v) for v in seconds]
+    base = min(y) if floor is None else floor
+    return [v >= WORK_OVER_FLOOR * base for v in y]
+
+
+def _judged_errors(c: CandidateFit, judged: Sequence[bool] | None) -> list[float]:
+    errors = c.loo_rel_errors or []
+    if judged is None:
+        return [abs(e) for e in errors]
+    return [abs(e) * (1.0 if j else FLOOR_WEIGHT) for e, j in zip(errors, judged)]
+
+
+def choose_form(candidates: Sequence[CandidateFit], judged: Sequence[bool] | None = None
+                ) -> tuple[FormName, str]:
+    """The form with the smallest worst leave-one-out |error|; forms within ``LOO_TIE`` of it
+    are split by the order of ``FORMS`` (max first: a step issued asynchronously costs
+    the larger of host and device time; then sum, smooth_max).
+    ``judged``: which points' errors count (the work regime, :func:`work_regime`; every point
+    when None or when fewer than ``MIN_JUDGED`` are). Returns the form and a one-line reason.
+    R^2 plays no part. Without leave-one-out errors (two points): the first candidate, said
+    so."""
+    if not candidates:
+        raise ValueError("no form could be fitted to these points")
+    if judged is not None and sum(bool(j) for j in judged) < MIN_JUDGED:
+        judged = None
+    scored = [(c, _judged_errors(c, judged)) for c in candidates if c.loo_rel_errors]
+    if not scored:
+        first = candidates[0]
+        return first.form, (f"{first.form}: no leave-one-out check was possible "
+                            f"({len(first.residuals)} points); the first form tried")
+    worst = {c.form: max(e) for c, e in scored}
+    best = min(worst.values())
+    tied = [c for c, _ in scored if worst[c.form] <= best + LOO_TIE]
+    pick = min(tied, key=lambda c: FORMS.index(c.form))
+    others = ", ".join(f"{c.form} {worst[c.form]:.1%}" for c, _ in
+                       sorted(scored, key=lambda ce: worst[ce[0].form]) if c is not pick)
+    tie = ""
+    if len(tied) > 1:
+        tie = (f"; tied within {LOO_TIE:.1%} with "
+               f"{', '.join(c.form for c in tied if c is not pick)}: the first of "
+               f"{', '.join(FORMS)} (max: the asynchronous step's physics)")
+    over = ("" if judged is None else
+            f" over the {sum(bool(j) for j in judged)} work-regime points (floor points' "
+            f"errors at {FLOOR_WEIGHT:g}x)")
+    return pick.form, (f"{pick.form}: LOO worst {worst[pick.form]:.1%}{over}"
+                       + (f" vs {others}" if others else "") + tie)

@@ -33,13 +33,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afford.fit.stats import median, r2_score
-from afford.fit.time.step_forms import BOUND_SHARE, NEW_FORMS, evaluate, feature_rows, fit_forms
-from afford.fit.time.time_fit import StepPoint, choose_form
+from afford.fit.stats import median
+from afford.fit.time.step_features import FeatureScaling
+from afford.fit.time.step_forms import BOUND_SHARE, StepPoint, candidates, choose_form, feature_rows
 from afford.schema.time_law import (
+    FORMS,
     CandidateFit,
     DeviceLaw,
-    FeatureScaling,
     HostSide,
     KernelCount,
     SidesModel,
@@ -60,33 +60,11 @@ class SidePoint(StepPoint):
     child_seconds: tuple[float, ...] = ()
 
 
-def _x(p: StepPoint) -> float:
-    return float(p.tokens if p.batch is not None else p.n)
-
-
-def _device_candidates(rows: Sequence[dict], busy: np.ndarray, x: np.ndarray,
-                       gemm_rate: float | None, forms: Sequence[str] = NEW_FORMS,
-                       with_loo: bool = True) -> dict[str, CandidateFit]:
+def _device_candidates(rows: Sequence[dict], busy: np.ndarray, gemm_rate: float | None,
+                       forms: Sequence[str] = FORMS, with_loo: bool = True
+                       ) -> dict[str, CandidateFit]:
     sigma = np.full(len(busy), np.nan)  # profiled busy times agree within ~1 % by process
-    fits = fit_forms(forms, rows, busy, sigma, gemm_rate)
-    n = len(busy)
-    loo: dict[str, list[float]] = {f: [] for f in fits}
-    if n >= 3 and with_loo:
-        for i in range(n):
-            keep = [j for j in range(n) if j != i]
-            sub = fit_forms(list(fits), [rows[j] for j in keep], busy[keep], sigma[keep],
-                            gemm_rate)
-            for f in fits:
-                loo[f].append(float(evaluate(f, sub[f][0], rows[i], x[i]) / busy[i] - 1.0))
-    out = {}
-    for f, (params, n_params, notes) in fits.items():
-        pred = np.array([evaluate(f, params, r, xi) for r, xi in zip(rows, x)])
-        out[f] = CandidateFit(form=f, params=params, n_params=n_params,
-                              r2_log=r2_score(np.log(busy), np.log(np.maximum(pred, 1e-300))),
-                              residuals=[float(v) for v in pred / busy - 1.0],
-                              loo_rel_errors=loo[f] if loo[f] else None,
-                              note="; ".join(notes) or None)
-    return out
+    return candidates(forms, rows, busy, sigma, gemm_rate, with_loo)
 
 
 def bound_notes(params: dict[str, float], gemm_rate: float | None) -> list[str]:
@@ -113,25 +91,24 @@ def fit_device(points: Sequence[SidePoint], rows: Sequence[dict],
     worst leave-one-out error chosen (``form``: fit that one only, without the check); with
     a ceiling, the bounded fit, and what the unbounded one would have needed."""
     busy = np.array([p.busy_seconds for p in points], dtype=float)
-    x = np.array([_x(p) for p in points], dtype=float)
     if form is not None:
-        c = _device_candidates(rows, busy, x, gemm_rate, (form,), with_loo=False)[form]
+        c = _device_candidates(rows, busy, gemm_rate, (form,), with_loo=False)[form]
         return DeviceLaw(form=form, params=c.params, reason="refit", candidates=[c])
     bounds = []
     if gemm_rate:
-        free = _device_candidates(rows, busy, x, None, with_loo=False)
+        free = _device_candidates(rows, busy, None, with_loo=False)
         for c in free.values():
             bounds += [f"{c.form}: {b}" for b in bound_notes(c.params, gemm_rate)]
         bounds.insert(0, f"a GEMM FLOP costs at least 1 / {gemm_rate:.3g} FLOP/s (the "
                          "certificate's measured matrix ceiling), a counted attention FLOP "
                          "half that (a causal kernel skips half the square)")
-    cands = _device_candidates(rows, busy, x, gemm_rate)
+    cands = _device_candidates(rows, busy, gemm_rate)
     chosen, reason = choose_form(list(cands.values()))
     return DeviceLaw(form=chosen, params=cands[chosen].params, reason=reason,
                      candidates=list(cands.values()), bounds=bounds)
 
 
-def _gap(points: Sequence[SidePoint]) -> tuple[float, str]:
+def launch_gap(points: Sequence[SidePoint]) -> tuple[float, str]:
     bound = [p for p in points if p.busy_seconds >= DEVICE_BOUND * p.seconds]
     if bound:
         g = median([max(0.0, p.seconds - p.busy_seconds) / p.kernels for p in bound])
@@ -145,7 +122,7 @@ def _gap(points: Sequence[SidePoint]) -> tuple[float, str]:
     return 0.0, "none measured (no device-bound point, no queued kernel in any trace): 0 s"
 
 
-def _host(points: Sequence[SidePoint], gap: float) -> HostSide | None:
+def host_side(points: Sequence[SidePoint], gap: float) -> HostSide | None:
     hb = [p for p in points if p.busy_seconds + p.kernels * gap <= HOST_BOUND * p.seconds]
     if not hb:
         return None
@@ -163,8 +140,8 @@ def _kernels(points: Sequence[SidePoint]) -> list[KernelCount]:
 def _assemble(points: Sequence[SidePoint], rows: Sequence[dict], gemm_rate: float | None,
               form: str | None = None) -> SidesModel:
     device = fit_device(points, rows, gemm_rate, form)
-    gap, gap_source = _gap(points)
-    host = _host(points, gap)
+    gap, gap_source = launch_gap(points)
+    host = host_side(points, gap)
     notes = [] if host else ["no measured step was host-bound: the host side was never seen "
                              "above the device's, so the model is the device side alone"]
     return SidesModel(device=device, host=host, kernels=_kernels(points), gap_seconds=gap,
@@ -172,7 +149,7 @@ def _assemble(points: Sequence[SidePoint], rows: Sequence[dict], gemm_rate: floa
 
 
 def _wall_at(m: SidesModel, p: StepPoint, row: dict) -> float:
-    return m.predict(row, _x(p), float(p.tokens), p.seq).seconds
+    return m.predict(row, float(p.tokens), p.seq).seconds
 
 
 def fit_sides(points: Sequence[SidePoint], scaling: FeatureScaling,
@@ -196,3 +173,18 @@ def fit_sides(points: Sequence[SidePoint], scaling: FeatureScaling,
                         model.device.form)
         loo.append(_wall_at(sub, p, rows[i]) / p.seconds - 1.0)
     return model.model_copy(update={"loo_rel_errors": loo})
+
+
+def refit_sides(judged: SidesModel, points: Sequence[SidePoint], rows: Sequence[dict],
+                gemm_rate: float | None) -> SidesModel:
+    """The judged two-sided model over more measured points (its held-out shapes, once they
+    have judged it): the device's chosen form refitted, the gap and the host side read again
+    over them (more readings of the floor for the band); the form's choice, its
+    leave-one-out errors (the device side's uncertainty) and the wall's are the judged
+    model's, not computed again."""
+    again = _assemble(points, rows, gemm_rate, judged.device.form)
+    device = judged.device.model_copy(update={
+        "params": again.device.params,
+        "reason": f"{judged.device.reason}; refitted over {len(points)} points"})
+    return again.model_copy(update={"device": device, "loo_rel_errors": judged.loo_rel_errors,
+                                    "notes": judged.notes + again.notes})

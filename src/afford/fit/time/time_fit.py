@@ -1,17 +1,16 @@
 """The step-time model of one workload: forms fitted over measured shapes, one
 chosen by prediction error, and checked at held-out shapes it never saw.
 
-Forms (the new ones in :mod:`afford.fit.time.step_forms`, features in
-:mod:`afford.fit.time.step_features`):
-
-- ``max``, ``sum``, ``smooth_max``: a host floor F and the device's work W over counted
-  FLOPs (GEMM and attention apart) or, without counts, the shape (tokens, B*s^2);
-- ``power`` (t = exp(a) x^b) and ``floor_power`` (t = F + c x^b), the throughput law's forms
-  over one axis (tokens on two axes, n on one), kept for comparison.
+Forms (:mod:`afford.fit.time.step_forms`, features in :mod:`afford.fit.time.step_features`):
+``max``, ``sum``, ``smooth_max``, a host floor F and the device's work W over counted FLOPs
+(GEMM and attention apart) or, without counts, the shape (tokens, B*s^2). The one-axis
+power laws are the sweep's throughput law (:mod:`afford.fit.time.throughput`), the last
+fallback of a prediction (:func:`afford.figures.time_figures.step_at`), not forms of this
+model.
 
 Choice, by prediction error only: each form's leave-one-out relative errors (refit without
 the point, predict it); the smallest worst |error| wins; forms within ``LOO_TIE`` of it are
-split by the order of ``ALL_FORMS`` (max first). R^2 is reported, never used.
+split by the order of ``FORMS`` (max first). R^2 is reported, never used.
 The errors at work-regime points (a step at least ``WORK_OVER_FLOOR`` times the smallest
 measured one, :func:`work_regime`) count in full when there are at least ``MIN_JUDGED``;
 a floor point's error counts ``FLOOR_WEIGHT`` (a tenth) of its size: the launch floor is a
@@ -22,9 +21,12 @@ fitting that noise); ignoring the floor points, forms that tie on the work regim
 held-out floor shapes by tens of per cent; weighted, the floor still counts but its noise
 does not decide.
 
-Held-out points are measured shapes that were never fitted: they are predicted by the chosen
-model after it is fitted and chosen, and their errors are reported separately; they NEVER
-enter a fit or the choice (:func:`evaluate_held_out` only reads the fitted model).
+Held-out points are measured shapes the judged model was never fitted on: they are predicted
+by the chosen model after it is fitted and chosen, and their errors are reported separately
+(the verdict's); they NEVER enter the choice or their own judgement (:func:`evaluate_held_out`
+only reads the fitted model). Only after that are the chosen forms refitted over them too
+(:func:`refit_with_held_out`, ``fitted_with_held_out``), so the model that predicts rests on
+every shape the certificate measured.
 
 Whether the fitted points left the floor (``floor_left``): the step grew at least
 ``GROWTH_WORK`` x per doubling of tokens between the two largest token counts measured, or
@@ -38,150 +40,37 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afford.fit.stats import r2_score
 from afford.fit.time.step_features import CountedShape, FeatureScaling, fit_scaling, shape_axes
-from afford.fit.time.step_forms import NEW_FORMS, evaluate, feature_rows, fit_forms
+from afford.fit.time.step_forms import (
+    WORK_OVER_FLOOR,
+    StepPoint,
+    candidates,
+    choose_form,
+    feature_rows,
+    fit_forms,
+    work_regime,
+)
+from afford.fit.time.step_sides import SidePoint, refit_sides
 from afford.schema.time_law import (
-    ALL_FORMS,
+    FORMS,
     CandidateFit,
     FormName,
     ModelPoint,
     SidesModel,
     StepTimeModel,
+    evaluate_form,
+    predict_at,
 )
 
-__all__ = ["ALL_FORMS", "CandidateFit", "FormName", "ModelPoint", "StepPoint", "StepTimeModel",
-           "choose_form", "evaluate_held_out", "fit_step_time", "top_growth_per_doubling",
-           "work_regime"]
+__all__ = ["FORMS", "WORK_OVER_FLOOR", "CandidateFit", "FormName", "ModelPoint", "StepPoint",
+           "StepTimeModel", "choose_form", "evaluate_held_out", "fit_step_time",
+           "top_growth_per_doubling", "work_regime"]
 
-LOO_TIE = 0.01  # worst leave-one-out errors closer than 1 point are a tie (children agree
-# within ~2 % in the work regime: a smaller difference is not evidence)
 GROWTH_WORK = 1.5  # per doubling of tokens: the step clearly grows (the work regime)
-WORK_OVER_FLOOR = 2.0  # or: the model's work at the largest point is >= 2x its floor
-MIN_JUDGED = 3  # fewer work-regime points than this: the choice judges every point
-FLOOR_WEIGHT = 0.1  # a floor point's LOO error counts a tenth: its tolerance is 10x (50 % / 5 %)
-
-
-class StepPoint(CountedShape):
-    """A measured shape: its warm step's seconds and their relative uncertainty."""
-
-    seconds: float
-    rel_sigma: float | None = None
-    label: str | None = None
-
-
-# ---- candidates, leave-one-out and the choice ------------------------------------------
-
-
-def _x(points: Sequence[CountedShape], axes: str) -> tuple[np.ndarray, str]:
-    if axes == "batch_seq":
-        return np.array([p.tokens for p in points], dtype=float), "tokens"
-    return np.array([p.n for p in points], dtype=float), "n"
 
 
 def _sigma(points: Sequence[StepPoint]) -> np.ndarray:
     return np.array([p.rel_sigma if p.rel_sigma is not None else np.nan for p in points])
-
-
-def _predict_rows(form: str, params: dict[str, float], rows: Sequence[dict],
-                  x: np.ndarray) -> np.ndarray:
-    return np.array([evaluate(form, params, r, xi) for r, xi in zip(rows, x)])
-
-
-def _candidates_new(forms: Sequence[str], rows: Sequence[dict], y: np.ndarray,
-                    sigma: np.ndarray, x: np.ndarray, gemm_rate: float | None
-                    ) -> dict[str, CandidateFit]:
-    if not forms:
-        return {}
-    fits = fit_forms(forms, rows, y, sigma, gemm_rate)
-    loo: dict[str, list[float]] = {f: [] for f in fits}
-    n = len(y)
-    if n >= 3:
-        for i in range(n):
-            keep = [j for j in range(n) if j != i]
-            sub = fit_forms(list(fits), [rows[j] for j in keep], y[keep], sigma[keep],
-                            gemm_rate)
-            for f in fits:
-                pred = evaluate(f, sub[f][0], rows[i], x[i])
-                loo[f].append(float(pred / y[i] - 1.0))
-    out = {}
-    for f, (params, n_params, notes) in fits.items():
-        pred = _predict_rows(f, params, rows, x)
-        out[f] = CandidateFit(form=f, params=params, n_params=n_params,
-                              r2_log=r2_score(np.log(y), np.log(np.maximum(pred, 1e-300))),
-                              residuals=[float(v) for v in pred / y - 1.0],
-                              loo_rel_errors=loo[f] if n >= 3 else None,
-                              note="; ".join(notes) or None)
-    return out
-
-
-def _candidate_old(form: str, x: np.ndarray, y: np.ndarray, x_name: str
-                   ) -> CandidateFit | None:
-    from afford.fit.time.throughput import fit_floor_power, fit_power
-
-    need = 4 if form == "floor_power" else 2
-    fit = (fit_floor_power if form == "floor_power" else fit_power)
-    try:  # fewer than ``need`` points or one distinct x: the fit refuses (ValueError)
-        law = fit(x, y)
-    except (ValueError, RuntimeError):
-        return None
-    loo = list(law.loo_rel_errors) if law.loo_rel_errors else None
-    return CandidateFit(form=form, params=dict(law.params), n_params=need - 1 if
-                        form == "floor_power" else 2, r2_log=law.r2,
-                        residuals=list(law.residuals), loo_rel_errors=loo,
-                        note=f"one axis: {x_name}")
-
-
-def work_regime(seconds: Sequence[float], floor: float | None = None) -> list[bool]:
-    """Which measured steps lie in the work regime: at least ``WORK_OVER_FLOOR`` times the
-    floor, estimated by the smallest step measured (or given). The floor itself is a
-    per-process figure, so its points say little about a form."""
-    y = [float(v) for v in seconds]
-    base = min(y) if floor is None else floor
-    return [v >= WORK_OVER_FLOOR * base for v in y]
-
-
-def _judged_errors(c: CandidateFit, judged: Sequence[bool] | None) -> list[float]:
-    errors = c.loo_rel_errors or []
-    if judged is None:
-        return [abs(e) for e in errors]
-    return [abs(e) * (1.0 if j else FLOOR_WEIGHT) for e, j in zip(errors, judged)]
-
-
-def choose_form(candidates: Sequence[CandidateFit], judged: Sequence[bool] | None = None
-                ) -> tuple[FormName, str]:
-    """The form with the smallest worst leave-one-out |error|; forms within ``LOO_TIE`` of it
-    are split by the order of ``ALL_FORMS`` (max first: a step issued asynchronously costs
-    the larger of host and device time; then sum, smooth_max, the one-axis forms).
-    ``judged``: which points' errors count (the work regime, :func:`work_regime`; every point
-    when None or when fewer than ``MIN_JUDGED`` are). Returns the form and a one-line reason.
-    R^2 plays no part. Without leave-one-out errors (two points): the first candidate, said
-    so."""
-    if not candidates:
-        raise ValueError("no form could be fitted to these points")
-    if judged is not None and sum(bool(j) for j in judged) < MIN_JUDGED:
-        judged = None
-    scored = [(c, _judged_errors(c, judged)) for c in candidates if c.loo_rel_errors]
-    if not scored:
-        first = candidates[0]
-        return first.form, (f"{first.form}: no leave-one-out check was possible "
-                            f"({len(first.residuals)} points); the first form tried")
-    worst = {c.form: max(e) for c, e in scored}
-    best = min(worst.values())
-    tied = [c for c, _ in scored if worst[c.form] <= best + LOO_TIE]
-    pick = min(tied, key=lambda c: ALL_FORMS.index(c.form))
-    others = ", ".join(f"{c.form} {worst[c.form]:.1%}" for c, _ in
-                       sorted(scored, key=lambda ce: worst[ce[0].form]) if c is not pick)
-    tie = ""
-    if len(tied) > 1:
-        tie = (f"; tied within {LOO_TIE:.1%} with "
-               f"{', '.join(c.form for c in tied if c is not pick)}: the first of "
-               f"{', '.join(ALL_FORMS)} (max: the asynchronous step's physics)")
-    over = ("" if judged is None else
-            f" over the {sum(bool(j) for j in judged)} work-regime points (floor points' "
-            f"errors at {FLOOR_WEIGHT:g}x)")
-    return pick.form, (f"{pick.form}: LOO worst {worst[pick.form]:.1%}{over}"
-                       + (f" vs {others}" if others else "") + tie)
 
 
 # ---- the floor ----------------------------------------------------------------------------
@@ -203,8 +92,8 @@ def top_growth_per_doubling(tokens: Sequence[float], seconds: Sequence[float]
     return ratio ** (1.0 / math.log2(hi / lo))
 
 
-def _floor_state(form: str, params: dict[str, float], rows: Sequence[dict], x: np.ndarray,
-                 tokens: Sequence[float], y: np.ndarray) -> tuple[bool, str]:
+def _floor_state(params: dict[str, float], rows: Sequence[dict], tokens: Sequence[float],
+                 y: np.ndarray) -> tuple[bool, str]:
     growth = top_growth_per_doubling(tokens, y)
     parts = []
     left = False
@@ -212,23 +101,19 @@ def _floor_state(form: str, params: dict[str, float], rows: Sequence[dict], x: n
         parts.append(f"the step grew {growth:.2f}x per doubling of tokens at the top "
                      f"(work regime: >= {GROWTH_WORK:g}x)")
         left = growth >= GROWTH_WORK
-    if form in NEW_FORMS:
-        # the largest point: the most tokens, of those the slowest (a key, not tokens x 1e12
-        # + seconds: at 1e12 x tokens a float's step is above any step's seconds)
-        top = max(range(len(y)), key=lambda i: (float(tokens[i]), float(y[i])))
-        r = rows[top]
-        W = evaluate("sum", {**params, "F": 0.0}, r, x[top])
-        F = params["F"]  # every new form has a floor parameter (0 when fitted away)
-        if F > 0:
-            ratio = W / F
-            parts.append(f"the model's work is {ratio:.2f}x its floor at the largest point "
-                         f"(work regime: >= {WORK_OVER_FLOOR:g}x)")
-            left = left or ratio >= WORK_OVER_FLOOR
-        else:
-            parts.append("the model has no floor")
-            left = True
-    if not parts:
-        return False, "one token count only: whether the step left the floor is unknown"
+    # the largest point: the most tokens, of those the slowest (a key, not tokens x 1e12
+    # + seconds: at 1e12 x tokens a float's step is above any step's seconds)
+    top = max(range(len(y)), key=lambda i: (float(tokens[i]), float(y[i])))
+    W = evaluate_form("sum", {**params, "F": 0.0}, rows[top])
+    F = params["F"]  # every form has a floor parameter (0 when fitted away)
+    if F > 0:
+        ratio = W / F
+        parts.append(f"the model's work is {ratio:.2f}x its floor at the largest point "
+                     f"(work regime: >= {WORK_OVER_FLOOR:g}x)")
+        left = left or ratio >= WORK_OVER_FLOOR
+    else:
+        parts.append("the model has no floor")
+        left = True
     return left, "; ".join(parts)
 
 
@@ -244,20 +129,12 @@ def _model_point(p: CountedShape, row: dict, seconds: float, predicted: float,
                       extrapolated=extrapolated, label=label)
 
 
-def _ranges(points: Sequence[CountedShape], axes: str) -> dict[str, tuple[float, float]]:
-    names = ("batch", "seq", "tokens") if axes == "batch_seq" else ("n", "tokens")
-    out = {}
-    for a in names:
-        vals = [float(getattr(p, a)) for p in points]
-        out[a] = (min(vals), max(vals))
-    return out
-
-
 def fit_step_time(points: Sequence[StepPoint], *, held_out: Sequence[StepPoint] = (),
                   scaling: FeatureScaling | None = None,
-                  forms: Sequence[str] = ALL_FORMS,
+                  forms: Sequence[str] = FORMS,
                   gemm_rate: float | None = None,
-                  sides: SidesModel | None = None) -> StepTimeModel:
+                  sides: SidesModel | None = None,
+                  refit_held_out: bool = True) -> StepTimeModel:
     """Fit every form in ``forms`` over ``points``, choose one (module docstring), and
     predict the ``held_out`` shapes with it. ``scaling``: the features' laws (default: fitted
     from the points' own counts). Where every point carries its device side (a GPU's
@@ -278,20 +155,19 @@ def fit_step_time(points: Sequence[StepPoint], *, held_out: Sequence[StepPoint] 
         raise ValueError(f"the scaling is over {scaling.axes}, the points over {axes}")
     rows = feature_rows(points, scaling)
     sigma = _sigma(points)
-    x, x_name = _x(points, axes)
-    new = _candidates_new([f for f in forms if f in NEW_FORMS], rows, y, sigma, x, gemm_rate)
-    candidates = [c for c in (new.get(f) if f in NEW_FORMS else _candidate_old(f, x, y, x_name)
-                              for f in forms) if c is not None]
-    form, reason = choose_form(candidates, work_regime(y))
-    chosen = next(c for c in candidates if c.form == form)
-    ranges = _ranges(points, axes)
+    fitted = candidates(forms, rows, y, sigma, gemm_rate)
+    cands = [fitted[f] for f in forms if f in fitted]
+    form, reason = choose_form(cands, work_regime(y))
+    chosen = fitted[form]
     model_points = [
         _model_point(p, r, float(y[i]), float(y[i] * (1 + chosen.residuals[i])),
                      chosen.loo_rel_errors[i] if chosen.loo_rel_errors else None, False,
                      p.label)
         for i, (p, r) in enumerate(zip(points, rows))]
-    left, note = _floor_state(form, chosen.params, rows, x, [p.tokens for p in points], y)
-    warnings = [chosen.note] if chosen.note and form in NEW_FORMS and \
+    left, note = _floor_state(chosen.params, rows, [p.tokens for p in points], y)
+    # the one-sided fit's identification is the model's only where it is the model: a
+    # two-sided model's work rests on the busy time at every point (step_sides)
+    warnings = [chosen.note] if sides is None and chosen.note and \
         "not identified" in chosen.note else []
     if sides is not None:
         worst = max(abs(e) for e in sides.loo_rel_errors or [0.0])
@@ -304,12 +180,44 @@ def fit_step_time(points: Sequence[StepPoint], *, held_out: Sequence[StepPoint] 
         warnings.append("the fitted points did not leave the launch floor: predictions "
                         "beyond the largest measured shape are unsupported")
     model = StepTimeModel(axes=axes, form=form, params=dict(chosen.params), reason=reason,
-                          scaling=scaling, candidates=candidates, points=model_points,
-                          ranges=ranges, floor_left=left, floor_note=note,
+                          scaling=scaling, candidates=cands, points=model_points,
+                          floor_left=left, floor_note=note,
                           gemm_rate=gemm_rate, warnings=warnings, sides=sides)
     if held_out:
         model = model.model_copy(update={"held_out": evaluate_held_out(model, held_out)})
+        if refit_held_out:
+            model = refit_with_held_out(model, points, held_out, gemm_rate)
     return model
+
+
+def refit_with_held_out(model: StepTimeModel, points: Sequence[StepPoint],
+                        held_out: Sequence[StepPoint], gemm_rate: float | None
+                        ) -> StepTimeModel:
+    """The judged model's forms refitted over every measured shape, fitted and held out.
+    Once the held-out shapes have judged the model (their errors stay: the verdict's), they
+    are measurements the model need not throw away: the design holds out the longest
+    sequence and the largest batch, so refitted the model rests on the widest base the
+    certificate measured (a long held-out sequence carries attention's falling cost per FLOP
+    past the fitted ones). No form is chosen again and no leave-one-out error computed again:
+    the choice and its errors are the judged model's; the fitted points' predictions are the
+    refitted model's own."""
+    every = [*points, *held_out]
+    rows = feature_rows(every, model.scaling)
+    y = np.array([p.seconds for p in every], dtype=float)
+    params = fit_forms([model.form], rows, y, _sigma(every), gemm_rate)[model.form][0]
+    sides = model.sides
+    if sides is not None and all(isinstance(p, SidePoint) for p in every):
+        sides = refit_sides(sides, every, rows, gemm_rate)
+    final = model.model_copy(update={
+        "params": params, "sides": sides, "fitted_with_held_out": True,
+        "reason": f"{model.reason}; then refitted over the {len(held_out)} held-out shape(s) "
+                  "too, after they judged it"})
+    refit_points = []
+    for mp in model.points:
+        pred = predict_at(final, batch=mp.batch, seq=mp.seq, n=mp.n).seconds
+        refit_points.append(mp.model_copy(update={
+            "predicted_seconds": pred, "rel_error": pred / mp.measured_seconds - 1.0}))
+    return final.model_copy(update={"points": refit_points})
 
 
 def evaluate_held_out(model: StepTimeModel, held_out: Sequence[StepPoint]) -> list[ModelPoint]:
@@ -317,18 +225,20 @@ def evaluate_held_out(model: StepTimeModel, held_out: Sequence[StepPoint]) -> li
     two-sided model, the device's busy time predicted against the one profiled there).
     Reads the model only: a held-out point's seconds cannot move any parameter."""
     out = []
+    model = model.model_copy(update={"held_out": []})  # extrapolated: beyond the fitted
     for p in held_out:
-        pred, extra = model.predict(batch=p.batch, seq=p.seq, n=p.n)
+        pred = predict_at(model, batch=p.batch, seq=p.seq, n=p.n)
         feats = model.scaling.features(batch=p.batch, seq=p.seq, n=p.n)
-        mp = _model_point(p, feats, p.seconds, pred, None, extra, p.label)
+        mp = _model_point(p, feats, p.seconds, pred.seconds, None, pred.extrapolated, p.label)
         if model.sides is not None:
-            mp = _with_sides(mp, model.sides_at(batch=p.batch, seq=p.seq, n=p.n),
-                             getattr(p, "busy_seconds", None))
+            mp = _with_sides(mp, pred, getattr(p, "busy_seconds", None))
         out.append(mp)
     return out
 
 
 def _with_sides(mp: ModelPoint, sp, busy: float | None) -> ModelPoint:
+    """``sp``: the two sides' prediction at the point (a :class:`SidesPrediction` or a
+    :class:`~afford.schema.time_law.TimePrediction` of a two-sided model)."""
     upd = {"regime": sp.regime, "band": sp.band, "device_predicted_seconds": sp.device_busy}
     if busy:
         upd.update(device_measured_seconds=busy, device_rel_error=sp.device_busy / busy - 1.0)
@@ -340,8 +250,7 @@ def _sides_points(model_points: list[ModelPoint], sides, points, rows) -> list[M
     leave-one-out errors, and each point's device side)."""
     out = []
     for mp, p, r, loo in zip(model_points, points, rows, sides.loo_rel_errors or []):
-        x = float(p.tokens if p.batch is not None else p.n)
-        sp = sides.predict(r, x, float(p.tokens), p.seq)
+        sp = sides.predict(r, float(p.tokens), p.seq)
         mp = mp.model_copy(update={"predicted_seconds": sp.seconds,
                                    "rel_error": sp.seconds / p.seconds - 1.0,
                                    "loo_rel_error": loo})
