@@ -174,3 +174,17 @@ def test_warnings_about_a_law_plans_do_not_read_wait_for_verbose(tmp_path, monke
     assert "(1 warning(s) about the sweep's throughput law, which plans do not read" in r.stderr
     v = _certify(tmp_path, monkeypatch, cert, "-v")
     assert "R^2 0.0633 < 0.99" in v.stderr and "warning(s) about the sweep's" not in v.stderr
+
+
+def test_a_missed_held_out_shape_is_a_verdict_strict_fails_on(tmp_path):
+    """MISSED: the model's own error, reproduced on re-measurement (not noise): named, and
+    --strict exits 1 on it as on NOISY."""
+    cpu = load_certificate(CPU)
+    missed = cpu.model_copy(update={"time_verdict": cpu.time_verdict.model_copy(update={
+        "label": "MISSED", "reasons": ["tinylm (fp32): 1 x 1024 (held_out_seq): error -40%"]}),
+        "workloads": [w.model_copy(update={"time": None}) for w in cpu.workloads]})
+    time = verdicts(missed)[0]
+    assert (time.label, time.passed) == ("MISSED", False)
+    assert "1 x 1024 (held_out_seq): error -40%" in time.figures[0]
+    done = WrittenCertificate(missed, tmp_path / "c.json", False)
+    assert done.exit_code() == 0 and done.exit_code(strict=True) == 1

@@ -105,3 +105,12 @@ def test_a_quiet_certificate_is_planned_once():
     quiet = make_time_cert()
     v = planner.preflight(quiet, make_platform(), make_run(max_weeks=2.5))
     assert v.go and not any("NOISY" in w for w in v.warnings)
+
+
+def test_slow_step_is_the_high_end_of_the_steps_band_where_it_has_one():
+    """A host-bound step carries a band (the floor differs from process to process): its
+    high end is the slow end, whatever the children's factor."""
+    step = fitted(0.010, "s", "the model").with_band(0.008, 0.013)
+    slow = slow_step(step, measured(1.05, "x", "children"))
+    assert slow.value == pytest.approx(0.013) and "the high end of the step's band" in slow.source
+    assert slow_step(step, None).value == pytest.approx(0.013)

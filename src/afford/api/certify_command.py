@@ -190,9 +190,10 @@ def time_verdict(cert: Certificate) -> StageVerdict:
     if label is None:
         return StageVerdict("time", "NOT MEASURED", True, "the certificate has no step-time "
                             "model (made before it, or no workload has a batch and sequence)")
-    if label in ("UNJUDGED", "MISSED"):  # unchecked, or the model's own error, reproduced
-        return StageVerdict("time", label, False, "{}", ("; ".join(noisy_reasons(cert)),))
     v = cert.time_verdict
+    if label in ("UNJUDGED", "MISSED"):  # unchecked, or the model's own error, reproduced
+        why = noisy_reasons(cert) or (v.reasons if v is not None else [])
+        return StageVerdict("time", label, False, "{}", ("; ".join(why),))
     again = v.remeasured_points if v is not None else 0
     if label == "OK":
         return StageVerdict("time", label, True, "the children agree at every point{}",
