@@ -91,7 +91,11 @@ def test_the_readme_loop_guard_reads_the_plan_the_session_wrote(here):
           "train_step": lambda model, opt, batch: 2.5, "save": saved.append}
     exec(compile(_block("README.md", "## A first session", "python"), "README guard",  # noqa: S102
                  "exec"), ns)
-    assert ns["guard"].resume_step == 0 and (here / "history.tsv").exists() is not None
+    guard = ns["guard"]
+    guard.close()  # here, not at exit: the ledger and marker are relative to this folder
+    assert guard.resume_step == 0 and {"afford/step", "afford/next_save_step"} <= {
+        m.name for m in guard.readings()}
+    assert (here / "history.tsv").is_file() and (here / "afford-resume.json").is_file()
 
 
 @pytest.mark.slow
