@@ -5,7 +5,9 @@
 # $OUT/truth.tar.gz, re-packed after each step so a call cut short keeps what it measured.
 #   bash benches/device_truth.sh [--tests [K]] [--default N] [=]SPEC...
 # --tests: the cuda-marked tests first (those matching -k K where K is given, K not a spec);
-# --default N: N timed runs of the default certify; =SPEC: certify SPEC only, no truth.
+# --default N: N timed runs of the default certify; =SPEC: certify SPEC only, no truth (a
+# SPEC given again is certified again, its files numbered: cert-NAME-2.json, ...).
+# Then `python3 benches/certify_seconds.py truth/` says where each run's time went.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -35,9 +37,12 @@ if [ "${1:-}" = --default ]; then
     pack
   done
 fi
+declare -A seen
 for arg in "$@"; do
   spec=${arg#=}
-  name=$(echo "$spec" | tr ':@+=' '____')
+  name=$(echo "$spec" | tr ':@+=/' '_____')
+  seen[$name]=$(( ${seen[$name]:-0} + 1 ))
+  [ "${seen[$name]}" -gt 1 ] && name=$name-${seen[$name]}
   t0=$(now)
   AFFORD_TIMELINE=$r/tl-$name.jsonl python3 -m afford certify -w "$spec" \
     --out $r/cert-$name.json >>$log 2>&1

@@ -14,6 +14,7 @@ import torch
 from afford.measure.probes.checkpoint import (
     checkpoint_probe,
     first_difference,
+    host_state,
     write_checkpoint_atomic,
 )
 
@@ -99,7 +100,7 @@ def test_checkpoint_probe_writes_model_and_optimizer_and_verifies(tmp_path):
     opt = torch.optim.AdamW(model.parameters())
     model(torch.randn(4, 64)).square().mean().backward()
     opt.step()
-    got = checkpoint_probe(model, opt, tmp_path, writes=2)
+    got = checkpoint_probe(host_state(model, opt)[0], tmp_path, writes=2)
     params = 2080
     # weights + exp_avg + exp_avg_sq in fp32: 12 bytes a parameter, plus the archive
     assert 12 * params <= got["bytes"] <= 12 * params + 64 * 1024
@@ -111,10 +112,10 @@ def test_checkpoint_probe_writes_model_and_optimizer_and_verifies(tmp_path):
 
 def test_a_large_state_stops_writing_at_the_budget_after_two_writes(tmp_path):
     model = torch.nn.Linear(64, 32)
-    opt = torch.optim.AdamW(model.parameters())
-    assert len(checkpoint_probe(model, opt, tmp_path, writes=5, budget_seconds=0.0)
+    state, _ = host_state(model, torch.optim.AdamW(model.parameters()))
+    assert len(checkpoint_probe(state, tmp_path, writes=5, budget_seconds=0.0)
                ["write_seconds"]) == 2
-    assert len(checkpoint_probe(model, opt, tmp_path, writes=5, budget_seconds=60.0)
+    assert len(checkpoint_probe(state, tmp_path, writes=5, budget_seconds=60.0)
                ["write_seconds"]) == 5
-    assert len(checkpoint_probe(model, opt, tmp_path, writes=1, budget_seconds=0.0)
+    assert len(checkpoint_probe(state, tmp_path, writes=1, budget_seconds=0.0)
                ["write_seconds"]) == 1

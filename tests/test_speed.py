@@ -24,8 +24,8 @@ class Recorder:
 
     made: list[Recorder] = []
 
-    def __init__(self, prewarm=None, overlapped=False, warm=()):
-        self.prewarm, self.overlapped, self.warm = prewarm, overlapped, warm
+    def __init__(self, prewarm=None, overlapped=False, warm=(), early=False):
+        self.prewarm, self.overlapped, self.warm, self.early = prewarm, overlapped, warm, early
         Recorder.made.append(self)
 
     def kill(self):
@@ -304,6 +304,20 @@ def test_an_early_child_is_taken_only_where_it_suits_the_device(monkeypatch):
     assert children.take_early("cuda") is None  # one child, taken once
 
 
+def test_the_early_childs_imports_leave_transformers_to_the_workloads_that_need_it():
+    """Certify's first sweep child, spawned as the command starts, is a contended startup
+    run (no figure counts it): it times torch's import only, unless a --warm workload needs
+    transformers; every other run times both."""
+    code = ("import sys\nfrom afford.measure.probes.startup import measure_imports\n"
+            "out = measure_imports(None, transformers=False)\n"
+            "print('transformers' in sys.modules, 'import_transformers_seconds' in out, "
+            "out['import_torch_seconds'] > 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=children.child_env(), timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["False", "False", "True"], \
+        done.stderr
+
+
 def test_the_package_entry_imports_no_torch():
     code = "import sys, afford._entry; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -384,8 +398,8 @@ def test_items_from_the_first_childs_records_go_to_the_children_after_it(monkeyp
     seen = []
     children.run_children([{"key": "a"}, {"key": "b"}], children=3, device="cuda:0",
                           device_class="x", rule=rule_for("quick"), seed=0,
-                          after_first=lambda first: seen.append(sorted(first)) or
-                          [{"key": "ext"}])
+                          after_first=lambda first, items: seen.append(sorted(first)) or
+                          [*items, {"key": "ext"}])
     assert seen == [["a", "b"]]
     assert asked == [(0, ["a", "b"]), (1, ["a", "b", "ext"]), (2, ["a", "b", "ext"])]
 

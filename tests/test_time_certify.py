@@ -368,9 +368,11 @@ def test_design_items_are_timed_for_the_model_not_to_one_percent():
 # ---- the extension decided early, from the first child's records ---------------------------
 
 
-def _first_child(seconds):
+def _early_round(seconds):
+    """(the plan's items, the items the sweep's later children get) after a first child
+    whose steps follow ``seconds``."""
     from afford.certify.request import Plan
-    from afford.certify.stage_time import early_extension
+    from afford.certify.stage_time import early_round
     from tests.time_fakes import event
 
     w = tinylm_large()
@@ -379,7 +381,23 @@ def _first_child(seconds):
     plan = Plan(device="cuda:0", device_class="large-gpu",
                 workloads=[("tinylm", w, "bf16", values)], designs=[design])
     first = {it["key"]: event(it, 0, seconds(it, 0)) for it in plan.items}
-    return early_extension(plan, first, "cuda", 10**12)
+    return plan.items, early_round(plan, first, plan.items, "cuda", 10**12, 0.25)
+
+
+def _first_child(seconds):
+    """The extension's items the first child's records call for."""
+    return [it for it in _early_round(seconds)[1] if it.get("round") == "extension"]
+
+
+def test_the_first_childs_floor_points_are_not_extended_by_the_later_children():
+    items, later = _early_round(lambda it, c: law(*shape_of(it)))
+    assert later[:len(items)] != items and len(later) == len(items)  # no extension
+    caps = {it["key"]: it.get("cap") for it in later}
+    # the law's floor is 10 ms: 8 x 1024 and 2 x 1024 lie on it, 8 x 8192 (74 ms) does not
+    assert caps["tinylm|bf16|1024"] == 0.25 and caps["tinylm|bf16|8192"] is None
+    assert caps["tinylm|bf16|4096|b2"] == 0.25  # a design shape's 0.5 s cap, lowered
+    assert {k for k, c in caps.items() if c == 0.25} == {
+        it["key"] for it in items if law(*shape_of(it)) < 2 * 0.010}
 
 
 def test_the_first_childs_records_call_for_the_extension_on_the_floor_only():

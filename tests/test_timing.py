@@ -58,13 +58,22 @@ def lognormal_steps(clock, sigma, seed=0):
     return scripted(clock, {i: 0.01 * rng.lognormal(0, sigma) for i in range(100000)}, 0.01)
 
 
-def test_adaptive_stops_at_floor_when_already_precise():
+def test_adaptive_stops_before_its_floor_when_already_precise():
     rule = rule_for("adaptive")
     clock = FakeClock()
     step, _ = scripted(clock, {}, default=0.01)
     quiet = time_point(step, clock, rule)
-    assert quiet.reached_target and quiet.stopped == "target"
-    assert rule.floor_seconds <= sum(quiet.timed_seconds) < rule.floor_seconds + 0.2
+    assert quiet.reached_target and quiet.stopped == "target" and quiet.block_steps == 5
+    # blocks of 5: read 10 with 5 queued, 0.15 s >= 0.1 s and known to 0 %: stop
+    assert len(quiet.timed_seconds) == 15
+    assert rule.precise_seconds <= sum(quiet.timed_seconds) < rule.floor_seconds
+
+
+def test_full_never_stops_before_its_floor_however_precise():
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.01)
+    t = time_point(step, clock, rule_for("full"))
+    assert rule_for("full").precise_seconds is None and sum(t.timed_seconds) >= 3.0
 
 
 def test_adaptive_extends_until_the_median_is_known_to_one_percent():
@@ -108,11 +117,12 @@ def test_check_runs_after_warmup_and_refuses_before_timing():
 
 def test_adaptive_floor_and_cap_and_block():
     rule = rule_for("adaptive")
-    assert (rule.floor_seconds, rule.max_floor_seconds) == (0.25, 1.5)
-    # blocks stay about 0.125 s long (16 steps at most), as before the floor moved
+    assert (rule.floor_seconds, rule.max_floor_seconds, rule.precise_seconds) == \
+        (0.25, 1.5, 0.1)
+    # blocks of about 0.05 s, 4 to 16 steps
     from afford.measure.timing import _block_size, synced_count
-    assert _block_size(0.01, rule) == 12 and _block_size(0.001, rule) == 16
-    assert _block_size(0.2, rule) == 4  # slow steps still pipeline: never synced alone
+    assert _block_size(0.01, rule) == 5 and _block_size(0.001, rule) == 16
+    assert _block_size(0.2, rule) == 4  # slow steps: the stopping rule is asked per 4 steps
     assert _block_size(5.0, rule) == 4
     from dataclasses import replace
     assert _block_size(5.0, replace(rule, max_block=3)) == 3  # a cap wins over the minimum
@@ -141,12 +151,81 @@ def test_unknown_precision():
         rule_for("sloppy")
 
 
-def test_adaptive_warmup_is_three_steps_and_a_tenth_of_a_second():
+def test_adaptive_warmup_is_three_steps():
     rule = rule_for("adaptive")
-    assert (rule.warmup_steps, rule.warmup_seconds) == (3, 0.1)
+    assert (rule.warmup_steps, rule.warmup_seconds) == (3, 0.0)
+    for seconds in (0.001, 0.25):
+        clock = FakeClock()
+        step, _ = scripted(clock, {}, default=seconds)
+        assert len(time_point(step, clock, rule).warmup_seconds) == 3
+
+
+# ---- the timed run, pipelined as a loop runs it -------------------------------------------
+
+
+class QueueClock(FakeClock):
+    """A fake clock that notes, at each ``wait`` and ``sync``, how many steps were issued."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.issued = 0
+        self.events: list[tuple[str, int, float | None]] = []
+
+    def wait(self, mark):
+        super().wait(mark)
+        self.events.append(("wait", self.issued, mark))
+
+    def sync(self):
+        super().sync()
+        self.events.append(("sync", self.issued, None))
+
+
+def test_the_timed_run_never_drains_the_queue_and_syncs_once_at_its_end():
+    from afford.measure.timing import timed_run
+
+    clock = QueueClock()
+    durations = {i: 0.001 * (1 + i % 3) for i in range(1000)}
+
+    def step(i):
+        clock.issued += 1
+        clock.advance(durations[i])
+
+    rule = TimingRule(min_steps=12, floor_seconds=0.05, max_floor_seconds=0.05)
+    run = timed_run(step, clock, 10, 6, rule, now=lambda: clock.t, estimate=0.002)
+    n = len(run.seconds)
+    assert run.indices == list(range(10, 10 + n)) and n % 6 == 0 and n >= 12
+    assert run.seconds == pytest.approx([durations[i] for i in run.indices])
+    # every wait is for the end of a block, with the next block already queued behind it
+    waits = [e for e in clock.events if e[0] == "wait"]
+    for k, (_, issued, mark) in enumerate(waits):
+        read = 6 * (k + 1)  # steps read after this wait
+        assert issued == read + 6
+        assert mark == pytest.approx(sum(durations[i] for i in range(10, 10 + read)))
+    assert [e[0] for e in clock.events].count("sync") == 1 and clock.events[-1][0] == "sync"
+    # the per-step values are consecutive marks: they sum to the run, and the host's
+    # wall time of the run (on this clock, with nothing between) is the same span
+    assert sum(run.seconds) == pytest.approx(run.wall_seconds)
+    assert run.stopped == "floor" and sum(run.seconds) >= 0.05
+
+
+def test_the_protocol_keeps_the_blocks_and_the_runs_wall_beside_each_step():
     clock = FakeClock()
-    step, _ = scripted(clock, {}, default=0.015625)  # 7 x 1/64 = 0.109 >= 0.1 > 6 x 1/64
-    assert len(time_point(step, clock, rule).warmup_seconds) == 7
-    clock = FakeClock()
-    step, _ = scripted(clock, {}, default=0.25)  # slow steps: the count decides
-    assert len(time_point(step, clock, rule).warmup_seconds) == 3
+    step, calls = scripted(clock, {0: 1.0}, default=0.02)
+    t = time_point(step, clock, rule_for("adaptive"), now=lambda: clock.t)
+    assert t.block_steps == 4 and len(t.timed_seconds) % 4 == 0
+    assert list(t.timed_indices) == list(range(4, 4 + len(t.timed_seconds)))
+    assert t.run_wall_seconds == pytest.approx(sum(t.timed_seconds))
+    assert calls == list(range(len(calls)))  # every step run is a kept reading
+    assert clock.syncs == 1 + 3 + 1  # step 0, each warm-up step, the run's end
+
+
+def test_a_run_whose_first_block_meets_the_count_stops_without_a_reading():
+    """The determinism audit's rule (exactly N steps, no floor): one block, one sync."""
+    from afford.measure.timing import timed_run
+
+    clock = QueueClock()
+    step, _ = scripted(clock, {}, default=0.5)
+    rule = TimingRule(warmup_steps=2, warmup_seconds=0.0, min_steps=5, floor_seconds=0.0,
+                      max_floor_seconds=0.0, max_block=5)
+    run = timed_run(step, clock, 3, 5, rule, now=lambda: clock.t, estimate=0.5)
+    assert run.indices == [3, 4, 5, 6, 7] and clock.waits == [] and clock.syncs == 1

@@ -26,6 +26,7 @@ keyword arguments (:mod:`afford.core.callable_package` says why a package is cal
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -56,7 +57,7 @@ from afford.certify.stage_time import (
     bound_by_ceilings,
     cert_verdict,
     child_options,
-    early_extension,
+    early_round,
     refit_law,
     settle,
 )
@@ -148,8 +149,8 @@ def certify(req: CertifyRequest,
             on_last=spawn_ahead if spawners else None,
             options_for=(lambda c: child_options(c, 0, req.children, cuda))
             if plan.designs else None,
-            after_first=(lambda first: early_extension(plan, first, device.type,
-                                                       env.device_memory_bytes))
+            after_first=(lambda first, items: early_round(
+                plan, first, items, device.type, env.device_memory_bytes, rule.floor_seconds))
             if plan.designs else None, warm=warm)
         seconds["sweep"] = time.perf_counter() - t0
         reg = Registry()
@@ -176,12 +177,10 @@ def certify(req: CertifyRequest,
         ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
                            sweep_starts=starts, ahead=ahead, per_child=per_child,
                            sections=sections)
-        ladder = [sizes_stage] if plan.sizes and not req.sizes else []  # the sweep timed them
-        for stage in stages_for(req) + ladder if usable else []:
-            t0 = time.perf_counter()
-            _stage(on_event, stage.__name__)
-            sections.update(run_stage(stage, ctx, failures))
-            seconds[stage.__name__.removesuffix("_stage")] = time.perf_counter() - t0
+        sections.update(run_stages(stages_for(req) if usable else [], ctx, failures,
+                                   seconds, on_event))
+        if usable and plan.sizes and not req.sizes:  # the ladder's sizes, timed by the sweep:
+            sections.update(run_stages([sizes_stage], ctx, failures, seconds, on_event))
         failures += gate_failures(sections.get("gates")) + failed_measurements(sections)
         if time_verdict is not None and sections.get("probes") is not None:
             results = bound_by_ceilings(results, list(plan.designs), sections["probes"],
@@ -205,6 +204,61 @@ def certify(req: CertifyRequest,
                        warnings=warnings, time_verdict=time_verdict,
                        host_load=[HostLoad(**x) for x in loads], **sections,
                        status="partial" if failures else "complete", failures=failures)
+
+
+def run_stages(stages: list[Stage], ctx: StageContext, failures: list[str],
+               seconds: dict[str, float], on_event: Callable[[Event], None]) -> dict:
+    """Each stage in turn, its wall seconds in ``seconds``; the certificate fields they
+    return. On CUDA the probes stage's tail, the checkpoint writes from host copies (disk
+    and CPU, no device), runs beside the memory stage, whose child measures peak bytes
+    (which the time of another process's disk writes does not move); the stage after the
+    memory stage starts once both ended, so nothing timed on the device runs beside the
+    writes. The probes' stage seconds then overlap the memory stage's."""
+    sections: dict = {}
+    beside: _Beside | None = None
+    for k, stage in enumerate(stages):
+        name = stage.__name__.removesuffix("_stage")
+        t0 = time.perf_counter()
+        _stage(on_event, stage.__name__)
+        nxt = stages[k + 1] if k + 1 < len(stages) else None
+        if stage is probes_stage and nxt is memory_stage and ctx.plan.device.startswith("cuda"):
+            seconds[name] = 0.0  # its place among the stages; the thread sets its seconds
+            beside = _Beside(stage, ctx, failures, seconds)
+            continue
+        sections.update(run_stage(stage, ctx, failures))
+        seconds[name] = time.perf_counter() - t0
+        if beside is not None:
+            sections.update(beside.join())
+            beside = None
+    return sections
+
+
+class _Beside:
+    """A stage run in a thread until it sets the context's ``device_free`` (or ends): the
+    caller goes on with the next stage, and joins it after that one."""
+
+    def __init__(self, stage: Stage, ctx: StageContext, failures: list[str],
+                 seconds: dict[str, float]) -> None:
+        name = stage.__name__.removesuffix("_stage")
+        self.free = threading.Event()
+        self.out: dict = {}
+        t0 = time.perf_counter()
+
+        def run() -> None:
+            try:
+                self.out = run_stage(stage, ctx, failures)
+            finally:
+                seconds[name] = time.perf_counter() - t0
+                self.free.set()
+
+        ctx.device_free = self.free
+        self.thread = threading.Thread(target=run, name=f"afford-{name}", daemon=True)
+        self.thread.start()
+        self.free.wait()
+
+    def join(self) -> dict:
+        self.thread.join()
+        return self.out
 
 
 def _stage(on_event: Callable[[Event], None], name: str, **fields) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from afford.certify.stage_sizes import ladder_items
 from afford.certify.stage_time import plan_design
@@ -86,6 +87,7 @@ class StageContext:
     ahead: dict = field(default_factory=dict)  # stage name -> its child, spawned ahead (CUDA)
     per_child: list[dict] = field(default_factory=list)  # the sweep's raw records per child
     sections: dict = field(default_factory=dict)  # the sections the stages before wrote
+    device_free: Any = None  # a threading.Event a stage sets once it needs the device no more
 
 
 Stage = Callable[[StageContext], dict]

@@ -8,6 +8,9 @@ point, where MFU is the headline. The raw results are assembled here with the pu
 :mod:`afford.fit.time.verdicts` (:func:`assemble_section` takes the child's events, so it is
 tested without a device).
 
+The checkpoint writes come last in the probe child, from host copies of the states: on
+CUDA certify runs the memory stage's child beside them (:func:`probes_stage`).
+
 Startup costs: every sweep child timed its own imports first thing
 (:mod:`afford.measure.sweep_child`), and so does the probe child; those are the fresh-process
 runs. Extra startup children (:func:`~afford.measure.probes.startup.run_startup`) are
@@ -62,8 +65,20 @@ from afford.schema.probes_section import (
 
 
 def probes_stage(ctx) -> dict:
-    """The stage hook (:data:`afford.certify.request.Stage`)."""
-    return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, ctx.on_event,
+    """The stage hook (:data:`afford.certify.request.Stage`). The probe child says when it
+    needs the device no more (its checkpoint writes, from host copies, follow): the
+    context's ``device_free`` is set then, so certify may start the next stage's child
+    beside those writes."""
+    free = getattr(ctx, "device_free", None)
+
+    def on_event(e: Event) -> None:
+        if e.get("event") == "device_free":
+            if free is not None:
+                free.set()
+            return
+        ctx.on_event(e)
+
+    return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, on_event,
                                  sweep_runs(getattr(ctx, "sweep_starts", [])),
                                  getattr(ctx, "ahead", {}).pop("probes", None))}
 
@@ -320,14 +335,16 @@ def _startup(runs: list[dict], child, error: str | None, cuda: bool) -> Startup 
         return NotExecutable(what="startup costs", reason=error or "no startup run completed",
                              failed=error is not None)
     alone = counted_runs(all_runs)
-    tf = [r.import_transformers_seconds for r in alone]
+    tf = [r.import_transformers_seconds for r in alone
+          if r.import_transformers_seconds is not None or not r.contended]
     cu = [r.cuda_init_seconds for r in all_runs if r.cuda_init_seconds is not None]
     return Startup(
         runs=all_runs, process_seconds=median([r.process_seconds for r in alone]),
         import_torch_seconds=median([r.import_torch_seconds for r in alone]),
-        import_transformers_seconds=median(tf) if None not in tf else NotExecutable(
+        import_transformers_seconds=median(tf) if tf and None not in tf else NotExecutable(
             what="import transformers", reason="transformers is not installed here "
-            "(pip install 'afford[hf]')"),
+            "(pip install 'afford[hf]')" if None in tf else "only the first sweep child "
+            "ran, which imports transformers only for a workload that needs it"),
         cuda_init_seconds=median(cu) if cuda and cu else NotExecutable(
             what="CUDA context creation", reason="certify ran on the CPU" if not cuda
             else "no run measured it"))

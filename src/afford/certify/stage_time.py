@@ -335,8 +335,9 @@ def _features_text(fitted: list[Point], scaling: FeatureScaling, why: str, axes:
 
 
 def offending(r: WorkloadResult, t: WorkloadTime) -> list[Point]:
-    """The points to measure once more: noisy ones, failed held-out ones, and any a child
-    died at."""
+    """The points to measure once more: noisy ones, failed held-out ones, any a child died
+    at, and any with an outlier child (one child far from the others, whatever the verdict
+    judged: its fresh child says whether the others outvote it)."""
     pts = [p for p in all_points(r) if _usable(p)]
     fitted, held = [p for p in pts if not p.held_out], [p for p in pts if p.held_out]
     out: list[Point] = []
@@ -344,7 +345,7 @@ def offending(r: WorkloadResult, t: WorkloadTime) -> list[Point]:
         judged = [*fitted, *held]
         out += [judged[i] for i in t.verdict.noisy_points]
         out += [held[i] for i in t.verdict.failed_held_out]
-    out += [p for p in all_points(r) if died(p)]
+    out += [p for p in all_points(r) if died(p) or (p.outlier_children and _usable(p))]
     unique: dict[int, Point] = {}
     for p in out:
         unique.setdefault(id(p), p)
@@ -476,30 +477,44 @@ def assemble_results(plan, per_child: list[dict[str, Event]], reg: Registry,
     return results
 
 
-def early_extension(plan, first: dict[str, Event], device_type: str,
-                    device_memory: int | None) -> list[dict]:
-    """The extension's items as the first child's records already call for them, so the
-    sweep's other children measure them with everything else and the extension round
-    (:func:`settle`) needs one child instead of all of them (a fresh process each: seconds
-    of imports and set-up for a transformers workload). Only a guess: :func:`settle` decides
-    again over every child's records, measures what it chooses that is not here, and keeps
-    none of these shapes it did not choose. Empty when the first child's records are
-    incomplete."""
+def early_round(plan, first: dict[str, Event], items: list[dict], device_type: str,
+                device_memory: int | None, floor_seconds: float) -> list[dict]:
+    """The items the sweep's children after the first measure, as the first child's records
+    already call for them (a fresh process each costs seconds of imports and set-up for a
+    transformers workload, so what the first child shows is acted on at once):
+
+    - a point the first child found on the launch floor (a warm step under
+      ``WORK_OVER_FLOOR`` x its workload's floor) is timed to the rule's floor and not
+      extended (``cap``: ``floor_seconds``): on the floor the point's figure is its spread
+      across processes, which extending one child's timing towards 1 % does not narrow;
+    - the extension's shapes, where the model stayed on the floor, are added, so that the
+      extension round (:func:`settle`) needs one child instead of all of them. Only a
+      guess: :func:`settle` decides again over every child's records, measures what it
+      chooses that is not here, and keeps none of these shapes it did not choose.
+
+    ``items`` unchanged when the first child's records are incomplete."""
     reg = Registry()
     reg.add([first])
     try:
         results = assemble_results(plan, [first], reg, device_memory, 1)
     except (KeyError, ValueError):
-        return []
-    items = []
+        return items
+    floor: set[str] = set()
+    extra: list[dict] = []
     for r, d in zip(results, plan.designs):
         if r.refused:
             continue
         t = fit_time_model(r, d, device_type)
-        if t.model is not None and not t.model.floor_left:
+        if t.model is None:
+            continue
+        work = {g.label: g.work for g in t.regimes}
+        floor |= {d.key(p) for p in all_points(r) if work.get(label(p)) is False}
+        if not t.model.floor_left:
             shapes, _ = plan_extension(r, d, device_memory)
-            items += [{**d.item(p), "round": "extension"} for p in shapes]
-    return items
+            extra += [{**d.item(p), "round": "extension"} for p in shapes]
+    capped = [{**it, "cap": min(floor_seconds, it.get("cap") or floor_seconds)}
+              if it["key"] in floor else it for it in items]
+    return capped + extra
 
 
 def _extend(results, designs, times, reg, run_round, device_type, device_memory, children):
@@ -508,7 +523,7 @@ def _extend(results, designs, times, reg, run_round, device_type, device_memory,
         if t is not None and t.model is not None and not t.model.floor_left:
             plans[i] = plan_extension(r, designs[i], device_memory)
     items = [designs[i].item(p) for i, (shapes, _) in plans.items() for p in shapes]
-    # shapes the sweep's children measured already (early_extension) need no more children;
+    # shapes the sweep's children measured already (early_round) need no more children;
     # the rest get as many as the least measured of them lacks
     need = [it for it in items if len(reg.events.get(it["key"], [])) < children]
     if need:
@@ -600,11 +615,15 @@ def refit_law(spec: str, w, mode: str, r: WorkloadResult) -> WorkloadResult:
 
 
 SEMANTICS = ("the point's value (median_seconds) times steps as a training loop that syncs "
-             "rarely runs them: CUDA events around each step, one host sync per block of 4 "
-             "to 16 steps (about 0.125 s, at least 4 steps: a step synced alone would pay the "
-             "device's tail); synced_median_seconds (child {synced} only, 5-10 "
-             "steps after the timed ones): host perf_counter around each step and a "
-             "float(loss) after it, as a loop that logs loss.item() every step. FLOPs are "
+             "rarely runs them: each child issues its timed steps in blocks of about 0.05 s "
+             "(4 to 16 steps) with a CUDA event between consecutive steps, reads a block "
+             "only once the next one is queued behind it, and synchronises once, at the end "
+             "of the run, so the device's queue never drains and each step is the interval "
+             "between two events on the device's timeline (the host's issue time where the "
+             "host bounds the step); run_mean_seconds: the run's host wall time over its "
+             "steps, a loop that syncs once a run; synced_median_seconds (child {synced} "
+             "only, 5-10 steps after the timed ones): host perf_counter around each step and "
+             "a float(loss) after it, as a loop that logs loss.item() every step. FLOPs are "
              "counted once per shape by child {flops}, after timing it.")
 SEMANTICS_CPU = ("a CPU is a synchronous device: each step is timed on the host clock "
                  "(perf_counter) and includes all its work, so a loop that syncs every step "

@@ -10,12 +10,14 @@ child protocol (the sweep, the model sizes, the levers) assembles them here;
 
 from __future__ import annotations
 
+from afford.core.units import format_duration
 from afford.core.user_code import added_folder
 from afford.fit.stats import median, relative_spread
 from afford.fit.time.contention import idle_step, wait_share
 from afford.fit.time.throughput import fit_throughput
+from afford.fit.time.time_noise import LOADED_WAIT, outlier_children
 from afford.measure.children import Event
-from afford.measure.timing import TimingRule
+from afford.measure.timing import BLOCK_SECONDS, TimingRule
 from afford.schema.cert import Protocol, WorkloadResult
 from afford.schema.laws import Excluded
 from afford.schema.point import ChildPoint, Point
@@ -41,6 +43,8 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
     meds = [k.median_seconds for k in ok]
     step0 = [k.step0_seconds for k in ok if k.step0_seconds is not None]
     synced = [median(k.synced_seconds) for k in ok if k.synced_seconds]
+    runs = [k.timed_run_seconds / len(k.timed_seconds) for k in ok
+            if k.timed_run_seconds is not None and k.timed_seconds]
     m = median(meds) if meds else None
     p = Point(value=value, shape=first.get("shape", {}), params=first.get("params"),
               frozen_params=first.get("frozen_params"),
@@ -57,14 +61,76 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
               memory_source=next((k.memory_source for k in kids if k.memory_source), None),
               flops=next((k.flops for k in kids if k.flops is not None), None),
               synced_median_seconds=median(synced) if synced else None,
+              run_mean_seconds=median(runs) if runs else None,
               **device_side(ok), **contention(ok, m),
               remeasured=any(k.round == "remeasure" for k in kids),
-              resident=True, **(design or {}))
+              resident=True, **outliers(ok), **(design or {}))
     reason = _exclusion(p, kids, device_memory, len(kids) if need is None else need)
     if reason is None:
         return p
     resident = False if reason.startswith("not resident") else None  # None: unknown
     return p.model_copy(update={"resident": resident, "excluded_reason": reason})
+
+
+def outliers(kids: list[ChildPoint]) -> dict:
+    """A point's outlier children (:func:`afford.fit.time.time_noise.outlier_children`) and
+    the note that says what they measured, what the children's own accounting says of the
+    cause, and what was done: a fresh child that re-measured the point sides with the others
+    (or is itself the outlier), and the others outvote them (the point's median over every
+    child stays within their range)."""
+    idx = outlier_children([k.median_seconds for k in kids])
+    if not idx:
+        return {}
+    odd = [kids[i] for i in idx]
+    rest = [k for i, k in enumerate(kids) if i not in idx]
+    lo, hi = (min(k.median_seconds for k in rest), max(k.median_seconds for k in rest))
+    centre = median([k.median_seconds for k in rest])
+    parts = []
+    for k in odd:
+        ratio = k.median_seconds / centre
+        far = f"{ratio:.0f}x" if ratio >= 1 else f"1/{1 / ratio:.0f}"
+        parts.append(f"child {k.child}'s median {format_duration(k.median_seconds)} is {far} "
+                     f"the others' ({format_duration(lo)}-{format_duration(hi)})"
+                     + _wait_cause(k, rest, slow=ratio >= 1))
+    fresh = [k for k in kids if k.round == "remeasure"]
+    if not fresh:
+        done = "outvoted by the others: the point's median is theirs"
+    elif fresh[0] in odd:
+        done = (f"the fresh child that re-measured the point (child {fresh[0].child}) is the "
+                "outlier: outvoted by the others")
+    else:
+        done = (f"re-measured in a fresh child (child {fresh[0].child}: "
+                f"{format_duration(fresh[0].median_seconds)}), which sides with the others: "
+                "outvoted")
+    return {"outlier_children": [k.child for k in odd],
+            "outlier_note": "; ".join(parts) + "; " + done}
+
+
+def _wait_cause(k: ChildPoint, rest: list[ChildPoint], slow: bool) -> str:
+    """What the children's own accounting says of an outlier's cause (a CPU: the share of
+    their threads' time spent waiting for a CPU): a slow outlier's own waits, a fast one's
+    against the others' (other work delays the others then); nothing where not recorded."""
+    own = _share(k)
+    if own is None:
+        return ""
+    if slow:
+        if own >= LOADED_WAIT:
+            return f"; its threads waited for a CPU {own:.0%} of their time: other work " \
+                   "delayed it"
+        return (f"; its threads waited for a CPU only {own:.1%} of their time, so the "
+                "host's load does not explain it")
+    others = [x for x in map(_share, rest) if x is not None]
+    theirs = median(others) if others else None
+    if theirs is not None and theirs >= LOADED_WAIT and theirs > own:
+        return (f"; the others' threads waited for a CPU {theirs:.0%} of their time, its own "
+                f"{own:.0%}: other work delayed the others more")
+    return (f"; its threads waited for a CPU {own:.0%} of their time, the others' "
+            f"{theirs or 0:.0%}: the host's load does not explain it")
+
+
+def _share(k: ChildPoint) -> float | None:
+    return wait_share(k.timed_seconds, k.timed_wait_seconds, k.threads or 0) \
+        if k.timed_wait_seconds else None
 
 
 def device_side(kids: list[ChildPoint]) -> dict:
@@ -173,6 +239,7 @@ def protocol_of(req, rule: TimingRule, device_type: str, prewarmed: list[int] = 
                     warmup_steps=rule.warmup_steps, warmup_seconds=rule.warmup_seconds,
                     min_timed_steps=rule.min_steps, floor_seconds=rule.floor_seconds,
                     max_floor_seconds=rule.max_floor_seconds,
+                    precise_seconds=rule.precise_seconds, block_seconds=BLOCK_SECONDS,
                     target_rel_precision=rule.target_rel_precision,
                     clock=clock_name(device_type), seed=req.seed,
                     prewarmed_children=list(prewarmed))

@@ -237,6 +237,8 @@ def _numbers_bounded(doc: object, label: str, *, nonfinite: bool = False) -> Non
     numbers stay finite; the schemas then bound each quantity by what it is. InputError
     naming the file and where the number is otherwise. ``nonfinite``: let ``nan`` and
     ``inf`` pass (TOML's, refused by the schema that reads the field, naming it)."""
+    if _all_bounded(doc, nonfinite):  # the common case, without naming every number's place
+        return
     stack: list[tuple[str, object]] = [("", doc)]
     while stack:
         where, v = stack.pop()
@@ -252,6 +254,26 @@ def _numbers_bounded(doc: object, label: str, *, nonfinite: bool = False) -> Non
                         low_open=False)
             except UnitError as exc:
                 raise InputError(f"{label}: {exc}") from None
+
+
+def _all_bounded(doc: object, nonfinite: bool) -> bool:
+    """Whether every number of ``doc`` is finite and within MAX_MAGNITUDE (a quick pass; the
+    caller names the first that is not)."""
+    stack = [doc]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, float):
+            if not -MAX_MAGNITUDE <= v <= MAX_MAGNITUDE and \
+                    not (nonfinite and not math.isfinite(v)):
+                return False
+        elif isinstance(v, int) and not isinstance(v, bool) and \
+                not -MAX_MAGNITUDE <= v <= MAX_MAGNITUDE:
+            return False
+    return True
 
 
 def loads_json(text: str, label: str) -> object:

@@ -16,13 +16,16 @@ from dataclasses import dataclass
 
 from afford.core.provenance import Tagged, measured, module, run_label
 from afford.core.units import format_bytes
+from afford.fit.time.time_noise import LOADED_WAIT
 from afford.schema.cert import Certificate
 from afford.schema.point import Point
 
-#: a 1-minute load average at or above this share of the cores is a busy host
+#: a 1-minute load average at or above this share of the cores is a busy host, where the
+#: children's own waits were not recorded (a GPU; a kernel without schedstat)
 BUSY_SHARE = 0.5
-#: so is a run whose children's threads waited for a CPU this share of their time
-BUSY_WAIT = 0.10
+#: a run whose children's threads waited for a CPU this share of their time was delayed by
+#: other work; where the waits were recorded they decide, not the load average
+BUSY_WAIT = LOADED_WAIT
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,11 @@ class NoiseSummary:
 
 
 def load_line(cert: Certificate) -> tuple[str | None, bool]:
-    """(one line on the recorded host load against the core count, whether it is busy)."""
+    """(one line on the recorded host load against the core count, whether the load is the
+    likely cause). Where the children recorded how long their threads waited for a CPU (a
+    CPU device), that decides: the load average counts certify's own children too (two
+    torch threads on a 2-core box read as a full load), so it is the cause only when the
+    children were measurably delayed; the line never names a cause its figures deny."""
     loads = [h for h in cert.host_load or [] if h.load_average is not None]
     if not loads:
         return None, False
@@ -46,19 +53,39 @@ def load_line(cert: Certificate) -> tuple[str | None, bool]:
         return f"host load average {text} measuring (core count unknown)", False
     waited = [p.wait_share for r in cert.workloads for p in r.points + r.design_points
               if p.usable and p.wait_share is not None]
-    busy = worst >= BUSY_SHARE * cores or max(waited, default=0.0) >= BUSY_WAIT
+    loaded = worst >= BUSY_SHARE * cores
+    busy = max(waited) >= BUSY_WAIT if waited else loaded
     line = f"host load average {text} measuring, on {cores} core(s)"
     if waited:
-        line += (f"; the children's threads waited for a CPU {min(waited):.0%} to "
-                 f"{max(waited):.0%} of their time")
+        line += (f"; the children's threads waited for a CPU {_share(min(waited))} to "
+                 f"{_share(max(waited))} of their time")
     if busy:
         line += (": other work shared the CPU with the timed steps; re-run on an idle machine, "
                  "or with more independent children (--children 5) so that a median outvotes "
                  "the disturbed ones")
+    elif loaded:
+        line += (": the load average counts certify's own children, and their waits show "
+                 "that other work did not delay the timed steps, so the spread is not the "
+                 "load's")
     else:
         line += ": the host was not busy, so the spread is the workload's own (a launch-bound "
         line += "step varies from process to process)"
-    return line, busy
+    return line + _outlier_clause(cert), busy
+
+
+def _share(x: float) -> str:
+    """A share as the line prints it: whole per cents, tenths below 1 % (so that 0.4 % does
+    not read as 0 %)."""
+    return f"{x:.1%}" if x < 0.01 else f"{x:.0%}"
+
+
+def _outlier_clause(cert: Certificate) -> str:
+    """Where children were outliers by far, how many points had one (their notes say what
+    was done)."""
+    n = sum(1 for r in cert.workloads for p in r.points + r.design_points
+            if p.outlier_children)
+    return "" if not n else (f"; at {n} point(s) one child's median lay far from the others' "
+                             "(re-measured or outvoted: --verbose)")
 
 
 def worst_points(cert: Certificate) -> tuple[str, ...]:
@@ -73,8 +100,13 @@ def worst_points(cert: Certificate) -> tuple[str, ...]:
         top = max(noisy, key=lambda p: p.child_spread)
         shape = f"{top.batch} x {top.seq}" if top.batch and top.seq else \
             f"{r.sweep_param}={top.value}"
+        fresh = [k.child for k in top.children if k.round == "remeasure"]
+        sided = bool(fresh) and fresh[0] not in top.outlier_children
+        odd = (f" (child {', '.join(str(c) for c in top.outlier_children)} an outlier by far, "
+               f"{'re-measured and outvoted' if sided else 'outvoted'})"
+               if top.outlier_children else "")
         out.append(f"{r.name} ({r.mode}): worst point {shape}, children "
-                   f"{top.child_spread:.0%} apart; {len(noisy)} of "
+                   f"{top.child_spread:.0%} apart{odd}; {len(noisy)} of "
                    f"{sum(1 for p in r.points + r.design_points if p.usable)} points warned")
     return tuple(out)
 

@@ -222,11 +222,12 @@ class _Child(Spawned):
     specs it resolves while it waits (:func:`warm_specs`)."""
 
     def __init__(self, prewarm: str | None = None, overlapped: bool = False,
-                 warm: tuple[str, ...] = ()) -> None:
+                 warm: tuple[str, ...] = (), early: bool = False) -> None:
         self.prewarm = prewarm
         super().__init__("afford.measure.sweep_child",
-                         (["--prewarm", prewarm] if prewarm else []) + warm_args(warm),
-                         overlapped=overlapped)
+                         (["--prewarm", prewarm] if prewarm else []) + warm_args(warm)
+                         + (["--early"] if early else []), overlapped=overlapped)
+        self.early = early  # spawned by the console script, before the parent's imports
 
 
 _EARLY: list[_Child] = []
@@ -239,8 +240,7 @@ def spawn_early(prewarm: str | None, warm: tuple[str, ...] = ()) -> None:
     exits first, the closed pipe ends it."""
     import atexit
 
-    kid = _Child(prewarm=prewarm, warm=warm)
-    kid.early = True  # its imports overlap the parent's: a startup run that says so
+    kid = _Child(prewarm=prewarm, warm=warm, early=True)  # a startup run that says so
     _EARLY.append(kid)
     atexit.register(kid.kill)
 
@@ -324,7 +324,8 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
                  options_for: Callable[[int], dict] | None = None,
                  first: int = 0, early: bool = True,
                  spare: _Child | None = None,
-                 after_first: Callable[[dict[str, Event]], list[dict]] | None = None,
+                 after_first: Callable[[dict[str, Event], list[dict]], list[dict]] | None
+                 = None,
                  warm: tuple[str, ...] = ()) -> list[dict[str, Event]]:
     """Every child over every item, each in its own order; one result dict per child.
     Children measure one at a time; on CUDA the next one is spawned (imports torch and
@@ -334,9 +335,9 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
     overlap its CUDA start-up. ``on_last`` is called as the last child starts (certify
     spawns the stages' children there, on CUDA). ``options_for(c)``: child c's job-wide
     flags; ``first``: the index of the first child (a later round numbers its children on);
-    ``after_first(records)``: items the children after the first also measure, from the first
-    child's records (certify's early extension); ``warm``: workload specs each child spawned
-    here resolves while it waits for its job."""
+    ``after_first(records, items)``: the items the children after the first measure, from
+    the first child's records (certify's early round: caps and the extension's shapes);
+    ``warm``: workload specs each child spawned here resolves while it waits for its job."""
     prespawn = device.startswith("cuda")
     out: list[dict[str, Event]] = []
     nxt: _Child | None = spare or (take_early(device) if early else None) or _Child(warm=warm)
@@ -355,7 +356,7 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
                       rule=rule, seed=seed, on_event=on_event,
                       options=options_for(c) if options_for else None)
             if k == 0 and after_first is not None and children > 1:
-                items = items + after_first(out[0])
+                items = after_first(out[0], items)
             if nxt is None and k + 1 < children:
                 nxt = _Child(warm=warm)
     finally:

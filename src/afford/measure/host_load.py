@@ -119,8 +119,9 @@ class UsageClock(HostClock):
     per thread of a file kept open). ``usage_between`` gives a step's process CPU seconds
     (all threads, ``time.process_time``) and the seconds its threads waited for a CPU
     (their ``schedstat`` run-queue delays summed; None where the kernel has no
-    ``/proc/<pid>/task/<tid>/schedstat``). The threads are listed again at each ``sync``
-    (once a block), so threads started by the workload count from their first block."""
+    ``/proc/<pid>/task/<tid>/schedstat``). The threads are listed again at each ``wait``
+    and ``sync`` (once a block), so threads started by the workload count from their first
+    block."""
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
@@ -153,6 +154,9 @@ class UsageClock(HostClock):
         end = time.perf_counter()
         usage = (time.process_time(), self._waits())
         return end, usage, time.perf_counter()
+
+    def wait(self, mark) -> None:
+        self.refresh()
 
     def sync(self) -> None:
         self.refresh()

@@ -2,21 +2,31 @@
 
 Step 0 is timed alone and kept apart; then warm-up steps, each timed and kept, until both a
 count and a time budget are spent (budgets, as in ``triton.testing.do_bench``); then timed
-warm steps in blocks until at least ``min_steps`` steps and ``floor_seconds`` of timed work
-are done. The adaptive rule keeps going, up to ``max_floor_seconds``, until the median is
-known to ``target_rel_precision`` (half-width of its distribution-free 95 % interval). Every
-timed step keeps its step index.
+warm steps, at least ``min_steps`` of them and ``floor_seconds`` of timed work. The adaptive
+rule stops before the floor when the median is already known to ``target_rel_precision``
+(half-width of its distribution-free 95 % interval) after ``precise_seconds``, and otherwise
+keeps going, up to ``max_floor_seconds``, while that target is in reach. Every timed step
+keeps its step index.
+
+The timed steps run as a training loop runs them (:func:`timed_run`): the host issues them
+in blocks with a clock mark between consecutive steps and never waits for the device to
+drain. It reads a block only once the next block is issued (it waits for the block's last
+mark, with the next block queued behind it), and syncs once, at the run's end. Each step's
+time is the interval between its two marks: on CUDA two events on the device's timeline,
+which is what a loop that never syncs sees, the host's issue time where the host bounds the
+step, the device's where the device does. A block ended by a full sync instead would start
+the next block on an idle device, which no loop does: on the H200 the step after such a
+sync read a median 2-7 % slower than the steps between (2026-12-03/06 certificates).
 
 The clock is injected (:mod:`afford.workloads.clock`), so tests run the protocol on a fake
-clock and get exact results. ``CudaClock`` records CUDA events on the stream around each
-step (no host sync between the steps of a block, so launch overlap is as in a training
-loop) and synchronises once a block.
+clock and get exact results.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from afford.fit.stats import median, median_precision
@@ -35,24 +45,36 @@ class TimingRule:
     target_rel_precision: float = 0.01
     max_block: int = 16
     max_warmup_steps: int = 200
+    precise_seconds: float | None = None  # stop before the floor once precise, after this
 
 
 def rule_for(precision: str) -> TimingRule:
     """``full``: 3.0 s floor always; ``adaptive``: 0.25 s extended to 1.5 s until the median
-    is known to 1 %, after 3 warm-up steps and at least 0.1 s of them (the warm-up steps are
-    kept, so a point still warming up shows in them; a longer warm-up buys nothing and costs
-    seconds per certify); ``quick``: a small fixed floor for a first look.
+    is known to 1 %, or stopped at 0.1 s when it is known to 1 % by then, after 3 warm-up
+    steps (the warm-up steps are kept, so a point still warming up shows in them);
+    ``quick``: a small fixed floor for a first look.
 
     Why 0.25 s and 1.5 s rather than twice those: stopping by this rule moves a work-regime
     point's median by less than its children disagree, and a launch-floor point's by far
     less than its children disagree (the floor differs from process to process):
     extending a floor point to 3 s buys within-child precision that the next process does
     not reproduce. The timed seconds it saves per certificate are what the time design's
-    extra shapes (:mod:`afford.fit.time.time_design`) need."""
+    extra shapes (:mod:`afford.fit.time.time_design`) need.
+
+    Why stop at 0.1 s when precise, and warm up 3 steps with no time budget: this rule's
+    timed run replayed on the raw samples of four default H200 certificates (2026-12-03,
+    about 90 child points each; ``benches/stop_rule_replay.py``) moves no work-regime child
+    median by more than 0.6 % (90th percentile 0.05 %) and launch-floor ones by a median
+    0.0 % (90th percentile 0.5 %, at most 8 %, where children disagree by 5-40 %), and saves
+    6.6-7.9 s of timed steps per certificate; the third warm-up step already reads the level
+    of the later ones (median ratio 1.00, 90th percentile 1.07, over the 43 points per
+    certificate that warmed up 8 steps or more), and the warm-up's time budget beyond 3
+    steps cost 4.9 s per certificate."""
     if precision == "full":
         return TimingRule(warmup_seconds=1.0, floor_seconds=3.0, max_floor_seconds=3.0)
     if precision == "adaptive":
-        return TimingRule(warmup_seconds=0.1, floor_seconds=0.25, max_floor_seconds=1.5)
+        return TimingRule(warmup_seconds=0.0, floor_seconds=0.25, max_floor_seconds=1.5,
+                          precise_seconds=0.1)
     if precision == "quick":
         return TimingRule(warmup_steps=2, warmup_seconds=0.05, floor_seconds=0.1,
                           max_floor_seconds=0.1)
@@ -71,6 +93,8 @@ class PointTiming:
     # beside each timed step, where the clock reads the child's usage (a CPU's UsageClock):
     timed_cpu_seconds: tuple[float, ...] = ()  # the process's CPU seconds, all threads
     timed_wait_seconds: tuple[float, ...] = ()  # its threads' seconds waiting for a CPU
+    block_steps: int = 0  # steps issued per block of the run (timed_run)
+    run_wall_seconds: float | None = None  # host seconds from the run's start to its sync
 
     @property
     def median_seconds(self) -> float:
@@ -86,9 +110,11 @@ def _timed_one(step: Callable[[int], Any], clock: Clock, i: int) -> float:
 
 
 def time_point(step: Callable[[int], Any], clock: Clock, rule: TimingRule,
-               check: Callable[[], None] | None = None) -> PointTiming:
+               check: Callable[[], None] | None = None,
+               now: Callable[[], float] = time.perf_counter) -> PointTiming:
     """Run the protocol. ``step(i)`` runs training step ``i``; ``check()`` runs once after the
-    warm-up (the finite-gradient check) and raises to refuse the point before timing."""
+    warm-up (the finite-gradient check) and raises to refuse the point before timing;
+    ``now``: the host clock of the run's wall time (a test's fake clock)."""
     step0 = _timed_one(step, clock, 0)
     i, warm = 1, []
     while len(warm) < rule.warmup_steps or sum(warm) < rule.warmup_seconds:
@@ -98,41 +124,32 @@ def time_point(step: Callable[[int], Any], clock: Clock, rule: TimingRule,
             break
     if check is not None:
         check()
-    block = _block_size(median(warm), rule)
-    timed: list[float] = []
-    indices: list[int] = []
-    usage: list[tuple[float, float | None]] | None = \
-        [] if hasattr(clock, "usage_between") else None
-    precision = float("inf")
-    while True:
-        secs, idx = timed_block(step, clock, i, block, usage)
-        timed.extend(secs)
-        indices.extend(idx)
-        i += block
-        total = sum(timed)
-        if len(timed) < rule.min_steps or total < rule.floor_seconds:
-            continue
-        precision = median_precision(timed)
-        stopped = _stop_reason(precision, total, len(timed), rule)
-        if stopped:
-            break
-    cpu, waits = zip(*usage) if usage else ((), ())
+    run = timed_run(step, clock, i, _block_size(median(warm), rule), rule, now,
+                    estimate=median(warm))
+    precision = median_precision(run.seconds)
+    cpu, waits = zip(*run.usage) if run.usage else ((), ())
     return PointTiming(step0_seconds=step0, warmup_seconds=tuple(warm),
-                       timed_seconds=tuple(timed), timed_indices=tuple(indices),
+                       timed_seconds=tuple(run.seconds), timed_indices=tuple(run.indices),
                        precision=precision,
-                       reached_target=precision <= rule.target_rel_precision, stopped=stopped,
-                       timed_cpu_seconds=tuple(cpu),
-                       timed_wait_seconds=() if None in waits else tuple(waits))
+                       reached_target=precision <= rule.target_rel_precision,
+                       stopped=run.stopped, timed_cpu_seconds=tuple(cpu),
+                       timed_wait_seconds=() if None in waits else tuple(waits),
+                       block_steps=run.block, run_wall_seconds=run.wall_seconds)
 
 
 UNREACHABLE_SLACK = 1.5  # "about 1 %": give up extending when 1.5 x target is out of reach
 
 
 def _stop_reason(precision: float, total: float, n: int, rule: TimingRule) -> str | None:
-    """Why timing stops now, or ``None`` to extend. Once the floor is met: stop when the
-    median is known to the target; when the cap is spent; or when even the cap could not
-    bring it to about the target (precision shrinks as 1/sqrt(steps); extending then buys
-    little, and the precision reached is reported instead)."""
+    """Why timing stops now, or ``None`` to extend (``n`` >= the rule's minimum count).
+    Before the floor: stop only when the median is known to the target and at least
+    ``precise_seconds`` are timed (a rule without it always times its floor). Once the floor
+    is met: stop when the median is known to the target; when the cap is spent; or when even
+    the cap could not bring it to about the target (precision shrinks as 1/sqrt(steps);
+    extending then buys little, and the precision reached is reported instead)."""
+    if total < rule.floor_seconds:
+        early = rule.precise_seconds is not None and total >= rule.precise_seconds
+        return "target" if early and precision <= rule.target_rel_precision else None
     if precision <= rule.target_rel_precision:
         return "target" if rule.max_floor_seconds > rule.floor_seconds else "floor"
     if total >= rule.max_floor_seconds:
@@ -143,11 +160,87 @@ def _stop_reason(precision: float, total: float, n: int, rule: TimingRule) -> st
     return None
 
 
+@dataclass
+class TimedRun:
+    """The timed steps of one point as :func:`timed_run` ran them."""
+
+    block: int
+    seconds: list[float] = field(default_factory=list)
+    indices: list[int] = field(default_factory=list)
+    usage: list[tuple[float, float | None]] = field(default_factory=list)
+    stopped: str = "floor"
+    wall_seconds: float | None = None
+
+
+def timed_run(step: Callable[[int], Any], clock: Clock, start: int, block: int,
+              rule: TimingRule, now: Callable[[], float] = time.perf_counter,
+              estimate: float = 0.0) -> TimedRun:
+    """The timed steps from index ``start``, pipelined as a training loop runs them (module
+    docstring): blocks of ``block`` steps with a mark between consecutive steps; once a block
+    is issued, the host waits for the previous block's last mark and reads its steps; one
+    sync at the end. Whether to issue another block is decided with the block in flight
+    counted (its steps at the median so far): its steps are run and kept whatever the
+    decision, so the run ends as the rule says, at most a block later than a synced reading
+    would (``estimate``: a step's seconds before any is read, the warm-up's median).
+    ``wall_seconds``: host time from before the first mark to after the final sync, the
+    synced witness of the steps' sum (which it exceeds by the device's latencies)."""
+    run = TimedRun(block=block)
+    marks: list[Any] = []
+    reads = hasattr(clock, "usage_between")
+
+    def issue() -> None:
+        for _ in range(block):
+            step(start + len(marks) - 1)
+            marks.append(clock.mark())
+
+    def read(upto: int) -> None:
+        for k in range(len(run.seconds), upto):
+            run.seconds.append(clock.between(marks[k], marks[k + 1]))
+            run.indices.append(start + k)
+            if reads:
+                run.usage.append(clock.usage_between(marks[k], marks[k + 1]))  # type: ignore[attr-defined]
+
+    t0 = now()
+    marks.append(clock.mark())
+    issue()
+    while True:
+        stop = _decide(run.seconds, len(marks) - 1 - len(run.seconds), rule, estimate)
+        if stop is not None:
+            run.stopped = stop
+            break
+        issue()
+        done = len(marks) - 1 - block
+        clock.wait(marks[done])
+        read(done)
+    clock.sync()
+    read(len(marks) - 1)
+    run.wall_seconds = now() - t0
+    return run
+
+
+def _decide(seconds: list[float], pending: int, rule: TimingRule,
+            estimate: float) -> str | None:
+    """Whether the run may end once its ``pending`` steps in flight are read: the stop
+    reason, or None to issue another block. The steps in flight count at the median so far
+    (``estimate`` before any is read); the precision is that of the steps read (none known
+    with fewer than two), computed only once it can decide (it costs the host ~0.1-0.5 ms
+    at hundreds of steps)."""
+    n = len(seconds) + pending
+    if n < rule.min_steps:
+        return None
+    total = sum(seconds) + pending * (median(seconds) if seconds else estimate)
+    if total < min(rule.floor_seconds, rule.precise_seconds or rule.floor_seconds):
+        return None
+    precision = median_precision(seconds) if len(seconds) >= 2 else float("inf")
+    return _stop_reason(precision, total, n, rule)
+
+
 def timed_block(step: Callable[[int], Any], clock: Clock, start: int, count: int,
                 usage: list | None = None) -> tuple[list[float], list[int]]:
     """``count`` steps from index ``start`` with a mark between consecutive steps and one
     sync at the end: each step's seconds and its index. ``usage``: a list that gets each
-    step's ``clock.usage_between`` (a clock that reads the child's usage)."""
+    step's ``clock.usage_between`` (a clock that reads the child's usage). (The data-parallel
+    timing's blocks: its ranks sync together.)"""
     marks = [clock.mark()]
     for i in range(start, start + count):
         step(i)
@@ -186,21 +279,21 @@ def time_synced(step: Callable[[int], Any], sync: Callable[[Any], None], start: 
 
 
 def _block_size(warm_median: float, rule: TimingRule) -> int:
-    """Steps between host syncs: about ``BLOCK_SECONDS`` (a quarter of 0.5 s, fixed apart from
-    the adaptive rule's floor, so the async figure keeps its meaning as the floor moves), or a
-    quarter of a larger floor, at least ``MIN_BLOCK`` and at most ``max_block`` (which wins:
-    a rule that caps its blocks, as the determinism audit's, keeps its cap).
+    """Steps per block of the run (:func:`timed_run`): about ``BLOCK_SECONDS`` of them, at
+    least ``MIN_BLOCK`` and at most ``max_block`` (which wins: a rule that caps its blocks,
+    as the determinism audit's, keeps its cap).
 
-    Never one step a block: a step synced on its own pays the device's tail (the work still
-    queued when the host has issued its last kernel) that a training loop overlaps with the
-    next step's issue. A model with much optimizer work at the tail (full AdamW) reads a
-    slower step synced one a block than pipelined several a block; one with almost none
-    (LoRA) reads the same either way."""
+    The run is read a block behind what is queued, so it ends one or two blocks after the
+    rule is met: blocks of 0.05 s let the adaptive rule stop at its 0.1 s when the median is
+    already known. A block is never one step: the stopping rule is asked once a block, and
+    each asking costs the host's bookkeeping (when blocks still ended with a sync, a step
+    synced on its own also paid the device's tail that a loop overlaps with the next step's
+    issue: a full-AdamW model read 110-150 ms a step that way on the H200, 88-108 ms
+    pipelined)."""
     if warm_median <= 0:
         return rule.max_block
-    per_block = max(BLOCK_SECONDS, rule.floor_seconds / 4.0)
-    return int(min(rule.max_block, max(MIN_BLOCK, per_block / warm_median)))
+    return int(min(rule.max_block, max(MIN_BLOCK, BLOCK_SECONDS / warm_median)))
 
 
-BLOCK_SECONDS = 0.125
-MIN_BLOCK = 4  # steps pipelined between two syncs, at the least (a block's last step pays the tail)
+BLOCK_SECONDS = 0.05
+MIN_BLOCK = 4  # steps a block, at the least (also the data-parallel timing's, whose blocks sync)

@@ -83,6 +83,14 @@ class Protocol(_Model):
     min_timed_steps: Count
     floor_seconds: Duration
     max_floor_seconds: Duration
+    precise_seconds: Duration | None = Field(
+        None, description="timing stopped before floor_seconds once at least min_timed_steps "
+        "were timed, this many seconds of them, and the median was known to "
+        "target_rel_precision (None: never before the floor; older certificates)")
+    block_seconds: Duration | None = Field(
+        None, description="the timed run's blocks: about this many seconds of steps each, "
+        "read once the next block is queued, with one host sync at the run's end (None: an "
+        "older certificate, whose blocks each ended with a host sync)")
     target_rel_precision: Ratio
     confidence: float = 0.95
     clock: str

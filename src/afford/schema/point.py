@@ -8,6 +8,8 @@ are each one :class:`Point`.
 
 from __future__ import annotations
 
+import statistics
+
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from afford.schema.quantities import Bytes, Count, Dim, Duration, Flops, Ratio, Seconds
@@ -62,6 +64,17 @@ class ChildPoint(_Model):
     warmup_seconds: list[Duration] = []
     timed_seconds: list[Duration] = []
     timed_step_indices: list[Count] = []
+    timed_block_steps: PositiveInt | None = Field(
+        None, description="steps the child issued per block of its timed run: the host read "
+        "a block once the next was queued behind it and synchronised once, at the run's "
+        "end, so each timed step is the interval between two consecutive marks on the "
+        "device's timeline (CUDA events; the host clock on a CPU) with the queue never "
+        "drained, as a training loop runs; None: an older certificate, whose blocks each "
+        "ended with a host sync (the protocol's clock says how)")
+    timed_run_seconds: Duration | None = Field(
+        None, description="host perf_counter from before the first timed step to after the "
+        "run's one sync: the synced witness of sum(timed_seconds), which it exceeds only by "
+        "the device's start and end latencies (and, on a CPU, the clock's own readings)")
     median_seconds: Seconds | None = None
     precision: Ratio | None = Field(None, description="95% CI half-width of the median / median")
     reached_target: bool | None = None
@@ -139,6 +152,10 @@ class Point(_Model):
         "the device's own cost per kernel boundary")
     synced_median_seconds: Seconds | None = Field(
         None, description="median of the synced steps (host sync after each step)")
+    run_mean_seconds: Seconds | None = Field(
+        None, description="median over children of each child's timed run on the host clock "
+        "over its steps (timed_run_seconds / steps): the mean step of a loop that syncs once "
+        "per run, its rare slow steps included (None: older certificates)")
     idle_seconds: Seconds | None = Field(
         None, description="the step on an idle box: the median of the timed steps in which "
         "no other process delayed the child's threads (they waited for a CPU less than 2 % of "
@@ -176,6 +193,15 @@ class Point(_Model):
     resident: bool | None = Field(description="None when the point failed and residency is unknown")
     excluded_reason: str | None = None
     remeasured: bool = Field(False, description="measured once more by a fresh child")
+    outlier_children: list[Count] = Field(
+        [], description="the children (by number) whose median is an outlier by far: at "
+        "least 3x above or below the median of the children's medians while the others, a "
+        "majority, agree within 3x (afford.fit.time.time_noise.outlier_children); the "
+        "point's median, over all children, stays within the others' range")
+    outlier_note: str | None = Field(
+        None, description="what the outlier children measured, what their own accounting "
+        "says of the cause (a CPU: the share of their time their threads waited for a CPU), "
+        "and whether a fresh child re-measured the point or the others outvoted them")
 
     @property
     def usable(self) -> bool:
@@ -186,13 +212,23 @@ class Point(_Model):
             and self.median_seconds is not None
 
     def quality_notes(self, sweep_param: str) -> list[str]:
-        """The point's own precision warnings: children that disagree by more than
-        :data:`SPREAD_WARN`, a child median known to worse than 1 %."""
+        """The point's own precision warnings: an outlier child (:attr:`outlier_note`),
+        children that disagree by more than :data:`SPREAD_WARN` (the others, where an outlier
+        is named: its distance is in its note), a child median known to worse than 1 %."""
         out = []
-        if self.child_spread is not None and self.child_spread > SPREAD_WARN:
-            out.append(f"{sweep_param}={self.value}: children disagree by "
-                       f"{self.child_spread:.1%} (> {SPREAD_WARN:.0%})")
+        where = f"{sweep_param}={self.value}"
+        if self.outlier_note:
+            out.append(f"{where}: {self.outlier_note}")
+        spread = self.child_spread
+        if self.outlier_children:
+            rest = [k.median_seconds for k in self.children if k.median_seconds is not None
+                    and k.child not in self.outlier_children]
+            spread = (max(rest) - min(rest)) / statistics.median(rest) \
+                if len(rest) > 1 else None
+        if spread is not None and spread > SPREAD_WARN:
+            who = "the other children" if self.outlier_children else "children"
+            out.append(f"{where}: {who} disagree by {spread:.1%} (> {SPREAD_WARN:.0%})")
         if self.worst_precision is not None and self.worst_precision > 0.01:
-            out.append(f"{sweep_param}={self.value}: a child's median is known to "
+            out.append(f"{where}: a child's median is known to "
                        f"+/-{self.worst_precision:.1%} only (target 1%)")
         return out

@@ -199,6 +199,10 @@ class CheckpointProbe(_Model):
     bytes: Bytes
     write_seconds: list[Seconds]
     median_write_seconds: Seconds
+    device_to_host_seconds: Duration | None = Field(
+        None, description="the state's copy to host memory, timed once and included in "
+        "each write's seconds (None: an older certificate, whose torch.save copied device "
+        "tensors inside each write)")
     load_seconds: Duration
     verified: bool = Field(description="every tensor and setting loaded back equal")
     mismatch: str | None = None

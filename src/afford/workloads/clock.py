@@ -2,8 +2,9 @@
 
 The timing protocol (:mod:`afford.measure.timing`) times steps with them, and the ``+phases``
 step option (:mod:`afford.workloads.tuned`) marks the phases inside a step with the same
-clock. ``mark`` stamps a point in the step stream; ``sync`` waits for the device;
-``between`` reads the seconds between two marks once synced.
+clock. ``mark`` stamps a point in the step stream; ``wait`` waits until the device has
+passed one mark (the work queued after it goes on); ``sync`` waits for the device to finish
+everything queued; ``between`` reads the seconds between two marks the device has passed.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from typing import Any, Protocol
 
 
 class Clock(Protocol):
-    """``mark`` stamps a point in the step stream; ``sync`` waits for the device;
-    ``between`` reads the seconds between two marks once synced."""
+    """``mark`` stamps a point in the step stream; ``wait`` waits until the device has
+    passed a mark; ``sync`` waits for the device; ``between`` reads the seconds between two
+    marks the device has passed."""
 
     name: str
 
     def mark(self) -> Any: ...
+
+    def wait(self, mark: Any) -> None: ...
 
     def sync(self) -> None: ...
 
@@ -33,6 +37,9 @@ class HostClock:
     def mark(self) -> float:
         return time.perf_counter()
 
+    def wait(self, mark: float) -> None:
+        return None
+
     def sync(self) -> None:
         return None
 
@@ -41,9 +48,13 @@ class HostClock:
 
 
 class CudaClock:
-    """CUDA events on the current stream; one host sync per block of steps."""
+    """CUDA events on the current stream, read on the device's timeline. ``wait`` is the
+    event's own ``synchronize``: the host waits for that event only, while the work queued
+    after it keeps the device busy."""
 
-    name = "CUDA events around each step; torch.cuda.synchronize() once per block"
+    name = ("CUDA events between consecutive steps, read on the device's timeline; the host "
+            "reads a block of steps once the next block is queued (waiting on the block's "
+            "last event), and synchronises once, at the end of the timed run")
 
     def __init__(self) -> None:
         import torch
@@ -54,6 +65,9 @@ class CudaClock:
         ev = self._torch.cuda.Event(enable_timing=True)
         ev.record()
         return ev
+
+    def wait(self, mark) -> None:
+        mark.synchronize()
 
     def sync(self) -> None:
         self._torch.cuda.synchronize()
@@ -70,12 +84,16 @@ class FakeClock:
     def __init__(self) -> None:
         self.t = 0.0
         self.syncs = 0
+        self.waits: list[float] = []  # the marks waited for, in order
 
     def advance(self, seconds: float) -> None:
         self.t += seconds
 
     def mark(self) -> float:
         return self.t
+
+    def wait(self, mark: float) -> None:
+        self.waits.append(mark)
 
     def sync(self) -> None:
         self.syncs += 1

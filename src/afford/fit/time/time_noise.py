@@ -34,12 +34,41 @@ import numpy as np
 from afford.fit.stats import relative_spread
 from afford.schema.time_law import TimeVerdict
 
-__all__ = ["TimeVerdict", "disagreement", "noisy_points", "time_verdict", "tolerance_at"]
+__all__ = ["LOADED_WAIT", "OUTLIER_RATIO", "TimeVerdict", "disagreement", "noisy_points",
+           "outlier_children", "time_verdict", "tolerance_at"]
 
 CHILD_SPREAD_TOL = 0.10  # children of a point disagreeing by more: a noisy point
 HELD_OUT_TOL = 0.05  # held-out error tolerance on a GPU (the issue's worst-case target)
 HELD_OUT_TOL_CPU = 0.10
 FLOOR_SPREAD_TOL = 0.50  # a floor point's children disagreeing by more: extreme, a noisy point
+#: a child whose threads waited for a CPU this share of their time was delayed by other work
+#: (a CPU's per-step accounting, afford.fit.time.contention.wait_share)
+LOADED_WAIT = 0.10
+#: a child whose median lies this many times above or below the others' is an outlier by far:
+#: beyond the launch floor's own process-to-process range (up to 2x for one shape on an H200)
+OUTLIER_RATIO = 3.0
+
+
+def outlier_children(meds: Sequence[float], ratio: float = OUTLIER_RATIO) -> list[int]:
+    """Indices of the children whose median is an outlier by far: at least ``ratio`` times
+    above or below the median of all the children's medians, while the others -- a
+    majority, at least two -- lie within ``ratio`` of one another. One child's 0.557 s
+    against the others' 0.005-0.0066 s (a CPU certify, issue 40) is one; two children
+    against two, or a spread with no coherent majority, is disagreement, not an outlier:
+    none is listed.
+
+    The point's value is the median over all its children, which a minority cannot move
+    outside the others' range: such a child is outvoted by them, or re-measured where
+    certify can (:func:`afford.certify.stage_time.offending`)."""
+    n = len(meds)
+    if n < 3 or min(meds) <= 0:
+        return []
+    centre = float(np.median(meds))
+    out = [i for i, m in enumerate(meds) if max(m / centre, centre / m) >= ratio]
+    inliers = [m for i, m in enumerate(meds) if i not in out]
+    if not out or 2 * len(out) >= n or max(inliers) / min(inliers) >= ratio:
+        return []
+    return out
 
 
 def disagreement(meds: Sequence[float]) -> float:

@@ -3,9 +3,13 @@
 A checkpoint is written as a training run should write one (docs/DESIGN.md section 5): to a temp
 file in the target's folder, flushed and fsynced, then renamed over the target, then the
 folder fsynced; a writer killed at any moment leaves the old file whole or the new one
-whole. The time of a write is the whole of it: the device-to-host copy that ``torch.save``
-does for device tensors, serialisation, the disk, the fsyncs and the rename. The median of
-several writes is reported with the file's size; the file is then loaded back with
+whole. The time of a write is the whole of it: the device-to-host copy of the state (the
+copy ``torch.save`` makes of every device tensor), serialisation, the disk, the fsyncs and
+the rename. The copy is made once (:func:`host_state`, timed, synchronised) and its seconds
+are added to each write from it, so the writes need the device no more: certify's probe
+child frees the device first and writes beside the memory stage's child (disk and CPU
+against a process measuring peak bytes, which time does not move). The median of several
+writes is reported with the file's size; the file is then loaded back with
 ``torch.load(weights_only=True)`` and compared tensor by tensor with the state it was
 written from.
 """
@@ -25,8 +29,9 @@ import torch
 from afford.core.io import fsync_dir
 from afford.fit.stats import median
 
-METHOD = ("torch.save of {'model': state_dict, 'optimizer': state_dict} to a temp file in "
-          "the same folder, flush, fsync, os.replace, fsync folder; torch.load(weights_only=True)")
+METHOD = ("{'model': state_dict, 'optimizer': state_dict} copied to host memory once (timed, "
+          "added to each write), then torch.save to a temp file in the same folder, flush, "
+          "fsync, os.replace, fsync folder; torch.load(weights_only=True)")
 
 
 def write_checkpoint_atomic(state: Any, path: str | os.PathLike,
@@ -84,15 +89,41 @@ MIN_WRITES = 2  # the least a probe writes: two writes show the spread between t
 BUDGET_SECONDS = 4.0  # past this much writing, no further write starts (beyond MIN_WRITES)
 
 
-def checkpoint_probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                     folder: str | os.PathLike, writes: int,
-                     budget_seconds: float = BUDGET_SECONDS) -> dict:
-    """Write the state ``writes`` times, load it back once; the fields of
-    :class:`~afford.schema.probes_section.CheckpointProbe` (less value and shape). A large state
-    stops early: after ``MIN_WRITES`` writes, none starts once ``budget_seconds`` have been
-    spent writing (a state of a few GB takes seconds a write, and a further write adds its
-    seconds to certify and nothing the first ones did not show)."""
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+def host_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer
+               ) -> tuple[dict, float]:
+    """The model's and optimizer's state with every tensor copied to host memory, and the
+    seconds of the copy (device work synchronised before and after; on a CPU the tensors are
+    the state's own and the copy costs nothing)."""
+    _sync()
+    t0 = time.perf_counter()
+    state = _to_host({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
+    _sync()
+    return state, time.perf_counter() - t0
+
+
+def _to_host(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", copy=True)  # a copy on a CPU too: the state stays as taken
+    if isinstance(x, dict):
+        return {k: _to_host(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_host(v) for v in x)
+    return x
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def checkpoint_probe(state: dict, folder: str | os.PathLike, writes: int,
+                     budget_seconds: float = BUDGET_SECONDS, copy_seconds: float = 0.0) -> dict:
+    """Write the host ``state`` (:func:`host_state`) ``writes`` times, load it back once;
+    the fields of :class:`~afford.schema.probes_section.CheckpointProbe` (less value and
+    shape), each write's seconds with ``copy_seconds`` (the copy to host) added. A large
+    state stops early: after ``MIN_WRITES`` writes, none starts once ``budget_seconds`` have
+    been spent writing (a state of a few GB takes seconds a write, and a further write adds
+    its seconds to certify and nothing the first ones did not show)."""
     target = Path(folder) / "afford-probe-checkpoint.pt"
     secs: list[float] = []
     try:
@@ -101,7 +132,7 @@ def checkpoint_probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                 break
             t0 = time.perf_counter()
             write_checkpoint_atomic(state, target)
-            secs.append(time.perf_counter() - t0)
+            secs.append(copy_seconds + time.perf_counter() - t0)
         size = target.stat().st_size
         t0 = time.perf_counter()
         loaded = torch.load(target, map_location="cpu", weights_only=True)
@@ -112,6 +143,7 @@ def checkpoint_probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     mismatch = first_difference(state, loaded)
     return {"directory": _shown(folder), "bytes": int(size),
             "write_seconds": secs, "median_write_seconds": median(secs),
+            "device_to_host_seconds": copy_seconds,
             "load_seconds": load_seconds, "verified": mismatch is None, "mismatch": mismatch,
             "method": METHOD}
 

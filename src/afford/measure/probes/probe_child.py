@@ -6,10 +6,12 @@ startup runs); on CUDA it then pre-warms (:func:`afford.measure.sweep_child.prew
 handles and the fused optimizer's first construction) before it reads its job, so the first
 probe does not carry the process's one-time costs, and a child spawned ahead has them done
 early. Then: the GEMM probes per dtype, the copy probe, and per workload the batch ladder (NVML
-sampled over the x1 rung's warm steps; FLOPs counted and a checkpoint written from the warm x1
-model), then FLOPs at the workload's other requested sweep values. Each result goes out as one
-JSON line as soon as it is done, so a crash loses only the probe in flight; a probe that cannot
-run or fails sends ``not_executable`` with the reason instead.
+sampled over the x1 rung's warm steps; FLOPs counted and the state copied to host memory from
+the warm x1 model), then FLOPs at the workload's other requested sweep values. Then it sends
+``device_free`` (it needs the device no more: certify starts the memory stage's child) and
+writes each workload's checkpoint from its host copy. Each result goes out as one JSON line as
+soon as it is done, so a crash loses only the probe in flight; a probe that cannot run or fails
+sends ``not_executable`` with the reason instead.
 """
 
 from __future__ import annotations
@@ -91,11 +93,18 @@ def run_device_probes(job: dict, em: Emitter) -> None:
            lambda: host_copy_probe(device, p["copy_buffer_bytes"] // 4,
                                    p["gemm_warmup_calls"], p["copy_timed_calls"], seed))
     _free(device)
+    states: list[tuple[dict, dict, float]] = []  # (item, host state, copy seconds)
     for item in job["workloads"]:
-        run_workload_probes(item, device, job, em)
+        run_workload_probes(item, device, job, em, states)
+    _emit(em.out, {"event": "device_free"})
+    for item, state, copy_seconds in states:
+        em.run(f"w{item['index']}.checkpoint", "checkpoint write",
+               lambda s=state, c=copy_seconds, it=item: _checkpoint(s, c, it, job))
+        state.clear()
 
 
-def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
+def run_workload_probes(item: dict, device, job: dict, em: Emitter,
+                        states: list[tuple[dict, dict, float]]) -> None:
     from afford.core.provenance import NotExecutable
     from afford.measure.probes.launch import run_ladder, rung_rule
     from afford.workloads import resolve
@@ -108,8 +117,7 @@ def run_workload_probes(item: dict, device, job: dict, em: Emitter) -> None:
         if item["value"] in item["flop_values"]:  # else the sweep counted them here
             em.run(f"w{i}.flops.{item['value']}", "FLOPs of a step",
                    lambda: _flops(built, item, item["value"], workload, device))
-        em.run(f"w{i}.checkpoint", "checkpoint write", lambda: _checkpoint(built, item, workload,
-                                                                           job, p))
+        _keep_state(built, {**item, "shape": workload.shape(item["value"])}, states, em)
         em.run(f"w{i}.gemm_shapes", "GEMM at the workload's shapes",
                lambda: _gemm_shapes(built, item, device, p, int(job.get("seed", 0))))
 
@@ -184,19 +192,38 @@ def _built_flops(workload, item: dict, value: int, device, seed: int) -> dict:
         _free(device)
 
 
-def _checkpoint(built, item: dict, workload, job: dict, p: dict) -> dict:
+def _keep_state(built, item: dict, states: list, em: Emitter) -> None:
+    """The warm x1 model's state copied to host memory (timed) for the checkpoint probe,
+    which writes it once every probe that needs the device is done; a copy that fails is
+    the checkpoint probe's failure, sent now."""
+    from afford.core.provenance import NotExecutable
+    from afford.measure.probes.checkpoint import host_state
+    from afford.measure.sweep_child import error_text
+
+    try:
+        state, seconds = host_state(built.model, built.optimizer)
+    except Exception as exc:  # the write's failure: the copy is the first part of it
+        em.result(f"w{item['index']}.checkpoint", NotExecutable(
+            what="checkpoint write", reason=error_text(exc), failed=True))
+        return
+    states.append((item, state, seconds))
+
+
+def _checkpoint(state: dict, copy_seconds: float, item: dict, job: dict) -> dict:
     import shutil
     import tempfile
 
     from afford.measure.probes.checkpoint import checkpoint_probe
 
+    p = job["protocol"]
     folder = tempfile.mkdtemp(prefix=".afford-probe-", dir=job["checkpoint_dir"])
     try:
-        fields = checkpoint_probe(built.model, built.optimizer, folder, p["checkpoint_writes"])
+        fields = checkpoint_probe(state, folder, p["checkpoint_writes"],
+                                  copy_seconds=copy_seconds)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     fields["directory"] = os.path.abspath(job["checkpoint_dir"])
-    return {"value": item["value"], "shape": workload.shape(item["value"]), **fields}
+    return {"value": item["value"], "shape": item["shape"], **fields}
 
 
 def _free(device) -> None:

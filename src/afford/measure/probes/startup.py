@@ -25,9 +25,11 @@ from collections.abc import Callable
 TIMEOUT_SECONDS = 300.0  # a startup child's limit unless AFFORD_CHILD_TIMEOUT sets one
 
 
-def measure_imports(cuda_device: str | None) -> dict:
+def measure_imports(cuda_device: str | None, transformers: bool = True) -> dict:
     """Time the imports (and, given a CUDA device, its context creation) in this process,
-    which must not have imported torch yet."""
+    which must not have imported torch yet. ``transformers=False``: torch's only (certify's
+    first sweep child when no workload needs transformers: its run is contended, so it
+    counts towards no figure, and the import would delay its first point by 1-2 s)."""
     if "torch" in sys.modules:
         raise RuntimeError("torch is already imported: the import time would not be measured")
     t0 = time.perf_counter()
@@ -35,7 +37,7 @@ def measure_imports(cuda_device: str | None) -> dict:
 
     out: dict = {"import_torch_seconds": time.perf_counter() - t0,
                  "torch_version": torch.__version__}
-    if importlib.util.find_spec("transformers") is not None:
+    if transformers and importlib.util.find_spec("transformers") is not None:
         t0 = time.perf_counter()
         import transformers
 
