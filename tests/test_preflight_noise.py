@@ -114,3 +114,21 @@ def test_slow_step_is_the_high_end_of_the_steps_band_where_it_has_one():
     slow = slow_step(step, measured(1.05, "x", "children"))
     assert slow.value == pytest.approx(0.013) and "the high end of the step's band" in slow.source
     assert slow_step(step, None).value == pytest.approx(0.013)
+
+
+def test_an_outlier_child_the_others_outvote_is_not_the_slow_end():
+    """Issue 40's 9487 % case: one child at 0.557 s against three at 5-6.6 ms. The others
+    outvote it (timing's outlier_children), so the slow end is theirs, 6.6 / 6.0 ms."""
+    from afford.schema.point import ChildPoint
+
+    cert = noisy_cert()
+    r = cert.workloads[0]
+    kids = [ChildPoint(child=i, order_position=0, median_seconds=m)
+            for i, m in enumerate((0.0050, 0.0060, 0.0066, 0.557))]
+    pts = [p.model_copy(update={"children": kids, "child_medians": [0.005, 0.006, 0.0066,
+                                                                    0.557],
+                                "median_seconds": 0.006, "outlier_children": [3]})
+           if p.value == 512 else p for p in r.points]
+    cert = cert.model_copy(update={"workloads": [r.model_copy(update={"points": pts})]})
+    at = figures.children_slow_end(cert, "tinylm", 512, "fp32")
+    assert at.value == pytest.approx(0.0066 / 0.006) and "slowest of 3 child medians" in at.source

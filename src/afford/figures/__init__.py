@@ -81,21 +81,30 @@ def children_slow_end(cert: Certificate, name: str, value: int | None = None,
     children or more; else, for a shape no point measured, the workload's typical factor
     (the median over its usable points, sweep and step-time design: the widest would let
     one launch-floor point, or one child a stray process stalled, speak for every shape).
-    ``None`` where no point has two children."""
+    An outlier child by far, which the others outvote (:attr:`Point.outlier_children`),
+    is not the slow end. ``None`` where no point has two children."""
     r = workload(cert, name, mode)
     at = point(r, value) if value is not None else None
     own = at is not None and at.usable and len(at.child_medians) > 1
     pts = [at] if own else [p for p in r.points + r.design_points if p.usable]
-    spread = sorted(((max(p.child_medians) / p.median_seconds, p) for p in pts
-                     if len(p.child_medians) > 1 and p.median_seconds), key=lambda x: x[0])
+    spread = sorted(((max(agreeing(p)) / p.median_seconds, p) for p in pts
+                     if len(agreeing(p)) > 1 and p.median_seconds), key=lambda x: x[0])
     if not spread:
         return None
     factor, p = spread[(len(spread) - 1) // 2]  # the lower median: a factor a point measured
     where = f"{r.sweep_param}={p.value}" if p.role == "sweep" else f"{p.batch} x {p.seq}"
     typical = "" if own else f" (the median of its {len(spread)} points' factors)"
     return module(factor, "x", f"{r.name} {r.mode} at {where}: the slowest of "
-                  f"{len(p.child_medians)} child medians over their median{typical}, "
+                  f"{len(agreeing(p))} child medians over their median{typical}, "
                   f"{run_label(cert)}")
+
+
+def agreeing(p: Point) -> list[float]:
+    """A point's child medians less the outliers by far the others outvote."""
+    if not p.outlier_children:
+        return list(p.child_medians)
+    return [k.median_seconds for k in p.children
+            if k.median_seconds is not None and k.child not in p.outlier_children]
 
 
 def peak_bytes(cert: Certificate, name: str, value: int, mode: str | None = None
