@@ -85,8 +85,10 @@ def test_plan_and_preflight_are_what_the_commands_print(tmp_path):
         _cli_json("plan", str(CERT), "--platform", "local", "--run", str(run))
     v = afford.preflight(CERT, "local", run)
     cli = _cli_json("preflight", str(CERT), "--platform", "local", "--run", str(run))
-    assert type(v).__name__ == "Verdict" and v.go is cli["go"] is False  # NOISY: NO-GO
-    assert list(v.reasons) == cli["reasons"]
+    assert type(v).__name__ == "Verdict" and v.go is cli["go"]
+    assert list(v.reasons) == cli["reasons"] and list(v.warnings) == cli["warnings"]
+    # NOISY (load 8): GO where the slow end of the children's spread cannot flip it
+    assert v.go is True and "the decision holds across their measured spread" in v.warnings[0]
     assert afford.preflight(CERT, "local", run, accept_noisy=True).go is True
 
 

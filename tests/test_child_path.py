@@ -173,7 +173,7 @@ def test_certify_among_planted_modules_records_the_user_workloads_folder(planted
     from afford.cli import app
 
     r, user_folder, out = planted_user_certify(lambda *args: CliRunner().invoke(app, args))
-    assert r.exit_code in (0, 1), r.output  # 1: NOISY on a busy host, still measured
+    assert r.exit_code == 0, r.output  # NOISY on a busy host too: written and usable
     cert = json.loads(out.read_text())
     assert cert["workloads"][0]["import_folder"] == str(user_folder)
     assert cert["status"] == "complete"

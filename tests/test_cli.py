@@ -57,9 +57,10 @@ def test_schema_cert():
 def test_certify_user_workload_end_to_end(planted_user_certify):
     r, _, out = planted_user_certify(run)
     doc = json.loads(r.stdout)
-    # 0, or 1 with the certificate written when this (shared, busy) CPU made it NOISY
-    assert r.exit_code == 0 or (r.exit_code == 1 and doc["time_verdict"]["label"] == "NOISY"
-                                and "time verdict NOISY" in r.output), r.output
+    # 0 whatever the verdicts (a busy CPU makes it NOISY): the verdicts are the last lines
+    assert r.exit_code == 0, r.output
+    assert [v["stage"] for v in doc["verdicts"]] == ["time", "memory", "gates"]
+    assert doc["verdicts"][0]["label"] == doc["time_verdict"]["label"]
     assert doc["certificate"] == str(out) and doc["workloads"][0]["resident"] == "2/2"
     assert doc["time"][0]["form"] is not None and doc["time"][0]["held_out"] == []
     cert = json.loads(out.read_text())

@@ -100,7 +100,7 @@ def test_a_first_look_off_a_terminal_says_so_and_writes_its_progress(tmp_path, m
 
     monkeypatch.setattr(certify_pkg, "certify", fake_certify)
     r = CliRunner().invoke(app, ["certify", "-o", str(tmp_path / "c.json")])
-    assert r.exit_code in (0, 1), r.output
+    assert r.exit_code == 0, r.output  # NOISY (made at load 8) and still exit 0
     assert asked[0].precision is None and asked[0].workloads == []
     out = r.output
     assert "A first look (the default on a CPU): tinylm at the quick protocol; the full " \

@@ -128,8 +128,8 @@ def test_default_certificate_carries_the_init_loss_gate(cpu_cert: Certificate):
 
 
 @pytest.mark.slow
-def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, monkeypatch,
-                                                                      cpu_cert):
+def test_certify_says_halt_when_a_gate_fails_and_exits_1_under_strict(tmp_path, monkeypatch,
+                                                                       cpu_cert):
     import afford.certify as certify_pkg  # the command imports certify() when it runs
     from afford.fit.gates import GateSettings, init_loss_gate
     from afford.schema.determinism_section import InitLossReading
@@ -142,11 +142,16 @@ def test_certify_exits_1_when_a_gate_fails_but_writes_the_certificate(tmp_path, 
     monkeypatch.setattr(certify_pkg, "certify", lambda req, **kw: halted)
     out = tmp_path / "leaky.json"
     r = run("certify", "--device", "cpu", "--out", str(out), "--json")
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 0, r.output  # written and usable: the verdict is its finding
     assert json.loads(r.stdout)["gates"] == "HALT" and "FAIL init-loss" in r.stderr
     assert json.loads(out.read_text())["gates"]["verdict"] == "HALT"
     r = run("certify", "--device", "cpu", "--out", str(tmp_path / "t.json"))
-    assert r.exit_code == 1 and "verdict: HALT" in r.stdout
+    assert r.exit_code == 0 and "verdict: HALT" in r.stdout
+    assert " ".join(r.stdout[r.stdout.rindex("gates verdict"):].split()) == (
+        "gates verdict: HALT: init-loss failed: the figures of a run it guards are "
+        "meaningless until it passes")
+    r = run("certify", "--device", "cpu", "--out", str(tmp_path / "s.json"), "--strict")
+    assert r.exit_code == 1 and (tmp_path / "s.json").exists()
 
 
 def _result(name, mode, points):

@@ -48,13 +48,19 @@ def _stderr(fn, capsys) -> list[str]:
     return [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
 
 
-def test_noisy_prints_the_cause_first_then_one_line_per_workload(capsys):
+def test_the_noisy_verdict_names_the_worst_point_then_the_cause(capsys):
+    """Certify's time verdict line (one of its last lines, issue 40): per workload its
+    worst point, then the cause; every reason and the rule only with --verbose."""
+    from afford.api.certify_command import time_verdict
+    from afford.report.prose import prose
+
     cert = _noisy_cert(load=9.8)
-    lines = _stderr(lambda: cli_certify._noisy(cert), capsys)
-    assert lines[0].startswith("time verdict NOISY: host load average 9.8 before")
-    assert lines[1].strip().startswith("tinylm (fp32): worst point seq=256")
-    assert not any("8 x 256: children disagree" in ln for ln in lines)  # a reason: --verbose
-    verbose = _stderr(lambda: cli_certify._noisy(cert, verbose=True), capsys)
+    v = time_verdict(cert)
+    text = prose(v.cause, *v.figures)
+    assert v.label == "NOISY" and text.startswith("tinylm (fp32): worst point seq=256")
+    assert f"Cause: {summarize_noise(cert).load}" in text
+    assert "8 x 256: children disagree" not in text  # a reason: --verbose
+    verbose = _stderr(lambda: cli_certify._print_noisy_reasons(cert), capsys)
     assert any("8 x 256: children disagree by 40%" in ln for ln in verbose)
 
 

@@ -286,13 +286,16 @@ def test_plan_on_a_real_cpu_certificate(cpu_cert_path, tmp_path):
 def test_preflight_on_a_real_cpu_certificate(cpu_cert_path, tmp_path):
     runf = write(tmp_path, "r.toml", RUN)
     # a real certificate of this shared 2-core box may come out NOISY under load: preflight
-    # then says NO-GO naming it, and GO once the noise is accepted
+    # then says NO-GO only where the children's spread flips the decision, and GO once the
+    # noise is accepted
     r = run("preflight", cpu_cert_path, "--platform", "local", "--run", runf)
     from afford.figures.time_figures import verdict_label
     from afford.schema.cert import load_certificate
 
     if verdict_label(load_certificate(cpu_cert_path)) == "NOISY":
-        assert r.exit_code == 1 and "NOISY" in flat(r.output), r.output
+        assert "NOISY" in flat(r.output), r.output
+        if r.exit_code == 1:
+            assert "flips inside their measured spread" in flat(r.output), r.output
         r = run("preflight", cpu_cert_path, "--platform", "local", "--run", runf,
                 "--accept-noisy")
     assert r.exit_code == 0, r.output

@@ -155,3 +155,41 @@ def test_a_missing_rung_is_left_out_and_the_next_compares_with_the_one_before_it
     assert [r.multiplier for r in rows] == [1, 4]
     assert rows[1].gain.value == pytest.approx((16384 / 0.8) / (4096 / 0.25) - 1)
     assert rows[1].memory is None and rows[1].memory_ratio is None
+
+
+# --- a lever the children cannot resolve (issue 40, item 6) ----------------------------
+
+
+@pytest.mark.parametrize("per_child,resolved", [
+    ([0.41, 0.66, 1.2], False),   # bf16 at load 8 on a 2-core CPU: a "slowdown" of noise
+    ([0.9, 1.04, 1.2], False),    # fused AdamW on an H200: straddles 1x
+    ([1.22, 1.3, 1.62], True),    # compile: every child faster, however wide the range
+    ([0.63, 0.77, 0.81], True),   # bf16 on a tiny model: every child slower, a real slowdown
+])
+def test_a_lever_is_resolved_only_where_every_child_moves_the_same_way(per_child, resolved):
+    lv = lever(per_child=per_child, speedup=sorted(per_child)[1],
+               speedup_min=min(per_child), speedup_max=max(per_child))
+    assert levers.resolved(lv) is resolved
+    row, = levers.lever_rows(certificate(), section(run([BASE, DOUBLE], lv=lv)),
+                             load="load 8.2 on 2 core(s) after measuring")
+    assert bool(row.unresolved) is not resolved
+    if not resolved:
+        assert row.unresolved.startswith("not resolved here (load 8.2 on 2 core(s) after "
+                                         "measuring): its children's paired ratios, ")
+        assert "neither a speedup nor a slowdown was measured" in row.unresolved
+        assert row.speedup.value == lv.speedup  # the figure is kept, for the JSON
+    assert levers.resolved(lever(speedup=None)) is None
+
+
+def test_without_a_load_given_a_row_names_the_load_the_certificate_recorded():
+    from afford.schema.time_section import HostLoad
+
+    cert = certificate().model_copy(update={"host_load": [
+        HostLoad(at="before", load_average=(7.7, 6.0, 3.0), cpu_count=2),
+        HostLoad(at="after", load_average=(6.0, 6.0, 3.0), cpu_count=2)]})
+    lv = lever(per_child=[0.5, 0.7, 1.1], speedup=0.7, speedup_min=0.5, speedup_max=1.1)
+    row, = levers.lever_rows(cert, section(run([BASE, DOUBLE], lv=lv)))
+    assert row.unresolved.startswith("not resolved here (load 7.7 on 2 core(s) before "
+                                     "certifying)")
+    plain, = levers.lever_rows(certificate(), section(run([BASE, DOUBLE], lv=lv)))
+    assert plain.unresolved.startswith("not resolved here: ")

@@ -53,5 +53,17 @@ def test_not_executable_keeps_the_reason():
 
 
 def test_str_shows_value_unit_and_tag():
-    assert str(measured(2.5, "s", "run 1")) == "2.5 s [MEASURED]"
+    assert str(measured(2.5, "s", "run 1")) == "2.50 s [MEASURED]"
     assert str(assumed(3, "", "guess")) == "3 [ASSUMED]"  # no unit, no gap
+
+
+def test_str_reads_as_a_person_reads_a_figure():
+    """Issue 40: ``print(step)`` printed ``6.880244862887468 s [FITTED]``: 15 digits, and
+    nothing said it was extrapolated. It prints as the tables do, the marks spelled out."""
+    step = fitted(6.880244862887468, "s", "law", extrapolated=True)
+    assert str(step) == "6.88 s [FITTED, extrapolated]"
+    assert str(fitted(0.0413, "s", "law")) == "41.30 ms [FITTED]"
+    assert str(measured(1456.2, "s", "wall")) == "24m 16s [MEASURED]"
+    pending = measured(3_000_000, "tokens", "count").model_copy(update={"provisional": True})
+    assert str(pending) == "3M [MEASURED, provisional]"
+    assert str(measured(-1.0, "s", "clock")) == "FAILED: a negative time (-1 s) [MEASURED]"

@@ -11,6 +11,7 @@ after the check that needs no torch.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,6 +70,17 @@ def prepare_levers(cert: Path, *, workloads: list[str] | None = None,
                              parsed, command)
 
 
+def host_load() -> str:
+    """This host's 1-minute load average against its cores, read once the levers were
+    measured (what a row the children could not resolve names as the cause); "" where the
+    OS has none."""
+    try:
+        one = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return ""
+    return f"load {one:.1f} on {os.cpu_count()} core(s) after measuring"
+
+
 @dataclass(frozen=True)
 class LeversResult:
     """A levers run measured: its section, the section's rows against the certificate (the
@@ -87,7 +99,7 @@ def levers_result(c: Certificate, section: LeversSection, out: Path | None = Non
     ``out``, ``c`` with the section is written there (an existing file only with
     ``force``; a failed write saves it beside and names where:
     :func:`afford.schema.cert.save_measured`)."""
-    rows = lever_rows(c, section)
+    rows = lever_rows(c, section, host_load())
     if out is not None:
         save_measured(c.model_copy(update={"levers": section}), out, overwrite=force)
     where = run_label(section, "levers")

@@ -7,6 +7,11 @@ other commands (certify's stage modules pull in numpy, scipy and pydantic schema
 a noticeable share of a second of start-up), so a command that does not measure starts fast.
 ``afford --help`` lists the commands from :data:`COMMANDS` without importing any of them.
 
+Help is click's plain help, not typer's rich panels: click rewraps a docstring's paragraphs
+to the terminal (at most 80 columns), so no word is left alone on a line, flags show no
+``<bool>`` metavar, and a usage line reads ``afford plan [OPTIONS] CERT``
+(:class:`PlainUsage`).
+
 ``afford --version`` prints the version; ``afford --install-completion`` (or
 ``--show-completion``) sets up typer's shell completion for bash, zsh, fish or PowerShell:
 command names complete from :data:`COMMANDS` without importing a command, a command's options
@@ -46,15 +51,33 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+class PlainUsage(TyperCommand):
+    """A command whose usage line names its arguments as a man page does: ``CERT`` when
+    required, ``[CERT]`` when not, ``...`` when repeated (typer writes ``{cert}``)."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                continue
+            name = (param.metavar or param.name or "").upper().removesuffix("...")
+            name += "..." if param.nargs != 1 else ""
+            pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
 def load(name: str) -> TyperCommand:
     """The command for ``name``, importing only its module."""
     module, attr, _ = COMMANDS[name]
     target = getattr(importlib.import_module(f"afford.cli.{module}"), attr)
     if isinstance(target, typer.Typer):
         command = typer.main.get_command(target)
+        for sub in getattr(command, "commands", {}).values():
+            if type(sub) is TyperCommand:
+                sub.__class__ = PlainUsage
     else:
-        single = typer.Typer(add_completion=False)
-        single.command(name)(target)
+        single = typer.Typer(add_completion=False, rich_markup_mode=None)
+        single.command(name, cls=PlainUsage)(target)
         command = typer.main.get_command(single)
     command.name = name
     return command
@@ -90,7 +113,7 @@ class LazyGroup(TyperGroup):
 
 app = typer.Typer(
     name="afford", cls=LazyGroup, no_args_is_help=True, add_completion=True,
-    pretty_exceptions_enable=False,
+    pretty_exceptions_enable=False, rich_markup_mode=None,
     help="What can this box afford to train, and may this run start?\n\n"
          "Start with `afford certify`: it measures this machine and writes a certificate that "
          "the other commands read. `afford COMMAND --help` teaches each command. Where a "

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from afford.api.certify_command import (
+    StageVerdict,
     WrittenCertificate,
     certify_request,
     is_noisy,
@@ -49,9 +49,9 @@ def command(
     workload: Annotated[Optional[list[str]], typer.Option(
         "--workload", "-w", help="Workload to measure (repeatable): softmax, scan, tinylm, "
         "tinylm@q3, your own as pkg.module:factory, or a transformers model built from its "
-        "config with random weights (offline; afford\\[hf]): hf:gpt2, hf:path/config.json, "
+        "config with random weights (offline; afford[hf]): hf:gpt2, hf:path/config.json, "
         "hf:llama@d768L12H12 (d hidden, L layers, H heads, K kv heads, V vocab, F ffn), "
-        "+b8s1024 (batch 8, a seq sweep up to 1024), +lora=r16 (afford\\[lora]), "
+        "+b8s1024 (batch 8, a seq sweep up to 1024), +lora=r16 (afford[lora]), "
         "+frozen=embeddings. A model type's defaults are the library's: hf:llama and "
         "hf:mistral are 7B-sized. Default: softmax, scan and tinylm (on a CPU with no "
         "--quick, --adaptive or --full: tinylm, a first look).")] = None,
@@ -104,9 +104,13 @@ def command(
         "--probes/--no-probes", help="After the sweep, probe the device: GEMM and copy "
         "ceilings, launch-boundness, FLOPs and MFU, checkpoint I/O, startup costs.")] = True,
     verbose: Annotated[bool, typer.Option(
-        "--verbose", "-v", help="Also print every point's precision warning (the "
-        "certificate keeps them all; by default one line per workload names its worst "
-        "point).")] = False,
+        "--verbose", "-v", help="Also print every point's precision warning and every "
+        "reason of the time verdict (the certificate keeps them all; by default one line "
+        "per workload names its worst point).")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Exit 1 when a verdict does not pass: the step times NOISY, "
+        "MISSED or UNJUDGED, the memory law rough at its held-out shapes, a gate failed (for CI; "
+        "the certificate is written either way).")] = False,
     checkpoint_dir: Annotated[Optional[Path], typer.Option(
         "--checkpoint-dir", help="Folder the checkpoint probe writes to (a temporary file, "
         "removed after). Default: the current folder.")] = None,
@@ -121,9 +125,11 @@ def command(
     Every sweep point is timed in at least 3 independent child processes, each in its own
     shuffled order; step 0 and the warm-up are kept apart from the timed warm steps; the
     throughput law is fitted over resident points only; the step-time model is fitted over a
-    small batch x sequence design and checked at held-out shapes. Exit codes: 0 written,
-    1 written but a gate failed or the time verdict is NOISY, 2 bad input, 3 the
-    measurement failed.
+    small batch x sequence design and checked at held-out shapes. The last lines are the
+    verdicts (time, memory, gates), each with its cause.
+
+    Exit codes: 0 written and usable, whatever its verdicts (--strict: 1 when one does not
+    pass), 2 bad input, 3 the measurement failed (a partial certificate is written).
     """  # noqa: E501 (typer keeps the docstring's line breaks: --help as it always read)
     with guard():
         req = certify_request(
@@ -143,26 +149,33 @@ def command(
             print_json(_summary_json(done))
         else:
             _print_summary(done, verbose)
-        _exit(done, as_json, verbose)
+        _exit(done, as_json, strict)
 
 
 def _print_summary(done: WrittenCertificate, verbose: bool) -> None:
     """The certificate's summary: its table, stage times, probes, time model, memory law
     and warnings, where it was written, and the first look's hint."""
     cert = done.cert
-    out.print(certificate_table(summarize(cert), summary_title(cert)))
+    times = {(t.name, t.mode): t for t in summarize_times(cert)}
+    out.print(certificate_table(summarize(cert), summary_title(cert), times))
     if cert.environment.stage_seconds:
         out.print(stage_line(cert))
     _print_probes(cert)
     _print_time(cert)
     if cert.memory is not None:
         out.print(memory_summary_table(cert))
-    _print_warnings(cert, verbose)
     for line in stage_lines(cert.sizes, cert.levers):
         out.print(line, soft_wrap=True)
+    if cert.gates is not None:
+        _show_gates(cert)
+    _print_warnings(cert, verbose)
+    if verbose:
+        _print_noisy_reasons(cert)
     out.print(f"certificate written to {done.path}")
     if done.first_look:
         out.print(first_look_line(), soft_wrap=True)
+    if cert.status != "partial":
+        print_verdicts(done.verdicts)
 
 
 def _summary_json(done: WrittenCertificate) -> dict:
@@ -174,65 +187,85 @@ def _summary_json(done: WrittenCertificate) -> dict:
             "stage_seconds": cert.environment.stage_seconds,
             "workloads": [_row_json(r) for r in summarize(cert)], "warnings": cert.warnings,
             "gates": cert.gates.verdict if cert.gates else None,
+            "verdicts": [{"stage": v.stage, "label": v.label, "passed": v.passed,
+                          "cause": verdict_cause(v)} for v in done.verdicts],
             "probes": probes_json(cert), **time_json(cert)}
 
 
-def _exit(done: WrittenCertificate, as_json: bool, verbose: bool) -> None:
-    """Exit 3 on a partial certificate, 2 on a refused workload (not with --json), else
-    show the gates the run checked (and say why a NOISY verdict is NOISY) and exit 1 when
-    one failed or the verdict is NOISY. The certificate is written in every case."""
+def _exit(done: WrittenCertificate, as_json: bool, strict: bool) -> None:
+    """Exit 3 on a partial certificate, 2 on a refused workload (not with --json); else 0,
+    whatever the verdicts say (the certificate is written and usable), or 1 under --strict
+    when one did not pass. With --json a failed gate's rows go to stderr."""
     done.raise_if_partial()
     if not as_json:
         done.raise_if_refused()
-    noisy = _noisy(done.cert, verbose)
-    _show_gates(done.cert, as_json)
-    if noisy or done.halted:
-        raise typer.Exit(1)
+    elif done.cert.gates is not None:
+        from afford.cli.gate import print_problems
 
+        print_problems(done.cert.gates)
+    code = done.exit_code(strict)
+    if code:
+        raise typer.Exit(code)
+
+
+def verdict_cause(v: StageVerdict) -> str:
+    """A verdict's cause, its figures tagged."""
+    return prose(v.cause, *v.figures)
+
+
+def print_verdicts(verdicts: list[StageVerdict]) -> None:
+    """The certificate's verdicts, one line each (the command's last lines): ``time
+    verdict: NOISY: <cause>``."""
+    for v in verdicts:
+        style = "green" if v.passed and v.label in ("OK", "GO") else \
+            "dim" if v.passed else "bold red"
+        out.print(labelled(f"[{style}]{v.stage} verdict: {v.label}:[/]", verdict_cause(v)))
 
 def _print_warnings(cert, verbose: bool) -> None:
     """The certificate's warnings on stderr; the point-by-point precision ones (two a point
-    on a busy host) only with --verbose, else one line per workload with its worst point."""
+    on a busy host) only with --verbose, else one line per workload with its worst point;
+    those about a figure plans do not read (the sweep's throughput law where a step-time
+    model answers) only with --verbose, else counted in one line."""
     noise = summarize_noise(cert)
+    unread = unread_warnings(cert)
     for w in cert.warnings + (cert.memory.warnings if cert.memory else []):
-        if verbose or w not in noise.point_notes:
+        if verbose or (w not in noise.point_notes and w not in unread):
             err.print(labelled("[yellow]warning:[/]", w), soft_wrap=True)
     if not verbose and noise.point_notes and not is_noisy(cert):
         for line in noise.worst:
             err.print(labelled("[yellow]warning:[/]", line + " (--verbose: every point)"),
                       soft_wrap=True)
+    hidden = sum(w in unread for w in cert.warnings)
+    if hidden and not verbose:
+        err.print(f"({hidden} warning(s) about the sweep's throughput law, which plans do not "
+                  "read where a step-time model answers: --verbose)", soft_wrap=True)
 
 
-def _noisy(cert, verbose: bool = False) -> bool:
-    """Say why a NOISY certificate is NOISY (stderr), cause first: the host's load against
-    its cores and the fix, then one line per workload with its worst point; the verdict's
-    every reason with --verbose. True when it is NOISY."""
+def unread_warnings(cert) -> set[str]:
+    """The warnings of each workload's throughput law where its step-time model answers
+    instead (plans and predictions read the model), as the certificate spells them."""
+    return {f"{r.name} ({r.mode}): {w}" for r in cert.workloads
+            if r.law is not None and r.time is not None and r.time.model is not None
+            for w in r.law.warnings}
+
+
+def _print_noisy_reasons(cert) -> None:
+    """With --verbose, every reason of a NOISY time verdict and the rule it broke (stderr);
+    the verdict's line under the summary names the worst point and the cause."""
     if not is_noisy(cert):
-        return False
+        return
     v = cert.time_verdict
-    noise = summarize_noise(cert)
-    err.print(labelled("[red]time verdict NOISY:[/]", noise.load or
-                       "the host's load was not recorded"), soft_wrap=True)
-    for line in noise.worst:
-        err.print(f"  {line}", soft_wrap=True)
-    for why in v.reasons if verbose or not noise.worst else []:
+    err.print("the time verdict's reasons:", soft_wrap=True)
+    for why in v.reasons:
         err.print(f"  {why}", soft_wrap=True)
-    err.print(f"({v.rule}, after one re-measurement.) The certificate is written; plans and "
-              "preflight repeat this (preflight is NO-GO unless --accept-noisy).",
-              soft_wrap=True)
-    return True
+    err.print(f"({v.rule}, after one re-measurement.)", soft_wrap=True)
 
 
-def _show_gates(cert, as_json: bool) -> None:
-    """The gates the run checked: their tables (with --json: only their problems, on
-    stderr)."""
-    from afford.cli.gate import print_problems, render_sections
+def _show_gates(cert) -> None:
+    """The gates the run checked: their tables on stdout, their problems on stderr."""
+    from afford.cli.gate import render_sections
 
-    if cert.gates is not None:
-        if as_json:
-            print_problems(cert.gates)
-        else:
-            render_sections(cert.determinism, cert.gates)
+    render_sections(cert.determinism, cert.gates)
 
 
 def summary_title(cert) -> str:
@@ -333,7 +366,7 @@ def _measure(req: CertifyRequest, show: bool):
     first look says so as its plan is made."""
     from afford.certify import certify
     from afford.certify.request import is_first_look
-    from afford.report.progress import LineProgress
+    from afford.report.progress import LineProgress, RichProgress
 
     def announce(plan, say) -> None:
         if is_first_look(req.precision, req.workloads, plan.device.partition(":")[0]):
@@ -347,19 +380,18 @@ def _measure(req: CertifyRequest, show: bool):
             lines.plan(plan)
 
         return certify(req, on_event=lines.event, on_plan=on_plan_lines)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err, transient=True)
-    with progress:
-        task = progress.add_task("resolving", total=None)
-
+    with RichProgress(console=err) as bar:
         def on_plan(plan) -> None:
-            announce(plan, lambda text: progress.console.print(text, soft_wrap=True))
-            progress.update(task, total=len(plan.items) * req.children, description="measuring")
+            announce(plan, bar.print)
+            bar.planned(len(plan.items) * req.children)
 
         def on_event(event) -> None:
-            if event["event"] == "begin":
-                progress.update(task, description=f"child {event['child']}: {event['key']}")
-            elif event["event"] == "point":
-                progress.advance(task)
+            kind = event["event"]
+            if kind == "stage":
+                bar.stage(str(event.get("key")))
+            elif kind == "begin":
+                bar.begin(event["child"], event["key"])
+            elif kind == "point":
+                bar.point()
 
         return certify(req, on_event=on_event, on_plan=on_plan)

@@ -18,8 +18,8 @@ from afford.figures import ledger
 from afford.report.history_tables import history_table
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="The history ledger (TSV, one reading a line): add readings, strike "
-                  "them with a reason (never deleted), show them.")
+                  rich_markup_mode=None, help="The history ledger (TSV, one reading a line): "
+                  "add readings, strike them with a reason (never deleted), show them.")
 
 FileOpt = Annotated[Path, typer.Option("--file", "-f", help="The ledger (TSV).")]
 DEFAULT_FILE = Path("history.tsv")

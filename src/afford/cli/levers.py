@@ -79,11 +79,16 @@ def _levers_json(done: LeversResult, cert: Path) -> dict:
 
 
 def _print_levers(done: LeversResult) -> None:
-    """The levers table, MFU notes, the batch ladder and rungs on stdout, each run's
-    warnings on stderr, and where the certificate was written."""
+    """The levers table (a lever its children could not resolve without a speedup, and a
+    line saying so, with the load), MFU notes, the batch ladder and rungs on stdout, each
+    run's warnings on stderr, and where the certificate was written."""
     section = done.section
-    out.print(levers_table(done.rows, f"levers on {section.device_name}, "
+    shown = [r.model_copy(update={"speedup": None}) if r.unresolved else r for r in done.rows]
+    out.print(levers_table(shown, f"levers on {section.device_name}, "
                            f"{section.precision} protocol, {section.children} children"))
+    for r in done.rows:
+        if r.unresolved:  # its speedup cell is left empty: not a slowdown, nor a gain
+            out.print(f"{r.workload}: {r.description}: {r.unresolved}")
     for note in dict.fromkeys(r.mfu_note for r in done.rows if r.mfu_note):
         out.print(f"MFU: {note}", soft_wrap=True)
     for line in batch_lines(section):

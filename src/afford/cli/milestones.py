@@ -19,12 +19,12 @@ YET, with the margin, the step and the token count.
 LADDER is TOML (afford.milestones/1):
   schema = "afford.milestones/1"
   bars = "bars.json"          # from afford bars --out: bars and window
-  \\[\\[rungs]]
+  [[rungs]]
   name = "7.5M beats the 5-gram counter"
   run = "7.5M"                # whose eval readings
   bar = "kneser-ney:5"        # smoothing:order in the bars file (or kn:5)
   params = "7.5M"             # tokens = "150M" (default 20 x params)
-  \\[\\[rungs]]
+  [[rungs]]
   name = "25M beats the 7.5M curve at equal tokens"
   run = "25M"
   beats_run = "7.5M"          # at equal tokens, never at equal steps

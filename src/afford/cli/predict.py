@@ -8,9 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import guard, out, print_json
+from afford.cli.common import alloc_conf_here, fraction_flag, guard, out, positive_int, print_json
 from afford.cli.plan import PLATFORM_HELP
-from afford.cli.size import _alloc_conf, _fraction, _positive_int
 from afford.core.errors import InputError
 from afford.core.published_constants import MODES
 from afford.plan.prediction import predict
@@ -42,6 +41,9 @@ def command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction "
                                           "(afford.predict/1) as JSON.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Every warning and note in full (by default at most three "
+        "lines of what matters for the answer; --json holds them all).")] = False,
 ) -> None:
     """Predicted warm step time, tokens per second, steps per chunk (with --platform) and
     memory at (batch, seq) for each workload of a certificate.
@@ -57,17 +59,17 @@ def command(
     Exit codes: 0 predicted, 2 bad input.
     """
     with guard():
-        b = _positive_int(batch, "--batch")
-        s = _positive_int(seq, "--seq")
+        b = positive_int(batch, "--batch")
+        s = positive_int(seq, "--seq")
         if mode is not None and mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-        frac = _fraction(memory_fraction, "--memory-fraction") \
+        frac = fraction_flag(memory_fraction, "--memory-fraction") \
             if memory_fraction is not None else None
         cert = load_certificate(cert_path)
         plat = load_platform(platform) if platform is not None else None
         result = predict(cert, batch=b, seq=s, workloads=workload, mode=mode, platform=plat,
-                         memory_fraction=frac, alloc_conf=_alloc_conf(alloc_conf))
+                         memory_fraction=frac, alloc_conf=alloc_conf_here(alloc_conf))
         if as_json:
             print_json(result.model_dump(mode="json", by_alias=True))
             return
-        out.print(render_predict(result))
+        out.print(render_predict(result, verbose))

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from afford.cli.common import err, guard, out, print_json
+from afford.cli.common import (
+    alloc_conf_here,
+    err,
+    fraction_flag,
+    guard,
+    out,
+    positive_int,
+    print_json,
+)
 from afford.core.errors import InputError
 from afford.core.provenance import run_label
 from afford.core.published_constants import MEMORY_FRACTION, MODES
-from afford.core.units import MAX_DIM, MIN_FRACTION, UnitError, flag_number, parse_fraction, whole
 from afford.figures.memory_figures import SizeReport, size
 from afford.report.memory_tables import replay_tables, size_tables, tagged_json
 from afford.report.rich_table import labelled
@@ -69,15 +75,15 @@ def command(
     --seq, --batch or --memory-fraction).
     """
     with guard():
-        s = _positive_int(seq, "--seq")
-        b = _positive_int(batch, "--batch") if batch is not None else None
+        s = positive_int(seq, "--seq")
+        b = positive_int(batch, "--batch") if batch is not None else None
         flag, text = "--memory-fraction", memory_fraction
         if budget is not None:  # the old name, kept working for scripts
             err.print("note: --budget is deprecated; use --memory-fraction (a share of the "
                       "device memory; afford ladder's --budget is wall-clock time)",
                       soft_wrap=True)
             flag, text = "--budget", budget
-        fraction = _fraction(text, flag)
+        fraction = fraction_flag(text, flag)
         if mode is not None and mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         mine = load_constants(constants) if constants is not None else None
@@ -85,7 +91,7 @@ def command(
         if measure:
             cert = _measured(cert, cert_path, workload, mode, b, s)
         report = size(cert, workload, s, b, mode, fraction, run_label(cert), mine,
-                      alloc_conf=_alloc_conf(alloc_conf))
+                      alloc_conf=alloc_conf_here(alloc_conf))
         if as_json:
             print_json({**report_json(report, cert_path), **replay_json(report)})
         else:
@@ -124,21 +130,6 @@ def _measured(cert, cert_path: Path, workload: str | None, mode: str | None,
     return cert
 
 
-def _positive_int(text: str, flag: str) -> int:
-    try:
-        return whole(text, f"{flag} {text!r}", high=MAX_DIM)
-    except UnitError as exc:
-        raise InputError(f"{exc} (give a positive whole number)") from None
-
-
-def _fraction(text: str, flag: str) -> float:
-    try:
-        value = parse_fraction(text)
-    except UnitError as exc:
-        raise InputError(f"{flag} {text!r}: {exc}") from None
-    return flag_number(f"{flag} {text!r}", value, low=MIN_FRACTION, low_open=False, high=1.0)
-
-
 def report_json(r: SizeReport, cert_path: Path) -> dict:
     """``peak_allocated`` and ``peak_reserved`` are the one memory answer's (measured there,
     else the replay where trusted, else the law: ``memory.source``), as every command prints
@@ -169,15 +160,6 @@ def report_json(r: SizeReport, cert_path: Path) -> dict:
 
 
 # ---- the allocator replay ------------------------------------------------------------
-
-
-def _alloc_conf(given: str | None) -> str:
-    """``--alloc-conf``, else this shell's ``PYTORCH_CUDA_ALLOC_CONF`` (or the newer
-    ``PYTORCH_ALLOC_CONF``), else '' (the native allocator)."""
-    if given is not None:
-        return given
-    return os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") \
-        or ""
 
 
 def replay_json(r: SizeReport) -> dict:

@@ -28,6 +28,8 @@ from typing import Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
+from afford.core.units import format_bytes, format_count, format_duration, format_gpu_hours
+
 
 class Tag(str, Enum):
     MEASURED = "MEASURED"
@@ -90,9 +92,16 @@ class Tagged(BaseModel):
         return Tagged.model_validate({**self.model_dump(), "low": low, "high": high})
 
     def __str__(self) -> str:
-        band = f"({self.low:.4g}..{self.high:.4g})" if self.low is not None else ""
-        return " ".join(x for x in (f"{self.value}", band, self.unit, f"[{self.tag.value}]")
-                        if x)
+        """As a person reads it: ``41.30 ms (36.20..48.10 ms) [FITTED, extrapolated]``, the
+        value at the precision the tables print (:func:`value_text`), its band where it has
+        one (:func:`band_text`), the tag spelled out, and whether it is extrapolated or
+        provisional; an impossible figure as ``FAILED: <why>``."""
+        why = impossible(self)
+        if why is not None:
+            return f"FAILED: {why} [{self.tag.value}]"
+        marks = [self.tag.value] + ["extrapolated"] * self.extrapolated + \
+            ["provisional"] * self.provisional
+        return f"{value_text(self)}{band_text(self)} [{', '.join(marks)}]"
 
 
 def measured(value: Scalar, unit: str, source: str) -> Tagged:
@@ -190,3 +199,67 @@ def require_tagged(x: object, where: str = "") -> Tagged:
         return x
     at = f" in {where}" if where else ""
     raise TypeError(f"untagged number {x!r}{at}: every printed number needs a provenance tag")
+
+
+# ---------------------------------------------------------------- a figure as text
+
+
+def value_text(t: Tagged) -> str:
+    """The value in its unit, at the precision a person reads (``41.30 ms``, ``1.39 MiB``,
+    ``181k tokens/s``, ``12.50%``): the one formatting of a figure, for the terminal's
+    tables (:func:`afford.report.terminal.fmt` adds the tag letter) and ``str(tagged)``."""
+    v, unit = t.value, t.unit
+    if v is None:
+        return "-"
+    if isinstance(v, (str, bool)):
+        return f"{v} {unit}".strip() if unit not in ("", "points") else str(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if unit == "s":
+        return format_duration(v)
+    if unit == "GPU-s":
+        return format_gpu_hours(v)
+    if unit == "B":
+        return format_bytes(v)
+    if unit in ("FLOP/s", "B/s"):
+        return format_rate(v, unit)
+    if unit == "x":
+        return f"{v:.1f}x"
+    if unit in ("ratio", SHARE):
+        return f"{v:.2%}"
+    if unit == "tokens/s":
+        return f"{format_count(v)} tokens/s"
+    if unit in ("params", "tokens", "steps", "FLOP"):
+        return format_count(v)
+    unit = SINGULAR.get(unit, unit) if v == 1 else unit  # "1 session", not "1 sessions"
+    if isinstance(v, int):
+        return f"{v:d} {unit}".strip()
+    return f"{v:.4g} {unit}".strip()
+
+
+#: a counted unit's singular, for a count of one
+SINGULAR = {"sessions": "session", "weeks": "week", "writes": "write", "chunks": "chunk",
+            "copies": "copy", "sequences": "sequence", "children": "child", "days": "day"}
+
+
+def band_text(t: Tagged) -> str:
+    """`` (33.17..48.20 ms)``: the band's ends in the figure's unit (said once where both
+    ends share it); empty for a point."""
+    if t.band is None:
+        return ""
+    whole = isinstance(t.value, int) and not isinstance(t.value, bool)  # a count's ends too
+    lo, hi = (value_text(t.model_copy(update={"value": int(v) if whole else v, "low": None,
+                                              "high": None})) for v in t.band)
+    lo_num, _, lo_unit = lo.rpartition(" ")
+    hi_num, _, hi_unit = hi.rpartition(" ")
+    if lo_num and lo_unit == hi_unit:
+        return f" ({lo_num}..{hi_num} {hi_unit})"
+    return f" ({lo}..{hi})"
+
+
+def format_rate(v: float, unit: str) -> str:
+    """``7.62e14, "FLOP/s"`` -> ``"762 TFLOP/s"``; ``4.24e12, "B/s"`` -> ``"4.24 TB/s"``."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"

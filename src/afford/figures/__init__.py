@@ -73,6 +73,40 @@ def step_seconds(cert: Certificate, name: str, value: int, mode: str | None = No
     return step_at(cert, r.name, shape, r.mode).step
 
 
+def children_slow_end(cert: Certificate, name: str, value: int | None = None,
+                      mode: str | None = None) -> Tagged | None:
+    """How much slower than the median the slowest child ran, as a factor on the step
+    (slowest child median / median of the child medians), from the children's spread the
+    certificate keeps: at the sweep point ``value`` where the sweep measured it with two
+    children or more; else, for a shape no point measured, the workload's typical factor
+    (the median over its usable points, sweep and step-time design: the widest would let
+    one launch-floor point, or one child a stray process stalled, speak for every shape).
+    An outlier child by far, which the others outvote (:attr:`Point.outlier_children`),
+    is not the slow end. ``None`` where no point has two children."""
+    r = workload(cert, name, mode)
+    at = point(r, value) if value is not None else None
+    own = at is not None and at.usable and len(at.child_medians) > 1
+    pts = [at] if own else [p for p in r.points + r.design_points if p.usable]
+    spread = sorted(((max(agreeing(p)) / p.median_seconds, p) for p in pts
+                     if len(agreeing(p)) > 1 and p.median_seconds), key=lambda x: x[0])
+    if not spread:
+        return None
+    factor, p = spread[(len(spread) - 1) // 2]  # the lower median: a factor a point measured
+    where = f"{r.sweep_param}={p.value}" if p.role == "sweep" else f"{p.batch} x {p.seq}"
+    typical = "" if own else f" (the median of its {len(spread)} points' factors)"
+    return module(factor, "x", f"{r.name} {r.mode} at {where}: the slowest of "
+                  f"{len(agreeing(p))} child medians over their median{typical}, "
+                  f"{run_label(cert)}")
+
+
+def agreeing(p: Point) -> list[float]:
+    """A point's child medians less the outliers by far the others outvote."""
+    if not p.outlier_children:
+        return list(p.child_medians)
+    return [k.median_seconds for k in p.children
+            if k.median_seconds is not None and k.child not in p.outlier_children]
+
+
 def peak_bytes(cert: Certificate, name: str, value: int, mode: str | None = None
                ) -> tuple[Tagged | None, Tagged | None]:
     """(peak allocated, peak reserved) at a measured point, MEASURED; ``(None, None)``

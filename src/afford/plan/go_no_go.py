@@ -9,10 +9,14 @@ than the platform's (docs/DESIGN.md section 3, rule 7: devices are never pooled)
 figures that fell back to ASSUMED values, an extrapolated step time, and every warning the
 certificate carries.
 
-NOISY: a certificate whose step-time verdict is NOISY (or one of whose
-workloads' is) measured times it could not reproduce; every plan figure rests on them, so
-preflight says NO-GO with the certificate's reasons, unless the user accepts them
-(``--accept-noisy``: GO stays possible, the NOISY reasons stay among the warnings).
+NOISY: a certificate whose step-time verdict is NOISY (or one of whose workloads' is)
+measured times its children could not agree on. A decision that holds across the measured
+spread is still a decision: preflight plans the run again at the slow end of the step's
+spread (:func:`slow_step`) and says NO-GO only where that flips the decision (a check that
+passes at the step fails at its slow end); otherwise GO, the spread stated among the
+warnings. Where no slow end is known, or it flips the decision, NO-GO unless the user
+accepts the NOISY step (``--accept-noisy``: GO stays possible on the step as measured, the
+NOISY reasons and what the slow end would do among the warnings).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from afford.core.provenance import Tagged
 from afford.core.units import format_bytes, format_duration
-from afford.plan.derive import num
+from afford.plan.derive import derive, num
 from afford.plan.result import ChunkRow, PlanResult, Verdict
 
 OLD_CERT_DAYS = 30  # ASSUMED: drivers, torch and notebook images change about monthly
@@ -47,11 +51,39 @@ def run_row(plan: PlanResult) -> ChunkRow:
     return row
 
 
-def verdict(plan: PlanResult, facts: Facts) -> Verdict:
-    reasons = _noisy(plan, facts) + _device(plan) + _memory(plan) + _startup(plan) + \
-        _checkpoints(plan) + _disk(plan) + _target(plan, facts)
+def verdict(plan: PlanResult, facts: Facts, slow: PlanResult | None = None) -> Verdict:
+    """GO or NO-GO with every reason; ``slow``: the same run planned at the slow end of the
+    step's measured spread (a NOISY certificate), whose decision is compared (module
+    docstring)."""
+    checks = _checks(plan, facts)
+    noisy, spread = _noisy(plan, facts, checks, slow)
+    reasons = noisy + [r for found in checks.values() for r in found]
     return Verdict(go=not reasons, reasons=tuple(reasons),
-                   warnings=tuple(_warnings(plan, facts)), plan=plan)
+                   warnings=tuple(spread + _warnings(plan, facts)), plan=plan)
+
+
+def _checks(plan: PlanResult, facts: Facts) -> dict[str, list[str]]:
+    """Every check's reasons for NO-GO, by check (empty where it passes)."""
+    return {"device": _device(plan), "memory": _memory(plan), "startup": _startup(plan),
+            "checkpoints": _checkpoints(plan), "disk": _disk(plan),
+            "target": _target(plan, facts)}
+
+
+def slow_step(step: Tagged, children: Tagged | None) -> Tagged | None:
+    """The slow end of the run's step inside its measured spread: the figure a NOISY
+    certificate's decision is checked at. Where the step carries a band (a host-bound
+    step: :attr:`Tagged.high`), its high end; else the step x the children's slow-end factor
+    (:func:`afford.figures.children_slow_end`: the slowest child's median over the median,
+    at the run's point, or the workload's typical factor for a shape no point measured).
+    ``None`` where neither is known."""
+    if step.high is not None:
+        return derive(max(step.high, num(step)), "s", "the slow end of the measured spread: "
+                      "the high end of the step's band", step)
+    if children is None:
+        return None
+    return derive(num(step) * max(1.0, num(children)), "s", "the slow end of the measured "
+                  "spread: the step x the slowest child's median over the median", step,
+                  children)
 
 
 def noisy_text(plan: PlanResult) -> str:
@@ -60,11 +92,34 @@ def noisy_text(plan: PlanResult) -> str:
     return ("the certificate's step times are NOISY: " + "; ".join(plan.noisy) + rule)
 
 
-def _noisy(plan: PlanResult, facts: Facts) -> list[str]:
-    if plan.time_verdict != "NOISY" or facts.accept_noisy:
-        return []
-    return [noisy_text(plan) + ". Every figure below rests on them: re-certify on a quiet "
-            "host, or pass --accept-noisy to go on them anyway"]
+def _noisy(plan: PlanResult, facts: Facts, checks: dict[str, list[str]],
+           slow: PlanResult | None) -> tuple[list[str], list[str]]:
+    """(reasons, warnings) a NOISY certificate adds: NO-GO where the slow end of the step's
+    spread flips a check that passes at the step (or no slow end is known), else GO with the
+    spread stated; with ``accept_noisy``, warnings only."""
+    if plan.time_verdict != "NOISY":
+        return [], []
+    if slow is None:
+        if facts.accept_noisy:
+            return [], [noisy_text(plan) + " (accepted with --accept-noisy)"]
+        return [noisy_text(plan) + ". No slow end of the spread is known to check the "
+                "decision at: re-certify on a quiet host, or pass --accept-noisy to go on "
+                "the step as measured"], []
+    flips = [r for k, found in _checks(slow, facts).items() if not checks[k] for r in found]
+    step, end = run_row(plan).step_seconds, run_row(slow).step_seconds
+    span = (f"the step {format_duration(num(step))} to {format_duration(num(end))} at its "
+            f"slow end ({num(end) / num(step):.2f}x: {end.source.split(': ', 1)[-1]})")
+    first = f"{plan.noisy[0]}{f' and {len(plan.noisy) - 1} more' if len(plan.noisy) > 1 else ''}"
+    if not flips:
+        return [], [f"the certificate's step times are NOISY ({first}), and the decision holds "
+                    f"across their measured spread: {span}"]
+    flipped = (f"the certificate's step times are NOISY ({first}), and the decision flips "
+               f"inside their measured spread: at the slow end, " + "; ".join(flips) +
+               f" ({span})")
+    if facts.accept_noisy:
+        return [], [flipped + " (accepted with --accept-noisy)"]
+    return [flipped + ". Re-certify on a quiet host, or pass --accept-noisy to go on the "
+            "step as measured"], []
 
 
 def _where(plan: PlanResult, row: ChunkRow) -> str:
@@ -167,8 +222,6 @@ def _warnings(plan: PlanResult, facts: Facts) -> list[str]:
     if plan.run and plan.run.unpinned:
         out.append(f"data not pinned ({', '.join(plan.run.unpinned)}): token counts and the "
                    "target are provisional; pin them with afford pin")
-    if plan.time_verdict == "NOISY" and facts.accept_noisy:
-        out.append(noisy_text(plan) + " (accepted with --accept-noisy)")
     if plan.time_verdict == "MISSED":
         out.append("the step-time model missed held-out shape(s) beyond its tolerance (its "
                    "error, reproduced): " + "; ".join(plan.noisy))

@@ -2,6 +2,13 @@
 seconds of both sides, step 0 of the lever side (where torch.compile's compile time and the
 CUDA-graph capture land), and MFU before and after where a FLOP count and a peak exist.
 
+A lever is resolved when its effect stands out of its children's spread: the children's
+paired ratios spread from the median toward 1x by less than the effect |speedup - 1|, that
+is, every child saw the lever move the step the same way (their range does not hold 1x).
+On a loaded box the children can straddle 1x (bf16 0.66x at load 8 on a 2-core CPU, its
+children anywhere from 0.4x to 1.2x); such a lever is "not resolved here", with the load,
+not a slowdown (``unresolved`` says why).
+
 MFU = FLOPs per step / step seconds / peak (PaLM, Chowdhery et al. 2022, appendix B),
 against the certificate's measured GEMM rate of the dtype and against the datasheet, each
 shown only when the certificate holds it. The FLOPs of a variant are the base variant's
@@ -41,17 +48,50 @@ class LeverRow(BaseModel):
     mfu_b: Tagged | None = None
     mfu_note: str = ""
     not_executable: NotExecutable | None = None
+    unresolved: str = ""  # why the children cannot tell the lever's effect here (else "")
 
 
-def lever_rows(cert: Certificate, section: LeversSection) -> list[LeverRow]:
-    return [_row(cert, section, run, lv) for run in section.runs for lv in run.levers]
+def lever_rows(cert: Certificate, section: LeversSection, load: str = "") -> list[LeverRow]:
+    """Every lever of every run as a row; ``load``: the host's load while the levers were
+    measured, in words (default: the load the certificate recorded when it was made)."""
+    load = load or certified_load(cert)
+    return [_row(cert, section, run, lv, load) for run in section.runs for lv in run.levers]
+
+
+def resolved(lv: Lever) -> bool | None:
+    """Whether the children resolve the lever's effect: their paired ratios lie all above
+    or all below 1x (module docstring); None without a measured speedup."""
+    if lv.speedup is None or lv.speedup_min is None or lv.speedup_max is None:
+        return None
+    return not lv.speedup_min <= 1.0 <= lv.speedup_max
+
+
+def certified_load(cert: Certificate) -> str:
+    """The highest 1-minute load average the certificate recorded, against its cores."""
+    loads = [h for h in cert.host_load or [] if h.load_average is not None]
+    if not loads:
+        return ""
+    top = max(loads, key=lambda h: h.load_average[0])
+    cores = f" on {top.cpu_count} core(s)" if top.cpu_count else ""
+    return f"load {top.load_average[0]:.1f}{cores} {top.at} certifying"
+
+
+def _unresolved(lv: Lever, load: str) -> str:
+    if resolved(lv) is not False:
+        return ""
+    where = f" ({load})" if load else ""
+    return (f"not resolved here{where}: its children's paired ratios, {lv.speedup_min:.2f}x "
+            f"to {lv.speedup_max:.2f}x, spread past 1x, more than its effect (median "
+            f"{lv.speedup:.2f}x): neither a speedup nor a slowdown was measured; re-measure "
+            "on a quiet host or with more children")
 
 
 def _variant(run: LeverRun, key: str) -> LeverVariant:
     return next(v for v in run.variants if v.key == key)
 
 
-def _row(cert: Certificate, sec: LeversSection, run: LeverRun, lv: Lever) -> LeverRow:
+def _row(cert: Certificate, sec: LeversSection, run: LeverRun, lv: Lever,
+         load: str = "") -> LeverRow:
     a, b = _variant(run, lv.a), _variant(run, lv.b)
     where = run_label(sec, "levers")
     common = dict(workload=run.workload, lever=lv.name, description=lv.description,
@@ -69,7 +109,8 @@ def _row(cert: Certificate, sec: LeversSection, run: LeverRun, lv: Lever) -> Lev
                     b_step0=measured(step0, "s", f"{b.label} step 0, median over children, "
                                      f"{where}") if step0 is not None else None,
                     achieved_a=achieved_flops(run, a), achieved_b=achieved_flops(run, b),
-                    mfu_a=mfu_a, mfu_b=mfu_b, mfu_note=note_a or note_b)
+                    mfu_a=mfu_a, mfu_b=mfu_b, mfu_note=note_a or note_b,
+                    unresolved=_unresolved(lv, load))
 
 
 def _seconds(v: LeverVariant, where: str) -> Tagged | None:

@@ -9,7 +9,7 @@ preflight repeats it. Nothing here does I/O: the command line loads the files an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from pydantic import BaseModel
@@ -25,7 +25,7 @@ from afford.plan import disk as diskmod
 from afford.plan import failures as failmod
 from afford.plan import quota as quotamod
 from afford.plan.derive import derive, num
-from afford.plan.go_no_go import Facts, verdict
+from afford.plan.go_no_go import Facts, run_row, slow_step, verdict
 from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
 from afford.schema.cert import Certificate
 from afford.schema.platform import Platform
@@ -111,14 +111,18 @@ def run_shape(cert: Certificate, run: RunFile) -> RunShape:
 
 
 def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
-         pins: dict[str, bool] | None = None) -> PlanResult:
-    """The whole cost model for ``run`` (or, without one, the chunk table and quota)."""
+         pins: dict[str, bool] | None = None, step: Tagged | None = None) -> PlanResult:
+    """The whole cost model for ``run`` (or, without one, the chunk table and quota);
+    ``step``: the run's step in place of the certificate's (preflight plans a NOISY
+    certificate at the slow end of the step's spread too)."""
     g = _Gather()
     matches = platform.device.matches(figures.device_name(cert)) if platform.device else None
     memory = chunkmod.memory_budget(_device_memory(cert, platform, matches),
                                     platform.budget_fraction.tagged())
     shape = run_shape(cert, run) if run else None
     rf = run_figures(cert, run, shape, memory.budget_bytes) if run else None
+    if rf is not None and step is not None:
+        rf = replace(rf, step=step)
     unpinned = tuple(s for s in (run.data_sources if run else []) if not (pins or {}).get(s))
     step = rf.step if rf else None
     ckpt_bytes, write = _checkpoint(cert, run, shape, rf, g)
@@ -265,14 +269,24 @@ def _provisional(obj):
 def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
               pins: dict[str, bool] | None = None, now: datetime | None = None,
               here_torch: str | None = None, accept_noisy: bool = False) -> Verdict:
-    """GO / NO-GO with every reason (:func:`afford.plan.go_no_go.verdict`);
-    ``accept_noisy``: a NOISY certificate is a warning, not a reason."""
+    """GO / NO-GO with every reason (:func:`afford.plan.go_no_go.verdict`). On a NOISY
+    certificate the run is planned twice, at its step and at the slow end of the step's
+    measured spread (:func:`afford.plan.go_no_go.slow_step`): NO-GO only where the slow end
+    flips the decision, unless ``accept_noisy``."""
     p = plan(cert, platform, run, pins=pins)
+    slow = None
+    step = run_row(p).step_seconds
+    if p.time_verdict == "NOISY" and step is not None:
+        shape = run_shape(cert, run)
+        spread = figures.children_slow_end(cert, shape.workload,
+                                           shape.value if shape.in_family else None, run.mode)
+        end = slow_step(step, spread)
+        slow = plan(cert, platform, run, pins=pins, step=end) if end is not None else None
     age = (now - figures.certified_at(cert)).total_seconds() / 86400 if now else None
     facts = Facts(cert_age_days=age, cert_torch=figures.torch_version(cert),
                   here_torch=here_torch, max_weeks=run.figure("max_weeks", "weeks", run.name),
                   accept_noisy=accept_noisy)
-    return verdict(p, facts)
+    return verdict(p, facts, slow)
 
 
 def _device_memory(cert, platform: Platform, matches: bool | None) -> Tagged:

@@ -166,7 +166,7 @@ def memory_summary_table(cert) -> Table:
         a, r = heldout_accuracy(law, run)
         t.add_row(law.workload, law.mode, fmt(fitted(round(f.c_res, 2), "", src)),
                   fmt(fitted(round(f.c_op, 3), "", src)) if f.s2_term else "-",
-                  fmt(fitted(signed_bytes(f.fixed_bytes), "", src))
+                  fmt(fitted(_signed(f.fixed_bytes), "", src))
                   if f.form == "states_plus_fixed" else "-",
                   fmt(module(round(f.r2, 5), "", "fit_memory")),
                   fmt(measured(round(law.bytes_per_param, 3), "B/param", "states counted")),
@@ -176,6 +176,13 @@ def memory_summary_table(cert) -> Table:
         t.add_row(n.what, "-", n.status, "-", "-", "-", "-", "-", n.reason, "-")
     t.caption = "CPU: the law of the peak RSS increment; CUDA: of peak allocated (and reserved)"
     return t
+
+
+def _signed(n: float) -> str:
+    """A law's constant term shown alone: ``-1.20 MiB`` (a fitted intercept may be
+    negative), ``190.80 MiB``; the law's formula writes it as a term (``- 1.20 MiB``)."""
+    term = signed_bytes(n)
+    return term[2:] if term.startswith("+") else "-" + term[2:]
 
 
 def _replay_cell(law: MemoryLaw, run: str) -> str:

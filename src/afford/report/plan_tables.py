@@ -122,10 +122,12 @@ def run_block(p: PlanResult) -> Block | None:
         return None
     row = next(r for r in p.rows if r.is_run)
     shape = ", ".join(f"{k}={v}" for k, v in p.run.shape.items())
-    return _kv(f"run {p.run.name}: {p.run.workload} {p.run.mode} ({shape})", [
-        ("warm step", row.step_seconds, p.run.step_why or "-"),
-        ("tokens per step", p.run.tokens_per_step, "-"),
-        ("tokens per chunk", row.tokens_per_chunk, "-"), ("parameters", row.params, "-")])
+    rows = [("warm step", row.step_seconds, p.run.step_why or "-"),
+            ("tokens per step", p.run.tokens_per_step, "-"),
+            ("tokens per chunk", row.tokens_per_chunk, "-")]
+    if row.params is not None:  # not counted at a shape no point measured: no empty row
+        rows.append(("parameters", row.params, "-"))
+    return _kv(f"run {p.run.name}: {p.run.workload} {p.run.mode} ({shape})", rows)
 
 
 def quota_block(p: PlanResult) -> Block | None:
@@ -236,12 +238,20 @@ def rich_table(b: Block) -> RichTable:
         table.add_column(col, justify="right" if right else "left", no_wrap=right,
                          overflow="fold", style="dim" if col == "from" else None)
     for n, row in enumerate(b.table.rows):
-        table.add_row(*(Text(cell_text(c, f"{b.title}: {col}"))
-                        for c, col in zip(row, b.table.columns)),
+        table.add_row(*(Text(_cell(c, col, b.title)) for c, col in zip(row, b.table.columns)),
                       style="red" if n in b.wrong else None)
     if b.table.caption:
         table.caption = Text(b.table.caption)
     return table
+
+
+def _cell(c: Cell, col: str, title: str) -> str:
+    """A cell's text; a figure under a header that names its unit (``steps/h``,
+    ``tokens/s``) without the unit again (``19906 C``, not ``19906 steps/h C``)."""
+    text = cell_text(c, f"{title}: {col}")
+    if isinstance(c, Tagged) and c.unit and col == c.unit:
+        return text.replace(f" {c.unit} ", " ", 1)
+    return text
 
 
 def _figures(cells) -> bool:
@@ -250,7 +260,7 @@ def _figures(cells) -> bool:
     return bool(cells) and all(isinstance(c, Tagged) for c in cells)
 
 
-def _draw(blocks: list[Block]) -> list[RenderableType]:
+def draw(blocks: list[Block]) -> list[RenderableType]:
     out: list[RenderableType] = []
     for b in blocks:
         out.append(rich_table(b))
@@ -265,7 +275,7 @@ def plan_sections(p: PlanResult) -> tuple[Section, ...]:
                  for b in plan_blocks(p))
 
 
-def _lines(title: str, items, style: str) -> list[RenderableType]:
+def titled_lines(title: str, items, style: str) -> list[RenderableType]:
     if not items:
         return []
     return [Text(title, style="bold")] + [Text(f"  - {x}", style=style) for x in items]
@@ -283,8 +293,41 @@ def noisy_line(p: PlanResult) -> str:
         return ""
     rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""
     return ("WARNING: the certificate's step times are NOISY: " + "; ".join(p.noisy) + rule
-            + ". Every time below rests on them; afford preflight says NO-GO unless "
-            "--accept-noisy")
+            + ". Every time below rests on them; afford preflight checks the decision at "
+            "the slow end of their spread too (NO-GO where it flips, unless --accept-noisy)")
+
+
+#: lines of what matters for the answer, under it (the rest: -v, and the JSON)
+MATTERS = 3
+
+
+def noisy_brief(time_verdict: str | None, noisy: tuple[str, ...]) -> str:
+    """The NOISY, MISSED or UNJUDGED verdict in one line under an answer: the first reason
+    and how many more (``-v`` lists them); empty when the step times are judged and hold."""
+    if time_verdict not in ("NOISY", "MISSED", "UNJUDGED") or not noisy:
+        return ""
+    more = f" and {len(noisy) - 1} more (-v lists them)" if len(noisy) > 1 else ""
+    if time_verdict == "UNJUDGED":
+        return f"the step-time model is unchecked: {noisy[0]}{more}"
+    if time_verdict == "MISSED":
+        return (f"the step-time model missed a held-out shape beyond its tolerance (its "
+                f"error, reproduced): {noisy[0]}{more}")
+    return f"the certificate's step times are NOISY: {noisy[0]}{more}"
+
+
+def matters(lines: list[str], hidden: int = 0) -> list[RenderableType]:
+    """At most :data:`MATTERS` lines of what matters for the answer, under it: the first
+    lines as given, then, where more were left out (and ``hidden`` more, such as the
+    certificate's warnings about figures the answer did not use), one line saying how many
+    and where they are (``-v``, and the JSON)."""
+    lines = [x for x in lines if x]
+    left = len(lines) + hidden
+    shown = lines if left <= MATTERS else lines[:MATTERS - 1]
+    out: list[RenderableType] = [Text(f"  - {x}", style="yellow") for x in shown]
+    if left > len(shown):
+        out.append(Text(f"  - {left - len(shown)} more warning(s) and note(s): -v prints "
+                        "them, --json holds them", style="dim"))
+    return out
 
 
 def missed_line(reasons) -> str:
@@ -301,43 +344,76 @@ def warning_notes(p: PlanResult) -> tuple[str, ...]:
                                              for w in p.certificate_warnings)
 
 
-def render_plan(p: PlanResult) -> Group:
+def render_plan(p: PlanResult, verbose: bool = False) -> Group:
+    """The plan: its answer first (the run's figures; without a run, the chunk table), at
+    most three lines of what matters, then every table with where each figure came from.
+    ``verbose``: every warning and note in full, before the tables."""
     head = f"afford plan: {p.certificate_device} on platform {p.platform}"
     if p.platform_device:
         head += f" ({p.platform_device})"
     parts: list[RenderableType] = [Text(head, style="bold")]
-    if noisy_line(p):
-        parts.append(Text(noisy_line(p), style="bold red"))
-    parts += _lines("certificate warnings", p.certificate_warnings, "yellow")
-    parts += _lines("notes", p.notes, "yellow")
-    parts += _draw(plan_blocks(p))
-    parts += _lines("assumed (not measured here)", p.assumptions, "yellow")
+    answer = run_figures_block(p) or chunk_table(p.rows)
+    parts += draw([answer])
+    if verbose:
+        if noisy_line(p):
+            parts.append(Text(noisy_line(p), style="bold red"))
+        parts += titled_lines("certificate warnings", p.certificate_warnings, "yellow")
+        parts += titled_lines("notes", p.notes, "yellow")
+    else:
+        parts += matters([noisy_brief(p.time_verdict, p.noisy), *p.notes],
+                         hidden=len(p.certificate_warnings))
+    parts += draw([b for b in plan_blocks(p) if b.title != answer.title])
+    parts += titled_lines("assumed (not measured here)", p.assumptions, "yellow")
     parts.append(Text(LEGEND + "; ? provisional (data not pinned)", style="dim"))
     return Group(*parts)
 
 
-def render_verdict(v: Verdict) -> Group:
+def run_figures_block(p: PlanResult, title: str = "the run's figures") -> Block | None:
+    """The run's figures in one table (step, steps per chunk, memory, startup, cadence,
+    weeks to the target, disk), each with where it came from; None without a run."""
+    row = next((r for r in p.rows if r.is_run), None)
+    if row is None:
+        return None
+    rows = [("step", row.step_seconds, "-"), ("steps per chunk", row.steps_per_chunk,
+                                               "no cap"),
+            ("projected reserved", row.projected_reserved_bytes, "-"),
+            ("of the budget", row.budget_share, "-"),
+            ("startup", p.chunk.startup.total_seconds, "-"),
+            ("margin covers startup", p.chunk.margin_covers, "-")]
+    if p.cadence:
+        rows.append(("save_every", p.cadence.save_every, "-"))
+    if p.target:
+        rows.append(("weeks to target", p.target.weeks, "out of reach"))
+    if p.disk:
+        rows.append(("disk at peak", p.disk.peak_share, "unknown"))
+    return _kv(title, rows)
+
+
+def verdict_warnings(v: Verdict) -> tuple[list[str], int]:
+    """(the warnings that matter for the decision, how many others): the NOISY spread and
+    the run's own caveats first; the fallbacks the plan assumed (its figures' sources say
+    so) and the certificate's warnings about figures the decision did not use after."""
+    later = ("assumed: ", "certificate: ")
+    first = [w for w in v.warnings if not w.startswith(later)]
+    return first, len(v.warnings) - len(first)
+
+
+def render_verdict(v: Verdict, verbose: bool = False) -> Group:
+    """GO or NO-GO and every reason (the answer), at most three lines of the warnings that
+    matter (``verbose``: every warning), then the run's figures with their sources."""
     p = v.plan
     word = Text("GO" if v.go else "NO-GO", style="bold green" if v.go else "bold red")
     head = Text.assemble(word, f"  {p.run.name if p.run else ''} on {p.platform} "
                          f"(certificate: {p.certificate_device})")
     parts: list[RenderableType] = [head]
-    parts += _lines("reasons", v.reasons, "red")
-    parts += _lines("warnings", v.warnings, "yellow")
-    row = next((r for r in p.rows if r.is_run), None)
-    if row is not None:
-        rows = [("step", row.step_seconds, "-"), ("steps per chunk", row.steps_per_chunk,
-                                                   "no cap"),
-                ("projected reserved", row.projected_reserved_bytes, "-"),
-                ("of the budget", row.budget_share, "-"),
-                ("startup", p.chunk.startup.total_seconds, "-"),
-                ("margin covers startup", p.chunk.margin_covers, "-")]
-        if p.cadence:
-            rows.append(("save_every", p.cadence.save_every, "-"))
-        if p.target:
-            rows.append(("weeks to target", p.target.weeks, "out of reach"))
-        if p.disk:
-            rows.append(("disk at peak", p.disk.peak_share, "unknown"))
-        parts += _draw([_kv("the run's figures (afford plan shows all of them)", rows)])
+    parts += titled_lines("reasons", v.reasons, "red")
+    if verbose:
+        parts += titled_lines("warnings", v.warnings, "yellow")
+    elif v.warnings:
+        first, hidden = verdict_warnings(v)
+        parts += [Text("warnings", style="bold")] + matters(first, hidden)
+    block = run_figures_block(p, "the run's figures (afford plan shows all of them)")
+    if block is not None:
+        parts += draw([block])
     parts.append(Text(LEGEND + "; ? provisional (data not pinned)", style="dim"))
     return Group(*parts)

@@ -9,7 +9,15 @@ from rich.text import Text
 
 from afford.plan.prediction import PredictResult
 from afford.report.model import Table
-from afford.report.plan_tables import Block, _draw, _lines, fits_cell, missed_line
+from afford.report.plan_tables import (
+    Block,
+    draw,
+    fits_cell,
+    matters,
+    missed_line,
+    noisy_brief,
+    titled_lines,
+)
 from afford.report.terminal import LEGEND, fmt
 
 COLUMNS = ("workload", "mode", "shape", "step", "tokens/s", "steps/chunk", "steps/h",
@@ -56,21 +64,32 @@ def memory_sources(who: str, m, why: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def render_predict(p: PredictResult) -> Group:
+def render_predict(p: PredictResult, verbose: bool = False) -> Group:
+    """The prediction first, then at most three lines of what matters for it (the NOISY,
+    MISSED or UNJUDGED verdict in one line, the notes), then where each figure comes from;
+    ``verbose``: the verdict's every reason and the certificate's every warning in full,
+    before the sources."""
     parts: list[RenderableType] = [Text(f"afford predict: {p.certificate_device}",
                                         style="bold")]
-    if p.time_verdict == "MISSED":
-        parts.append(Text(missed_line(p.noisy), style="yellow"))
-    if p.time_verdict == "UNJUDGED":
-        parts.append(Text("NOTE: the step-time model was judged at no held-out shape: "
-                          + "; ".join(p.noisy) + ". These times are unchecked", style="yellow"))
-    if p.time_verdict == "NOISY":
-        rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""
-        parts.append(Text("WARNING: the certificate's step times are NOISY: "
-                          + "; ".join(p.noisy) + rule, style="bold red"))
-    parts += _lines("certificate warnings", p.certificate_warnings, "yellow")
-    parts += _lines("notes", p.notes, "yellow")
-    parts += _draw(predict_blocks(p))
-    parts += _lines("assumed (not measured here)", p.assumptions, "yellow")
+    answer, sources = predict_blocks(p)
+    parts += draw([answer])
+    if verbose:
+        if p.time_verdict == "MISSED":
+            parts.append(Text(missed_line(p.noisy), style="yellow"))
+        if p.time_verdict == "UNJUDGED":
+            parts.append(Text("NOTE: the step-time model was judged at no held-out shape: "
+                              + "; ".join(p.noisy) + ". These times are unchecked",
+                              style="yellow"))
+        if p.time_verdict == "NOISY":
+            rule = f" (rule: {p.noisy_rule})" if p.noisy_rule else ""
+            parts.append(Text("WARNING: the certificate's step times are NOISY: "
+                              + "; ".join(p.noisy) + rule, style="bold red"))
+        parts += titled_lines("certificate warnings", p.certificate_warnings, "yellow")
+        parts += titled_lines("notes", p.notes, "yellow")
+    else:
+        parts += matters([noisy_brief(p.time_verdict, p.noisy), *p.notes],
+                         hidden=len(p.certificate_warnings))
+    parts += draw([sources])
+    parts += titled_lines("assumed (not measured here)", p.assumptions, "yellow")
     parts.append(Text(LEGEND, style="dim"))
     return Group(*parts)

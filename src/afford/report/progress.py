@@ -31,7 +31,10 @@ from typing import Any, TextIO
 
 class RichProgress:
     """A callable for certify's ``progress``; a context manager that ends the bar. Off a
-    terminal (and outside a notebook) it writes lines on the console's file instead."""
+    terminal (and outside a notebook) it writes lines on the console's file instead. The
+    bar counts the sweep's child-points over those planned; each later stage (the time
+    model's rounds, probes, memory, gates) restarts the count without a total, since its
+    points are not known ahead, so the count never passes its total (it once read 44/33)."""
 
     def __init__(self, console: Any = None) -> None:
         from rich.console import Console
@@ -50,21 +53,59 @@ class RichProgress:
                             MofNCompleteColumn(), TimeElapsedColumn(), console=console,
                             transient=True)
         self.task: Any = None
+        self.total: int | None = None
+        self.count = 0
 
     def __call__(self, p: Any) -> None:
         """One event (an :class:`afford.certify.Progress`)."""
         if self.lines is not None:
             self.lines(p)
             return
+        if p.event == "plan":
+            self.planned(p.total)
+        elif p.event == "stage":
+            self.stage(p.key)
+        elif p.event == "begin":
+            self.begin(p.child, p.key)
+        elif p.event == "point":
+            self.point()
+
+    def _start(self) -> None:
         if self.task is None:
             self.bar.start()
             self.task = self.bar.add_task("resolving", total=None)
-        if p.event == "plan":
-            self.bar.update(self.task, total=p.total, description="measuring")
-        elif p.event == "begin":
-            self.bar.update(self.task, description=f"child {p.child}: {p.key}")
-        elif p.event == "point":
-            self.bar.update(self.task, completed=p.done)
+
+    def planned(self, total: int) -> None:
+        """The sweep is resolved: ``total`` child-points to time."""
+        self._start()
+        self.total, self.count = total, 0
+        self.bar.update(self.task, total=total, completed=0, description="measuring")
+
+    def stage(self, key: str) -> None:
+        """A stage begins: past the sweep, a fresh count without a total."""
+        self._start()
+        if key in ("sweep", "done"):
+            return
+        self.total, self.count = None, 0
+        self.bar.reset(self.task, completed=0, description=key)
+        next(t for t in self.bar.tasks if t.id == self.task).total = None  # rich: None = keep
+
+    def begin(self, child: Any, key: str) -> None:
+        self._start()
+        self.bar.update(self.task, description=f"child {child}: {key}")
+
+    def point(self) -> None:
+        """A child timed a point; a fresh child measuring what a dead one left may pass the
+        plan's total, which then grows with it."""
+        self._start()
+        self.count += 1
+        if self.total is not None and self.count > self.total:
+            self.total = self.count
+        self.bar.update(self.task, completed=self.count, total=self.total)
+
+    def print(self, text: str) -> None:
+        """A line above the bar."""
+        self.bar.console.print(text, soft_wrap=True)
 
     def close(self) -> None:
         if self.task is not None:

@@ -2,55 +2,24 @@
 
 from __future__ import annotations
 
-import math
-
-from afford.core.provenance import SHARE, NotExecutable, Tag, Tagged, impossible, require_tagged
-from afford.core.units import format_bytes, format_count, format_duration, format_gpu_hours
+from afford.core.provenance import (  # noqa: F401 (band_text: the renderers' import)
+    NotExecutable,
+    Tag,
+    Tagged,
+    band_text,
+    fitted,
+    impossible,
+    require_tagged,
+    value_text,
+)
 from afford.figures.summary import WorkloadSummary
+from afford.figures.time_figures import TimeSummary
 from afford.report.rich_table import Table
 
 ABBREV = {Tag.MEASURED: "M", Tag.FITTED: "F", Tag.MODULE: "C", Tag.INHERITED: "I",
           Tag.ASSUMED: "A"}
 LEGEND = ("tags: M measured, F fitted, C computed (module), I inherited, A assumed; "
           "* extrapolated beyond the fitted range; (lo..hi) the band a process may see")
-
-
-def value_text(t: Tagged) -> str:
-    """The value in its unit, human-formatted."""
-    v, unit = t.value, t.unit
-    if v is None:
-        return "-"
-    if isinstance(v, (str, bool)):
-        return f"{v} {unit}".strip() if unit not in ("", "points") else str(v)
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    if unit == "s":
-        return format_duration(v)
-    if unit == "GPU-s":
-        return format_gpu_hours(v)
-    if unit == "B":
-        return format_bytes(v)
-    if unit in ("FLOP/s", "B/s"):
-        return format_rate(v, unit)
-    if unit == "x":
-        return f"{v:.1f}x"
-    if unit in ("ratio", SHARE):
-        return f"{v:.2%}"
-    if unit == "tokens/s":
-        return f"{format_count(v)} tokens/s"
-    if unit in ("params", "tokens", "steps", "FLOP"):
-        return format_count(v)
-    if isinstance(v, int):
-        return f"{v:d} {unit}".strip()
-    return f"{v:.4g} {unit}".strip()
-
-
-def format_rate(v: float, unit: str) -> str:
-    """``7.62e14, "FLOP/s"`` -> ``"762 TFLOP/s"``; ``4.24e12, "B/s"`` -> ``"4.24 TB/s"``."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
-    return f"{v:.3g} {unit}"
 
 
 FAILED = "FAILED"
@@ -76,31 +45,39 @@ def fmt(x: object, where: str = "") -> str:
     return f"{value_text(t)}{band_text(t)} {ABBREV[t.tag]}{star}{prov}"
 
 
-def band_text(t: Tagged) -> str:
-    """`` (33.17..48.20 ms)``: the band's ends in the figure's unit (said once where both
-    ends share it); empty for a point."""
-    if t.band is None:
-        return ""
-    whole = isinstance(t.value, int) and not isinstance(t.value, bool)  # a count's ends too
-    lo, hi = (value_text(t.model_copy(update={"value": int(v) if whole else v, "low": None,
-                                              "high": None})) for v in t.band)
-    lo_num, _, lo_unit = lo.rpartition(" ")
-    hi_num, _, hi_unit = hi.rpartition(" ")
-    if lo_num and lo_unit == hi_unit:
-        return f" ({lo_num}..{hi_num} {hi_unit})"
-    return f" ({lo}..{hi})"
-
-
-def certificate_table(rows: list[WorkloadSummary], title: str) -> Table:
+def certificate_table(rows: list[WorkloadSummary], title: str,
+                      times: dict[tuple[str, str], TimeSummary] | None = None) -> Table:
+    """The certificate's headline, one row per workload: the law plans read (the step-time
+    model where the certificate has one, with its held-out error; else the sweep's
+    throughput law with its R^2 and leave-one-out error), never a law that fits worse than
+    the mean of its points (R^2 < 0); then the sweep's range, residency, the largest warm
+    step and step 0 over warm."""
     table = Table(title=title, title_justify="left")
-    for col in ("workload", "mode", "law", "R^2", "LOO max", "range", "resident",
-                "warm step (largest)", "step0/warm, median of points"):
+    for col in ("workload", "mode", "law (what plans read)", "its error", "range",
+                "resident", "warm step (largest)", "step0/warm, median of points"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r.name, r.mode, r.law, fmt(r.r2), fmt(r.loo_max), r.fitted_range,
-                      fmt(r.resident), fmt(r.warm_seconds), fmt(r.step0_over_warm))
+        law, error = headline_law(r, (times or {}).get((r.name, r.mode)))
+        table.add_row(r.name, r.mode, law, error, r.fitted_range, fmt(r.resident),
+                      fmt(r.warm_seconds), fmt(r.step0_over_warm))
     table.caption = LEGEND
     return table
+
+
+def headline_law(r: WorkloadSummary, t: TimeSummary | None) -> tuple[str, str]:
+    """(the law, its error) a workload's headline shows: its step-time model, or its
+    throughput law, or why neither is headlined."""
+    if t is not None and t.form is not None and t.formula:
+        law = fmt(fitted(t.formula, "", f"{t.name} ({t.mode}) step-time model"))
+        if t.held_out_worst is None:
+            return f"step-time model: {law}", "no held-out shape"
+        return (f"step-time model: {law}", f"held-out median {fmt(t.held_out_median)}, "
+                f"worst {fmt(t.held_out_worst)}")
+    if r.r2 is not None and isinstance(r.r2.value, (int, float)) and r.r2.value < 0:
+        return (f"not headlined: its R^2 {fmt(r.r2)} is below 0 (the mean of the points fits "
+                "them better)", "-")
+    loo = f", LOO max {fmt(r.loo_max)}" if r.loo_max is not None else ""
+    return r.law, (f"R^2 {fmt(r.r2)}{loo}" if r.r2 is not None else "-")
 
 
 NOT_EXECUTABLE = "NOT EXECUTABLE"
