@@ -113,7 +113,8 @@ def test_predict_and_size_are_what_the_commands_print():
     cli = _cli_json("size", str(CERT), "--seq", "128", "--batch", "4")
     assert s.fits is cli["fits"] is True
     assert s.memory.allocated.value == cli["peak_allocated"]["value"]
-    assert s.memory.fits == cli["fits_level"] and s.model_dump(mode="json")["memory"] == cli["memory"]
+    assert s.memory.fits == cli["fits_level"]
+    assert s.model_dump(mode="json")["memory"] == cli["memory"]
 
 
 @pytest.mark.parametrize("call, match", [
