@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from afford.figures import ledger

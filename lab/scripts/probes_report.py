@@ -12,8 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 from afford import figures
-from afford.figures.probes_figures import summarize_probes
 from afford.core.provenance import NotExecutable
+from afford.figures.probes_figures import summarize_probes
 from afford.report.probes_tables import probes_device_table, probes_workload_table
 from afford.report.probes_tables import probes_warmup_table as warmup_table
 from afford.schema.cert import load_certificate

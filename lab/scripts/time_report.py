@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from afford.figures import ledger
-from afford.schema.cert import load_certificate
 from afford.figures.time_figures import old_law_at
+from afford.schema.cert import load_certificate
 
 
 def _ms(x: float | None) -> str:
