@@ -37,8 +37,8 @@ MAX_TRIES = 14
 
 
 def stage(workloads: list[str], ahead) -> tuple[object, float]:
-    from afford.certify.request import CertifyRequest, StageContext, resolve
     from afford.certify.stage_memory import memory_stage
+    from afford.certify.request import CertifyRequest, StageContext, resolve
     from afford.measure import env as envmod
 
     device = envmod.choose_device("cuda")

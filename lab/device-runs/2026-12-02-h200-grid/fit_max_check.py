@@ -1,9 +1,5 @@
-import collections
-import json
-
-import numpy as np
+import json, collections, numpy as np
 from scipy.optimize import least_squares
-
 rows=[json.loads(l) for l in open('benches/device-runs/2026-12-02-h200-grid/grid.jsonl')]
 D=collections.defaultdict(dict)
 for r in rows:

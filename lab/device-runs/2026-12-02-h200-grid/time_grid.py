@@ -64,7 +64,6 @@ def workload(name: str):
 
 def count_flops(built, mode, device):
     from torch.utils.flop_counter import FlopCounterMode
-
     from afford.workloads.base import train_step
     fc = FlopCounterMode(display=False)
     with fc:
