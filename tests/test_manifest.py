@@ -267,7 +267,7 @@ def test_preflight_and_plan_treat_a_changed_source_as_unpinned(pinned_run):
     doc = json.loads(r.stdout)
     assert doc["plan"]["run"]["unpinned"] == ["text.txt"]
     assert any("'text.txt' changed since it was pinned" in w for w in doc["warnings"])
-    text = " ".join(runner.invoke(app, ["preflight", *args]).output.split())
+    text = " ".join(runner.invoke(app, ["preflight", *args, "-v"]).output.split())
     assert "data not pinned (text.txt)" in text and "changed since it was pinned" in text
     plan = json.loads(runner.invoke(app, ["plan", *args, "--json"]).stdout)
     assert plan["run"]["unpinned"] == ["text.txt"]
