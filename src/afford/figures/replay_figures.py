@@ -13,17 +13,14 @@ whether the shape fits, that is a lever.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from afford.core import cache
 from afford.core.provenance import Tagged, fitted
-from afford.fit.memory import replay_fit as mr
 from afford.fit.memory.allocator import parse_alloc_conf
 from afford.fit.memory.memory_fit import BATCH_CAP
-from afford.fit.memory.replay_fit import use_replay
-from afford.fit.memory.replay_model import build_replay, with_replay
-from afford.fit.memory.trace_scaling import TraceModel, unpack
 from afford.schema.memory_section import (
     REPLAY_VERSION,
     MemoryBreakdownRecord,
@@ -31,6 +28,12 @@ from afford.schema.memory_section import (
     ReplayModel,
     SeedSegment,
 )
+
+if TYPE_CHECKING:
+    from afford.fit.memory.trace_scaling import TraceModel
+
+# The replay's own modules (replay_fit, replay_model, trace_scaling, breakdown) are imported
+# where a replay runs or is rebuilt: a command whose shapes are in the cache needs none.
 
 EXPANDABLE = "expandable_segments:True"
 CACHE_KIND = "replay"
@@ -58,6 +61,8 @@ def current(law: MemoryLaw) -> MemoryLaw:
             replay = ReplayModel.model_validate_json(text)
         except ValueError:  # a corrupt entry: rebuilt below
             replay = None
+    from afford.fit.memory.replay_model import build_replay, with_replay
+
     if replay is None:
         replay = build_replay(law)
         if replay is not None:
@@ -75,7 +80,7 @@ def _model_key(law: MemoryLaw) -> str:
     hit = _KEYS.get(id(law.replay))
     if hit is not None and hit[0] is law.replay:
         return hit[1]
-    base = next(s for s in law.shapes if s.role == "base" and s.trace is not None)
+    base = _base(law)
     key = cache.key("replayed", str(REPLAY_VERSION), law.replay.learned.model_dump_json(),
                     json.dumps([g.model_dump(mode="json") for g in base.trace.seed]))
     _KEYS[id(law.replay)] = (law.replay, key)
@@ -91,8 +96,7 @@ def peaks(law: MemoryLaw, B: int, s: int, expandable: bool) -> tuple[int, int] |
     user asks the same shapes of every command), then read from the cache
     (:mod:`afford.core.cache`); ``None`` without a learned model."""
     law = current(law)
-    got = learned(law)
-    if got is None:
+    if law.replay is None or law.replay.learned is None or _base(law) is None:
         return None
     key = _model_key(law)
     slot = (key, int(B), int(s), bool(expandable))
@@ -105,6 +109,9 @@ def peaks(law: MemoryLaw, B: int, s: int, expandable: bool) -> tuple[int, int] |
     except ValueError:
         pair = None
     if pair is None or len(pair) != 2:
+        from afford.fit.memory import replay_fit as mr
+
+        got = learned(law)
         res = mr.predict(got[0], got[1], B, s, expandable)
         pair = (int(res.peak_allocated_bytes), int(res.peak_reserved_bytes))
         cache.write("replayed", name, json.dumps(pair))
@@ -127,6 +134,8 @@ def breakdown(law: MemoryLaw, B: int, s: int, expandable: bool
             return MemoryBreakdownRecord.model_validate_json(text)
         except ValueError:
             pass
+    from afford.fit.memory import replay_fit as mr
+
     try:
         brk = mr.breakdown_at(got[0].trace(B, s), got[1], expandable)
     except ValueError:
@@ -135,12 +144,20 @@ def breakdown(law: MemoryLaw, B: int, s: int, expandable: bool
     return brk
 
 
+def _base(law: MemoryLaw):
+    """The traced base shape: the reference history, whose starting segments every
+    prediction replays from."""
+    return next((s for s in law.shapes if s.role == "base" and s.trace is not None), None)
+
+
 def learned(law: MemoryLaw) -> tuple[TraceModel, list[SeedSegment]] | None:
     """The replay's learned size laws and the reference history's starting segments (what
     every prediction replays from); ``None`` without a learned model."""
+    from afford.fit.memory.trace_scaling import unpack
+
     law = current(law)
     stored = law.replay.learned if law.replay is not None else None
-    base = next((s for s in law.shapes if s.role == "base" and s.trace is not None), None)
+    base = _base(law)
     if stored is None or base is None:
         return None
     hit = _UNPACKED.get(id(stored))
@@ -205,6 +222,8 @@ def usable(law: MemoryLaw) -> tuple[bool, str]:
         return False, "no allocator replay in the certificate (not traced, or a CPU)"
     if not rp.trusted:
         return False, "the allocator replay is not trusted: " + "; ".join(rp.warnings[:2])
+    from afford.fit.memory.replay_fit import use_replay
+
     if not use_replay(rp):
         return False, (f"the law predicted the held-out shapes better (reserved worst "
                        f"{rp.law_worst_reserved_error:.2%} against the replay's "
