@@ -321,6 +321,7 @@ def test_cli_reads_eval_readings_from_the_ledger(setup):
                                              device="RTX 4000", command="train.py")])
     r = runner.invoke(app, ["milestones", str(setup / "ladder.toml"), "--history", str(h)])
     assert r.exit_code == 0, r.output
+    assert "PASSED" in r.stdout and W[:12] in r.stdout  # judged on the ledger's reading
 
 
 @pytest.mark.parametrize("rows,match", [
