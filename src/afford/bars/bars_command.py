@@ -55,7 +55,7 @@ def bars_request(data: Path, *, heldout: str = "last:100KB", order: str = "1..5"
         if p is not None:
             check_writable(p, overwrite=force)
     return BarsRequest(data=data, heldout=heldout, orders=orders, smoothings=smooth,
-                       k=add_k, discount=discount, method=method,  # type: ignore[arg-type]
+                       k=add_k, discount=discount, method=method,
                        memory_bytes=memory_bytes(memory, "--memory"),
                        buckets=bucket_count(buckets), manifest=manifest,
                        window_out=window_out, command=command)

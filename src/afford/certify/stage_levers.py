@@ -286,9 +286,9 @@ def batch_ladder(spec: str, mode: str, value: int, variants: dict[str, LeverVari
           and not v.point.excluded_reason]
     if len(ok) < 3:
         return None, None
-    law = fit_linear_floor([p.tokens_per_step for p in ok],  # type: ignore[misc]
-                           [p.median_seconds for p in ok])  # type: ignore[misc]
-    return law, law.params["F"] / ok[0].median_seconds  # type: ignore[operator]
+    law = fit_linear_floor([p.tokens_per_step for p in ok],
+                           [p.median_seconds for p in ok])
+    return law, law.params["F"] / ok[0].median_seconds
 
 
 def _label(s: str, mode: str, spec: str) -> str:
@@ -322,8 +322,8 @@ def _lever(p: Pair, variants: dict[str, LeverVariant], value: int) -> Lever:
             why = (v.point.excluded_reason if v.point else None) or "not measured"
             return Lever(**common, not_executable=NotExecutable(
                 what=f"{p.description} ({v.label})", reason=why))
-    ratios = per_child_speedups(_medians(a.point), _medians(b.point), p.metric,  # type: ignore[arg-type]
-                                a.point.tokens_per_step, b.point.tokens_per_step)  # type: ignore[union-attr]
+    ratios = per_child_speedups(_medians(a.point), _medians(b.point), p.metric,
+                                a.point.tokens_per_step, b.point.tokens_per_step)
     med, lo, hi = summarize(ratios)
     return Lever(**common, per_child=ratios, speedup=med, speedup_min=lo, speedup_max=hi)
 

@@ -156,7 +156,7 @@ def _above_floor(results: list, sizes: list[SizePoint]) -> list[str]:
         return []
     floor = min(floors)
     above = [z.spec for z in sizes if z.point.usable
-             and z.point.median_seconds >= WORK_OVER_FLOOR * floor]  # type: ignore[operator]
+             and z.point.median_seconds >= WORK_OVER_FLOOR * floor]
     if len(above) >= 2:
         return []
     return [f"{len(above)} of the ladder's {len(sizes)} sizes lie at {WORK_OVER_FLOOR:g}x or "

@@ -49,7 +49,7 @@ from afford.core.units import MAX_MAGNITUDE, UnitError, bounded
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory locks on the temps
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None
 
 STALE_SECONDS = 3600.0  # a checkpoint probe's folder this old is a dead probe's
 LOCK_TIMEOUT_S = 30.0  # seconds a writer waits for a file's lock (afford.core.lock); no afford
@@ -179,7 +179,7 @@ def _publish(tmp: str, target: Path, *, overwrite: bool) -> None:
 try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 
 STDIN = "-"  # a path argument that reads standard input instead of a file

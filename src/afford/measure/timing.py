@@ -198,7 +198,7 @@ def timed_run(step: Callable[[int], Any], clock: Clock, start: int, block: int,
             run.seconds.append(clock.between(marks[k], marks[k + 1]))
             run.indices.append(start + k)
             if reads:
-                run.usage.append(clock.usage_between(marks[k], marks[k + 1]))  # type: ignore[attr-defined]
+                run.usage.append(clock.usage_between(marks[k], marks[k + 1]))
 
     t0 = now()
     marks.append(clock.mark())
@@ -247,7 +247,7 @@ def timed_block(step: Callable[[int], Any], clock: Clock, start: int, count: int
         marks.append(clock.mark())
     clock.sync()
     if usage is not None:
-        usage.extend(clock.usage_between(marks[k], marks[k + 1])  # type: ignore[attr-defined]
+        usage.extend(clock.usage_between(marks[k], marks[k + 1])
                      for k in range(count))
     return ([clock.between(marks[k], marks[k + 1]) for k in range(count)],
             list(range(start, start + count)))

@@ -260,12 +260,12 @@ def ceilings(cert: Certificate, workload: str | None, mode: str, constants: Scal
         note, rate = f"the {dtype} GEMM rate here is {rate.tag.value}, not measured", None
     bw = figures.copy_bandwidth(cert)
     name = DEFAULT_FAMILY if workload in (None, DEFAULT_FAMILY) else \
-        family_result(cert, workload, mode).name  # type: ignore[arg-type]
+        family_result(cert, workload, mode).name
     mlaw = law_or_none(cert, name, mode)
     bpp = mlaw.bytes_per_param if mlaw is not None and mlaw.bytes_per_param else \
         constants.state_bytes_per_param
-    return Ceilings(rate.value if rate is not None else None,  # type: ignore[arg-type]
-                    bw.value if bw is not None else None, bpp), rate, note  # type: ignore[arg-type]
+    return Ceilings(rate.value if rate is not None else None,
+                    bw.value if bw is not None else None, bpp), rate, note
 
 
 # ---- a rung -------------------------------------------------------------------------------

@@ -128,7 +128,7 @@ def variant_flops(run: LeverRun, v: LeverVariant) -> float | None:
     if run.flops_per_step is None or base is None or v.point is None \
             or not v.point.tokens_per_step:
         return None
-    return run.flops_per_step / base.tokens_per_step * v.point.tokens_per_step  # type: ignore[operator]
+    return run.flops_per_step / base.tokens_per_step * v.point.tokens_per_step
 
 
 def _mfu(cert: Certificate, run: LeverRun, v: LeverVariant) -> tuple[Tagged | None, str]:
@@ -140,7 +140,7 @@ def _mfu(cert: Certificate, run: LeverRun, v: LeverVariant) -> tuple[Tagged | No
     peak = figures.gemm_rate(cert, dtype)
     if peak is None or not peak.value:
         return None, f"no measured {dtype} GEMM rate in the certificate (probes stage)"
-    return module(mfu(flops, p.median_seconds, peak.value), SHARE,  # type: ignore[arg-type]
+    return module(mfu(flops, p.median_seconds, peak.value), SHARE,
                   f"{flops:.4g} FLOP/step ({run.flops_source}) / step seconds / "
                   f"{dtype} GEMM rate ({peak.tag.value}: {peak.source})"), ""
 
@@ -192,9 +192,9 @@ def batch_rungs(run: LeverRun, where: str) -> list[BatchRung]:
                      f"{p.tokens_per_step} tokens per step / step, {src}")
         mem = _peak(p, src)
         prev = out[-1] if out else None
-        gain = module(tps.value / prev.tokens_per_second.value - 1, "ratio",  # type: ignore[operator]
+        gain = module(tps.value / prev.tokens_per_second.value - 1, "ratio",
                       f"tokens/s x{k} / x{prev.multiplier} - 1") if prev else None
-        ratio = module(mem.value / prev.memory.value, "x",  # type: ignore[operator]
+        ratio = module(mem.value / prev.memory.value, "x",
                        f"peak x{k} / x{prev.multiplier}") \
             if prev and mem is not None and prev.memory is not None and prev.memory.value \
             else None

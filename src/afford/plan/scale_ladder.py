@@ -225,7 +225,7 @@ def ladder_row(ctx: _Context, e: Entry) -> LadderRow:
     f6 = module(6.0 * n * d_tokens, "FLOP", "6 N D (Kaplan et al. 2020, section 2.1)")
     shape = rung_shape(ctx.src, e)
     attn, attn_note = attention_flops(shape, ctx.src.seq, d_tokens)
-    total = module(f6.value + (attn.value if attn else 0.0), "FLOP",  # type: ignore[operator]
+    total = module(f6.value + (attn.value if attn else 0.0), "FLOP",
                    "6 N D + 12 L d T D (PaLM appendix B)" if attn else "6 N D (attention "
                    f"term omitted: {attn_note})")
     got = rung_step(ctx.src, e, ctx.ceil.bytes_per_param, ctx.cert.environment.device_name)
@@ -266,7 +266,7 @@ def offload_row(ctx: _Context, n: float, d_tokens: float, memory: Tagged,
         how = f"ZeRO's accounting: {moved:g} B/param of optimizer state on the host"
     else:  # the memory law's: AdamW's fp32 moments move, weights and gradients stay
         moved, link_bytes = c.fp32_offloaded_bytes_per_param, c.fp32_link_bytes_per_param
-        dev = module(memory.value - moved * n, "B",  # type: ignore[operator]
+        dev = module(memory.value - moved * n, "B",
                      f"{memory.tag.value} memory less AdamW's two fp32 moments ({moved:g} "
                      f"B/param) moved to the host ({c.citation.split(':')[0]})")
         how = f"AdamW's fp32 moments ({moved:g} B/param) on the host"
@@ -279,14 +279,14 @@ def offload_row(ctx: _Context, n: float, d_tokens: float, memory: Tagged,
                 "probe, or did not run): the link time is not priced; " + note)
     else:
         up, down = ctx.link
-        per_step = n * link_bytes / 2 / down.value + n * link_bytes / 2 / up.value  # type: ignore[operator]
+        per_step = n * link_bytes / 2 / down.value + n * link_bytes / 2 / up.value
         link = module(per_step, "s", f"{link_bytes / 2:g} B/param down at {down.value:.3g} "
                       f"B/s + {link_bytes / 2:g} B/param up at {up.value:.3g} B/s, host link "
                       f"measured ({down.source})")
         tps = ctx.src.tokens_per_step
         if wall_a is not None and tps:
             steps = d_tokens / tps
-            wall = module(wall_a.value + steps * per_step, "s",  # type: ignore[operator]
+            wall = module(wall_a.value + steps * per_step, "s",
                           f"(a) + {format_count(steps)} steps x the link time per step, not "
                           "overlapped (an upper bound)").model_copy(
                               update={"extrapolated": wall_a.extrapolated})
@@ -318,8 +318,8 @@ def wall_clock_law(ctx: _Context, got: RungStep | None, d_tokens: float
     src = ctx.src
     if got is None:
         return None, src.lacks or "no size law for this family"
-    steps = d_tokens / src.tokens_per_step  # type: ignore[operator]
-    wall = fitted(steps * got.seconds.value, "s",  # type: ignore[operator]
+    steps = d_tokens / src.tokens_per_step
+    wall = fitted(steps * got.seconds.value, "s",
                   f"{format_count(steps)} steps of {src.batch}x{src.seq} tokens x "
                   f"{format_duration(got.seconds.value)} per step ({got.seconds.source})",
                   extrapolated=got.seconds.extrapolated)
@@ -331,7 +331,7 @@ def wall_clock_floor(ctx: _Context, flops: Tagged) -> tuple[Tagged | None, str]:
     """(b): FLOPs / the measured GEMM rate of the dtype (MODULE); None without a rate."""
     if ctx.rate is None:
         return None, ctx.rate_note
-    return module(flops.value / ctx.rate.value, "s",  # type: ignore[operator]
+    return module(flops.value / ctx.rate.value, "s",
                   f"roofline floor: FLOPs / measured GEMM rate {ctx.rate.value:.4g} FLOP/s "
                   f"({ctx.rate.source})"), ""
 
@@ -360,14 +360,14 @@ def memory_bytes(ctx: _Context, e: Entry, shape: tuple[int, int, int] | None
 def _resident(ctx: _Context, memory: Tagged) -> Tagged | None:
     if ctx.memory_budget is None:
         return None
-    fits = memory.value <= ctx.memory_budget.value  # type: ignore[operator]
+    fits = memory.value <= ctx.memory_budget.value
     tag = Tag.ASSUMED if memory.tag is Tag.ASSUMED else Tag.MODULE
     return Tagged(value=fits, tag=tag, source=f"memory {memory.value:.4g} B vs budget "
                   f"{ctx.memory_budget.value:.4g} B ({memory.tag.value} memory)")
 
 
 def _err(error: Tagged | None) -> float:
-    return float(error.value) if error is not None else 0.0  # type: ignore[arg-type]
+    return float(error.value) if error is not None else 0.0
 
 
 def disagreement(wall_a: Tagged | None, wall_b: Tagged | None, error: Tagged | None) -> str:
@@ -377,9 +377,9 @@ def disagreement(wall_a: Tagged | None, wall_b: Tagged | None, error: Tagged | N
     if wall_a is None or wall_b is None or not wall_b.value:
         return ""
     err = _err(error)
-    if wall_a.value * (1.0 + err) >= wall_b.value:  # type: ignore[operator]
+    if wall_a.value * (1.0 + err) >= wall_b.value:
         return ""
-    share = wall_b.value / wall_a.value  # type: ignore[operator]
+    share = wall_b.value / wall_a.value
     return (f"(a) {format_duration(wall_a.value)} is below the roofline floor (b) "
             f"{format_duration(wall_b.value)} by more than the law's stated error "
             f"({err:.0%}): it implies {share:.0%} of the measured GEMM rate, which no step "
@@ -397,18 +397,18 @@ def affordable(ctx: _Context, wall_a: Tagged | None, wall_b: Tagged | None, memo
     if resident is not None and resident.value is False:
         return _verdict(False, "memory"), (f"not resident: needs {memory.value:.3g} B "
                                            f"({memory.tag.value}), budget "
-                                           f"{ctx.memory_budget.value:.3g} B")  # type: ignore[union-attr]
+                                           f"{ctx.memory_budget.value:.3g} B")
     clash = disagreement(wall_a, wall_b, error)
-    if clash and wall_b.value > ctx.budget_seconds:  # type: ignore[union-attr, operator]
+    if clash and wall_b.value > ctx.budget_seconds:
         return _verdict(False, "(b)"), (f"{clash}: even the floor (b) needs "
-                                        f"{format_duration(wall_b.value)} > budget {budget}")  # type: ignore[union-attr]
+                                        f"{format_duration(wall_b.value)} > budget {budget}")
     if clash:
         return None, (f"{clash}: (b) fits within {budget}, but it is a lower bound, and (a) "
                       "cannot be believed here")
     if wall_a is not None:
         star = " (extrapolated)" if wall_a.extrapolated else ""
         pm = f", stated error {_err(error):.0%}" if error is not None else ""
-        if wall_a.value > ctx.budget_seconds:  # type: ignore[operator]
+        if wall_a.value > ctx.budget_seconds:
             return _verdict(False, "(a)"), (f"needs {format_duration(wall_a.value)} by the "
                                             f"measured law (a){star}{pm} > budget {budget}")
         caveat = "" if resident is not None and resident.tag is not Tag.ASSUMED else \
@@ -416,7 +416,7 @@ def affordable(ctx: _Context, wall_a: Tagged | None, wall_b: Tagged | None, memo
         return _verdict(True, "(a)"), (f"(a){star} {format_duration(wall_a.value)}{pm} "
                                        f"within {budget}{caveat}")
     lacks = ctx.src.lacks or "no size law"
-    if wall_b is not None and wall_b.value > ctx.budget_seconds:  # type: ignore[operator]
+    if wall_b is not None and wall_b.value > ctx.budget_seconds:
         return _verdict(False, "(b)"), (f"even the roofline floor (b) needs "
                                         f"{format_duration(wall_b.value)} > budget {budget}")
     if wall_b is not None:
@@ -436,7 +436,7 @@ def _mfu(flops: Tagged, wall_a: Tagged | None, peak: Tagged | None, what: str
     the warnings name it)."""
     if wall_a is None or peak is None or not peak.value:
         return None
-    v = flops.value / wall_a.value / peak.value  # type: ignore[operator]
+    v = flops.value / wall_a.value / peak.value
     if v > 1.0:
         return None
     return module(v, SHARE, f"FLOPs / wall clock (a) / {what} ({peak.tag.value}: {peak.source})")
@@ -467,7 +467,7 @@ def _warnings(ctx: _Context, rows: list[LadderRow]) -> list[str]:
         out.append("a rung without a shape is given one at the family's measured aspect; "
                    "name it as N:d<width>L<layers> to choose")
     impossible = [r for r in rows if r.wall_a is not None and r.wall_b is not None
-                  and r.wall_a.value < r.wall_b.value]  # type: ignore[operator]
+                  and r.wall_a.value < r.wall_b.value]
     if impossible:
         names = ", ".join(format_count(r.params) for r in impossible)
         out.append(f"wall clock (a) implies more than 100 % of the measured GEMM rate at "

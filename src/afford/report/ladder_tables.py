@@ -93,10 +93,10 @@ def offload_table(lad: Ladder) -> Table | None:
         table.add_column(col, overflow="fold")
     for r in rows:
         o = r.offload
-        table.add_row(format_count(r.params), fmt(o.device_memory), fmt(o.host_memory),  # type: ignore[union-attr]
-                      fmt(o.link_seconds_per_step), fmt(o.wall), yes_no(o.resident),  # type: ignore[union-attr]
-                      yes_no(o.affordable))  # type: ignore[union-attr]
-    notes = dict.fromkeys(r.offload.note for r in rows if r.offload.note)  # type: ignore[union-attr]
+        table.add_row(format_count(r.params), fmt(o.device_memory), fmt(o.host_memory),
+                      fmt(o.link_seconds_per_step), fmt(o.wall), yes_no(o.resident),
+                      yes_no(o.affordable))
+    notes = dict.fromkeys(r.offload.note for r in rows if r.offload.note)
     table.caption = LEGEND + "; " + "; ".join(notes)
     return table
 

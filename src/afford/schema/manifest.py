@@ -268,7 +268,7 @@ def pin_generator(spec: str, params: dict[str, str], name: str | None = None) ->
     try:
         # a module that fails to import: InputError, exit 2; one that is not there: UNPINNED
         target = import_attr(spec, "--generator", "function")
-        code_path = inspect.getsourcefile(target)  # type: ignore[arg-type]
+        code_path = inspect.getsourcefile(target)
         if code_path is None:
             raise OSError("no source file")
         code_sha, _ = sha256_file(code_path)

@@ -68,7 +68,7 @@ def _make_class() -> type:
 
     _, ModelCheckpoint = _lightning()
 
-    class AffordCallback(ModelCheckpoint):  # type: ignore[misc, valid-type]
+    class AffordCallback(ModelCheckpoint):
         """``AffordCallback(plan=..., dirpath="checkpoints", keep=2)`` (any
         :class:`afford.track.Session` keyword), or ``AffordCallback(guard=session, ...)``."""
 

@@ -260,11 +260,11 @@ class HFCausalLM(Workload):
     def __init__(self, spec: HFSpec, config, device_class: str) -> None:
         self.spec = spec
         self.config = config
-        self.name = spec.name  # type: ignore[misc]
+        self.name = spec.name
         self.batch = spec.batch or DEFAULT_BATCH[device_class]
         extra = [x for x in (spec.lora_text(), f"frozen={spec.frozen}" if spec.frozen
                              else "") if x]
-        self.description = (  # type: ignore[misc]
+        self.description = (
             f"transformers {config.model_type} d{config.hidden_size} "
             f"L{config.num_hidden_layers} H{config.num_attention_heads} "
             f"(random weights{', ' + ', '.join(extra) if extra else ''}), batch {self.batch} x seq")

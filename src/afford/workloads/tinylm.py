@@ -132,7 +132,7 @@ class TinyLM(Workload):
 
     def __init__(self, config: TinyLMConfig | None = None, device_class: str = "cpu") -> None:
         self.config = config or default(device_class)
-        self.sweep_param = self.config.sweep_param  # type: ignore[misc]
+        self.sweep_param = self.config.sweep_param
 
     def default_sweep(self, device_class: str) -> list[int]:
         return list(self.config.sweep)

@@ -54,10 +54,10 @@ class Tuned(Workload):
     def __init__(self, inner: Workload, options: tuple[str, ...]) -> None:
         self.inner = inner
         self.options = options
-        self.name = inner.name  # type: ignore[misc]
-        self.sweep_param = inner.sweep_param  # type: ignore[misc]
-        self.description = f"{inner.description} (+{'+'.join(options)})"  # type: ignore[misc]
-        self.attention = inner.attention  # type: ignore[misc]
+        self.name = inner.name
+        self.sweep_param = inner.sweep_param
+        self.description = f"{inner.description} (+{'+'.join(options)})"
+        self.attention = inner.attention
 
     def default_sweep(self, device_class: str) -> list[int]:
         return self.inner.default_sweep(device_class)
@@ -174,7 +174,7 @@ def graphed(built: Built, device: torch.device) -> Built:
         state["graph"].replay()
         return proxy
 
-    return Built(model=built.model, optimizer=_NoOpOptimizer(opt),  # type: ignore[arg-type]
+    return Built(model=built.model, optimizer=_NoOpOptimizer(opt),
                  loss=loss, tokens_per_step=built.tokens_per_step, vocab=built.vocab,
                  report=built.report)
 
@@ -219,7 +219,7 @@ def phased(built: Built, device: torch.device) -> tuple[Built, Callable[[], dict
             "optimizer_seconds": [clock.between(m[2], m[3]) for _, m in whole]}}
 
     marked = Built(model=built.model,
-                   optimizer=_MarkedOptimizer(built.optimizer, clock, steps),  # type: ignore[arg-type]
+                   optimizer=_MarkedOptimizer(built.optimizer, clock, steps),
                    loss=loss, tokens_per_step=built.tokens_per_step, vocab=built.vocab,
                    report=built.report)
     return marked, report

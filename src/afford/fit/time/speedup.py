@@ -29,7 +29,7 @@ def per_child_speedups(a: dict[int, float], b: dict[int, float], metric: str,
             continue
         ratio = ta / tb
         if metric == "tokens_per_second":
-            ratio *= tokens_b / tokens_a  # type: ignore[operator]
+            ratio *= tokens_b / tokens_a
         out.append(ratio)
     return out
 
