@@ -48,7 +48,7 @@ def session(out: Path, spawned: float, name: str) -> int:
     import torch
     import transformers
 
-    import afford.figures.ledger  # noqa: F401  (imported now: the session's close is then quick)
+    import afford.schema.ledger  # noqa: F401  (imported now: the session's close is then quick)
     from afford.core.io import atomic_write_bytes
     from afford.track import Session, summary
     from afford.workloads import resolve, train_step

@@ -233,7 +233,7 @@ def ledger_rows(rows: list[dict], commit: str, date: datetime, device: str, torc
                 command: str, truths: bool = True, predictions: bool = False) -> list:
     """The truths (MEASURED) and, with ``predictions``, afford's memory answers at the same
     shapes (FITTED, ``afford/WORKLOAD/BxS/...``) as ledger readings."""
-    from afford.figures import ledger
+    from afford.schema import ledger
 
     out = []
     for r in rows:
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(rows) + "\n")
         print(json.dumps(s, indent=1) + "\n")
         if a.ledger:
-            from afford.figures import ledger
+            from afford.schema import ledger
             from afford.schema.cert import load_certificate
 
             env = load_certificate(cert).environment

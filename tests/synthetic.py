@@ -126,9 +126,11 @@ def make_cert(device: str = "Synthetic GPU 80GB", scale: float = 1.0, **env) -> 
 
 def ledger_rows():
     """The synthetic certificate's readings, one of them struck and superseded."""
-    from afford.figures import ledger
+    from afford.figures import cert_readings
+    from afford.schema import ledger
 
-    rows = ledger.certificate_readings(make_cert(), "afford certify --out synthetic.json")[:4]
+    rows = cert_readings.certificate_readings(make_cert(),
+                                              "afford certify --out synthetic.json")[:4]
     redo = ledger.new_reading(date=datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc),
                               device="Synthetic GPU 80GB", torch="2.11.0+cu130", commit="fed",
                               command="afford certify --full", quantity=rows[0].quantity,

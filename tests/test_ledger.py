@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 from afford.cli import app
 from afford.core.errors import InputError
 from afford.core.provenance import Struck, Tag
-from afford.figures import ledger
+from afford.figures import cert_readings
+from afford.schema import ledger
 from tests.synthetic import make_cert
 
 runner = CliRunner()
@@ -219,7 +220,7 @@ def test_malformed_ledgers(tmp_path, text, match):
 
 def test_certificate_readings_carry_step_indices_and_tags():
     cert = make_cert()
-    rows = ledger.certificate_readings(cert, "afford certify (synthetic)")
+    rows = cert_readings.certificate_readings(cert, "afford certify (synthetic)")
     by_q = {r.quantity: r for r in rows}
     warm = by_q["softmax/fp32/s=256/warm_step_seconds"]
     assert warm.value == cert.workloads[0].points[0].median_seconds
@@ -242,10 +243,10 @@ def test_certificate_readings_carry_step_indices_and_tags():
 
 def test_append_certificate_round_trips(tmp_path):
     p = tmp_path / "h.tsv"
-    added = ledger.append_certificate(p, make_cert(), "afford certify (synthetic)")
+    added = cert_readings.append_certificate(p, make_cert(), "afford certify (synthetic)")
     assert ledger.load(p) == added
     with pytest.raises(InputError, match="already in the ledger"):
-        ledger.append_certificate(p, make_cert(), "afford certify (synthetic)")
+        cert_readings.append_certificate(p, make_cert(), "afford certify (synthetic)")
 
 
 # ---------------------------------------------------------------- CLI
@@ -324,18 +325,18 @@ def _noisy_cert():
 def test_history_add_cert_keeps_a_noisy_certificate_noisy(tmp_path):
     """Issue 30, item 11: a NOISY certificate's readings were appended as plain MEASURED;
     now each is ``noisy``, with the cause, and says so wherever its value is shown."""
-    rows = ledger.certificate_readings(_noisy_cert(), "afford certify")
+    rows = cert_readings.certificate_readings(_noisy_cert(), "afford certify")
     assert rows and all(r.status == "noisy" and not r.struck for r in rows)
     why = rows[0].reason
     assert "children disagree by 40%" in why and "host load average 3.1 before" in why
     assert "NOISY certificate" in rows[0].tagged().source
-    clean = ledger.certificate_readings(make_cert(), "afford certify")
+    clean = cert_readings.certificate_readings(make_cert(), "afford certify")
     assert all(r.status == "current" and r.reason == "" for r in clean)
     p = tmp_path / "h.tsv"
     res = runner.invoke(app, ["history", "add", "--file", str(p), "--cert", _saved(tmp_path)])
     assert res.exit_code == 0, res.output
     back = ledger.load(p)
-    assert back == ledger.certificate_readings(_noisy_cert(), "") and back[0].noisy
+    assert back == cert_readings.certificate_readings(_noisy_cert(), "") and back[0].noisy
     shown = runner.invoke(app, ["history", "show", "--file", str(p)])
     assert "NOISY: " in shown.output
 
@@ -350,7 +351,7 @@ def _saved(tmp_path) -> str:
 
 def test_a_strike_keeps_the_noisy_reason(tmp_path):
     p = tmp_path / "h.tsv"
-    (r, *_) = ledger.append(p, ledger.certificate_readings(_noisy_cert(), "afford certify"))
+    (r, *_) = ledger.append(p, cert_readings.certificate_readings(_noisy_cert(), "afford certify"))
     s = ledger.strike(p, r.id, reason="re-measured on an idle box")
     assert s.struck and s.reason.startswith("re-measured on an idle box (recorded NOISY: ")
     with pytest.raises(InputError, match="noisy reading needs its reason"):

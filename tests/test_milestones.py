@@ -13,7 +13,7 @@ from afford.bars import milestone_verdicts as ms
 from afford.cli import app
 from afford.core.errors import InputError
 from afford.core.provenance import Tag, module
-from afford.figures import ledger
+from afford.schema import ledger
 from afford.schema.bars_file import BarsFile, EvalReading, Ladder, Rung
 
 runner = CliRunner()

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 import pytest
 
 from afford.core import io
-from afford.figures import ledger
+from afford.schema import ledger
 from afford.schema import manifest as mf
 from tests.reliability import SRC, add_args, cli, fork, fork_rounds, leftovers, main
 

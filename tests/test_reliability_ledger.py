@@ -6,7 +6,7 @@ import time
 import pytest
 
 from afford.core.errors import InputError
-from afford.figures import ledger
+from afford.schema import ledger
 from tests.reliability import cli, one_line_error
 
 

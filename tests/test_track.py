@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from afford.core.errors import InputError
-from afford.figures import ledger
+from afford.schema import ledger
 from afford.track import Budget, Session, budget_from_plan, load_plan, summary
 from afford.track.session import AFTER_SAVE, FIRST, WARM, WARMUP
 

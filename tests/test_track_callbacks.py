@@ -654,7 +654,7 @@ def test_hf_a_stop_decided_on_another_rank_is_recorded_as_stopped(tmp_path, monk
     doc = _marker(tmp_path)
     assert (doc["state"], doc["last_saved_step"]) == ("stopped", 6)
     assert cb.guard.stopped_at == pytest.approx(7.0)
-    from afford.figures import ledger
+    from afford.schema import ledger
 
     rows = ledger.load(tmp_path / "h.tsv")
     assert [r.value for r in rows if r.quantity.endswith("stop_elapsed_seconds")] == [7.0]

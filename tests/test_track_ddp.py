@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from afford.figures import ledger
+from afford.schema import ledger
 
 CHILD = Path(__file__).parent / "track_ddp_child.py"
 SRC = Path(__file__).parent.parent / "src"

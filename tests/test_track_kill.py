@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from afford.figures import ledger
+from afford.schema import ledger
 
 CHILD = Path(__file__).parent / "track_child.py"
 SRC = Path(__file__).parent.parent / "src"

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from afford.core.errors import InputError
-from afford.figures import ledger
+from afford.schema import ledger
 from afford.track import Budget, Session
 from afford.track.marker import StepLog, previous_of, step_log_path
 

@@ -287,7 +287,7 @@ def prepare(kind: str) -> None:
 
         for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
             logging.getLogger(name).setLevel(logging.ERROR)
-    import afford.figures.ledger  # noqa: F401
+    import afford.schema.ledger  # noqa: F401
     import afford.track.hf  # noqa: F401
     import afford.track.lightning  # noqa: F401
 

@@ -18,7 +18,7 @@ The rules this module enforces (each with a test):
   counts, each curve interpolated linearly in log(tokens) between its neighbouring readings
   (BPB curves are smooth in log tokens); never extrapolated.
 
-In the history ledger (:mod:`afford.figures.ledger`, ``afford history add``) an eval reading is a
+In the history ledger (:mod:`afford.schema.ledger`, ``afford history add``) an eval reading is a
 line whose quantity is ``RUN/tokens=N/eval_bpb`` (N tokens seen at that step), value the BPB
 in ``bit/B``, step indices the one step, and config fingerprint ``window=SHA256``: the
 fingerprint is what makes two readings comparable, and for an eval reading that is the window.
@@ -38,8 +38,8 @@ from afford.core.errors import InputError
 from afford.core.io import loads_json
 from afford.core.provenance import Tagged, inherited, measured, module
 from afford.core.units import UnitError, parse_number, whole
-from afford.figures import ledger
 from afford.plan.result import read_plan
+from afford.schema import ledger
 from afford.schema.bars_file import (
     BPB_UNIT,
     BarsFile,

@@ -14,8 +14,9 @@ from afford.cli.common import guard, interactive, out, print_json
 from afford.core.errors import InputError
 from afford.core.provenance import Tag
 from afford.core.units import UnitError, check_date
-from afford.figures import ledger
+from afford.figures import cert_readings
 from afford.report.history_tables import history_table
+from afford.schema import ledger
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   rich_markup_mode=None, help="The history ledger (TSV, one reading a line): "
@@ -101,7 +102,7 @@ def add(
                                  "with --quantity/--value")
             from afford.schema.cert import load_certificate
 
-            added = ledger.append_certificate(file, load_certificate(cert), command or "")
+            added = cert_readings.append_certificate(file, load_certificate(cert), command or "")
         else:
             added = ledger.append(file, [_one(quantity, value, unit, tag, steps, device,
                                               torch_version, commit, command, config, date)])

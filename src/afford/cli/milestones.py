@@ -58,8 +58,8 @@ def command(
 ) -> None:
     with guard():
         from afford.bars import milestone_verdicts as ms
-        from afford.figures import ledger
         from afford.report.bars_tables import milestone_notes, milestones_table, plan_table
+        from afford.schema import ledger
         from afford.schema.bars_file import Ladder, load_bars
         from afford.schema.envelope import validate
 

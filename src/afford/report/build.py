@@ -15,7 +15,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from afford.core.provenance import measured
-from afford.figures.ledger import Reading
 from afford.plan.planner import on_unpinned
 from afford.plan.result import PlanResult, Verdict
 from afford.report import certificate as cs
@@ -26,6 +25,7 @@ from afford.report.model import Plot, Report, Section, Table
 from afford.report.terminal import LEGEND
 from afford.schema import manifest as mf
 from afford.schema.cert import Certificate
+from afford.schema.ledger import Reading
 
 FULL_LEGEND = LEGEND + "; ? provisional (derived from a data source whose hash is not pinned)"
 

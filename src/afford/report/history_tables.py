@@ -9,9 +9,9 @@ from __future__ import annotations
 from rich.text import Text
 
 from afford.core.provenance import Struck, Tagged
-from afford.figures.ledger import Reading
 from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
+from afford.schema.ledger import Reading
 
 
 def struck_text(s: Struck, plain: bool) -> Text:

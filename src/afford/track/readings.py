@@ -1,4 +1,4 @@
-"""A guarded session's readings for the history ledger (:mod:`afford.figures.ledger`), appended at
+"""A guarded session's readings for the history ledger (:mod:`afford.schema.ledger`), appended at
 every confirmed save for the steps since the one before (so a killed session's readings up
 to its last save are kept) and at the session's close for the rest.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from afford.figures.ledger import Reading
+    from afford.schema.ledger import Reading
 
 
 # a step's kind, as afford.track.session records it (session imports these from here)
@@ -35,7 +35,7 @@ def interval_readings(s: "SessionLike", start: int, end: int, *, final: bool = F
     with those steps' indices, its drift against the plan, the peak memory when it grew;
     with ``final``, the stop's elapsed seconds too."""
     from afford.core.provenance import Tag
-    from afford.figures.ledger import format_step_indices, new_reading
+    from afford.schema.ledger import format_step_indices, new_reading
 
     q = "track/" + re.sub(r"\s+", "_", s.budget.run)
     base = dict(device=device_name(s), torch=_torch_version(), command=_command(s),
@@ -70,7 +70,7 @@ def flush(s: "SessionLike", path: str | Path, start: int, end: int, *, final: bo
           ) -> list["Reading"]:
     """Append the readings of positions ``start`` to ``end`` - 1 to the ledger at ``path``
     (created if absent); the readings appended."""
-    from afford.figures import ledger
+    from afford.schema import ledger
 
     rows = interval_readings(s, start, end, final=final)
     return ledger.append(Path(path), rows) if rows else []
