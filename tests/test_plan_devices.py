@@ -191,17 +191,14 @@ def _cert(d: DistributedSection) -> Certificate:
 
 def test_readings_accessors():
     cert = _cert(section())
-    assert figures.node_devices(cert).value == 4
     m = figures.dp_scaling(cert, 4)
     assert m.tag == Tag.MEASURED and m.value == pytest.approx(4 * 0.1 / 0.115)
-    assert figures.dp_step_ratio(cert, 2).value == pytest.approx(1.1)
-    assert figures.dp_step_seconds(cert, 1).value == pytest.approx(0.1)
-    assert figures.dp_exposed_comm_share(cert, 1).value == pytest.approx(0.1)
-    peaks = figures.dp_peak_bytes(cert, 2)
-    assert [p.value for p in peaks] == [400 * 2**20, 400 * 2**20 + 1]
+    at2, at1 = figures.on_node(cert.distributed, 2), figures.on_node(cert.distributed, 1)
+    assert at2.step_ratio.value == pytest.approx(1.1)
+    assert at1.step_seconds.value == pytest.approx(0.1)
     assert figures.busbw_peak(cert) is None  # no collectives in this section
     bare = _cert(section()).model_copy(update={"distributed": None})
-    assert figures.dp_scaling(bare, 2) is None and figures.node_devices(bare) is None
+    assert figures.dp_scaling(bare, 2) is None
 
 
 def test_section_round_trips_through_json(tmp_path):

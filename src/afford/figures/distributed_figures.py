@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from afford.core.errors import InputError
-from afford.core.provenance import Tag, Tagged, fitted, measured, module, run_label
+from afford.core.provenance import Tag, Tagged, fitted, measured, run_label
 from afford.fit.nodes.dp_scaling import efficiency
 from afford.schema.cert import Certificate
 from afford.schema.distributed_section import DistributedSection, DPRun, DPStrategy
@@ -113,15 +113,6 @@ def _dist(cert: Certificate):
     return cert.distributed
 
 
-def node_devices(cert: Certificate) -> Tagged | None:
-    """Ranks (devices) of the node that was measured, MEASURED."""
-    d = _dist(cert)
-    if d is None:
-        return None
-    return measured(d.world_size, "devices",
-                    f"torchrun world size ({d.backend}), {run_label(cert)}")
-
-
 def dp_scaling(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | None:
     """Throughput multiplier at ``n`` devices on this node, ``n t(1) / t(n)`` of the tinylm
     step under ``strategy`` (weak scaling). From MEASURED steps where ``n`` ran, FITTED from
@@ -130,54 +121,6 @@ def dp_scaling(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | Non
     if d is None:
         return None
     return on_node(d, n, strategy).throughput_multiplier
-
-
-def dp_step_ratio(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | None:
-    """``t(n) / t(1)`` on this node: multiply a one-device step time by it."""
-    d = _dist(cert)
-    if d is None:
-        return None
-    return on_node(d, n, strategy).step_ratio
-
-
-def dp_step_seconds(cert: Certificate, n: int, strategy: str = "ddp") -> Tagged | None:
-    """The tinylm step at ``n`` devices on this node (MEASURED or FITTED)."""
-    d = _dist(cert)
-    if d is None:
-        return None
-    return on_node(d, n, strategy).step_seconds
-
-
-def dp_exposed_comm_share(cert: Certificate, n: int) -> Tagged | None:
-    """Share of the DDP step at ``n`` devices spent in the gradient all-reduce that backward
-    did not hide, (step - no_sync step) / step, from MEASURED steps."""
-    d = _dist(cert)
-    run = None
-    for s in (d.data_parallel if d else []):
-        if s.strategy == "ddp":
-            run = next((r for r in s.runs if r.world_size == n), None)
-    if run is None or run.exposed_comm_share is None:
-        return None
-    return module(run.exposed_comm_share, "ratio", f"(step - no_sync step) / step, DDP at "
-                  f"world size {n}, {run_label(cert)}")
-
-
-def dp_peak_bytes(cert: Certificate, n: int, strategy: str = "ddp") -> list[Tagged | None]:
-    """Per-rank peak memory at ``n`` devices (reserved on CUDA, peak RSS on CPU), MEASURED;
-    one entry per rank, none averaged."""
-    d = _dist(cert)
-    for s in (d.data_parallel if d else []):
-        if s.strategy != strategy:
-            continue
-        for r in s.runs:
-            if r.world_size == n:
-                vals = r.rank_peak_reserved_bytes if any(
-                    v is not None for v in r.rank_peak_reserved_bytes) else r.rank_peak_rss_bytes
-                what = "max_memory_reserved" if vals is r.rank_peak_reserved_bytes else "peak RSS"
-                return [measured(v, "B", f"{what}, rank {i}, {strategy} at world size {n}, "
-                                 f"{run_label(cert)}") if v is not None else None
-                        for i, v in enumerate(vals)]
-    return []
 
 
 def busbw_peak(cert: Certificate, op: str = "all_reduce") -> Tagged | None:
