@@ -147,6 +147,10 @@ def test_largest_batch_worked_by_hand():
     assert largest_batch(f, 110) == 1        # one sequence exactly on the budget
     assert largest_batch(lambda b: 0.0, 0.0) == 0  # no budget: nothing fits, even a free model
     assert largest_batch(lambda b: 1.0, 2.0) == BATCH_CAP  # no per-sequence cost
+    for guess in (1, 6, 7, 8, 500, BATCH_CAP):  # from any first guess, the same answer
+        assert largest_batch(f, 170, guess=guess) == 7
+        assert largest_batch(f, 109, guess=guess) == 0
+        assert largest_batch(lambda b: 1.0, 2.0, guess=guess) == BATCH_CAP
 
 
 @settings(max_examples=200, deadline=None)

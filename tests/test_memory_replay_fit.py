@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from afford.fit.memory import replay_fit as mr
+from afford.fit.memory.memory_fit import largest_batch
 from afford.schema.memory_section import AllocTrace, pack_ints
 from tests.alloc_programs import MIB, program
 from tests.replay_data import shapes
@@ -64,10 +65,15 @@ def test_largest_batch_is_where_the_replayed_peak_crosses_the_budget(gpt2):
     seed = learned.traced[0].trace.seed
     at = {b: mr.predict(learned.model, seed, b, 1024).peak_reserved_bytes for b in (5, 6)}
     assert at[5] < at[6]
-    assert mr.largest_batch(learned.model, seed, 1024, at[5]) == 5
-    assert mr.largest_batch(learned.model, seed, 1024, at[6] - 1) == 5
-    assert mr.largest_batch(learned.model, seed, 1024, at[6]) == 6
-    assert mr.largest_batch(learned.model, seed, 1024, 1.0) == 0  # not even one sequence
+
+    def replayed(b: int) -> float:
+        return mr.predict(learned.model, seed, b, 1024).peak_reserved_bytes
+
+    for guess in (1, 5, 40):  # the search from the law's guess, whatever it is
+        assert largest_batch(replayed, at[5], guess=guess) == 5
+        assert largest_batch(replayed, at[6] - 1, guess=guess) == 5
+        assert largest_batch(replayed, at[6], guess=guess) == 6
+        assert largest_batch(replayed, 1.0, guess=guess) == 0  # not even one sequence
 
 
 def test_use_replay_only_when_trusted_and_no_worse_than_the_law():

@@ -62,7 +62,7 @@ from afford.core.units import format_bytes
 from afford.figures import replay_figures as memory_replay
 from afford.fit.memory import sizing
 from afford.fit.memory.allocator import parse_alloc_conf
-from afford.fit.memory.memory_fit import BATCH_CAP
+from afford.fit.memory.memory_fit import BATCH_CAP, largest_true
 from afford.schema import memory_law
 from afford.schema.memory_section import CodePath, MemoryLaw
 from afford.workloads import paths as workload_paths
@@ -582,7 +582,7 @@ def largest_batch(at: Callable[[int], MemoryAnswer], guess: int = 1, cap: int = 
                   ) -> tuple[int, MemoryAnswer | None]:
     """The largest B whose answer fits (``yes`` or ``likely``: monotone in B), and its
     answer; (0, None) when one sequence does not (a search from ``guess``:
-    :func:`afford.figures.replay_figures.gallop`)."""
+    :func:`afford.fit.memory.memory_fit.largest_true`)."""
     seen: dict[int, MemoryAnswer] = {}
 
     def ok(b: int) -> bool:
@@ -590,7 +590,7 @@ def largest_batch(at: Callable[[int], MemoryAnswer], guess: int = 1, cap: int = 
             seen[b] = at(b)
         return seen[b].fits in FITTING
 
-    n = memory_replay.gallop(ok, guess, cap)
+    n = largest_true(ok, guess, cap)
     return n, seen.get(n)
 
 

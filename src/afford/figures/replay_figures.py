@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from afford.core import cache
 from afford.core.provenance import Tagged, fitted
 from afford.fit.memory.allocator import parse_alloc_conf
-from afford.fit.memory.memory_fit import BATCH_CAP
+from afford.fit.memory.memory_fit import largest_true
 from afford.schema.memory_section import (
     REPLAY_VERSION,
     MemoryBreakdownRecord,
@@ -244,36 +244,11 @@ def max_batch(law: MemoryLaw, seq: int, budget_bytes: float, expandable: bool,
     def ok(b: int) -> bool:
         return peaks(law, b, seq, expandable)[1] * margin <= budget_bytes
 
-    n = gallop(ok, guess)
+    n = largest_true(ok, guess)
     conf = EXPANDABLE if expandable else "native"
     return fitted(n, "sequences", f"largest B with replayed reserved x {margin:.3f} <= "
                   f"{budget_bytes:.0f} B at s={seq}; " + source(law, conf, run),
                   extrapolated=n > 4 * max(b for b, _ in law.replay.traced))
-
-
-def gallop(ok, guess: int, cap: int = BATCH_CAP) -> int:
-    """The largest b in [1, cap] with ``ok(b)`` for a predicate true up to some b and false
-    after (0 when ``ok(1)`` is false): from ``guess`` outwards in doubling steps, then
-    bisection; a good guess costs two or three calls."""
-    g = min(max(1, guess), cap)
-    if ok(g):
-        lo, step = g, 1
-        while lo + step <= cap and ok(lo + step):
-            lo, step = lo + step, step * 2
-        hi = min(lo + step, cap + 1)
-    else:
-        hi, step = g, 1
-        while hi - step >= 1 and not ok(hi - step):
-            hi, step = hi - step, step * 2
-        lo = hi - step
-        if lo < 1:
-            if not ok(1):
-                return 0
-            lo = 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
 
 
 def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | None,

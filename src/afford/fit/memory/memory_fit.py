@@ -194,23 +194,39 @@ def batch_linearity(batches: Sequence[float], peaks: Sequence[float]) -> tuple[f
     return r2_score(y, pred), float(np.max(np.abs(pred / y - 1.0)))
 
 
-def largest_batch(predict: Callable[[int], float], budget: float, cap: int = BATCH_CAP) -> int:
+def largest_batch(predict: Callable[[int], float], budget: float, cap: int = BATCH_CAP,
+                  guess: int = 1) -> int:
     """The largest B >= 1 with ``predict(B) <= budget`` for a predictor non-decreasing in B;
-    0 when even B = 1 does not fit; ``cap`` when everything up to it fits."""
-    if not budget > 0 or predict(1) > budget:
+    0 when even B = 1 does not fit; ``cap`` when everything up to it fits (searched from
+    ``guess``: :func:`largest_true`)."""
+    if not budget > 0:
         return 0
-    lo = 1
-    while lo < cap and predict(min(2 * lo, cap)) <= budget:
-        lo = min(2 * lo, cap)
-    if lo == cap:
-        return cap
-    hi = min(2 * lo, cap)  # predict(hi) > budget >= predict(lo)
+    return largest_true(lambda b: predict(b) <= budget, guess, cap)
+
+
+def largest_true(ok: Callable[[int], bool], guess: int = 1, cap: int = BATCH_CAP) -> int:
+    """The largest b in [1, cap] with ``ok(b)``, for a predicate true up to some b and false
+    after; 0 when ``ok(1)`` is false. From ``guess`` outwards in doubling steps, then
+    bisection: a good guess (the memory law's largest batch, for the replay's) costs two or
+    three calls, each of which may be a replay of a whole step."""
+    g = min(max(1, guess), cap)
+    if ok(g):
+        lo, step = g, 1
+        while lo + step <= cap and ok(lo + step):
+            lo, step = lo + step, step * 2
+        hi = min(lo + step, cap + 1)  # ok(lo), not ok(hi) (or hi past the cap)
+    else:
+        hi, step = g, 1
+        while hi - step >= 1 and not ok(hi - step):
+            hi, step = hi - step, step * 2
+        lo = hi - step
+        if lo < 1:
+            if not ok(1):
+                return 0
+            lo = 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if predict(mid) <= budget:
-            lo = mid
-        else:
-            hi = mid
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo
 
 

@@ -13,7 +13,6 @@ The pieces are :mod:`afford.fit.memory.trace_scaling` (each allocation's size as
 - :func:`learn_traces`: the size laws, on the reference (first) trace's structure.
 - :func:`predict`: the history written out at (B, s) and replayed from the reference's
   starting state, native or with expandable segments.
-- :func:`largest_batch`: the largest B whose replayed reserved peak fits a budget.
 - :func:`breakdown_at`: the classes at the peak of the last step.
 
 Pure: no torch, no I/O. A learned model is memoised per tuple of traces (``afford size``
@@ -29,7 +28,6 @@ from dataclasses import dataclass
 
 from afford.fit.memory import allocator as al
 from afford.fit.memory.breakdown import CLASSES, breakdown
-from afford.fit.memory.memory_fit import BATCH_CAP
 from afford.fit.memory.trace_scaling import OpTrace, TraceModel, learn
 from afford.schema.memory_section import (
     AllocTrace,
@@ -102,21 +100,6 @@ def predict(model: TraceModel, seed: Sequence, B: int, s: int, expandable: bool 
         _REPLAYED.clear()
     _REPLAYED[key] = (model, seed, res)
     return res
-
-
-def largest_batch(model: TraceModel, seed: Sequence, s: int, budget_bytes: float,
-                  expandable: bool = False, cap: int = BATCH_CAP) -> int:
-    """The largest B >= 1 whose replayed peak reserved at (B, s) is <= ``budget_bytes``;
-    0 when B = 1 does not fit. Doubling then bisection, as the law's search
-    (:func:`afford.fit.memory.memory_fit.largest_batch`); reserved from the replay is non-decreasing
-    in B for the step's sizes, which only grow with B."""
-    from afford.fit.memory.memory_fit import largest_batch as search
-
-    @functools.lru_cache(maxsize=None)
-    def at(b: int) -> float:
-        return float(predict(model, seed, b, s, expandable).peak_reserved_bytes)
-
-    return search(at, budget_bytes, cap=min(cap, 1 << 20))
 
 
 def breakdown_at(trace: OpTrace, seed: Sequence, expandable: bool = False,
