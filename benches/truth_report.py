@@ -131,7 +131,7 @@ def rows_for(cert_path: Path, truth_path: Path, refit: bool = False) -> list[dic
                "truth_reserved": t.get("peak_reserved_bytes"),
                "afford_allocated": ans.allocated.value if ans and ans.allocated else None,
                "afford_reserved": ans.reserved.value if ans and ans.reserved else None,
-               "afford_budgeted": ans.budgeted.value if ans and ans.reserved else None,
+               "afford_budgeted": ans.figure.value if ans and ans.reserved else None,
                "memory_basis": ans.why if ans else "", "readings": t["readings"],
                "sides": t.get("sides") or []}
         out.append(rec)

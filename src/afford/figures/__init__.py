@@ -28,7 +28,7 @@ from afford.core.provenance import (
     module,
     run_label,
 )
-from afford.figures import memory_at as answers
+from afford.figures import memory_figures
 from afford.figures.memory_at import MemoryAnswer
 from afford.figures.memory_figures import law_or_none
 from afford.figures.time_figures import step_at
@@ -144,8 +144,8 @@ def memory_answer(cert: Certificate, name: str, shape: dict[str, int],
     L or H differ from the certified model; missing keys keep the certified base shape."""
     law = law_or_none(cert, name, mode)
     if law is None:
-        return answers.point_answer(cert, name, mode, shape, run_label(cert), budget)
-    return answers.for_cert(cert, law, shape, alloc_conf, budget)
+        return memory_figures.point_answer(cert, name, mode, shape, run_label(cert), budget)
+    return memory_figures.for_cert(cert, law, shape, alloc_conf, budget)
 
 
 def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
@@ -176,7 +176,7 @@ def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes:
     law = law_or_none(cert, name, mode)
     if law is None:
         return None
-    return answers.max_batch_for_cert(cert, law, shape, budget_bytes, alloc_conf)
+    return memory_figures.max_batch_for_cert(cert, law, shape, budget_bytes, alloc_conf)
 
 
 def _probes(cert: Certificate):

@@ -52,7 +52,7 @@ On a CPU there is no reserved memory: the answer is the peak RSS. Pure: no torch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -62,14 +62,11 @@ from afford.core.units import format_bytes
 from afford.figures import replay_figures as memory_replay
 from afford.fit.memory import sizing
 from afford.fit.memory.allocator import parse_alloc_conf
-from afford.fit.memory.memory_fit import BATCH_CAP, largest_true
-from afford.schema import memory_law
 from afford.schema.memory_section import CodePath, MemoryLaw
 from afford.workloads import paths as workload_paths
 
 Source = Literal["measured", "replay", "law"]
 Fits = Literal["yes", "likely", "uncertain", "no"]
-FITS_ORDER: tuple[Fits, ...] = ("no", "uncertain", "likely", "yes")  # worst first
 FITTING: tuple[Fits, ...] = ("yes", "likely")
 MIN_ERROR = 0.01  # the plausible error of an extrapolated figure is at least this x factor
 MOE_ERROR = 0.05  # ASSUMED: routing to experts moves a step's memory with its data
@@ -148,10 +145,6 @@ class MemoryAnswer(_Frozen):
     def figure(self) -> Tagged:
         """What residency is judged on: reserved, or the peak RSS on a CPU."""
         return self.reserved if self.reserved is not None else self.allocated
-
-    @property
-    def budgeted(self) -> Tagged:  # the name the plan tables knew
-        return self.figure
 
     @property
     def fits_bool(self) -> bool | None:
@@ -384,13 +377,11 @@ def model_figures(law: MemoryLaw, pred: sizing.Prediction, shape: dict[str, int]
 
 def answer(law: MemoryLaw, shape: dict[str, int], run: str, *,
            measured_shapes: Sequence[MeasuredShape] = (), alloc_conf: str = "",
-           budget: Tagged | None = None, settle: Callable[[int, int], str] | None = None
-           ) -> MemoryAnswer:
+           budget: Tagged | None = None) -> MemoryAnswer:
     """The memory answer of ``law`` at ``shape`` (workload keys or law dims, as
     :func:`afford.fit.memory.sizing.predict` takes them); ``measured_shapes``: the sweep's
     points of the same model beside the law's own (:func:`law_measured` is added here);
-    ``budget``: bytes to judge ``fits`` against; ``settle``: (B, s) -> the command that
-    would measure the shape."""
+    ``budget``: bytes to judge ``fits`` against."""
     law = memory_replay.current(law)
     pred = sizing.predict(law, shape, run)
     dims = pred.dims
@@ -398,7 +389,8 @@ def answer(law: MemoryLaw, shape: dict[str, int], run: str, *,
     expandable, unmodelled = parse_alloc_conf(alloc_conf)
     notes = [f"PYTORCH_CUDA_ALLOC_CONF {alloc_conf!r}: {', '.join(unmodelled)} not modelled "
              "(predicted as if unset)"] if unmodelled else []
-    notes += list(pred.notes) + path_notes(law, s)
+    paths, paths_note = known_paths(law)
+    notes += list(pred.notes) + path_notes(paths, s)
     same = same_model(law, dims, shape)
     own = law_measured(law, run) if same else []
     shapes = _one_per_shape([*own, *measured_shapes]) if same else []
@@ -422,10 +414,9 @@ def answer(law: MemoryLaw, shape: dict[str, int], run: str, *,
     else:
         src, alloc, res, why, err = mod.source, mod.allocated, mod.reserved, mod.why, mod.error
         other, other_src = mod.other, mod.other_source
-    reasons, factor, routes = _extrapolation(law, pred, dims, same, rng, shape)
+    reasons, factor, routes = _extrapolation(paths, dims, same, rng)
     extrapolated = bool(reasons) and hit is None
-    paths_note = known_paths(law)[1] if same else None
-    if extrapolated and paths_note:
+    if extrapolated and same and paths_note:
         notes.append(paths_note)
     alloc, res = _mark(alloc, extrapolated), _mark(res, extrapolated)
     figure = float((res or alloc).value)
@@ -443,8 +434,7 @@ def answer(law: MemoryLaw, shape: dict[str, int], run: str, *,
         path_bound=bound, expandable=expandable, notes=tuple(dict.fromkeys(notes)))
     if budget is None:
         return out
-    return _judged(out, law, shape, run, shapes, measured_shapes, alloc_conf, budget, settle,
-                   hi)
+    return _judged(out, law, shape, run, shapes, measured_shapes, alloc_conf, budget, hi)
 
 
 def _mark(t: Tagged | None, extrapolated: bool) -> Tagged | None:
@@ -453,9 +443,8 @@ def _mark(t: Tagged | None, extrapolated: bool) -> Tagged | None:
     return t.model_copy(update={"extrapolated": True})
 
 
-def _extrapolation(law: MemoryLaw, pred: sizing.Prediction, dims: dict[str, int],
-                   same: bool, rng: MeasuredRange | None, shape: dict[str, int]
-                   ) -> tuple[list[str], float, list[CodePath]]:
+def _extrapolation(paths: Sequence[CodePath], dims: dict[str, int], same: bool,
+                   rng: MeasuredRange | None) -> tuple[list[str], float, list[CodePath]]:
     """(reasons, the upward factor, the code paths crossed)."""
     if not same:
         return (["another model than the one certified (d, L, H or the parameters "
@@ -465,7 +454,7 @@ def _extrapolation(law: MemoryLaw, pred: sizing.Prediction, dims: dict[str, int]
     factor = rng.factor(B, s) if rng else 1.0
     if rng is not None:
         reasons += _range_reasons(rng, B, s)
-    routes = crossed(known_paths(law)[0], B, s, rng)
+    routes = crossed(paths, B, s, rng)
     reasons += [path_reason(p, B, s) for p in routes]
     return reasons, factor, routes
 
@@ -495,10 +484,10 @@ def known_paths(law: MemoryLaw) -> tuple[list[CodePath], str | None]:
     return got + extra, "code paths read from the workload's config file (an older certificate)"
 
 
-def path_notes(law: MemoryLaw, s: int) -> list[str]:
+def path_notes(paths: Sequence[CodePath], s: int) -> list[str]:
     """Notes that are no extrapolation: a learned position table the sequence runs past
     (the workload grows it; the user's model as configured may not)."""
-    return [f"seq {s} is past {p.source}: {p.effect}" for p in known_paths(law)[0]
+    return [f"seq {s} is past {p.source}: {p.effect}" for p in paths
             if p.kind == "position_limit" and p.threshold is not None and s > p.threshold]
 
 
@@ -529,8 +518,7 @@ def _plausible(err: Tagged | None, factor: float, routes: list[CodePath],
 
 def _judged(out: MemoryAnswer, law: MemoryLaw, shape: dict[str, int], run: str,
             shapes: Sequence[MeasuredShape], sweep: Sequence[MeasuredShape], alloc_conf: str,
-            budget: Tagged, settle: Callable[[int, int], str] | None, hi: float
-            ) -> MemoryAnswer:
+            budget: Tagged, hi: float) -> MemoryAnswer:
     cap = float(budget.value)
     B, s = out.shape["B"], out.shape["s"]
     figure = float(out.figure.value)
@@ -557,10 +545,14 @@ def _judged(out: MemoryAnswer, law: MemoryLaw, shape: dict[str, int], run: str,
     else:
         why = _why(level, figure, hi, cap)
     need = out.extrapolated and level in ("likely", "uncertain")
-    settle = settle or settle_command(law.workload, law.mode)
     return out.model_copy(update={
         "budget": budget, "share": share, "fits": level, "fits_why": why,
-        "settle": settle(B, s) if need else None})
+        "settle": settle_command(law.workload, law.mode, B, s) if need else None})
+
+
+def settle_command(workload: str, mode: str, B: int, s: int) -> str:
+    """The command that measures the shape on the certificate's device (certify/asked)."""
+    return f"afford size CERT -w {workload} --mode {mode} --batch {B} --seq {s} --measure"
 
 
 def _why(level: Fits, figure: float, hi: float, cap: float) -> str:
@@ -575,119 +567,6 @@ def _why(level: Fits, figure: float, hi: float, cap: float) -> str:
             f"of the extrapolation it could reach {format_bytes(hi)}")
 
 
-# ---------------------------------------------------------------- the largest batch
-
-
-def largest_batch(at: Callable[[int], MemoryAnswer], guess: int = 1, cap: int = BATCH_CAP
-                  ) -> tuple[int, MemoryAnswer | None]:
-    """The largest B whose answer fits (``yes`` or ``likely``: monotone in B), and its
-    answer; (0, None) when one sequence does not (a search from ``guess``:
-    :func:`afford.fit.memory.memory_fit.largest_true`)."""
-    seen: dict[int, MemoryAnswer] = {}
-
-    def ok(b: int) -> bool:
-        if b not in seen:
-            seen[b] = at(b)
-        return seen[b].fits in FITTING
-
-    n = largest_true(ok, guess, cap)
-    return n, seen.get(n)
-
-
-def guess_batch(law: MemoryLaw, shape: dict[str, int], budget: float, run: str) -> int:
-    """A first guess of the largest batch: the law's (cheap, no replay)."""
-    try:
-        return max(1, int(sizing.max_batch(law, shape, budget, run).value))
-    except Exception:  # a broken law: start the search at 1
-        return 1
-
-
-# ---------------------------------------------------------------- from a certificate
-
-
-def sweep_measured(cert, law: MemoryLaw, run: str) -> list[MeasuredShape]:
-    """The sweep's points (and the step-time design's) of ``law``'s workload and mode at the
-    certified model, with their peaks (the largest over the point's children)."""
-    r = next((w for w in getattr(cert, "workloads", None) or []
-              if w.name == law.workload and w.mode == law.mode), None)
-    if r is None:
-        return []
-    out = []
-    for p in [*r.points, *(getattr(r, "design_points", None) or [])]:
-        if not p.shape or not p.resident:
-            continue
-        try:
-            dims = memory_law.shape_dims(law, dict(p.shape))
-        except Exception:  # a shape the law cannot read
-            continue
-        if not same_model(law, dims, {}):
-            continue
-        where = (f"{r.name} {r.mode} {r.sweep_param}={p.value}: the sweep's children, the "
-                 f"largest peak of {len(p.children)}; {run}")
-        if p.peak_allocated_bytes is not None and p.peak_reserved_bytes is not None:
-            out.append(MeasuredShape(B=dims["B"], s=dims["s"],
-                                     allocated=float(p.peak_allocated_bytes),
-                                     reserved=float(p.peak_reserved_bytes), where=where))
-        elif p.peak_rss_bytes is not None and law.device_type == "cpu":
-            out.append(MeasuredShape(B=dims["B"], s=dims["s"], allocated=float(p.peak_rss_bytes),
-                                     reserved=None, where=where))
-    return out
-
-
-def settle_command(workload: str, mode: str) -> Callable[[int, int], str]:
-    return lambda B, s: (f"afford size CERT -w {workload} --mode {mode} --batch {B} --seq {s} "
-                         "--measure")
-
-
-def point_answer(cert, name: str, mode: str | None, shape: dict[str, int], run: str,
-                 budget: Tagged | None) -> MemoryAnswer | None:
-    """A workload with no memory law (not transformer-shaped): what its sweep measured at
-    this very shape, or ``None``."""
-    r = next((w for w in getattr(cert, "workloads", None) or []
-              if w.name == name and (mode is None or w.mode == mode)), None)
-    if r is None:
-        return None
-    p = next((q for q in [*r.points, *(getattr(r, "design_points", None) or [])]
-              if q.shape and all(q.shape.get(k) == v for k, v in shape.items())), None)
-    if p is None:
-        return None
-    where = (f"{r.name} {r.mode} {r.sweep_param}={p.value}: the sweep's children, the largest "
-             f"peak of {len(p.children)}; {run}")
-    cuda = cert.environment.device_type == "cuda"
-    if p.peak_allocated_bytes is not None:
-        alloc = measured(p.peak_allocated_bytes, "B", f"peak allocated; {where}")
-        res = measured(p.peak_reserved_bytes, "B", f"peak reserved; {where}") \
-            if p.peak_reserved_bytes is not None else _projected(r, alloc) if cuda else None
-    elif p.peak_rss_bytes is not None:
-        alloc, res = measured(p.peak_rss_bytes, "B", f"peak RSS; {where}"), None
-    else:
-        return None
-    out = MemoryAnswer(workload=r.name, mode=r.mode, device_type="cuda" if cuda else "cpu",
-                       shape={k: int(v) for k, v in p.shape.items()}, source="measured",
-                       why="measured at this shape (no memory law: the workload is not "
-                       "transformer-shaped)", allocated=alloc, reserved=res)
-    return out if budget is None else judged_plain(out, budget)
-
-
-CUDA_RESERVED_RATIO = 1.12  # the worst reserved/allocated measured on an H200 for GPT-2
-# small (docs/REFERENCES.md): the ratio where a CUDA workload recorded no reserved peak
-
-
-def _projected(r, alloc: Tagged) -> Tagged:
-    """Reserved where a point of a CUDA workload recorded only its allocated peak (an older
-    certificate): allocated x this workload's own worst ratio (COSTS 3.2), else the cited
-    H200 worst case."""
-    ratios = [q.peak_reserved_bytes / q.peak_allocated_bytes for q in r.points
-              if q.peak_reserved_bytes and q.peak_allocated_bytes and q.usable]
-    if ratios:
-        return module(memory_law.projected_reserved(float(alloc.value), max(ratios)), "B",
-                      f"allocated x {r.name}'s worst reserved/allocated {max(ratios):.3f} over "
-                      f"{len(ratios)} resident points (COSTS 3.2)")
-    return assumed(memory_law.projected_reserved(float(alloc.value), CUDA_RESERVED_RATIO), "B",
-                   f"reserved not recorded: allocated x {CUDA_RESERVED_RATIO}, the worst "
-                   "measured on an H200 for GPT-2 small (docs/REFERENCES.md)")
-
-
 def judged_plain(out: MemoryAnswer, budget: Tagged) -> MemoryAnswer:
     """``fits`` of a figure with no range to leave (a measurement, or a figure the caller
     computed): yes or no against ``budget``."""
@@ -696,33 +575,3 @@ def judged_plain(out: MemoryAnswer, budget: Tagged) -> MemoryAnswer:
     return out.model_copy(update={
         "budget": budget, "share": module(fig / cap, "ratio", "peak / budget"),
         "fits": level, "fits_why": _why(level, fig, fig, cap)})
-
-
-def for_cert(cert, law: MemoryLaw, shape: dict[str, int], alloc_conf: str = "",
-             budget: Tagged | None = None) -> MemoryAnswer:
-    """:func:`answer` with what the certificate measured beside the law (its sweep's and
-    design's points) and the command that would settle it."""
-    from afford.core.provenance import run_label
-
-    run = run_label(cert)
-    return answer(law, shape, run, measured_shapes=sweep_measured(cert, law, run),
-                  alloc_conf=alloc_conf, budget=budget,
-                  settle=settle_command(law.workload, law.mode))
-
-
-def max_batch_for_cert(cert, law: MemoryLaw, shape: dict[str, int], budget_bytes: float,
-                       alloc_conf: str = "") -> Tagged:
-    """The largest batch whose :func:`for_cert` answer fits ``budget_bytes`` at ``shape``
-    (its batch ignored), FITTED."""
-    from afford.core.provenance import run_label
-
-    run = run_label(cert)
-    budget = module(budget_bytes, "B", "the budget given")
-    key = law.dim_keys.get("B", "B")
-    n, at = largest_batch(lambda b: for_cert(cert, law, {**shape, key: b}, alloc_conf, budget),
-                          guess_batch(law, shape, budget_bytes, run))
-    s = at.shape["s"] if at is not None else shape.get(law.dim_keys.get("s", "s"))
-    src = at.source if at is not None else "law"
-    return fitted(n, "sequences", f"largest batch whose memory answer ({src}) fits "
-                  f"{budget_bytes:.0f} B at seq {s}; {law.workload} {law.mode}; {run}",
-                  extrapolated=bool(at and at.extrapolated))

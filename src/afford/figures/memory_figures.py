@@ -1,26 +1,29 @@
 """A certificate's memory laws read for ``afford size`` and for plans: will a shape fit,
 and what is the largest batch that does.
 
-The predictions themselves are pure functions of a law (:mod:`afford.fit.memory.sizing`); here
-they are read off a certificate, against its device memory times the budget fraction, with
-the law's held-out accuracy and the default formulas beside them.
+The answer at a shape is :mod:`afford.figures.memory_at`'s, from a law and the shapes
+measured beside it; here it is read off a certificate (:func:`for_cert`: the law with its
+sweep's and design's points; :func:`point_answer`: a workload with no law), with the
+largest batch that fits (:func:`max_batch_for_cert`), the law's held-out accuracy and the
+default formulas beside it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
 from afford.core.errors import InputError
-from afford.core.provenance import Tagged, fitted, measured, module
+from afford.core.provenance import Tagged, assumed, fitted, measured, module, run_label
 from afford.core.published_constants import MEMORY_FRACTION, check_fraction
 from afford.figures import memory_at
 from afford.figures import replay_figures as memory_replay
-from afford.figures.memory_at import MemoryAnswer
+from afford.figures.memory_at import MeasuredShape, MemoryAnswer
 from afford.figures.replay_figures import ReplayAnswer
 from afford.fit.memory import sizing
-from afford.fit.memory.memory_fit import BATCH_CAP, largest_batch
+from afford.fit.memory.memory_fit import BATCH_CAP, largest_batch, largest_true
 from afford.fit.memory.sizing import (
     Prediction,
     defaults_for,
@@ -28,6 +31,7 @@ from afford.fit.memory.sizing import (
     user_defaults,
     verdicts,
 )
+from afford.schema import memory_law
 from afford.schema.memory_law import budgeted_bytes, frozen_at
 from afford.schema.memory_section import DefaultVerdict, MemoryLaw
 from afford.schema.user_constants import UserConstants
@@ -185,11 +189,11 @@ def size(cert, name: str | None, seq: int, batch: int | None, mode: str | None,
         user_notes = [why] if why else []
     budget = budget_of(cert, budget_fraction)
     sk = law.dim_keys.get("s", "s")
-    mb = memory_at.max_batch_for_cert(cert, law, {sk: seq}, budget.value, alloc_conf) \
+    mb = max_batch_for_cert(cert, law, {sk: seq}, budget.value, alloc_conf) \
         if budget else None
     b = batch if batch is not None else max(int(mb.value) if mb else 1, 1)
     shape = {sk: seq, law.dim_keys.get("B", "B"): b}
-    mem = memory_at.for_cert(cert, law, shape, alloc_conf, budget)
+    mem = for_cert(cert, law, shape, alloc_conf, budget)
     pred = sizing.predict(law, shape, run)
     dev_mem = cert.environment.device_memory_bytes
     over = bool(dev_mem) and float(mem.figure.value) > dev_mem
@@ -318,3 +322,135 @@ def law_points(law: MemoryLaw, run: str) -> list[LawPoint]:
                                 fitted(p, "B", f"memory law {f.describe()} at {src}",
                                        extrapolated=h.extrapolated)))
     return out
+
+
+# ------------------------------------------------- the one memory answer, from a certificate
+
+
+def largest_fitting(at: Callable[[int], MemoryAnswer], guess: int = 1, cap: int = BATCH_CAP
+                    ) -> tuple[int, MemoryAnswer | None]:
+    """The largest B whose answer fits (``yes`` or ``likely``: monotone in B), and its
+    answer; (0, None) when one sequence does not (a search from ``guess``:
+    :func:`afford.fit.memory.memory_fit.largest_true`)."""
+    seen: dict[int, MemoryAnswer] = {}
+
+    def ok(b: int) -> bool:
+        if b not in seen:
+            seen[b] = at(b)
+        return seen[b].fits in memory_at.FITTING
+
+    n = largest_true(ok, guess, cap)
+    return n, seen.get(n)
+
+
+def guess_batch(law: MemoryLaw, shape: dict[str, int], budget: float, run: str) -> int:
+    """A first guess of the largest batch: the law's (cheap, no replay)."""
+    try:
+        return max(1, int(sizing.max_batch(law, shape, budget, run).value))
+    except (InputError, ValueError, ArithmeticError):  # a broken law: start the search at 1
+        return 1
+
+
+
+def sweep_measured(cert, law: MemoryLaw, run: str) -> list[MeasuredShape]:
+    """The sweep's points (and the step-time design's) of ``law``'s workload and mode at the
+    certified model, with their peaks (the largest over the point's children)."""
+    r = next((w for w in getattr(cert, "workloads", None) or []
+              if w.name == law.workload and w.mode == law.mode), None)
+    if r is None:
+        return []
+    out = []
+    for p in [*r.points, *(getattr(r, "design_points", None) or [])]:
+        if not p.shape or not p.resident:
+            continue
+        try:
+            dims = memory_law.shape_dims(law, dict(p.shape))
+        except Exception:  # a shape the law cannot read
+            continue
+        if not memory_at.same_model(law, dims, {}):
+            continue
+        where = (f"{r.name} {r.mode} {r.sweep_param}={p.value}: the sweep's children, the "
+                 f"largest peak of {len(p.children)}; {run}")
+        if p.peak_allocated_bytes is not None and p.peak_reserved_bytes is not None:
+            out.append(MeasuredShape(B=dims["B"], s=dims["s"],
+                                     allocated=float(p.peak_allocated_bytes),
+                                     reserved=float(p.peak_reserved_bytes), where=where))
+        elif p.peak_rss_bytes is not None and law.device_type == "cpu":
+            out.append(MeasuredShape(B=dims["B"], s=dims["s"], allocated=float(p.peak_rss_bytes),
+                                     reserved=None, where=where))
+    return out
+
+
+def point_answer(cert, name: str, mode: str | None, shape: dict[str, int], run: str,
+                 budget: Tagged | None) -> MemoryAnswer | None:
+    """A workload with no memory law (not transformer-shaped): what its sweep measured at
+    this very shape, or ``None``."""
+    r = next((w for w in getattr(cert, "workloads", None) or []
+              if w.name == name and (mode is None or w.mode == mode)), None)
+    if r is None:
+        return None
+    p = next((q for q in [*r.points, *(getattr(r, "design_points", None) or [])]
+              if q.shape and all(q.shape.get(k) == v for k, v in shape.items())), None)
+    if p is None:
+        return None
+    where = (f"{r.name} {r.mode} {r.sweep_param}={p.value}: the sweep's children, the largest "
+             f"peak of {len(p.children)}; {run}")
+    cuda = cert.environment.device_type == "cuda"
+    if p.peak_allocated_bytes is not None:
+        alloc = measured(p.peak_allocated_bytes, "B", f"peak allocated; {where}")
+        res = measured(p.peak_reserved_bytes, "B", f"peak reserved; {where}") \
+            if p.peak_reserved_bytes is not None else _projected(r, alloc) if cuda else None
+    elif p.peak_rss_bytes is not None:
+        alloc, res = measured(p.peak_rss_bytes, "B", f"peak RSS; {where}"), None
+    else:
+        return None
+    out = MemoryAnswer(workload=r.name, mode=r.mode, device_type="cuda" if cuda else "cpu",
+                       shape={k: int(v) for k, v in p.shape.items()}, source="measured",
+                       why="measured at this shape (no memory law: the workload is not "
+                       "transformer-shaped)", allocated=alloc, reserved=res)
+    return out if budget is None else memory_at.judged_plain(out, budget)
+
+
+CUDA_RESERVED_RATIO = 1.12  # the worst reserved/allocated measured on an H200 for GPT-2
+# small (docs/REFERENCES.md): the ratio where a CUDA workload recorded no reserved peak
+
+
+def _projected(r, alloc: Tagged) -> Tagged:
+    """Reserved where a point of a CUDA workload recorded only its allocated peak (an older
+    certificate): allocated x this workload's own worst ratio (COSTS 3.2), else the cited
+    H200 worst case."""
+    ratios = [q.peak_reserved_bytes / q.peak_allocated_bytes for q in r.points
+              if q.peak_reserved_bytes and q.peak_allocated_bytes and q.usable]
+    if ratios:
+        return module(memory_law.projected_reserved(float(alloc.value), max(ratios)), "B",
+                      f"allocated x {r.name}'s worst reserved/allocated {max(ratios):.3f} over "
+                      f"{len(ratios)} resident points (COSTS 3.2)")
+    return assumed(memory_law.projected_reserved(float(alloc.value), CUDA_RESERVED_RATIO), "B",
+                   f"reserved not recorded: allocated x {CUDA_RESERVED_RATIO}, the worst "
+                   "measured on an H200 for GPT-2 small (docs/REFERENCES.md)")
+
+
+def for_cert(cert, law: MemoryLaw, shape: dict[str, int], alloc_conf: str = "",
+             budget: Tagged | None = None) -> MemoryAnswer:
+    """The memory answer (:func:`afford.figures.memory_at.answer`) with what the certificate
+    measured beside the law: its sweep's and design's points."""
+    run = run_label(cert)
+    return memory_at.answer(law, shape, run, measured_shapes=sweep_measured(cert, law, run),
+                             alloc_conf=alloc_conf, budget=budget)
+
+
+def max_batch_for_cert(cert, law: MemoryLaw, shape: dict[str, int], budget_bytes: float,
+                       alloc_conf: str = "") -> Tagged:
+    """The largest batch whose :func:`for_cert` answer fits ``budget_bytes`` at ``shape``
+    (its batch ignored), FITTED."""
+    run = run_label(cert)
+    budget = module(budget_bytes, "B", "the budget given")
+    key = law.dim_keys.get("B", "B")
+    n, at = largest_fitting(
+        lambda b: for_cert(cert, law, {**shape, key: b}, alloc_conf, budget),
+        guess_batch(law, shape, budget_bytes, run))
+    s = at.shape["s"] if at is not None else shape.get(law.dim_keys.get("s", "s"))
+    src = at.source if at is not None else "law"
+    return fitted(n, "sequences", f"largest batch whose memory answer ({src}) fits "
+                  f"{budget_bytes:.0f} B at seq {s}; {law.workload} {law.mode}; {run}",
+                  extrapolated=bool(at and at.extrapolated))
