@@ -3,12 +3,12 @@
 fresh-process truths, and the issue's targets (a bench report, not a test).
 
     python3 benches/memory_answer_truth.py CERT TRUTH [CERT TRUTH ...] [--mode bf16]
-        [--fraction 0.9] [--model NAME]
+        [--fraction 0.9]
 
-TRUTH: a ``benches/step_truth.py`` JSON-lines file (``peak_reserved_bytes``), or a list of
-cases in one JSON file (``reserved_bytes``, as the recorded runs of 2026-12-06 keep them;
-``--model`` picks its cases by their ``model`` field). Run from the folder the certificate's
-workload names its config from, where it names one (``hf:cfg/NAME/config.json``).
+TRUTH: either format ``benches/truth_report.py`` reads (:func:`truth_report.read_truths`:
+a ``step_truth.py`` run, ``.gz`` too, or the recorded runs' JSON list, whose cases are
+picked by the certificate's workload). Run from the folder the certificate's workload
+names its config from, where it names one (``hf:cfg/NAME/config.json``).
 
 Per shape: the truth's peak reserved, the printed figure, its error, where it came from,
 whether it is marked extrapolated (and why), and ``fits`` against the certificate's device
@@ -20,46 +20,33 @@ issue's target: none).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 
-def truths(path: Path, model: str | None) -> list[dict]:
-    """(batch, seq, reserved) cases of either format, OOMs and errors left out."""
-    text = path.read_text()
-    if text.lstrip().startswith("["):
-        rows = [r for r in json.loads(text) if model is None or r.get("model") == model]
-        return [{"batch": r["batch"], "seq": r["seq"], "reserved": r["reserved_bytes"]}
-                for r in rows if not r.get("oom") and r.get("reserved_bytes")]
-    out = []
-    for line in text.splitlines():
-        r = json.loads(line) if line.strip() else {}
-        if r.get("peak_reserved_bytes") and not r.get("error"):
-            out.append({"batch": r["batch"], "seq": r["seq"],
-                        "reserved": r["peak_reserved_bytes"]})
-    return out
-
-
-def rows_for(cert_path: Path, cases: list[dict], mode: str | None, fraction: float
+def rows_for(cert_path: Path, truth_path: Path, mode: str | None, fraction: float
              ) -> list[dict]:
+    from truth_report import read_truths  # benches/: the one reader of both truth formats
+
     from afford import figures
     from afford.core.provenance import module
     from afford.schema.cert import load_certificate
 
     cert = load_certificate(cert_path)
     name = cert.workloads[0].name
+    cases = [t for t in read_truths(truth_path, name) if t.get("peak_reserved_bytes")]
     budget = module(fraction * cert.environment.device_memory_bytes, "B", "bench budget")
     out = []
     for c in cases:
         t0 = time.perf_counter()
         a = figures.memory_answer(cert, name, {"batch": c["batch"], "seq": c["seq"]}, mode,
                                   budget=budget)
+        truth = c["peak_reserved_bytes"]
         out.append({"workload": name, "batch": c["batch"], "seq": c["seq"],
-                    "truth": c["reserved"], "printed": float(a.figure.value),
-                    "error": float(a.figure.value) / c["reserved"] - 1, "source": a.source,
+                    "truth": truth, "printed": float(a.figure.value),
+                    "error": float(a.figure.value) / truth - 1, "source": a.source,
                     "extrapolated": a.extrapolated, "fits": a.fits, "reasons": a.reasons,
                     "seconds": time.perf_counter() - t0})
     return out
@@ -92,13 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("pairs", nargs="+", type=Path, help="CERT TRUTH [CERT TRUTH ...]")
     ap.add_argument("--mode", default=None)
     ap.add_argument("--fraction", type=float, default=0.9)
-    ap.add_argument("--model", default=None, help="the cases of this model (list format)")
     a = ap.parse_args(argv)
     if len(a.pairs) % 2:
         ap.error("give CERT TRUTH pairs")
     rows = []
     for cert, truth in zip(a.pairs[::2], a.pairs[1::2]):
-        rows += rows_for(cert, truths(truth, a.model), a.mode, a.fraction)
+        rows += rows_for(cert, truth, a.mode, a.fraction)
     print(report(rows))
     return 0
 
