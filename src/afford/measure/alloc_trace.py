@@ -1,7 +1,9 @@
 """The CUDA caching allocator's history of one shape, for the replay.
 
 :func:`start` reads the segments the allocator holds (``torch.cuda.memory._snapshot``: what
-the process keeps across shapes, its cuBLAS workspaces) and starts recording every
+the process keeps across shapes; not its cuBLAS workspaces, which
+:func:`afford.measure.memory_peaks.fresh_state` freed, so the history holds them where the
+shape's first GEMM makes them, as a fresh process's does) and starts recording every
 allocation and free (``_record_memory_history``, no stack frames: the replay needs sizes and
 order only); :func:`stop` takes the history, stops recording and returns it in the
 canonical form of :func:`afford.fit.memory.trace_scaling.from_history`, packed for the

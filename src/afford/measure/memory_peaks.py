@@ -2,7 +2,14 @@
 
 CUDA: ``max_memory_allocated`` counts tensors, ``max_memory_reserved`` what the allocator
 holds from the driver (PyTorch docs, notes/cuda); both are reset before the point is built,
-after the previous point's blocks were returned with ``empty_cache``.
+after the previous point's blocks were returned with ``empty_cache`` and the process's cuBLAS
+workspaces were freed (:func:`fresh_state`): each point then starts as a fresh process does,
+with the workspaces made by its own first GEMM, wherever that falls. A child that kept them
+from its pre-warm or an earlier point had them in segments of their own, where a fresh
+process makes one inside the model's build when the build runs a GEMM (peft's LoRA
+initialisation does) and the weights then fill the segment around it: Llama d1024 L16 with
+LoRA reserved 211 MB more at 8 x 256 in a fresh process than in a pre-warmed child (5.5 %;
+lab/device-runs/2026-12-06-h100-final/lora-trace-compare.md).
 CPU: Linux keeps a process's peak RSS in ``VmHWM``; writing ``5`` to
 ``/proc/self/clear_refs`` resets it (proc(5)), so each point gets its own peak. Where that
 is not possible the lifetime peak (``ru_maxrss``) is used and labelled so.
@@ -33,6 +40,18 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
+def fresh_state(device: torch.device) -> None:
+    """Give the allocator's cached blocks back and free the cuBLAS (and cuBLASLt) workspaces
+    (``torch._C._cuda_clearCublasWorkspaces``, what torch's own CUDA leak check calls
+    before it compares the allocator's figures, ``torch.testing._internal.common_utils``), so that the next point's history and peaks begin as a fresh process's do. An
+    older torch without the call keeps its workspaces."""
+    torch.cuda.synchronize(device)
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        clear()
+    torch.cuda.empty_cache()
+
+
 @dataclass
 class MemoryWindow:
     """Open before building a point, close after timing it."""
@@ -44,8 +63,7 @@ class MemoryWindow:
     def open(self) -> None:
         gc.collect()
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.empty_cache()
+            fresh_state(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             return
         try:
