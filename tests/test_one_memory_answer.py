@@ -150,10 +150,12 @@ def test_decide_is_monotone_along_a_growing_shape(budget, figures, errs, inside)
     assert levels == sorted(levels, reverse=True)
 
 
-def test_fits_is_monotone_in_batch_and_sequence_on_a_certificate():
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "prewarmed"])
+def test_fits_is_monotone_in_batch_and_sequence_on_a_certificate(fresh):
     """Every answer of the fake certificate on a grid of shapes around and past its
-    measured range, against a budget that cuts through it."""
-    law = mf.law()
+    measured range, against a budget that cuts through it; also where the certificate's
+    children were pre-warmed (an older afford), whose answers keep a margin."""
+    law = mf.law(fresh=fresh)
     cert = mf.with_memory(make_time_cert(), law)
     from afford import figures
     from afford.core.provenance import module
@@ -168,3 +170,26 @@ def test_fits_is_monotone_in_batch_and_sequence_on_a_certificate():
         for b2, s2 in level:
             if b2 >= b and s2 >= s:
                 assert level[(b2, s2)] <= level[(b, s)], ((b, s), (b2, s2))
+
+
+def test_a_prewarmed_certificate_says_so_and_keeps_its_margin():
+    """A certificate whose memory children kept their cuBLAS workspaces (no fresh_state)
+    answers with the same figure, says why a fresh process may reserve more, and is
+    `uncertain` (with the command that settles it) where less than PREWARMED_ERROR is left;
+    a fresh certificate's answer at the same budget is a plain yes."""
+    from afford.core.provenance import module
+
+    fresh, old = mf.law(fresh=True), mf.law(fresh=False)
+    shape = {"batch": 8, "seq": 512}  # measured by the memory stage: not extrapolated
+    figure = float(memory_at.answer(fresh, shape, "r").figure.value)
+    close = module(figure * (1 + memory_at.PREWARMED_ERROR / 2), "B", "a test budget")
+    roomy = module(figure * (1 + 2 * memory_at.PREWARMED_ERROR), "B", "a test budget")
+    a_fresh = memory_at.answer(fresh, shape, "r", budget=close)
+    a_old = memory_at.answer(old, shape, "r", budget=close)
+    assert a_fresh.fits == "yes" and not a_fresh.prewarmed
+    assert memory_at.PREWARMED_NOTE not in a_fresh.notes
+    assert float(a_old.figure.value) == figure and a_old.prewarmed
+    assert memory_at.PREWARMED_NOTE in a_old.notes
+    assert a_old.fits == "uncertain" and "pre-warmed" in a_old.fits_why
+    assert a_old.settle is not None and "--measure" in a_old.settle
+    assert memory_at.answer(old, shape, "r", budget=roomy).fits == "yes"

@@ -40,16 +40,18 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def fresh_state(device: torch.device) -> None:
+def fresh_state(device: torch.device) -> bool:
     """Give the allocator's cached blocks back and free the cuBLAS (and cuBLASLt) workspaces
-    (``torch._C._cuda_clearCublasWorkspaces``, what torch's own CUDA leak check calls
-    before it compares the allocator's figures, ``torch.testing._internal.common_utils``), so that the next point's history and peaks begin as a fresh process's do. An
-    older torch without the call keeps its workspaces."""
+    (``torch._C._cuda_clearCublasWorkspaces``, what torch's own CUDA leak check calls before
+    it compares the allocator's figures, ``torch.testing._internal.common_utils``), so that
+    the next point's history and peaks begin as a fresh process's do. Whether the
+    workspaces were freed: an older torch without the call keeps them."""
     torch.cuda.synchronize(device)
     clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
     if clear is not None:
         clear()
     torch.cuda.empty_cache()
+    return clear is not None
 
 
 @dataclass
@@ -59,11 +61,12 @@ class MemoryWindow:
     device: torch.device
     per_point_rss: bool = False
     baseline_rss_bytes: int | None = None
+    fresh: bool | None = None  # CUDA: the point began with the cuBLAS workspaces freed
 
     def open(self) -> None:
         gc.collect()
         if self.device.type == "cuda":
-            fresh_state(self.device)
+            self.fresh = fresh_state(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             return
         try:

@@ -99,6 +99,7 @@ def measure_shape(workload, item: dict, device, seed: int) -> dict:
     rec["steps"] = int(item["steps"])
     rec["baseline_rss_bytes"] = window.baseline_rss_bytes
     if cuda:
+        rec["fresh_state"] = window.fresh
         torch.cuda.synchronize(device)
         rec["resting_allocated_bytes"] = int(torch.cuda.memory_allocated(device))
     del built

@@ -215,6 +215,10 @@ class MemoryShape(_Model):
     resting_allocated_bytes: Bytes | None = Field(
         None, description="CUDA: memory_allocated after the loop (states, data, workspaces)")
     memory_source: str | None = None
+    fresh_state: bool | None = Field(
+        None, description="CUDA: the shape began with the process's cuBLAS workspaces freed, "
+        "as in a fresh process (afford.measure.memory_peaks.fresh_state); None: kept from "
+        "earlier shapes (older certificates)")
     trace: AllocTrace | None = Field(None, description="CUDA: the allocator's history, "
                                      "recorded at the traced shapes")
     wall_seconds: Duration | None = None
