@@ -66,7 +66,8 @@ def main(paths: list[str]) -> None:
     for path in paths:
         cert = load_certificate(path)
         recorded = 0.0
-        out = {"adaptive": ([], [], 0.0), "adaptive + floor caps": ([], [], 0.0)}
+        out = {"adaptive": ([], [], 0.0), "adaptive + floor caps": ([], [], 0.0),
+               "min 8 steps": ([], [], 0.0)}
         for r in cert.workloads:
             work_of = regimes(r)
             for p in r.points + r.design_points:
@@ -82,6 +83,8 @@ def main(paths: list[str]) -> None:
                         rule = base
                         if name.endswith("caps") and not work and k.child >= 1:
                             rule = replace(base, max_floor_seconds=base.floor_seconds)
+                        if name == "min 8 steps":
+                            rule = replace(base, min_steps=8)
                         got = replay(list(k.timed_seconds), list(k.warmup_seconds), rule)
                         shift = abs(statistics.median(got) / med - 1.0)
                         w, f, saved = out[name]

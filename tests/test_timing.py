@@ -64,9 +64,10 @@ def test_adaptive_stops_before_its_floor_when_already_precise():
     step, _ = scripted(clock, {}, default=0.01)
     quiet = time_point(step, clock, rule)
     assert quiet.reached_target and quiet.stopped == "target" and quiet.block_steps == 5
-    # blocks of 5: read 10 with 5 queued, 0.15 s >= 0.1 s and known to 0 %: stop
-    assert len(quiet.timed_seconds) == 15
-    assert rule.precise_seconds <= sum(quiet.timed_seconds) < rule.floor_seconds
+    # blocks of 5: read 10 with 5 queued, 0.1 s >= 0.1 s, at least the rule's 8 steps and
+    # known to 0 %: stop
+    assert rule.min_steps == 8 and len(quiet.timed_seconds) == 10
+    assert rule.precise_seconds - 1e-9 <= sum(quiet.timed_seconds) < rule.floor_seconds
 
 
 def test_full_never_stops_before_its_floor_however_precise():
