@@ -177,14 +177,16 @@ def certify(req: CertifyRequest,
         ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
                            sweep_starts=starts, ahead=ahead, per_child=per_child,
                            sections=sections)
+        ceilings = _Ceilings(results, list(plan.designs), device.type) \
+            if time_verdict is not None else None
         sections.update(run_stages(stages_for(req) if usable else [], ctx, failures,
-                                   seconds, on_event))
+                                   seconds, on_event,
+                                   on_section=ceilings.start if ceilings and cuda else None))
         if usable and plan.sizes and not req.sizes:  # the ladder's sizes, timed by the sweep:
             sections.update(run_stages([sizes_stage], ctx, failures, seconds, on_event))
         failures += gate_failures(sections.get("gates")) + failed_measurements(sections)
-        if time_verdict is not None and sections.get("probes") is not None:
-            results = bound_by_ceilings(results, list(plan.designs), sections["probes"],
-                                        device.type)
+        if ceilings is not None and sections.get("probes") is not None:
+            results = ceilings.join(sections["probes"])
             time_verdict = cert_verdict(results, device.type, time_verdict.remeasured_points)
     finally:
         for kid in ahead.values():  # those no stage took (one failed, or none ran)
@@ -207,15 +209,18 @@ def certify(req: CertifyRequest,
 
 
 def run_stages(stages: list[Stage], ctx: StageContext, failures: list[str],
-               seconds: dict[str, float], on_event: Callable[[Event], None]) -> dict:
+               seconds: dict[str, float], on_event: Callable[[Event], None],
+               on_section: Callable[[str, dict], None] | None = None) -> dict:
     """Each stage in turn, its wall seconds in ``seconds``; the certificate fields they
     return. On CUDA the probes stage's tail, the checkpoint writes from host copies (disk
     and CPU, no device), runs beside the memory stage, whose child measures peak bytes
     (which the time of another process's disk writes does not move); the stage after the
     memory stage starts once both ended, so nothing timed on the device runs beside the
-    writes. The probes' stage seconds then overlap the memory stage's."""
+    writes. The probes' stage seconds then overlap the memory stage's. ``on_section(name,
+    fields)``: called as each stage's fields are ready, from the thread that ran it."""
     sections: dict = {}
     beside: _Beside | None = None
+    done = on_section or (lambda name, out: None)
     for k, stage in enumerate(stages):
         name = stage.__name__.removesuffix("_stage")
         t0 = time.perf_counter()
@@ -223,9 +228,11 @@ def run_stages(stages: list[Stage], ctx: StageContext, failures: list[str],
         nxt = stages[k + 1] if k + 1 < len(stages) else None
         if stage is probes_stage and nxt is memory_stage and ctx.plan.device.startswith("cuda"):
             seconds[name] = 0.0  # its place among the stages; the thread sets its seconds
-            beside = _Beside(stage, ctx, failures, seconds)
+            beside = _Beside(stage, ctx, failures, seconds, done)
             continue
-        sections.update(run_stage(stage, ctx, failures))
+        out = run_stage(stage, ctx, failures)
+        done(name, out)
+        sections.update(out)
         seconds[name] = time.perf_counter() - t0
         if beside is not None:
             sections.update(beside.join())
@@ -238,7 +245,8 @@ class _Beside:
     caller goes on with the next stage, and joins it after that one."""
 
     def __init__(self, stage: Stage, ctx: StageContext, failures: list[str],
-                 seconds: dict[str, float]) -> None:
+                 seconds: dict[str, float],
+                 done: Callable[[str, dict], None] = lambda name, out: None) -> None:
         name = stage.__name__.removesuffix("_stage")
         self.free = threading.Event()
         self.out: dict = {}
@@ -247,6 +255,7 @@ class _Beside:
         def run() -> None:
             try:
                 self.out = run_stage(stage, ctx, failures)
+                done(name, self.out)
             finally:
                 seconds[name] = time.perf_counter() - t0
                 self.free.set()
@@ -258,6 +267,47 @@ class _Beside:
 
     def join(self) -> dict:
         self.thread.join()
+        return self.out
+
+
+class _Ceilings:
+    """The step-time models bounded by the probes' matrix ceilings
+    (:func:`afford.certify.stage_time.bound_by_ceilings`: every model fitted again, seconds
+    of the parent's CPU). On CUDA the fitting starts in a thread as soon as the probes'
+    section is ready (:meth:`start`, run_stages' ``on_section``), beside the memory stage,
+    whose child measures bytes, not time, so nothing it reads moves; :meth:`join` takes its
+    result, or fits now where it did not start."""
+
+    def __init__(self, results: list, designs: list, device_type: str) -> None:
+        self.results, self.designs, self.device_type = results, designs, device_type
+        self.thread: threading.Thread | None = None
+        self.out: list | None = None
+        self.error: BaseException | None = None
+
+    def start(self, name: str, fields: dict) -> None:
+        probes = fields.get("probes")
+        if name != "probes" or probes is None or self.thread is not None:
+            return
+
+        def run() -> None:
+            try:
+                self.out = self._bound(probes)
+            except BaseException as exc:  # raised again by join, in the caller's thread
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name="afford-ceilings", daemon=True)
+        self.thread.start()
+
+    def _bound(self, probes) -> list:
+        return bound_by_ceilings(self.results, self.designs, probes, self.device_type)
+
+    def join(self, probes) -> list:
+        if self.thread is None:
+            return self._bound(probes)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.out is not None
         return self.out
 
 
