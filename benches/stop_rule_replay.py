@@ -3,10 +3,11 @@ would have spent, and how far each child's median would have moved.
 
 Each child's recorded timed steps are fed, in their order, to this afford's timed run
 (:func:`afford.measure.timing.timed_run`) on a fake clock; where the rule asks for more steps
-than were recorded, the child keeps all it has (the recording's own rule stopped there). Two
+than were recorded, the child keeps all it has (the recording's own rule stopped there). Three
 rules: ``adaptive`` (this afford's), and ``adaptive + floor caps`` (children after the first
 do not extend a point the first child found on the launch floor, as certify's early round
-asks: :func:`afford.certify.stage_time.early_round`). Per rule: timed seconds saved, and the
+asks: :func:`afford.certify.stage_time.early_round`), and ``min 12 steps (before)``, the
+adaptive rule as it was before 2026-12-06 (8 since). Per rule: timed seconds saved, and the
 shift of each child's median, for work-regime and floor points apart (the certificate's own
 regimes), beside the children's spread at the floor points.
 
@@ -67,7 +68,7 @@ def main(paths: list[str]) -> None:
         cert = load_certificate(path)
         recorded = 0.0
         out = {"adaptive": ([], [], 0.0), "adaptive + floor caps": ([], [], 0.0),
-               "min 8 steps": ([], [], 0.0)}
+               "min 12 steps (before)": ([], [], 0.0)}
         for r in cert.workloads:
             work_of = regimes(r)
             for p in r.points + r.design_points:
@@ -83,8 +84,8 @@ def main(paths: list[str]) -> None:
                         rule = base
                         if name.endswith("caps") and not work and k.child >= 1:
                             rule = replace(base, max_floor_seconds=base.floor_seconds)
-                        if name == "min 8 steps":
-                            rule = replace(base, min_steps=8)
+                        if name == "min 12 steps (before)":
+                            rule = replace(base, min_steps=12)
                         got = replay(list(k.timed_seconds), list(k.warmup_seconds), rule)
                         shift = abs(statistics.median(got) / med - 1.0)
                         w, f, saved = out[name]
