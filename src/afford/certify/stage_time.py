@@ -463,14 +463,16 @@ def settle(results: list[WorkloadResult], designs: list[WorkloadDesign], reg: Re
 
 
 def assemble_results(plan, per_child: list[dict[str, Event]], reg: Registry,
-                     device_memory: int | None, need: int) -> list[WorkloadResult]:
+                     device_memory: int | None, need: int, law_fit: bool = True
+                     ) -> list[WorkloadResult]:
     """Each workload's result from the children's records: its sweep points, the throughput
-    law over them, and its design's other shapes (``need``: children each point needs)."""
+    law over them (unless ``law_fit`` is False), and its design's other shapes (``need``:
+    children each point needs)."""
     results = []
     for i, (spec, w, mode, values) in enumerate(plan.workloads):
         points = [assemble_point(v, [c[point_key(spec, mode, v)] for c in per_child],
                                  device_memory) for v in values]
-        r = fit_workload(spec, w, mode, points)
+        r = fit_workload(spec, w, mode, points, law_fit)
         if plan.designs:
             r = assemble_design_points(r, plan.designs[i], reg, i, device_memory, need)
         results.append(r)
@@ -496,7 +498,7 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
     reg = Registry()
     reg.add([first])
     try:
-        results = assemble_results(plan, [first], reg, device_memory, 1)
+        results = assemble_results(plan, [first], reg, device_memory, 1, law_fit=False)
     except (KeyError, ValueError):
         return items
     floor: set[str] = set()

@@ -206,8 +206,11 @@ def died(p: Point) -> bool:
         not any(k.oom or k.refused for k in p.children)
 
 
-def fit_workload(spec: str, w: Workload, mode: str, points: list[Point]) -> WorkloadResult:
-    """The law over resident, fully measured points; exclusions kept with reasons."""
+def fit_workload(spec: str, w: Workload, mode: str, points: list[Point],
+                 law_fit: bool = True) -> WorkloadResult:
+    """The law over resident, fully measured points; exclusions kept with reasons.
+    ``law_fit=False``: the result without its throughput law (certify's early round reads
+    the points only, and the law's fits with their leave-one-out cost it a second)."""
     notes: list[str] = []
     used = [p for p in points if p.usable]
     excluded = [Excluded(value=p.value, reason=p.excluded_reason or "not measured")
@@ -215,11 +218,11 @@ def fit_workload(spec: str, w: Workload, mode: str, points: list[Point]) -> Work
     refused = next((p.excluded_reason for p in points
                     if p.excluded_reason and p.excluded_reason.startswith("refused")), None)
     law = None
-    if len(used) >= 2:
+    if len(used) >= 2 and law_fit:
         law = fit_throughput(w.sweep_param, [p.value for p in used],
                              [p.median_seconds for p in used], excluded)
         notes.extend(law.warnings)
-    elif not refused:
+    elif len(used) < 2 and not refused:
         notes.append(f"only {len(used)} resident point(s): no law fitted")
     for p in used:
         notes.extend(p.quality_notes(w.sweep_param))

@@ -1,7 +1,9 @@
-"""The step-time models bounded by the probes' ceilings are fitted beside the memory stage
-on CUDA (afford.certify._Ceilings through run_stages' on_section): the fitting starts as
-soon as the probes' section is ready, the memory stage's child runs meanwhile, and the
-result is the one a fit after both would give."""
+"""What certify's parent computes between the device's stages (issue 38's minute): the
+step-time models bounded by the probes' ceilings are fitted beside the memory stage on CUDA
+(afford.certify._Ceilings through run_stages' on_section): the fitting starts as soon as the
+probes' section is ready, the memory stage's child runs meanwhile, and the result is the one
+a fit after both would give; the early round between the sweep's first and second child
+assembles the first child's points without the throughput law it does not read."""
 
 from __future__ import annotations
 
@@ -80,3 +82,19 @@ def test_a_failed_fit_is_raised_in_the_callers_thread(monkeypatch):
     ceilings.start("probes", {"probes": "P"})
     with pytest.raises(ValueError, match="the fit failed"):
         ceilings.join("P")
+
+
+def test_the_early_round_assembles_points_without_the_law():
+    from afford.certify.sweep import fit_workload
+    from afford.schema.point import Point
+    from afford.workloads import resolve
+
+    w = resolve("tinylm", "cpu")
+    points = [Point(value=v, shape={"seq": v}, children=[], resident=True,
+                    median_seconds=1e-4 * v)
+              for v in (64, 128, 256, 512)]
+    full = fit_workload("tinylm", w, "fp32", points)
+    early = fit_workload("tinylm", w, "fp32", points, law_fit=False)
+    assert full.law is not None and early.law is None
+    assert early.points == full.points and early.warnings == [
+        n for n in full.warnings if n not in full.law.warnings]
