@@ -33,7 +33,8 @@ def params(s: int) -> int:
     return D * D * (1 + 2) + s * D  # two layers' weights and the position table
 
 
-def shape(role: str, B: int, s: int, stage=None, fresh: bool = True) -> MemoryShape:
+def shape(role: str, B: int, s: int, stage=None, fresh: bool = True,
+          frozen: int = 0) -> MemoryShape:
     t = program(B, s, d=D, stage=stage)
     res, _ = replay(t.events())
     trace = AllocTrace(n_allocs=t.n_allocs, n_ops=len(t.ops), sizes=pack_ints(t.sizes),
@@ -41,16 +42,17 @@ def shape(role: str, B: int, s: int, stage=None, fresh: bool = True) -> MemorySh
         if role in SWEEP_ROLES else None
     return MemoryShape(
         key=f"memory|tinylm|{role}|B={B},s={s}", role=role, shape={"batch": B, "seq": s},
-        dims={"B": B, "s": s, **DIMS}, params=params(s), frozen_params=0, frozen_bytes=0,
+        dims={"B": B, "s": s, **DIMS}, params=params(s), frozen_params=frozen, frozen_bytes=0,
         states_bytes=16 * params(s), steps=3, allocated_by_step=[res.peak_allocated_bytes] * 3,
         reserved_by_step=[res.peak_reserved_bytes] * 3, trace=trace,
         fresh_state=True if fresh else None)
 
 
-def law(mode: str = "fp32", stage=None, fresh: bool = True) -> MemoryLaw:
+def law(mode: str = "fp32", stage=None, fresh: bool = True, frozen: int = 0) -> MemoryLaw:
     """The law of the program's shapes with its replay, as the memory stage builds them
-    (``fresh=False``: as an older afford measured them, in pre-warmed children)."""
-    shapes = [shape(r, B, s, stage, fresh) for r, B, s in PLAN]
+    (``fresh=False``: as an older afford measured them, in pre-warmed children; ``frozen``:
+    the frozen parameters an adapter leaves, counted but not in the program's bytes)."""
+    shapes = [shape(r, B, s, stage, fresh, frozen) for r, B, s in PLAN]
     job = MemoryJob(spec="tinylm", mode=mode, dim_keys={"B": "batch", "s": "seq"},
                     base_shape={"batch": 8, "seq": 512},
                     runs=tuple((x.role, x.shape) for x in shapes), attention="materialised",

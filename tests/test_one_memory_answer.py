@@ -155,7 +155,7 @@ def test_fits_is_monotone_in_batch_and_sequence_on_a_certificate(fresh):
     """Every answer of the fake certificate on a grid of shapes around and past its
     measured range, against a budget that cuts through it; also where the certificate's
     children were pre-warmed (an older afford), whose answers keep a margin."""
-    law = mf.law(fresh=fresh)
+    law = mf.law(fresh=fresh, frozen=0 if fresh else 1000)
     cert = mf.with_memory(make_time_cert(), law)
     from afford import figures
     from afford.core.provenance import module
@@ -173,13 +173,14 @@ def test_fits_is_monotone_in_batch_and_sequence_on_a_certificate(fresh):
 
 
 def test_a_prewarmed_certificate_says_so_and_keeps_its_margin():
-    """A certificate whose memory children kept their cuBLAS workspaces (no fresh_state)
-    answers with the same figure, says why a fresh process may reserve more, and is
-    `uncertain` (with the command that settles it) where less than PREWARMED_ERROR is left;
-    a fresh certificate's answer at the same budget is a plain yes."""
+    """A certificate whose memory children kept their cuBLAS workspaces (no fresh_state), of
+    a model with frozen parameters (an adapter), answers with the same figure, says why a
+    fresh process may reserve more, and is `uncertain` (with the command that settles it)
+    where less than PREWARMED_ERROR is left; a fresh certificate's answer at the same budget
+    is a plain yes, and so is a pre-warmed one of a model with nothing frozen."""
     from afford.core.provenance import module
 
-    fresh, old = mf.law(fresh=True), mf.law(fresh=False)
+    fresh, old = mf.law(fresh=True, frozen=1000), mf.law(fresh=False, frozen=1000)
     shape = {"batch": 8, "seq": 512}  # measured by the memory stage: not extrapolated
     figure = float(memory_at.answer(fresh, shape, "r").figure.value)
     close = module(figure * (1 + memory_at.PREWARMED_ERROR / 2), "B", "a test budget")
@@ -193,3 +194,6 @@ def test_a_prewarmed_certificate_says_so_and_keeps_its_margin():
     assert a_old.fits == "uncertain" and "pre-warmed" in a_old.fits_why
     assert a_old.settle is not None and "--measure" in a_old.settle
     assert memory_at.answer(old, shape, "r", budget=roomy).fits == "yes"
+    plain = memory_at.answer(mf.law(fresh=False), shape, "r", budget=close)
+    assert plain.fits == "yes" and not plain.prewarmed and memory_at.PREWARMED_NOTE not in \
+        plain.notes
