@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -66,7 +67,10 @@ class Output:
         return None
 
     def done(self) -> list[int]:
-        return [int(x.split()[1]) for _, x in self.lines if x.startswith("done ")]
+        """The steps the child said it finished; a line the kill cut short ("done " with its
+        number unwritten) says nothing."""
+        return [int(m.group(1)) for _, x in self.lines
+                if (m := re.fullmatch(r"done (\d+)", x))]
 
     def in_save(self) -> bool:
         """Whether the last checkpoint write it began had not returned."""
