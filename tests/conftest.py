@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
+from tests.paths import ROOT, TESTS
 
 
 @pytest.fixture
@@ -105,7 +104,7 @@ def planted_user_certify(tmp_path_factory):
         (folder / "mywl").mkdir()
         (folder / "mywl" / "__init__.py").write_text("")
         (folder / "mywl" / "wl.py").write_text(
-            (ROOT / "tests" / "user_workload.py").read_text())
+            (TESTS / "user_workload.py").read_text())
         here, path, modules = os.getcwd(), list(sys.path), set(sys.modules)
         os.chdir(folder)
         try:

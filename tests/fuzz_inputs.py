@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from tests.paths import DATA
 from tests.plan_helpers import make_cert
 from tests.synthetic_cert import linear_sizes
 
@@ -49,7 +50,7 @@ nasty = st.one_of(st.sampled_from(NASTY_NUMBERS), st.sampled_from(NASTY_STRINGS)
 
 # --- the valid documents ------------------------------------------------------------------
 
-MEMORY_SECTION = Path(__file__).parent / "data" / "memory_section_synthetic.json"
+MEMORY_SECTION = DATA / "memory_section_synthetic.json"
 
 
 def cert_doc() -> dict:
@@ -87,7 +88,7 @@ def manifest_doc(created: str = "2026-12-01T12:00:00Z") -> dict:
          "sha256": "0" * 64, "size_bytes": 12, "files": 1, "pinned_at": created}]}
 
 
-PROBE_CERT = Path(__file__).parent / "data" / "h200_time_default_2026-12-02.json"
+PROBE_CERT = DATA / "h200_time_default_2026-12-02.json"
 
 
 def probe_cert_doc() -> dict:

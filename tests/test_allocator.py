@@ -4,7 +4,6 @@ of c10/cuda/CUDACachingAllocator.cpp, and a real H200 history replayed block for
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -25,8 +24,7 @@ from afford.fit.memory.allocator import (
     seed,
     segment_size,
 )
-
-DATA = Path(__file__).parent / "data"
+from tests.paths import DATA
 
 
 def test_round_size_is_512_byte_granular():

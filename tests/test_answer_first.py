@@ -15,6 +15,7 @@ from afford.plan import planner
 from afford.plan.prediction import predict
 from afford.report.plan_tables import render_plan, render_verdict, run_block
 from afford.report.predict_tables import render_predict
+from tests.paths import DATA
 from tests.plan_helpers import make_platform, make_run
 from tests.time_certs import H200_DEFAULT, h200, make_time_cert
 
@@ -115,14 +116,13 @@ def test_levers_says_not_resolved_where_the_children_straddle_1x(tmp_path, monke
     """The H200 run's bf16 and fused AdamW on tinylm@q3 (children 0.91x..1.16x and
     0.90x..1.20x): neither a speedup nor a slowdown; compile (1.51x..1.73x) stands."""
     import json
-    from pathlib import Path
 
     import afford.certify.stage_levers as jobs
     import afford.cli.common as common
     import afford.cli.levers as cli_levers
     from afford.schema.cert import load_certificate
 
-    cert = load_certificate(Path(__file__).parent / "data" / "h200_sizes_levers_63bd66d.json")
+    cert = load_certificate(DATA / "h200_sizes_levers_63bd66d.json")
     path = tmp_path / "c.json"
     path.write_text(cert.to_json())
     monkeypatch.setattr(jobs, "lever_job", lambda *a, **k: None)

@@ -14,7 +14,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -23,9 +22,9 @@ import afford
 from afford import api
 from afford.cli import app
 from afford.core.errors import InputError
+from tests.paths import DATA, ROOT
 
-ROOT = Path(__file__).parents[1]
-CERT = ROOT / "tests" / "data" / "cpu_tinylm_tiny.json"
+CERT = DATA / "cpu_tinylm_tiny.json"
 RUN = ('name = "tiny"\nworkload = "tinylm"\nmode = "fp32"\nvalue = 64\n'
        'target_tokens = "1M"\ncheckpoints_kept = 2\n')
 

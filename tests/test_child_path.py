@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from afford.core import user_code
 from afford.core.errors import InputError
 from afford.measure.children import _BOOTSTRAP, child_env, python_command
+from tests.paths import SRC
 
-SRC = Path(__file__).parents[1] / "src"
 PLANT = ("import os\n"
          "open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'PLANTED-{name}'), "
          "'w').close()\n"

@@ -10,12 +10,13 @@ import re
 import sys
 from pathlib import Path
 
+from tests.paths import ROOT
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
 #: import name -> distribution name, where the two differ
 DISTRIBUTION = {"pynvml": "nvidia-ml-py", "pytorch_lightning": "lightning", "yaml": "pyyaml",
                 "sklearn": "scikit-learn", "PIL": "pillow"}

@@ -4,20 +4,20 @@ the lent H200): torchrun, collectives, DDP/FSDP, one certificate from rank 0."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from afford.schema.cert import load_certificate
+from tests.paths import SRC
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow]
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 def test_nccl_certify_distributed_dist_only(tmp_path):
     n = torch.cuda.device_count()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
            "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
            "NVSHMEM_DISABLE_NVLS": "1"}
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={n}",

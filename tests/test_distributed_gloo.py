@@ -6,7 +6,6 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -14,14 +13,13 @@ from typer.testing import CliRunner
 from afford.cli import app
 from afford.measure.distributed.runtime import detect_launch
 from afford.schema.cert import load_certificate
-
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+from tests.paths import SRC
 
 
 def torchrun(tmp_path, *args, fail: str | None = None, timeout=240):
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-    env["PYTHONPATH"] = os.pathsep.join([SRC, env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
     env.pop("AFFORD_TEST_FAIL", None)
     if fail:
         env["AFFORD_TEST_FAIL"] = fail

@@ -1,9 +1,9 @@
 """Every citation of the design and the references resolves to the copies in docs/."""
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+from tests.paths import ROOT
+
 CITING = [p for folder in ("src", "tests", "tools", "examples") for p in (ROOT / folder).rglob("*")
           if p.suffix in (".py", ".toml", ".sh") and p.name != "test_docs.py"]
 CITING.append(ROOT / "README.md")

@@ -15,15 +15,14 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from afford.cli import app
 from afford.schema.cert import load_certificate
+from tests.paths import ROOT
 
-ROOT = Path(__file__).parents[1]
 runner = CliRunner()
 #: what each command of the first session prints first: its answer
 ANSWER = {"predict": r"afford predict: .*\npredicted at batch 16, seq 2048",

@@ -15,8 +15,8 @@ from afford.core.errors import InputError
 from afford.measure.children import child_env
 from afford.workloads import resolve
 from afford.workloads.names import spec_error
+from tests.paths import DATA
 
-DATA = Path(__file__).parent / "data"
 CERT = DATA / "cpu_tinylm_tiny.json"
 
 # after the console script returns: was torch loaded, and how many children were spawned

@@ -6,7 +6,6 @@ per stage and per workload with the elapsed time and an estimate."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,8 +15,9 @@ from afford.certify.request import FIRST_LOOK, CertifyRequest, device_defaults, 
 from afford.cli import app
 from afford.report.progress import LineProgress
 from afford.schema.cert import load_certificate
+from tests.paths import DATA
 
-CERT = Path(__file__).parent / "data" / "cpu_tinylm_tiny.json"
+CERT = DATA / "cpu_tinylm_tiny.json"
 
 
 @pytest.mark.parametrize("asked, device, precision, workloads", [

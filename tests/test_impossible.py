@@ -17,10 +17,10 @@ from afford.report import html, markdown
 from afford.report.model import Report, Section, Table
 from afford.report.terminal import fmt, fmt_list
 from afford.schema.cert import load_certificate
+from tests.paths import DATA
 
-ROOT = Path(__file__).resolve().parents[1]
-SIZES = ROOT / "tests" / "data" / "h200_sizes_levers_63bd66d.json"
-H200 = ROOT / "tests" / "data" / "h200_default_d89f7a2.json"
+SIZES = DATA / "h200_sizes_levers_63bd66d.json"
+H200 = DATA / "h200_default_d89f7a2.json"
 runner = CliRunner()
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).parents[1] / "src"
+from tests.paths import SRC
 
 # Lowest first: each layer is a folder of src/afford; the package root's own modules (the
 # facade ``afford/__init__.py``, ``__main__`` and the console script's ``_entry``) stand

@@ -11,6 +11,7 @@ from afford.core.errors import InputError
 from afford.core.provenance import Struck, Tag
 from afford.figures import cert_readings
 from afford.schema import ledger
+from tests.paths import DATA
 from tests.synthetic import make_cert
 
 runner = CliRunner()
@@ -25,9 +26,8 @@ def reading(**kw):
 
 
 def test_header_is_the_committed_one():
-    from pathlib import Path
 
-    excerpt = Path(__file__).parent / "data" / "ledger_excerpt.tsv"  # rows of the project's
+    excerpt = DATA / "ledger_excerpt.tsv"  # rows of the project's
     assert excerpt.read_text().splitlines()[0] == ledger.HEADER
     assert ledger.HEADER.split("\t") == list(ledger.COLUMNS)
     assert len(ledger.COLUMNS) == 15

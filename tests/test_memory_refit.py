@@ -3,7 +3,6 @@ and on the real H200 readings of 2026-12-02 (``tests/data``), the current law's 
 errors pinned (the held-out shapes are never fitted: they only score the law)."""
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,8 +10,9 @@ import pytest
 from afford.certify.stage_memory import build_law, plan_job, refit_law, refit_section, s2_term
 from afford.schema.memory_section import MemorySection
 from afford.workloads import resolve
+from tests.paths import DATA
 
-H200 = Path(__file__).parent / "data" / "h200_memory_2026-12-02.json"
+H200 = DATA / "h200_memory_2026-12-02.json"
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import pytest
 from afford.certify.stage_memory import MemoryJob, build_law, refit_law
 from afford.fit.memory.replay_model import SYNTHESIS_TOLERANCE, build_replay, use_replay
 from afford.schema.memory_section import MemoryLaw, MemorySection
+from tests.paths import DATA
 from tests.replay_data import shapes
 
 ENV = SimpleNamespace(device_type="cuda", device_memory_bytes=150 * 10**9)
@@ -115,7 +116,6 @@ def test_an_allocator_option_the_model_does_not_follow_is_not_trusted():
 
 def test_the_laws_held_out_misses_say_the_replay_answers_where_it_does():
     import json
-    from pathlib import Path
 
     from afford.certify.stage_memory import refit_law
     from afford.fit.memory.replay_model import with_replay
@@ -123,7 +123,7 @@ def test_the_laws_held_out_misses_say_the_replay_answers_where_it_does():
 
     # softmax bf16's law of an H200 certificate (the merged tree of 2026-12-03): it misses
     # 16 x 4096 by -39 %
-    doc = json.loads((Path(__file__).parent / "data" / "h200_softmax_bf16_law.json").read_text())
+    doc = json.loads((DATA / "h200_softmax_bf16_law.json").read_text())
     law = MemoryLaw.model_validate(doc["law"])
     new = refit_law(law, doc["device_memory_bytes"])
     misses = [w for w in new.warnings if w.startswith("held-out ") and " off (target " in w]
@@ -146,11 +146,10 @@ def test_a_deep_models_histories_align_and_predict_a_fresh_process():
     reserved, 0.2 % allocated."""
     import gzip
     import json
-    from pathlib import Path
 
     from afford.figures.memory_at import answer
 
-    path = Path(__file__).parent / "data" / "h200_qwen2_bf16_law_truth.json.gz"
+    path = DATA / "h200_qwen2_bf16_law_truth.json.gz"
     doc = json.loads(gzip.decompress(path.read_bytes()))
     law = refit_law(MemoryLaw.model_validate(doc["law"]), doc["device_memory_bytes"])
     rp = law.replay

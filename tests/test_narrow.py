@@ -21,13 +21,12 @@ from typer.testing import CliRunner
 from afford.cli import app, common
 from afford.report.rich_table import Table
 from afford.schema.cert import load_certificate
+from tests.paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data"
 H200 = DATA / "h200_default_d89f7a2.json"
 SIZES = DATA / "h200_sizes_levers_63bd66d.json"
-CPU = ROOT / "tests" / "data" / "cpu_tinylm_tiny.json"
-TIME = ROOT / "tests" / "data" / "h200_time_default_2026-12-02.json"
+CPU = DATA / "cpu_tinylm_tiny.json"
+TIME = DATA / "h200_time_default_2026-12-02.json"
 PLATFORM = ROOT / "examples" / "platforms" / "16gib-12h.toml"
 RUN = ROOT / "examples" / "runs" / "example.toml"
 BOX = re.compile("[\u2500-\u257f]")  # box drawing

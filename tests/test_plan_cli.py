@@ -1,7 +1,6 @@
 """Platforms, run files and the plan / preflight commands through typer's runner."""
 
 import json
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -17,10 +16,10 @@ from afford.schema.manifest import pinned_sources
 from afford.schema.platform import load_platform, presets
 from afford.schema.run import load_run
 from tests.goldens import check_numbers, check_text
+from tests.paths import ROOT
 from tests.plan_helpers import make_cert, make_platform, make_run
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args):

@@ -17,8 +17,7 @@ from afford.measure.probes.checkpoint import (
     host_state,
     write_checkpoint_atomic,
 )
-
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+from tests.paths import SRC
 
 
 def state(fill: float, n: int = 1000) -> dict:
@@ -67,7 +66,7 @@ def test_a_killed_writer_leaves_a_whole_file(tmp_path, delay):
     """SIGKILL a process that keeps rewriting a 16 MB checkpoint: whatever moment it dies,
     the file loads, and holds one of the two states whole."""
     target = tmp_path / "ckpt.pt"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE,
                             text=True, env=env)
     try:

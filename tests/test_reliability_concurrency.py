@@ -21,7 +21,8 @@ import pytest
 from afford.core import io
 from afford.schema import ledger
 from afford.schema import manifest as mf
-from tests.reliability import SRC, add_args, cli, fork, fork_rounds, leftovers, main
+from tests.paths import SRC
+from tests.reliability import add_args, cli, fork, fork_rounds, leftovers, main
 
 WRITERS, ROUNDS = 16, 5
 DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)

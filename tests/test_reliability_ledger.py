@@ -7,6 +7,7 @@ import pytest
 
 from afford.core.errors import InputError
 from afford.schema import ledger
+from tests.paths import DATA
 from tests.reliability import cli, one_line_error
 
 
@@ -76,8 +77,7 @@ def test_a_ledger_line_breaking_the_seed_rule_is_refused_on_load(tmp_path):
 
 
 def test_the_committed_ledger_keeps_the_rules():
-    from pathlib import Path
 
     # load checks every line against every rule, the seed rule included
-    rows = ledger.load(Path(__file__).parent / "data" / "ledger_excerpt.tsv")
+    rows = ledger.load(DATA / "ledger_excerpt.tsv")
     assert any(ledger.is_warm_step_time(r.quantity) for r in rows)

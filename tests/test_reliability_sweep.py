@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from afford.cli import app
 from afford.core import io
 from tests import fuzz_inputs as fz
+from tests.paths import SRC
 
-SRC = Path(__file__).parents[1] / "src"
 PAYLOAD = 300_000  # bytes: a report's size
 WRITER = """
 import sys, time

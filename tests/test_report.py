@@ -17,9 +17,10 @@ from afford.report.generic import generic_section
 from afford.report.model import Report, Section, Table
 from afford.schema.cert import Certificate
 from tests.goldens import check_text
+from tests.paths import DATA, GOLDEN
 from tests.synthetic import make_cert, report_inputs
 
-GOLDEN = Path(__file__).parent / "golden" / "report.md"
+REPORT_GOLDEN = GOLDEN / "report.md"
 runner = CliRunner()
 needs_matplotlib = pytest.mark.skipif(not plots.available(),
                                       reason="matplotlib is not installed (afford[plots])")
@@ -28,7 +29,7 @@ needs_matplotlib = pytest.mark.skipif(not plots.available(),
 def test_markdown_golden():
     """Regenerate after an intended change with AFFORD_UPDATE_GOLDEN=1."""
     text = markdown.render(build_report(report_inputs()))
-    check_text(GOLDEN.name, text)
+    check_text(REPORT_GOLDEN.name, text)
 
 
 def test_markdown_order_is_the_lab_notebook():
@@ -205,7 +206,7 @@ def test_memory_section_shows_the_laws_and_every_held_out_shape():
     measured (M), predicted (F, starred beyond the sweep) and the error (C)."""
     from afford.schema.cert import load_certificate
 
-    path = Path(__file__).parent / "data" / "h200_default_d89f7a2.json"
+    path = DATA / "h200_default_d89f7a2.json"
     cert = load_certificate(path)
     laws, held = _section(build_report(Inputs(certs=((path.name, cert),))), "Memory").tables
     assert [r[:2] for r in laws.rows] == [(law.workload, law.mode) for law in cert.memory.laws]
@@ -371,8 +372,7 @@ def test_report_and_plan_mark_the_same_figures_provisional(tmp_path):
 
 # ---------------------------------------------------------------- issue 32, item 3
 
-DATA = Path(__file__).parent / "data"
-CPU_TINY = Path(__file__).parent / "data" / "cpu_tinylm_tiny.json"
+CPU_TINY = DATA / "cpu_tinylm_tiny.json"
 
 
 def _report_of(*paths: Path) -> Report:

@@ -1,12 +1,12 @@
 import json
-from pathlib import Path
 
 import pytest
 
 from afford.core.errors import InputError
 from afford.schema.cert import CERT_SCHEMA, Certificate, load_certificate, save_certificate
+from tests.paths import DATA
 
-BENCH_CERT = Path(__file__).resolve().parent / "data" / "h200_default_d89f7a2.json"
+BENCH_CERT = DATA / "h200_default_d89f7a2.json"
 
 
 def test_a_committed_h200_certificate_round_trips(tmp_path):
@@ -69,7 +69,7 @@ def test_json_schema_export_has_the_id():
 
 # --- an old certificate, upgraded through its registered migration -------------------------
 
-V0 = Path(__file__).parent / "data" / "cert_v0_h200_tinylm.json"
+V0 = DATA / "cert_v0_h200_tinylm.json"
 
 
 def test_the_v0_fixture_has_the_foundation_form():

@@ -15,8 +15,7 @@ from afford.cli import app
 from afford.core.io import read_toml
 from afford.schema.platform import load_platform
 from afford.schema.run import load_run
-
-ROOT = Path(__file__).parents[1]
+from tests.paths import ROOT
 
 
 def _schema(kind: str) -> dict:

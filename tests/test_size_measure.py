@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from afford.cli import app
 from afford.schema.cert import load_certificate, save_certificate
+from tests.paths import DATA
 
-TINY = Path(__file__).parent / "data" / "cpu_tinylm_tiny.json"
+TINY = DATA / "cpu_tinylm_tiny.json"
 
 
 def _here(tmp_path) -> Path:

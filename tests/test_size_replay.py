@@ -7,7 +7,6 @@ expandable-segments answer and the breakdown beside it."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -19,9 +18,10 @@ from afford.fit.memory import sizing
 from afford.report.memory_tables import replay_tables
 from afford.schema.cert import save_certificate
 from afford.schema.memory_section import MemorySection
+from tests.paths import DATA
 from tests.synthetic_cert import certificate
 
-SECTION = Path(__file__).parent / "data" / "h200_memory_section_hf.json"
+SECTION = DATA / "h200_memory_section_hf.json"
 H200 = 150109880320  # total_memory of the lent H200
 FRACTION = 16 * 2**30 / H200
 

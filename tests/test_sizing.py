@@ -21,6 +21,7 @@ from afford.schema.cert import Certificate, Environment, Protocol, save_certific
 from afford.schema.memory_section import MemorySection, MemoryShape
 from afford.workloads import resolve
 from afford.workloads.tinylm import tinylm_params
+from tests.paths import ROOT
 
 GiB, MiB = 2**30, 2**20
 C_RES, FIXED = 72.0, 30 * MiB           # the synthetic box's allocated law
@@ -340,10 +341,9 @@ def test_size_when_not_even_one_sequence_fits_exits_1(gpu_cert_path):
 
 def test_defaults_block_from_a_certificate_round_trips(gpu_cert):
     import importlib.util
-    from pathlib import Path
 
     tomllib = pytest.importorskip("tomllib")
-    path = Path(__file__).parents[1] / "tools" / "memory_defaults_from_cert.py"
+    path = ROOT / "tools" / "memory_defaults_from_cert.py"
     spec = importlib.util.spec_from_file_location("memory_defaults_from_cert", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from afford.cli import app
 from afford.core import io
+from tests.paths import DATA
 
-CERT = Path(__file__).parent / "data" / "cpu_tinylm_tiny.json"
+CERT = DATA / "cpu_tinylm_tiny.json"
 
 
 @pytest.fixture(autouse=True)

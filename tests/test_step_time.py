@@ -6,7 +6,6 @@ design certify measures, held-out errors within a stated bound."""
 
 import json
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pydantic
@@ -36,9 +35,9 @@ from afford.fit.time.time_fit import (
 )
 from afford.fit.time.time_noise import disagreement, noisy_points, time_verdict
 from afford.schema.time_law import evaluate_form, predict_at
+from tests.paths import DATA
 
-ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "tests/data/h200_grid.jsonl"
+GRID = DATA / "h200_grid.jsonl"
 
 G, A = 151781376.0, 57344.0  # tinylm q3's counted FLOPs per token and per B*s^2 (H200)
 

@@ -6,7 +6,6 @@ choice."""
 import json
 import os
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +17,9 @@ from afford.measure.probes.flops import count_flops_or_why
 from afford.measure.sweep_child import point_shape, run_point
 from afford.measure.timing import rule_for
 from afford.workloads import resolve
+from tests.paths import DATA
 
-ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "tests/data/h200_grid.jsonl"
+GRID = DATA / "h200_grid.jsonl"
 
 
 def test_a_design_item_sets_the_batch_of_the_shape():

@@ -5,8 +5,6 @@ were timed, and certificates written before any of this still load."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -15,8 +13,7 @@ from afford.measure.sweep_child import run_point
 from afford.measure.timing import rule_for
 from afford.schema.cert import load_certificate
 from afford.workloads import resolve
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import DATA
 
 
 def test_a_cpu_childs_record_keeps_every_steps_index_and_its_runs_wall():
@@ -68,11 +65,11 @@ def test_the_protocol_says_how_the_steps_were_timed():
     assert protocol_of(req, rule_for("full"), "cpu").precise_seconds is None
 
 
-@pytest.mark.parametrize("path", ["tests/data/h200_default_d89f7a2.json",
-                                  "tests/data/h200_time_default_2026-12-02.json",
-                                  "tests/data/cert_v0_h200_tinylm.json"])
+@pytest.mark.parametrize("path", ["h200_default_d89f7a2.json",
+                                  "h200_time_default_2026-12-02.json",
+                                  "cert_v0_h200_tinylm.json"])
 def test_certificates_written_before_the_pipelined_run_still_load(path):
-    cert = load_certificate(ROOT / path)
+    cert = load_certificate(DATA / path)
     assert cert.protocol.block_seconds is None and cert.protocol.precise_seconds is None
     assert "once per block" in cert.protocol.clock  # their own words on how they timed
     for r in cert.workloads:

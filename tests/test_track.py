@@ -15,8 +15,7 @@ from afford.core.errors import InputError
 from afford.schema import ledger
 from afford.track import Budget, Session, budget_from_plan, load_plan, summary
 from afford.track.session import AFTER_SAVE, FIRST, WARM, WARMUP
-
-DATA = __import__("pathlib").Path(__file__).parent / "data"
+from tests.paths import DATA
 
 
 class FakeClock:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from afford.schema import ledger
+from tests.paths import SRC, TESTS
 
-CHILD = Path(__file__).parent / "track_ddp_child.py"
-SRC = Path(__file__).parent.parent / "src"
+CHILD = TESTS / "track_ddp_child.py"
 HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
 HAS_TRAINER = importlib.util.find_spec("transformers") is not None and \
     importlib.util.find_spec("accelerate") is not None

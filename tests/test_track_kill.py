@@ -39,16 +39,16 @@ from pathlib import Path
 import pytest
 
 from afford.schema import ledger
+from tests.paths import ROOT, SRC, TESTS
 
-CHILD = Path(__file__).parent / "track_child.py"
-SRC = Path(__file__).parent.parent / "src"
+CHILD = TESTS / "track_child.py"
 SAVE_EVERY = 5
 KILLS = int(os.environ.get("AFFORD_KILLS", "12"))
 
 
 def _env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(SRC), str(CHILD.parent.parent), os.environ.get("PYTHONPATH", "")])}
+        [str(SRC), str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 class Output:

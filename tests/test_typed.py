@@ -8,11 +8,10 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
+from tests.paths import ROOT
 
 
 def test_the_marker_file_is_in_the_package():

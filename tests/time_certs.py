@@ -13,8 +13,6 @@ an H200 run of 2026-12-02).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from afford.schema.cert import Certificate, load_certificate
 from afford.schema.point import Point
 from afford.schema.time_features import FeatureLaw, FeatureScaling
@@ -29,9 +27,9 @@ from afford.schema.time_law import (
     TimeVerdict,
 )
 from afford.schema.time_section import CertTimeVerdict, Regime, WorkloadTime
+from tests.paths import DATA
 from tests.plan_helpers import GIB, make_cert
 
-DATA = Path(__file__).parent / "data"
 H200_DEFAULT = DATA / "h200_time_default_2026-12-02.json"
 H200_HF = DATA / "h200_time_hf_2026-12-02.json"
 PER_TOKEN = 0.5 / 2048
