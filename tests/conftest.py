@@ -83,7 +83,7 @@ def planted_user_certify(tmp_path_factory):
     (the CLI's end to end, the children's path): tests/user_workload.py as the user's
     package ``mywl.wl`` in a working folder that also holds a ``numpy.py`` and a
     ``torch.py`` which write ``PLANTED-*`` and exit if anything imports them (as
-    tests/test_child_path.py plants them); ``--quick`` on the CPU over width=16,32, every
+    tests/measure/test_child_path.py plants them); ``--quick`` on the CPU over width=16,32, every
     default stage (probes, memory, the init-loss gate), ``--out`` and ``--json``.
 
     Call it with the test module's CLI invoke (``invoke(*args)``: typer's runner on its

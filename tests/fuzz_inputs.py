@@ -56,7 +56,8 @@ MEMORY_SECTION = DATA / "memory_section_synthetic.json"
 def cert_doc() -> dict:
     """A certificate with a workload, a sizes section and a memory law (every reader has
     something: ``afford size`` reads the law). The memory section is the synthetic GPU box of
-    tests/test_sizing.py, trimmed, stored so that no test here imports torch to build it."""
+    tests/answers/test_sizing.py, trimmed, stored so that no test here imports torch to build
+    it."""
     c = make_cert().model_copy(update={"sizes": linear_sizes(mode="fp32")})
     doc = json.loads(c.to_json())
     doc["memory"] = json.loads(MEMORY_SECTION.read_text())

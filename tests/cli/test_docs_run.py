@@ -5,7 +5,7 @@ written by ``-o`` and read by the loop guard's snippet; its Python snippet, prin
 figure a person reads; the MANUAL's size and certify examples. ``afford certify`` itself
 runs for real (its flags checked, the certificate written, its verdicts printed, exit 0)
 with the measuring replaced by that certificate: measuring is
-tests/test_certify_cpu.py's, and a first look takes a minute.
+tests/measure/test_certify_cpu.py's, and a first look takes a minute.
 
 The blocks are read from the documents, so an example edited into something that does not
 run fails here."""

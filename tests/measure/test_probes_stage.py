@@ -296,7 +296,7 @@ def test_cpu_probes_stage_end_to_end(cpu_cert):
     for w in p.workloads:  # the step's own matmul shapes, timed alone (the CPU has no TF32)
         assert w.gemm_shapes.distinct_shapes >= len(w.gemm_shapes.timed) >= 1
         assert all(r.fraction_of_square > 0 for r in w.gemm_shapes.timed)
-    from tests.test_probes_flops import softmax_flops, tinylm_flops
+    from tests.measure.test_probes_flops import softmax_flops, tinylm_flops
 
     for w in p.workloads:
         assert isinstance(w.utilisation, NotExecutable) and "CPU" in w.utilisation.reason

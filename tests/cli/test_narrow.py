@@ -83,7 +83,7 @@ def _bars_files(here: Path):
 
 
 def _milestones_files(here: Path):
-    from tests.test_milestones import LADDER, W, _log, bars_file
+    from tests.answers.test_milestones import LADDER, W, _log, bars_file
 
     (here / "bars.json").write_text(bars_file({"kneser-ney:1": 5.170,
                                                "kneser-ney:5": 2.572}).to_json())
@@ -126,7 +126,7 @@ def test_levers_and_gate_at_80_columns_break_no_word(here, monkeypatch):
     import afford.cli.gate as cli_gate
     import afford.cli.levers as cli_levers
     from afford.certify.stage_gates import GateOutcome
-    from tests.test_gates import _cmp, _run, _section
+    from tests.unit.test_gates import _cmp, _run, _section
 
     levers = load_certificate(SIZES).levers
     monkeypatch.setattr(jobs, "lever_job", lambda *a, **k: None)

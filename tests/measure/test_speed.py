@@ -16,7 +16,7 @@ import afford.certify.stage_probes as stage
 import afford.measure.children as children
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.timing import rule_for
-from tests.test_probes_stage import env, events, result
+from tests.measure.test_probes_stage import env, events, result
 
 
 class Recorder:

@@ -284,7 +284,7 @@ def test_real_hf_certificate_plans_gpt2_at_another_shape_without_memory_law():
 def test_noisy_certificate_plan_and_preflight():
     """The plan says NOISY; preflight plans the slow end of the children's spread too: the
     synthetic point's three children agree exactly, so the decision cannot flip (GO), and
-    the NOISY verdict is stated among the warnings (tests/test_preflight_noise.py checks
+    the NOISY verdict is stated among the warnings (tests/answers/test_preflight_noise.py checks
     the spread that flips)."""
     cert = make_time_cert(workload_verdict="NOISY", cert_verdict="NOISY",
                           reasons=["8 x 512: children disagree by 9% > 5%"],
@@ -417,7 +417,7 @@ max_weeks = 2
 @pytest.fixture(autouse=False)
 def wide(monkeypatch):
     """The commands' console at 240 columns (COLUMNS alone does not do: a console whose
-    width was once set, as tests/test_ledger.py's monkeypatch leaves it, keeps it)."""
+    width was once set, as tests/answers/test_ledger.py's monkeypatch leaves it, keeps it)."""
     from afford.cli import common
 
     monkeypatch.setattr(common.out, "width", 240)

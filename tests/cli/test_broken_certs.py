@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from afford.cli import app
 from afford.schema.cert import save_certificate
 from tests import fuzz_inputs as fz
-from tests.test_sizing import gpu_cert, gpu_law  # noqa: F401 - fixtures
+from tests.answers.test_sizing import gpu_cert, gpu_law  # noqa: F401 - fixtures
 
 runner = CliRunner()
 

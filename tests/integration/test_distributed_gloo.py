@@ -91,7 +91,7 @@ def test_rank0_sweep_joins_the_distributed_section(cpu_cert):
 
     from afford.certify.request import CertifyRequest
     from afford.certify.stage_distributed import DistOptions, _with_sweep
-    from tests.test_plan_devices import section
+    from tests.answers.test_plan_devices import section
 
     d = section()
     started = cpu_cert.environment.started_at - timedelta(seconds=30)

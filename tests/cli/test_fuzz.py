@@ -16,7 +16,7 @@ Three sizes of run:
 
 - the default run (``-m "not slow"``): 30 examples per family, 390 in all;
 - the slow run (``-m slow``, as CI runs it): 100 per family, 1,300 in all;
-- the long campaign: ``AFFORD_FUZZ_TOTAL=10000 pytest -m slow tests/test_fuzz.py`` (or
+- the long campaign: ``AFFORD_FUZZ_TOTAL=10000 pytest -m slow tests/cli/test_fuzz.py`` (or
   ``AFFORD_FUZZ_EXAMPLES=N`` per family); with ``AFFORD_FUZZ_LOG=FILE`` (census mode) each
   failure is recorded (command, exception, the deepest afford frame) with its input kept
   beside FILE, every input's exit code in ``FILE.codes``, the figures in

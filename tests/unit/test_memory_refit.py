@@ -41,7 +41,7 @@ def test_s2_term_follows_the_declaration():
 
 
 def test_refit_of_a_synthetic_law_is_itself():
-    from tests.test_sizing import DEVICE, fake_shapes
+    from tests.answers.test_sizing import DEVICE, fake_shapes
 
     w = resolve("tinylm", "large-gpu")
     job = plan_job("tinylm", w, "fp32", "large-gpu")

@@ -1,7 +1,7 @@
 """afford.core.lock on filelock: a holder killed with SIGKILL frees the lock at once (the kernel
 drops its flock), two threads of one process exclude each other, a missing folder is exit 2
 before any lock file is made. (Timeouts, the sidecar's name and mode, and the holder's temp
-sweep: tests/test_reliability_io.py.)"""
+sweep: tests/cli/test_reliability_io.py.)"""
 
 from __future__ import annotations
 

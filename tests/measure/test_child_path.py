@@ -168,7 +168,7 @@ def test_certify_among_planted_modules_records_the_user_workloads_folder(planted
     """A real certify of a user workload in a folder holding numpy.py and torch.py: every
     child measures, nothing planted runs, the certificate names the folder it added. The
     run is conftest's planted_user_certify (``mywl.wl:factory``, every default stage, so the
-    probe and memory children start in that folder too), shared with tests/test_cli.py's
+    probe and memory children start in that folder too), shared with tests/cli/test_cli.py's
     end to end."""
     from afford.cli import app
 

@@ -53,7 +53,7 @@ def test_schema_cert():
 # Not marked slow: the default run's one real certify end to end (--quick, CPU, two points,
 # ~20 s), so `-m "not slow"` cannot pass with certify broken. The run is conftest's
 # planted_user_certify: tests/user_workload.py as the user's package mywl.wl, in a working
-# folder that tests/test_child_path.py checks as well (one certify for both).
+# folder that tests/measure/test_child_path.py checks as well (one certify for both).
 def test_certify_user_workload_end_to_end(planted_user_certify):
     r, _, out = planted_user_certify(run)
     doc = json.loads(r.stdout)
