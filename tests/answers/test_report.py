@@ -186,16 +186,6 @@ def test_plot_export_is_reproducible(tmp_path):
         plots.export(report.plots, tmp_path / "p")
 
 
-@pytest.mark.slow  # reads the session's real CPU certificate (~150 s once)
-def test_report_of_a_real_cpu_certificate(cpu_cert):
-    text = markdown.render(build_report(Inputs(certs=(("cpu.json", cpu_cert),))))
-    assert f"## Device: {cpu_cert.environment.device_name}" in text
-    assert "tinylm (fp32)" in text and "softmax (fp32)" in text
-    memory = text[text.index("### Memory"):text.index("### Residency")]
-    assert "law of peak RSS increment" in memory and "reserved" not in memory
-    assert "Not shown, because they carry no provenance tag" not in memory
-
-
 def _section(report: Report, title: str) -> Section:
     device = next(s for s in report.sections if s.title.startswith("Device: "))
     return next(s for s in device.subsections if s.title == title)

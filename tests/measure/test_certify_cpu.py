@@ -1,9 +1,16 @@
-"""A real, reduced CPU certificate end to end: child processes, raw samples, law."""
+"""A real, reduced CPU certificate end to end: child processes, raw samples, law; and that
+certificate read back: the schema's round trip and the report (here, not in tests/unit or
+tests/answers: those lanes never make a real certificate)."""
+
+import json
 
 import pytest
 
 from afford.certify.sweep import assemble_point
-from afford.schema.cert import Certificate
+from afford.core.errors import InputError
+from afford.report import markdown
+from afford.report.build import Inputs, build_report
+from afford.schema.cert import CERT_SCHEMA, Certificate, load_certificate, save_certificate
 
 pytestmark = pytest.mark.slow
 
@@ -104,6 +111,37 @@ def test_the_time_design_is_measured_beside_the_sweep(cpu_cert: Certificate):
     assert t.verdict is not None and cpu_cert.time_verdict is not None
     assert "synchronous" in cpu_cert.protocol.step_semantics
     assert [h.at for h in cpu_cert.host_load] == ["before", "after"]
+
+
+# ---- the certificate read back: the schema's round trip, the report ------------------------
+
+
+def test_round_trip(cpu_cert_path, tmp_path):
+    cert = load_certificate(cpu_cert_path)
+    out = tmp_path / "again.json"
+    save_certificate(cert, out)
+    again = load_certificate(out)
+    assert again == cert
+    assert json.loads(out.read_text())["schema"] == CERT_SCHEMA
+
+
+def test_refuses_to_overwrite_without_asking(cpu_cert, tmp_path):
+    out = tmp_path / "c.json"
+    out.write_text("mine")
+    with pytest.raises(InputError, match="already exists"):
+        save_certificate(cpu_cert, out)
+    assert out.read_text() == "mine"
+    save_certificate(cpu_cert, out, overwrite=True)
+    assert load_certificate(out) == cpu_cert
+
+
+def test_report_of_a_real_cpu_certificate(cpu_cert):
+    text = markdown.render(build_report(Inputs(certs=(("cpu.json", cpu_cert),))))
+    assert f"## Device: {cpu_cert.environment.device_name}" in text
+    assert "tinylm (fp32)" in text and "softmax (fp32)" in text
+    memory = text[text.index("### Memory"):text.index("### Residency")]
+    assert "law of peak RSS increment" in memory and "reserved" not in memory
+    assert "Not shown, because they carry no provenance tag" not in memory
 
 
 def test_oom_point_is_not_resident_and_excluded():

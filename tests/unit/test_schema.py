@@ -22,27 +22,6 @@ def test_a_committed_h200_certificate_round_trips(tmp_path):
         save_certificate(cert, out)
 
 
-@pytest.mark.slow  # reads the session's real CPU certificate (~150 s once)
-def test_round_trip(cpu_cert_path, tmp_path):
-    cert = load_certificate(cpu_cert_path)
-    out = tmp_path / "again.json"
-    save_certificate(cert, out)
-    again = load_certificate(out)
-    assert again == cert
-    assert json.loads(out.read_text())["schema"] == CERT_SCHEMA
-
-
-@pytest.mark.slow  # reads the session's real CPU certificate (~150 s once)
-def test_refuses_to_overwrite_without_asking(cpu_cert, tmp_path):
-    out = tmp_path / "c.json"
-    out.write_text("mine")
-    with pytest.raises(InputError, match="already exists"):
-        save_certificate(cpu_cert, out)
-    assert out.read_text() == "mine"
-    save_certificate(cpu_cert, out, overwrite=True)
-    assert load_certificate(out) == cpu_cert
-
-
 @pytest.mark.parametrize("text,match", [
     ("not json", "not JSON"),
     ('{"a": 1}', "no 'schema'"),
