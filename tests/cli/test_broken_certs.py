@@ -24,16 +24,19 @@ def gpu_doc(gpu_cert, tmp_path_factory):  # noqa: F811
     return json.loads(path.read_text())
 
 
-def _size(tmp_path, doc):
+def _size(tmp_path, doc, *more: str):
     path = tmp_path / "c.json"
     path.write_text(json.dumps(doc))
-    return runner.invoke(app, ["size", str(path), "--seq", "512", "--batch", "8"])
+    return runner.invoke(app, ["size", str(path), "--seq", "512", "--batch", "8", *more])
 
 
 def test_the_valid_certificate_fits(gpu_doc, tmp_path):
     r = _size(tmp_path, gpu_doc)
     assert r.exit_code == 0 and "Traceback" not in r.output, r.output
-    assert "fits" in r.output and "yes" in r.output
+    fits = [line for line in r.output.splitlines() if line.startswith("│ fits ")]
+    assert len(fits) == 1 and "│ yes: " in fits[0], r.output  # the fits row says yes
+    doc = json.loads(_size(tmp_path, gpu_doc, "--json").stdout)
+    assert doc["fits"] is True and doc["fits_level"] == "yes"
 
 
 @pytest.mark.parametrize("field", ["c_res", "c_op"])

@@ -28,32 +28,44 @@ def files(tmp_path_factory):
     plat["name"] = f"plat {STYLE} {CLOSE}"
     run = fz.run_doc()
     run["name"] = f"run {STYLE} {CLOSE}"
+    ledger = d / f"l {STYLE}.tsv"  # a reading whose names carry markup, for history show
+    r = runner.invoke(app, ["history", "add", "-f", str(ledger), *_reading("y")])
+    assert r.exit_code == 0 and ledger.is_file(), r.output
     return {"dir": d, "cert": fz.write(d, "cert.json", json.dumps(doc)),
             "platform": fz.write(d, "platform.toml", fz.to_toml(plat)),
-            "run": fz.write(d, "run.toml", fz.to_toml(run))}
+            "run": fz.write(d, "run.toml", fz.to_toml(run)), "ledger": ledger}
+
+
+def _reading(name: str) -> list[str]:
+    """A reading's flags, its names marked up (a quantity is one word: no space in it)."""
+    return ["--quantity", f"{name}{CLOSE}[red]zz/loss", "--value", "1", "--device",
+            f"d {STYLE} {CLOSE}", "--command", f"c {CLOSE}", "--torch", "2.0", "--commit", "abc"]
 
 
 def _commands(f):
+    """Each command with the exit code it gives on these files: plan, ladder, compare and
+    history 0, preflight NO-GO (1), a refused quantity (a space in it) and a missing file 2;
+    every one prints a marked-up name."""
     d = f["dir"]
-    return [["plan", f["cert"], "-p", f["platform"], "--run", f["run"]],
-            ["preflight", f["cert"], "-p", f["platform"], "--run", f["run"]],
-            ["ladder", f["cert"], "--params", "1M,10M"],
-            ["compare", f["cert"], f["cert"], "--tol", "5%"],
-            ["history", "add", "-f", d / "l.tsv", "--quantity", f"x{CLOSE}{STYLE}/loss",
-             "--value", "1", "--device", f"d {STYLE} {CLOSE}", "--command", f"c {CLOSE}"],
-            ["history", "show", "-f", d / "l.tsv"],
-            ["size", d / f"no {STYLE} {CLOSE}.json", "--seq", "8"]]
+    return [(["plan", f["cert"], "-p", f["platform"], "--run", f["run"]], 0),
+            (["preflight", f["cert"], "-p", f["platform"], "--run", f["run"]], 1),
+            (["ladder", f["cert"], "--params", "1M,10M"], 0),
+            (["compare", f["cert"], f["cert"], "--tol", "5%"], 0),
+            (["history", "add", "-f", f["ledger"], *_reading("x")], 0),
+            (["history", "show", "-f", f["ledger"]], 0),
+            (["history", "add", "-f", d / "l.tsv", "--quantity", f"x{CLOSE}{STYLE}/loss",
+              "--value", "1", "--device", "d", "--command", "c"], 2),
+            (["size", d / f"no {STYLE} {CLOSE}.json", "--seq", "8"], 2)]
 
 
-@pytest.mark.parametrize("k", range(7))
+@pytest.mark.parametrize("k", range(8))
 def test_user_markup_is_shown_as_written(files, k):
-    args = [str(a) for a in _commands(files)[k]]
-    r = runner.invoke(app, args, catch_exceptions=True)
+    args, code = _commands(files)[k]
+    r = runner.invoke(app, [str(a) for a in args], catch_exceptions=True)
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
-    assert r.exit_code in (0, 1, 2), r.output
+    assert r.exit_code == code, r.output
     text = " ".join(r.output.split())
-    if "zz" in text:  # the name is shown: its brackets too
-        assert STYLE in text, text[-2000:]
+    assert STYLE in text, text[-2000:]  # the name is shown, its brackets too
 
 
 def test_afford_own_styles_still_apply():

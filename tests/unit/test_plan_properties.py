@@ -1,6 +1,6 @@
 """Properties of the cost model that must hold for any numbers (hypothesis)."""
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from afford.core.provenance import inherited, measured
@@ -63,6 +63,8 @@ def test_a_week_never_trains_more_than_its_quota_less_startups(q, c, s, t):
        ratio=st.floats(min_value=1.0, max_value=1.6),
        memory=st.floats(min_value=1.0, max_value=80.0),
        fraction=st.floats(min_value=0.5, max_value=1.0))
+@example(alloc=60.0, ratio=1.6, memory=1.0, fraction=0.5)  # does not fit: NO-GO asserted
+@example(alloc=0.1, ratio=1.0, memory=80.0, fraction=1.0)  # fits: GO, and why, asserted
 def test_preflight_never_says_go_when_the_run_does_not_fit(alloc, ratio, memory, fraction):
     a = int(alloc * GIB)
     cert = make_cert(alloc_512=a, reserved_512=int(a * ratio), memory=int(memory * GIB))
