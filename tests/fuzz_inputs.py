@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from tests.paths import DATA
+from tests.paths import DATA, data_file
 from tests.plan_helpers import make_cert
 from tests.synthetic_cert import linear_sizes
 
@@ -89,7 +89,7 @@ def manifest_doc(created: str = "2026-12-01T12:00:00Z") -> dict:
          "sha256": "0" * 64, "size_bytes": 12, "files": 1, "pinned_at": created}]}
 
 
-PROBE_CERT = DATA / "h200_time_default_2026-12-02.json"
+PROBE_CERT = data_file("h200_time_default_2026-12-02.json")
 
 
 def probe_cert_doc() -> dict:

@@ -15,7 +15,7 @@ from afford.plan import planner
 from afford.plan.prediction import predict
 from afford.report.plan_tables import render_plan, render_verdict, run_block
 from afford.report.predict_tables import render_predict
-from tests.paths import DATA
+from tests.paths import data_file
 from tests.plan_helpers import make_platform, make_run
 from tests.time_certs import H200_DEFAULT, h200, make_time_cert
 
@@ -122,7 +122,7 @@ def test_levers_says_not_resolved_where_the_children_straddle_1x(tmp_path, monke
     import afford.cli.levers as cli_levers
     from afford.schema.cert import load_certificate
 
-    cert = load_certificate(DATA / "h200_sizes_levers_63bd66d.json")
+    cert = load_certificate(data_file("h200_sizes_levers_63bd66d.json"))
     path = tmp_path / "c.json"
     path.write_text(cert.to_json())
     monkeypatch.setattr(jobs, "lever_job", lambda *a, **k: None)

@@ -17,10 +17,10 @@ from afford.report import html, markdown
 from afford.report.model import Report, Section, Table
 from afford.report.terminal import fmt, fmt_list
 from afford.schema.cert import load_certificate
-from tests.paths import DATA
+from tests.paths import data_file
 
-SIZES = DATA / "h200_sizes_levers_63bd66d.json"
-H200 = DATA / "h200_default_d89f7a2.json"
+SIZES = data_file("h200_sizes_levers_63bd66d.json")
+H200 = data_file("h200_default_d89f7a2.json")
 runner = CliRunner()
 
 

@@ -17,7 +17,7 @@ from afford.plan.ladder_steps import Entry, parse_entries
 from afford.plan.scale_ladder import LadderRow, build_ladder
 from afford.report.ladder_tables import ladder_notes, ladder_table
 from afford.schema.cert import save_certificate
-from tests.paths import DATA
+from tests.paths import data_file
 from tests.synthetic_cert import SHAPES, certificate, linear_sizes, size_params, sizes_section
 
 WEEK = 7 * 86400.0
@@ -463,7 +463,7 @@ def test_a_law_that_agrees_with_the_floor_within_its_error_decides_as_before(wit
 
 # ---- the recorded H200 sizes certificate, the default GPU certificate, a user's family ----
 
-H200_SIZES = str(DATA / "h200_sizes_levers_63bd66d.json")
+H200_SIZES = str(data_file("h200_sizes_levers_63bd66d.json"))
 
 
 def test_recorded_h200_sizes_refitted_here_never_beat_the_gemm_rate():

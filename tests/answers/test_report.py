@@ -17,7 +17,7 @@ from afford.report.generic import generic_section
 from afford.report.model import Report, Section, Table
 from afford.schema.cert import Certificate
 from tests.goldens import check_text
-from tests.paths import DATA, GOLDEN
+from tests.paths import DATA, GOLDEN, data_file
 from tests.synthetic import make_cert, report_inputs
 
 REPORT_GOLDEN = GOLDEN / "report.md"
@@ -196,7 +196,7 @@ def test_memory_section_shows_the_laws_and_every_held_out_shape():
     measured (M), predicted (F, starred beyond the sweep) and the error (C)."""
     from afford.schema.cert import load_certificate
 
-    path = DATA / "h200_default_d89f7a2.json"
+    path = data_file("h200_default_d89f7a2.json")
     cert = load_certificate(path)
     laws, held = _section(build_report(Inputs(certs=((path.name, cert),))), "Memory").tables
     assert [r[:2] for r in laws.rows] == [(law.workload, law.mode) for law in cert.memory.laws]
@@ -372,9 +372,9 @@ def _report_of(*paths: Path) -> Report:
 
 
 def test_every_stage_of_real_certificates_is_a_designed_table_never_a_dump():
-    report = _report_of(DATA / "h200_default_d89f7a2.json",
-                        DATA / "h200_sizes_levers_63bd66d.json",
-                        DATA / "h200_distributed_ws1_63bd66d.json", CPU_TINY)
+    report = _report_of(data_file("h200_default_d89f7a2.json"),
+                        data_file("h200_sizes_levers_63bd66d.json"),
+                        data_file("h200_distributed_ws1_63bd66d.json"), CPU_TINY)
     text = markdown.render(report)
     assert "Not shown" not in text and "no provenance tag" not in text
     for dump in ("gemm.fp32.dtype", "ladder.batch_key", "readings.init_loss", "load_average",
@@ -427,7 +427,7 @@ def test_the_memory_plot_draws_the_figures_of_the_memory_tables():
     from afford.report import plotdata
     from afford.schema.cert import load_certificate
 
-    for path in (CPU_TINY, DATA / "h200_default_d89f7a2.json"):
+    for path in (CPU_TINY, data_file("h200_default_d89f7a2.json")):
         cert = load_certificate(path)
         plots_ = plotdata.certificate_plots(cert)["memory"]
         for law in cert.memory.laws:

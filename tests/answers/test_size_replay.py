@@ -1,8 +1,8 @@
 """``afford size`` with the allocator replay, on the memory section the H200 measured for a
-Llama-shaped transformers model (an H200 run of 2026-12-03;
-tests/data/h200_memory_section_hf.json): on a 16 GiB what-if budget the replay's largest batch
-ran there and one more did not, while the law admitted one that runs out of memory; the
-expandable-segments answer and the breakdown beside it."""
+Llama-shaped transformers model (an H200 run of 2026-12-03; its two laws in
+tests/data/h200_memory_section_llama.json.gz): on a 16 GiB what-if budget the replay's
+largest batch ran there and one more did not, while the law admitted one that runs out of
+memory; the expandable-segments answer and the breakdown beside it."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from afford.fit.memory import sizing
 from afford.report.memory_tables import replay_tables
 from afford.schema.cert import save_certificate
 from afford.schema.memory_section import MemorySection
-from tests.paths import DATA
+from tests.paths import DATA, data_file
 from tests.synthetic_cert import certificate
 
-SECTION = DATA / "h200_memory_section_hf.json"
+SECTION = data_file("h200_memory_section_llama.json")
 H200 = 150109880320  # total_memory of the lent H200
 FRACTION = 16 * 2**30 / H200
 
@@ -46,7 +46,7 @@ def test_the_replay_answers_and_its_batch_ran_under_the_cap(cert):
     r = memory_figures.size(cert, "hf_models:llama", 1024, None, "fp32", FRACTION, "run")
     assert r.replay is not None and r.replay.used
     # measured under set_per_process_memory_fraction(16 GiB): 8 ran, 9 ran out of memory
-    budget = json.loads((SECTION.parent / "h200_memory_budget_16gib.json").read_text())
+    budget = json.loads((DATA / "h200_memory_budget_16gib_llama_fp32.json").read_text())
     row = next(x for x in budget["results"]
                if x["workload"] == "hf_models:llama" and x["mode"] == "fp32")
     assert row["largest_ok"] == 8

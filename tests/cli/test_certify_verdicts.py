@@ -16,10 +16,10 @@ import afford.cli.certify as cli_certify
 from afford.api.certify_command import WrittenCertificate, verdicts
 from afford.cli import app
 from afford.schema.cert import load_certificate
-from tests.paths import DATA
+from tests.paths import DATA, data_file
 
 CPU = DATA / "cpu_tinylm_tiny.json"            # NOISY (made at load 8), memory OK, no gates
-H200 = DATA / "h200_default_d89f7a2.json"      # no time model; softmax bf16 reserved 21 % off
+H200 = data_file("h200_default_d89f7a2.json")      # no time model; softmax bf16 reserved 21 % off
 runner = CliRunner()
 
 

@@ -20,11 +20,11 @@ from afford.api.certify_command import (
 from afford.bars.bars_command import MAX_ADD_K, bars_request, bucket_count, memory_bytes
 from afford.core.errors import InputError, MeasurementError
 from afford.schema.cert import load_certificate
-from tests.paths import DATA
+from tests.paths import DATA, data_file
 
-H200 = DATA / "h200_default_d89f7a2.json"
+H200 = data_file("h200_default_d89f7a2.json")
 CPU = DATA / "cpu_tinylm_tiny.json"
-SIZES = DATA / "h200_sizes_levers_63bd66d.json"
+SIZES = data_file("h200_sizes_levers_63bd66d.json")
 
 
 # ---- afford certify

@@ -21,12 +21,12 @@ from typer.testing import CliRunner
 from afford.cli import app, common
 from afford.report.rich_table import Table
 from afford.schema.cert import load_certificate
-from tests.paths import DATA, ROOT
+from tests.paths import DATA, ROOT, data_file
 
-H200 = DATA / "h200_default_d89f7a2.json"
-SIZES = DATA / "h200_sizes_levers_63bd66d.json"
+H200 = data_file("h200_default_d89f7a2.json")
+SIZES = data_file("h200_sizes_levers_63bd66d.json")
 CPU = DATA / "cpu_tinylm_tiny.json"
-TIME = DATA / "h200_time_default_2026-12-02.json"
+TIME = data_file("h200_time_default_2026-12-02.json")
 PLATFORM = ROOT / "examples" / "platforms" / "16gib-12h.toml"
 RUN = ROOT / "examples" / "runs" / "example.toml"
 BOX = re.compile("[\u2500-\u257f]")  # box drawing

@@ -12,7 +12,7 @@ import pytest
 
 from afford.report import html, plots
 from afford.report.build import build_report
-from tests.paths import DATA
+from tests.paths import data_file
 from tests.synthetic import report_inputs
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -83,7 +83,7 @@ def test_it_renders_to_a_screenshot(page):
     screenshot(tmp, path, 1200, 4000)
 
 
-REAL = [DATA / name for name in
+REAL = [data_file(name) for name in
         ("h200_default_d89f7a2.json", "h200_sizes_levers_63bd66d.json",
          "h200_distributed_ws1_63bd66d.json", "cpu_tinylm_tiny.json")]
 # In the page, after layout: every element whose right edge passes the window's width.

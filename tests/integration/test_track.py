@@ -15,7 +15,7 @@ from afford.core.errors import InputError
 from afford.schema import ledger
 from afford.track import Budget, Session, budget_from_plan, load_plan, summary
 from afford.track.session import AFTER_SAVE, FIRST, WARM, WARMUP
-from tests.paths import DATA
+from tests.paths import data_file
 
 
 class FakeClock:
@@ -233,13 +233,13 @@ def test_no_drift_warning_within_tolerance():
 
 
 def test_plan_files_give_the_budget():
-    b = load_plan(DATA / "plan_16gib_12h.json")
+    b = load_plan(data_file("plan_16gib_12h.json"))
     assert (b.chunk_seconds, b.save_every, b.run) == (39600.0, 2676, "tinylm-seq2048")
     assert b.write_seconds == pytest.approx(0.48337, rel=1e-4)
     assert b.step_seconds == pytest.approx(0.017883, rel=1e-4)
-    local = load_plan(DATA / "plan_local.json")
+    local = load_plan(data_file("plan_local.json"))
     assert local.chunk_seconds is None and "no session cap" in local.notes[0]
-    doc = json.loads((DATA / "plan_16gib_12h.json").read_text())
+    doc = json.loads((data_file("plan_16gib_12h.json")).read_text())
     assert budget_from_plan({"schema": "afford.preflight/1", "plan": doc}) == b
 
 
@@ -251,7 +251,7 @@ def test_plan_files_give_the_budget():
     (lambda d: d["chunk"]["chunk_seconds"].update(value="11h"), "not a number"),
     (lambda d: d["chunk"]["chunk_seconds"].pop("value"), "without a value")])
 def test_malformed_plans_are_input_errors(edit, match):
-    doc = json.loads((DATA / "plan_16gib_12h.json").read_text())
+    doc = json.loads((data_file("plan_16gib_12h.json")).read_text())
     edit(doc)
     with pytest.raises(InputError, match=match):
         budget_from_plan(doc)

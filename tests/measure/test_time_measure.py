@@ -17,9 +17,9 @@ from afford.measure.probes.flops import count_flops_or_why
 from afford.measure.sweep_child import point_shape, run_point
 from afford.measure.timing import rule_for
 from afford.workloads import resolve
-from tests.paths import DATA
+from tests.paths import data_file
 
-GRID = DATA / "h200_grid.jsonl"
+GRID = data_file("h200_grid.jsonl")
 
 
 def test_a_design_item_sets_the_batch_of_the_shape():
@@ -92,7 +92,7 @@ def test_certify_exits_0_on_a_noisy_certificate_and_1_under_strict(tmp_path, mon
     assert res.exit_code == 1 and out.exists()
 
 
-# ---- the H200 2-D grid (tests/data/h200_grid.jsonl) ---------------------------------------
+# ---- the H200 2-D grid (tests/data/h200_grid.jsonl.gz) ------------------------------------
 
 
 def _grid(name):

@@ -4,9 +4,9 @@ import pytest
 
 from afford.core.errors import InputError
 from afford.schema.cert import CERT_SCHEMA, Certificate, load_certificate, save_certificate
-from tests.paths import DATA
+from tests.paths import DATA, data_file
 
-BENCH_CERT = DATA / "h200_default_d89f7a2.json"
+BENCH_CERT = data_file("h200_default_d89f7a2.json")
 
 
 def test_a_committed_h200_certificate_round_trips(tmp_path):
@@ -53,7 +53,7 @@ V0 = DATA / "cert_v0_h200_tinylm.json"
 
 def test_the_v0_fixture_has_the_foundation_form():
     """tests/data/cert_v0_h200_tinylm.json: the H200 certificate of 786f77f
-    (tests/data/h200_default_d89f7a2.json is its sibling) cut to tinylm, without the fields
+    (tests/data/h200_default_d89f7a2.json.gz is its sibling) cut to tinylm, without the fields
     added after 4678abe."""
     raw = json.loads(V0.read_text())
     assert raw["schema"] == "afford.cert/0"

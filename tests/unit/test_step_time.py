@@ -1,7 +1,7 @@
 """The step-time model's pure parts (issue 19): features and their scaling laws, the forms
 and their non-negative fits, the choice by leave-one-out error, the 2-D design, the sweep
 that leaves the floor, the noise verdict; every expected number worked by hand. Last, the
-recorded H200 grid (tests/data/h200_grid.jsonl): the rebuilt fit over the
+recorded H200 grid (tests/data/h200_grid.jsonl.gz): the rebuilt fit over the
 design certify measures, held-out errors within a stated bound."""
 
 import json
@@ -35,9 +35,9 @@ from afford.fit.time.time_fit import (
 )
 from afford.fit.time.time_noise import disagreement, noisy_points, time_verdict
 from afford.schema.time_law import evaluate_form, predict_at
-from tests.paths import DATA
+from tests.paths import data_file
 
-GRID = DATA / "h200_grid.jsonl"
+GRID = data_file("h200_grid.jsonl")
 
 G, A = 151781376.0, 57344.0  # tinylm q3's counted FLOPs per token and per B*s^2 (H200)
 

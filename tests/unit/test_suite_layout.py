@@ -1,12 +1,14 @@
 """The suite's own layout (issue 42; tests/README.md): every test file sits in one lane folder
 and no file name is in two of them; tests/ itself holds the shared helpers, the fixtures
 (data/, golden/) and conftest.py; the unit and answers lanes never ask for the session's real
-CPU certificate (one certify, minutes on this box); nothing in src/ or tests/ reads lab/ (the
-lab notebook is a record)."""
+CPU certificate (one certify, minutes on this box); no recorded input of tests/ is a byte copy
+of a lab/ file (tests/data/README.md), and nothing in src/ or tests/ reads lab/ (the lab
+notebook is a record)."""
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from pathlib import Path
 
@@ -61,6 +63,16 @@ def certify_in_fast_lanes(tests: Path) -> list[str]:
                 isinstance(a, ast.Constant) and a.value in REAL_CERT for a in node.args)]
 
 
+def byte_copies(tests: Path, lab: Path) -> list[str]:
+    """Files of ``tests`` whose bytes are those of a file of ``lab`` (empty files aside)."""
+    def digest(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    in_lab = {digest(p): p for p in _files(lab) if p.stat().st_size}
+    return [f"{p.relative_to(tests)} = {in_lab[d].relative_to(lab)}" for p in _files(tests)
+            if p.stat().st_size and (d := digest(p)) in in_lab]
+
+
 def lab_readers(root: Path, *folders: Path) -> list[str]:
     """Lines of code or configuration under ``folders`` that write a path into lab/."""
     here = Path(__file__).resolve()
@@ -79,12 +91,16 @@ def test_the_unit_and_answers_lanes_make_no_real_certificate():
     assert certify_in_fast_lanes(TESTS) == []
 
 
+def test_no_recorded_input_is_a_byte_copy_of_a_lab_file():
+    assert byte_copies(TESTS, ROOT / "lab") == []
+
+
 def test_nothing_in_src_or_tests_reads_lab():
     assert lab_readers(ROOT, SRC, TESTS) == []
 
 
 def test_the_layout_checks_can_fail(tmp_path):
-    tests = tmp_path / "tests"
+    tests, lab = tmp_path / "tests", tmp_path / "lab"
     for lane in LANES:
         (tests / lane).mkdir(parents=True)
         (tests / lane / "__init__.py").write_text("")
@@ -103,6 +119,11 @@ def test_the_layout_checks_can_fail(tmp_path):
                                       "cli/test_a.py: also in unit/"]
     assert certify_in_fast_lanes(tests) == ["unit/test_a.py:1", "answers/test_b.py:4",
                                             "answers/test_b.py:10"]
+    lab.mkdir()
+    (lab / "cert.json").write_text('{"a": 1}')
+    (tests / "data.json").write_text('{"a": 1}')
+    (tests / "other.json").write_text('{"a": 2}')
+    assert byte_copies(tests, lab) == ["data.json = cert.json"]
     (tests / "reader.py").write_text('DATA = ROOT / "lab" / "x.json"\nOTHER = "lab/certificates"\n'
                                      '"""the notebook, lab/README.md, is a record"""\n')
     assert lab_readers(tmp_path, tests) == ["tests/reader.py:1", "tests/reader.py:2"]

@@ -18,7 +18,7 @@ from afford.fit.time.time_design import long_factors, static_design
 from afford.fit.time.time_noise import disagreement, time_verdict
 from afford.schema.cert import load_certificate
 from afford.schema.time_law import predict_at
-from tests.paths import DATA
+from tests.paths import data_file
 from tests.time_fakes import FakeRounds, law, shape_of, sweep, tinylm_large
 
 
@@ -321,8 +321,8 @@ def test_floor_points_are_judged_against_the_floor_tolerance_only():
 # ---- schema ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [DATA / "h200_default_d89f7a2.json",
-                                  DATA / "h200_distributed_ws1_63bd66d.json"])
+@pytest.mark.parametrize("path", [data_file("h200_default_d89f7a2.json"),
+                                  data_file("h200_distributed_ws1_63bd66d.json")])
 def test_older_certificates_still_load(path):
     cert = load_certificate(path)
     assert cert.time_verdict is None and cert.host_load is None

@@ -13,7 +13,7 @@ from afford.measure.sweep_child import run_point
 from afford.measure.timing import rule_for
 from afford.schema.cert import load_certificate
 from afford.workloads import resolve
-from tests.paths import DATA
+from tests.paths import data_file
 
 
 def test_a_cpu_childs_record_keeps_every_steps_index_and_its_runs_wall():
@@ -69,7 +69,7 @@ def test_the_protocol_says_how_the_steps_were_timed():
                                   "h200_time_default_2026-12-02.json",
                                   "cert_v0_h200_tinylm.json"])
 def test_certificates_written_before_the_pipelined_run_still_load(path):
-    cert = load_certificate(DATA / path)
+    cert = load_certificate(data_file(path))
     assert cert.protocol.block_seconds is None and cert.protocol.precise_seconds is None
     assert "once per block" in cert.protocol.clock  # their own words on how they timed
     for r in cert.workloads:
