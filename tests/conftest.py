@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
+from tests.paths import ROOT, TESTS
 
 
 @pytest.fixture
@@ -84,7 +83,7 @@ def planted_user_certify(tmp_path_factory):
     (the CLI's end to end, the children's path): tests/user_workload.py as the user's
     package ``mywl.wl`` in a working folder that also holds a ``numpy.py`` and a
     ``torch.py`` which write ``PLANTED-*`` and exit if anything imports them (as
-    tests/test_child_path.py plants them); ``--quick`` on the CPU over width=16,32, every
+    tests/measure/test_child_path.py plants them); ``--quick`` on the CPU over width=16,32, every
     default stage (probes, memory, the init-loss gate), ``--out`` and ``--json``.
 
     Call it with the test module's CLI invoke (``invoke(*args)``: typer's runner on its
@@ -105,7 +104,7 @@ def planted_user_certify(tmp_path_factory):
         (folder / "mywl").mkdir()
         (folder / "mywl" / "__init__.py").write_text("")
         (folder / "mywl" / "wl.py").write_text(
-            (ROOT / "tests" / "user_workload.py").read_text())
+            (TESTS / "user_workload.py").read_text())
         here, path, modules = os.getcwd(), list(sys.path), set(sys.modules)
         os.chdir(folder)
         try:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from tests.paths import DATA, data_file
 from tests.plan_helpers import make_cert
 from tests.synthetic_cert import linear_sizes
 
@@ -49,13 +50,14 @@ nasty = st.one_of(st.sampled_from(NASTY_NUMBERS), st.sampled_from(NASTY_STRINGS)
 
 # --- the valid documents ------------------------------------------------------------------
 
-MEMORY_SECTION = Path(__file__).parent / "data" / "memory_section_synthetic.json"
+MEMORY_SECTION = DATA / "memory_section_synthetic.json"
 
 
 def cert_doc() -> dict:
     """A certificate with a workload, a sizes section and a memory law (every reader has
     something: ``afford size`` reads the law). The memory section is the synthetic GPU box of
-    tests/test_sizing.py, trimmed, stored so that no test here imports torch to build it."""
+    tests/answers/test_sizing.py, trimmed, stored so that no test here imports torch to build
+    it."""
     c = make_cert().model_copy(update={"sizes": linear_sizes(mode="fp32")})
     doc = json.loads(c.to_json())
     doc["memory"] = json.loads(MEMORY_SECTION.read_text())
@@ -87,7 +89,7 @@ def manifest_doc(created: str = "2026-12-01T12:00:00Z") -> dict:
          "sha256": "0" * 64, "size_bytes": 12, "files": 1, "pinned_at": created}]}
 
 
-PROBE_CERT = Path(__file__).parent / "data" / "h200_time_default_2026-12-02.json"
+PROBE_CERT = data_file("h200_time_default_2026-12-02.json")
 
 
 def probe_cert_doc() -> dict:

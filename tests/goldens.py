@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 
 import pytest
 
-GOLDEN = Path(__file__).parent / "golden"
+from tests.paths import GOLDEN
+
 UPDATE = "AFFORD_UPDATE_GOLDEN"
 REL = 1e-9
 

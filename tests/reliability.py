@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 from afford.cli import app
 
 runner = CliRunner()
-SRC = Path(__file__).parents[1] / "src"
 COMMAND = typer.main.get_command(app)  # built once (~0.1 s), before any fork
 
 

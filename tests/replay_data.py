@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 from afford.fit.memory.allocator import AddressSource, Allocator, replay
 from afford.fit.memory.trace_scaling import extra_slots, from_history
 from afford.schema.memory_section import AllocTrace, MemoryShape, SeedSegment, pack_ints
+from tests.paths import DATA
 
-TRACES = Path(__file__).parent / "data" / "h200_traces"
+TRACES = DATA / "h200_traces"
 DIMS = {"tinylm": (512, 8, 8), "gpt2": (768, 12, 12), "llama": (768, 12, 12)}
 
 

@@ -7,13 +7,11 @@ batch 4..16, seq 256..512 (tokens 2048..4096); one held-out shape, 2 x 1024 (tok
 measured 0.52 s, predicted 0.5 s (-3.85 %). So the measured range is batch 2..16,
 seq 256..1024, tokens 2048..4096. A design point at 16 x 256 was measured at 1.0 s.
 
-The two real H200 certificates with a time section are in tests/data (copied from
-an H200 run of 2026-12-02).
+The two real H200 certificates with a time section are in tests/data, gzipped (from an
+H200 run of 2026-12-02; tests/data/README.md).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from afford.schema.cert import Certificate, load_certificate
 from afford.schema.point import Point
@@ -29,11 +27,11 @@ from afford.schema.time_law import (
     TimeVerdict,
 )
 from afford.schema.time_section import CertTimeVerdict, Regime, WorkloadTime
+from tests.paths import data_file
 from tests.plan_helpers import GIB, make_cert
 
-DATA = Path(__file__).parent / "data"
-H200_DEFAULT = DATA / "h200_time_default_2026-12-02.json"
-H200_HF = DATA / "h200_time_hf_2026-12-02.json"
+H200_DEFAULT = data_file("h200_time_default_2026-12-02.json")
+H200_HF = data_file("h200_time_hf_2026-12-02.json")
 PER_TOKEN = 0.5 / 2048
 FLOOR = 0.01
 RULE = "children may disagree by 5 %; a held-out shape may miss by 5 %"

@@ -1,6 +1,6 @@
-"""Training sessions under afford.track for the SIGKILL tests (tests/test_track_kill.py): the
-plain loop, a transformers ``Trainer`` and a Lightning ``Trainer``, each resuming from what
-the guard's marker names.
+"""Training sessions under afford.track for the SIGKILL tests
+(tests/integration/test_track_kill.py): the plain loop, a transformers ``Trainer`` and a
+Lightning ``Trainer``, each resuming from what the guard's marker names.
 
 The "model" proves its lineage: a buffer ``seen`` = (sum of the step indices trained, number
 of steps trained) is advanced by every training step and saved in every checkpoint, so a

@@ -1,5 +1,5 @@
 """Data-parallel training on two CPU processes (gloo) with afford's callback, for
-tests/test_track_ddp.py::
+tests/integration/test_track_ddp.py::
 
     python tests/track_ddp_child.py lightning DIR CHUNK [--ticks]   # Lightning's launcher
     python -m torch.distributed.run --nproc-per-node=2 --standalone \\

@@ -28,7 +28,7 @@ from typer.core import TyperCommand, TyperGroup
 
 #: name -> (module under afford.cli, attribute, one line for ``afford --help``). The
 #: attribute is the command function, or a ``typer.Typer`` for a command with subcommands.
-#: The one-liners are checked against each command's own help by tests/test_cli_lazy.py.
+#: The one-liners are checked against each command's own help by tests/cli/test_cli_lazy.py.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "certify": ("certify", "command", "Measure this box and write a device certificate."),
     "schema": ("schema", "command", "Print the JSON Schema of an afford file kind."),

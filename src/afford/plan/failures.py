@@ -21,9 +21,9 @@ What the periodic interface is worth (COSTS 3.4): worst mid-chunk loss without /
 difference, and its share of the weekly quota. Fed COSTS's inputs (step 0.299025 s, 132,430
 steps, write 0.609 s, save_every 204, startup 483.6 s, 30 GPU-h) this gives its rows: 8.06 /
 1.02 / 1.03 / 1.03 GPU-min with, 660 without, 649x (COSTS: 647x, from its rounded 1.02),
-659 GPU-min, 36.6 % (tests/test_plan_math.py, tests/test_costs_tables.py); save_every 204 is
-afford's own solution at those inputs (:mod:`afford.plan.cadence`, COSTS's definition of the
-share: write seconds over the chunk).
+659 GPU-min, 36.6 % (tests/unit/test_plan_math.py, tests/answers/test_costs_tables.py);
+save_every 204 is afford's own solution at those inputs (:mod:`afford.plan.cadence`, COSTS's
+definition of the share: write seconds over the chunk).
 
 With a mean time between failures M (spot, preemptible):
 
