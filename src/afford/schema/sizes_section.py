@@ -18,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
+from afford.core.errors import InputError
+from afford.core.units import MAX_COUNT, MAX_FLOPS
 from afford.schema.laws import ThroughputLaw
 from afford.schema.point import Point
 from afford.schema.quantities import Count, Dim, Duration, Flops, Rate, Ratio, Seconds
@@ -261,9 +263,18 @@ class FamilyScaling(_Model):
 
     def work(self, d: int, L: int, bytes_per_param: float, params: float | None = None
              ) -> SizeWork:
+        """The work of one step at width ``d`` and depth ``L``; InputError where the
+        family's coefficients put it past what any step holds (a certificate whose sizes
+        section is no measurement), never a validation error from inside a plan."""
         n = self.params_at(d, L) if params is None else params
-        return SizeWork(d=d, L=L, params=n, gemm_flops=self.layer_gemm * L * d * d
-                        + self.outer_gemm * d, attn_flops=self.layer_attn * L * d,
+        gemm, attn = self.layer_gemm * L * d * d + self.outer_gemm * d, self.layer_attn * L * d
+        for what, value, cap in (("GEMM FLOPs", gemm, MAX_FLOPS), ("attention FLOPs", attn,
+                                 MAX_FLOPS), ("parameters", n, MAX_COUNT)):
+            if not value <= cap:
+                raise InputError(f"{self.workload}'s size law gives {value:.3g} {what} a step "
+                                 f"at d{d} L{L}, beyond any step ({cap:.0e}): the "
+                                 "certificate's sizes section is not a measurement")
+        return SizeWork(d=d, L=L, params=n, gemm_flops=gemm, attn_flops=attn,
                         state_bytes=bytes_per_param * n)
 
     def shape_for(self, params: float) -> tuple[int, int, int]:
