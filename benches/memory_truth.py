@@ -23,8 +23,9 @@ cause of a replay miss: a size law that does not carry to the shape, or allocati
 traced shapes did not have) into ``<out>.slots.tsv``. ``--dry-run`` prints the shapes and
 the size figures without measuring (no GPU needed).
 
-Run on the GPU by the lead; the CPU-independent parts (shapes, rows, summary, the slot
-diff) are tested in tests/test_memory_truth.py.
+Run on the GPU by the lead. Its test went with issue 31's move of the lab (tests import no
+bench script); its CPU-independent parts (shapes, rows, summary, the slot diff) run with
+``--dry-run``.
 """
 
 from __future__ import annotations
