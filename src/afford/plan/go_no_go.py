@@ -73,7 +73,7 @@ def slow_step(step: Tagged, children: Tagged | None) -> Tagged | None:
     """The slow end of the run's step inside its measured spread: the figure a NOISY
     certificate's decision is checked at. Where the step carries a band (a host-bound
     step: :attr:`Tagged.high`), its high end; else the step x the children's slow-end factor
-    (:func:`afford.figures.children_slow_end`: the slowest child's median over the median,
+    (:func:`afford.figures.noise.children_slow_end`: the slowest child's median over the median,
     at the run's point, or the workload's typical factor for a shape no point measured).
     ``None`` where neither is known."""
     if step.high is not None:

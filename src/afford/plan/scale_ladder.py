@@ -16,8 +16,8 @@ family's measured aspect, :mod:`afford.plan.ladder_steps`):
   Never a datasheet rate: without a measured rate the column is empty, with the reason.
   (a) and (b) are two fields and are never pooled into one number;
 - memory: the reserved bytes every command reads at the rung's shape and parameters
-  (:func:`afford.figures.memory_answer`: the memory law, or the allocator replay where it
-  answers), else model states only at 16 B/param (ZeRO), tagged ASSUMED;
+  (:func:`afford.figures.memory_figures.memory_answer`: the memory law, or the allocator
+  replay where it answers), else model states only at 16 B/param (ZeRO), tagged ASSUMED;
 - affordable: yes, no, or unknown with the one reason: not resident; or over the budget by
   (a); or within it by (a); or, without (a), ruled out when even the floor (b) is over the
   budget, else unknown with what (a) lacks. Where (a) is below the floor (b) by more than
@@ -45,11 +45,11 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford import figures
 from afford.core.errors import InputError
 from afford.core.provenance import SHARE, Tag, Tagged, assumed, fitted, module
 from afford.core.published_constants import MEMORY_FRACTION, ScalingConstants, check_fraction
 from afford.core.units import format_count, format_duration
+from afford.figures import memory_figures, probes_figures
 from afford.plan.ladder_beside import (
     LeverFigure,
     ReferenceFigure,
@@ -213,8 +213,8 @@ def _context(cert: Certificate, workload: str | None, mode: str, budget: float, 
                       f"({mem} B, measured on {cert.environment.device_name})") if mem else None
     return _Context(cert=cert, src=step_source(cert, workload, mode, ceil), mode=mode,
                     budget_seconds=budget, ratio=ratio, constants=constants, ceil=ceil,
-                    rate=rate, rate_note=note, peak=figures.datasheet_peak(cert, dtype),
-                    memory_budget=budget_b, link=figures.host_link(cert))
+                    rate=rate, rate_note=note, peak=probes_figures.datasheet_peak(cert, dtype),
+                    memory_budget=budget_b, link=probes_figures.host_link(cert))
 
 
 def ladder_row(ctx: _Context, e: Entry) -> LadderRow:
@@ -343,7 +343,7 @@ def memory_bytes(ctx: _Context, e: Entry, shape: tuple[int, int, int] | None
     src = ctx.src
     if shape is not None and src.batch and src.seq:
         d, L, H = shape
-        got = figures.memory_answer(ctx.cert, src.workload, {
+        got = memory_figures.memory_answer(ctx.cert, src.workload, {
             "batch": src.batch, "seq": src.seq, "d": d, "L": L, "H": H,
             "params": round(e.params)}, ctx.mode)
         if got is not None:
