@@ -70,8 +70,8 @@ def _case(t: dict) -> dict:
 def refit_certificate(cert):
     """The certificate with its step-time models and memory laws rebuilt from its raw
     readings by this afford (the design as it stored it; the ceilings its probes measured)."""
-    from afford.certify.stage_memory import refit_section
-    from afford.certify.stage_time import WorkloadDesign, fit_time_model
+    from afford.certification.stage_memory import refit_section
+    from afford.certification.stage_time import WorkloadDesign, fit_time_model
 
     out = []
     for r in cert.workloads:
@@ -97,7 +97,7 @@ def _gemm_rate(cert, mode: str) -> float | None:
 
 def rows_for(cert_path: Path, truth_path: Path, refit: bool = False) -> list[dict]:
     from afford.figures import memory_figures, probes_figures
-    from afford.plan.prediction import predict
+    from afford.planning.prediction import predict
     from afford.schema.cert import load_certificate
     from afford.schema.time_law import predict_at
 

@@ -47,21 +47,21 @@ def test_the_functions_load_on_first_use_without_torch():
     assert out == "False True"
 
 
-@pytest.mark.parametrize("first", ["import afford.plan.planner", "import afford.certify.request",
+@pytest.mark.parametrize("first", ["import afford.planning.planner", "import afford.certification.request",
                                    "pass"])
 def test_certify_and_plan_are_callable_whichever_is_imported_first(first):
     out = _fresh(f"{first}\nimport afford, inspect\n"
                  "print(callable(afford.plan), callable(afford.certify), "
-                 "afford.plan.planner.__name__ if hasattr(afford.plan, 'planner') "
+                 "afford.planning.planner.__name__ if hasattr(afford.plan, 'planner') "
                  "else '-', list(inspect.signature(afford.plan).parameters))")
     assert out.startswith("True True")
     assert "['cert', 'platform', 'run', 'manifest']" in out
 
 
 def test_the_callable_packages_keep_their_modules():
-    import afford.plan.planner as planner
+    import afford.planning.planner as planner
 
-    assert afford.plan.planner is planner and callable(afford.plan)
+    assert afford.planning.planner is planner and callable(afford.plan)
     assert inspect.signature(afford.plan) == inspect.signature(api.plan)
     assert "precision" in inspect.signature(afford.certify).parameters
     assert set(afford.__all__) >= {"certify", "plan", "preflight", "predict", "size"}
@@ -156,7 +156,7 @@ def test_certify_refuses_to_overwrite_before_measuring(tmp_path):
 
 
 def test_the_progress_adapter_types_events():
-    from afford.certify import Progress, _progress_of
+    from afford.certification import Progress, _progress_of
 
     got: list[Progress] = []
     on_event, on_plan = _progress_of(got.append, children=3)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from afford.certify.sweep import assemble_point
+from afford.certification.sweep import assemble_point
 from afford.schema.cert import Certificate
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,9 @@ from afford.cli import app
 from afford.core.errors import InputError
 from afford.core.provenance import Tag, Tagged, inherited, measured
 from afford.core.published_constants import load_scaling
-from afford.plan import scale_ladder as ladder_mod
-from afford.plan.ladder_steps import Entry, parse_entries
-from afford.plan.scale_ladder import LadderRow, build_ladder
+from afford.planning import scale_ladder as ladder_mod
+from afford.planning.ladder_steps import Entry, parse_entries
+from afford.planning.scale_ladder import LadderRow, build_ladder
 from afford.report.ladder_tables import ladder_notes, ladder_table
 from afford.schema.cert import save_certificate
 from tests.synthetic_cert import SHAPES, certificate, linear_sizes, size_params, sizes_section
@@ -492,7 +492,7 @@ def test_recorded_h200_sizes_refitted_here_never_beat_the_gemm_rate():
 def _default_sizes():
     """The default GPU certify's three ladder sizes, profiled, from fake readings: device
     busy 1.5 x the GEMM bound + 4 us per kernel, host 30 us per kernel, 130 + 50 L kernels."""
-    from afford.certify.stage_sizes import LADDER_SIZES
+    from afford.certification.stage_sizes import LADDER_SIZES
     from afford.fit.time.size_law import fit_sizes_section
     from afford.schema.point import StepFlops
     from afford.schema.sizes_section import SizePoint, SizesSection

@@ -24,9 +24,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("fit", ("fit",)),
     ("workloads", ("workloads",)),
     ("measure", ("measure",)),
-    ("certify", ("certify",)),
+    ("certification", ("certification",)),
     ("figures", ("figures",)),
-    ("plan", ("plan",)),
+    ("planning", ("planning",)),
     ("wings", ("bars", "track")),  # docs/DESIGN.md section 2: the bars and the loop guard
     ("api", ("api",)),
     ("report", ("report",)),
@@ -135,7 +135,7 @@ def test_no_import_circle(graph):
 def test_the_checks_can_fail():
     """A circle through three modules is found; an import from fit up to plan is up."""
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert layer("afford.fit.time.throughput") < layer("afford.plan.scale_ladder")
+    assert layer("afford.fit.time.throughput") < layer("afford.planning.scale_ladder")
     assert layer("afford.cli.plan") == len(LAYERS) - 2 and layer("afford.core.errors") == 0
     assert layer("afford") == layer("afford._entry") == len(LAYERS) - 1
     assert layer("afford.fit") == layer("afford.fit.memory.sizing") == 2

@@ -6,7 +6,7 @@ import pytest
 
 from afford import figures
 from afford.core.provenance import NotExecutable, Tag, measured
-from afford.plan import lever_rows as levers
+from afford.planning import lever_rows as levers
 from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 from tests.synthetic_cert import T0, certificate, point
 

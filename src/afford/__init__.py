@@ -26,11 +26,11 @@ __all__ = ["__version__", *API]
 def __getattr__(name: str):
     """The API's functions, imported on first use (PEP 562)."""
     if name == "certify":
-        import afford.certify as certify
+        import afford.certification as certify
 
         return certify
     if name == "plan":
-        import afford.plan as plan
+        import afford.planning as plan
 
         return plan
     if name in ("preflight", "predict", "size"):

@@ -11,18 +11,18 @@
     afford.size(cert, seq=2048, workload="tinylm")                         # SizeReport
 
 Each function calls the library functions its command calls (``afford plan`` and this
-:func:`plan` share :func:`load_inputs` and :func:`afford.plan.planner.plan`), takes files by
+:func:`plan` share :func:`load_inputs` and :func:`afford.planning.planner.plan`), takes files by
 path or as the objects already loaded, and raises :class:`~afford.core.errors.InputError` for
 bad input (the CLI's exit 2) instead of exiting. ``afford.certify`` is in
-:mod:`afford.certify` (:func:`afford.certify.run`), which measures.
+:mod:`afford.certification` (:func:`afford.certification.run`), which measures.
 
 Why ``afford.certify`` and ``afford.plan`` are packages *and* functions: both names are
 subpackages, and importing a subpackage sets the package's attribute of that name to the
 module, which would replace any function bound there. So the two subpackages are callable
 modules (a ``CallableModule``, :func:`afford.core.callable_package.make_callable`):
-``afford.certify(...)`` calls :func:`afford.certify.run` and ``afford.plan(...)`` calls
+``afford.certify(...)`` calls :func:`afford.certification.run` and ``afford.plan(...)`` calls
 :func:`plan` here, whether or not the subpackage was imported first, and
-``afford.plan.planner`` stays the planner module. ``import afford`` imports none of this (the
+``afford.planning.planner`` stays the planner module. ``import afford`` imports none of this (the
 package root loads it on first use) and no torch; the functions here import no torch either
 (certify does: it measures).
 """
@@ -39,8 +39,8 @@ from afford.core.errors import InputError
 
 if TYPE_CHECKING:
     from afford.figures.memory_figures import SizeReport
-    from afford.plan.prediction import PredictResult
-    from afford.plan.result import PlanResult, Verdict
+    from afford.planning.prediction import PredictResult
+    from afford.planning.result import PlanResult, Verdict
     from afford.schema.cert import Certificate
     from afford.schema.platform import Platform
     from afford.schema.run import RunFile
@@ -79,7 +79,7 @@ def torch_version_here() -> str | None:
 def plan(cert: Any, platform: Any, run: Any = None, *, manifest: Any = None) -> PlanResult:
     """``afford plan``: the chunk, steps per chunk and memory fit of every measured shape,
     the weekly quota, checkpoint cadence, failure ledger and disk (with ``run``: for it)."""
-    from afford.plan import planner
+    from afford.planning import planner
 
     c, p, r, _ = load_inputs(cert, platform, run)
     pins, changed = _pins(manifest, r)
@@ -91,7 +91,7 @@ def preflight(cert: Any, platform: Any, run: Any, *, manifest: Any = None,
               accept_noisy: bool = False, now: datetime | None = None) -> Verdict:
     """``afford preflight``: GO (``.go``) or NO-GO with every reason; ``now``: the time the
     certificate's age is judged at (default: now)."""
-    from afford.plan import planner
+    from afford.planning import planner
 
     c, p, r, _ = load_inputs(cert, platform, run)
     if r is None:
@@ -121,7 +121,7 @@ def predict(cert: Any, batch: int | str, seq: int | str, *, workloads: list[str]
             memory_fraction: float | str | None = None) -> PredictResult:
     """``afford predict``: step time, tokens/s, steps per chunk (with a platform) and memory
     at (batch, seq) for each workload of the certificate."""
-    from afford.plan.prediction import predict as predict_at
+    from afford.planning.prediction import predict as predict_at
     from afford.schema.platform import Platform, load_platform
 
     b, s = _dim(batch, "batch"), _dim(seq, "seq")

@@ -2,13 +2,13 @@
 
 Both names are subpackages, and importing a subpackage binds it as the parent package's
 attribute of that name, replacing whatever was bound there before (a function of the API
-would be lost as soon as ``afford.plan.planner`` is imported). So the subpackage itself is
+would be lost as soon as ``afford.planning.planner`` is imported). So the subpackage itself is
 made callable: :func:`make_callable` gives its module object a class whose ``__call__``
 calls the public function named by ``target`` (``"module:function"``), looked up when the
 call is made. The lookup is by name, at call time, because the function may live in a layer
 above the package (``afford.plan`` is pure; ``afford.api.plan`` reads the files it is given):
 the package never imports it, and importing the package imports nothing more. Everything
-else about the module is unchanged: ``afford.plan.planner`` is the planner module, and
+else about the module is unchanged: ``afford.planning.planner`` is the planner module, and
 ``inspect.signature(afford.plan)`` is the function's.
 """
 

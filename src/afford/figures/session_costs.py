@@ -1,7 +1,7 @@
 """What a session pays beside its warm steps, as a certificate measured it (the probes
 stage's): its start-up (a fresh process, the imports, the CUDA context, the first step) and
 one checkpoint (the atomic write's seconds, the file's bytes), each tagged MEASURED. Plans
-charge these per session and per save (:mod:`afford.plan.planner`); ``None`` (or an empty
+charge these per session and per save (:mod:`afford.planning.planner`); ``None`` (or an empty
 dict) where the probes stage did not run or could not measure them.
 """
 

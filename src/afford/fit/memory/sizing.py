@@ -25,7 +25,7 @@ every parameter of the model.
 Residency is decided on reserved bytes (docs/DESIGN.md section 3, rule 4): CUDA budgets against the
 reserved law; a CPU against the predicted peak RSS (the measured baseline plus the law).
 
-The certify stage validates a law with these predictions (:mod:`afford.certify.stage_memory`);
+The certify stage validates a law with these predictions (:mod:`afford.certification.stage_memory`);
 reading a certificate's laws for ``afford size`` is :mod:`afford.figures.memory_figures`.
 """
 

@@ -9,14 +9,14 @@ judged against ``floor_tolerance`` only: the floor's level differs from process 
 (by up to 2x for one shape), so its spread is the floor's uncertainty,
 recorded, and noise only when extreme. A held-out shape on the floor is not judged on its
 wall time (a two-sided GPU model judges it on its device side instead,
-:func:`afford.certify.stage_time.judged_errors`). With no held-out shape judged and nothing
+:func:`afford.certification.stage_time.judged_errors`). With no held-out shape judged and nothing
 else wrong the verdict is UNJUDGED, never OK.
 A work-regime point near the floor inherits part of the floor's process-to-process spread:
 its children may disagree by ``child_tolerance + (floor_tolerance - child_tolerance) x
 (F / t)^2`` (:func:`tolerance_at`; F the floor, t the point's step): 16 % at twice the floor,
 7 % at five times it (children of a point just above its floor disagree by several per cent
 where those of a point far above it agree within 1 %).
-Certify's tolerances: 5 % on a GPU, 10 % on a CPU (:mod:`afford.certify.stage_time`).
+Certify's tolerances: 5 % on a GPU, 10 % on a CPU (:mod:`afford.certification.stage_time`).
 
 A held-out miss that survives the re-measurement while the children of that shape agree is
 not noise: the measurement reproduced and the model does not describe it (e.g. a shape that
@@ -59,7 +59,7 @@ def outlier_children(meds: Sequence[float], ratio: float = OUTLIER_RATIO) -> lis
 
     The point's value is the median over all its children, which a minority cannot move
     outside the others' range: such a child is outvoted by them, or re-measured where
-    certify can (:func:`afford.certify.stage_time.offending`)."""
+    certify can (:func:`afford.certification.stage_time.offending`)."""
     n = len(meds)
     if n < 3 or min(meds) <= 0:
         return []

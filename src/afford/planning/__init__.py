@@ -4,7 +4,7 @@ results out.
 chunk (session cap, startup, steps per chunk, memory fit), quota (weekly quota with startup
 charged, time to target), cadence (checkpoint interval under an overhead budget), failures
 (GPU time lost per kill; Young/Daly), disk (checkpoint copies), preflight (GO / NO-GO);
-:mod:`afford.plan.planner` gathers their inputs from a certificate, a platform and a run and
+:mod:`afford.planning.planner` gathers their inputs from a certificate, a platform and a run and
 sequences them. Beside the plan: the scale ladder (ladder), the measured levers as rows
 (levers), and N devices beyond the measured node (scaling). No I/O here: the command line
 reads the files.

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from afford.core.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
 from afford.figures import probes_figures
 from afford.fit.time.verdicts import mfu
-from afford.plan.scale_ladder import gemm_dtype
+from afford.planning.scale_ladder import gemm_dtype
 from afford.schema.cert import Certificate
 from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 

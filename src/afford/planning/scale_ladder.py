@@ -2,7 +2,7 @@
 section 4, and the ladder note).
 
 For each parameter count N (a rung; its shape given as ``1B:d2048L16`` or chosen at the
-family's measured aspect, :mod:`afford.plan.ladder_steps`):
+family's measured aspect, :mod:`afford.planning.ladder_steps`):
 
 - tokens D = r x N, r = 20 by default (Hoffmann et al. 2022, Chinchilla);
 - FLOPs = 6 N D (Kaplan et al. 2020, section 2.1), plus the attention term 12 L H Q T per
@@ -36,7 +36,7 @@ family's measured aspect, :mod:`afford.plan.ladder_steps`):
   part of it). The host's own optimizer step is not timed here, and the row says so.
 
 Levers measured on this box and reference points measured elsewhere are listed beside the
-ladder (:mod:`afford.plan.ladder_beside`); they never change a column.
+ladder (:mod:`afford.planning.ladder_beside`); they never change a column.
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ from afford.core.provenance import SHARE, Tag, Tagged, assumed, fitted, module
 from afford.core.published_constants import MEMORY_FRACTION, ScalingConstants, check_fraction
 from afford.core.units import format_count, format_duration
 from afford.figures import memory_figures, probes_figures
-from afford.plan.ladder_beside import (
+from afford.planning.ladder_beside import (
     LeverFigure,
     ReferenceFigure,
     lever_figures,
     reference_figures,
 )
-from afford.plan.ladder_steps import (
+from afford.planning.ladder_steps import (
     DEFAULT_FAMILY,
     Ceilings,
     Entry,

@@ -22,14 +22,14 @@ from afford.core.provenance import Tagged, assumed, measured, module, run_label
 from afford.figures import cert_lookup, memory_figures, noise, session_costs
 from afford.figures import time_figures as ft
 from afford.figures.memory_at import MemoryAnswer
-from afford.plan import cadence as cadmod
-from afford.plan import chunk as chunkmod
-from afford.plan import disk as diskmod
-from afford.plan import failures as failmod
-from afford.plan import quota as quotamod
-from afford.plan.derive import derive, num
-from afford.plan.go_no_go import Facts, run_row, slow_step, verdict
-from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
+from afford.planning import cadence as cadmod
+from afford.planning import chunk as chunkmod
+from afford.planning import disk as diskmod
+from afford.planning import failures as failmod
+from afford.planning import quota as quotamod
+from afford.planning.derive import derive, num
+from afford.planning.go_no_go import Facts, run_row, slow_step, verdict
+from afford.planning.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
 from afford.schema.cert import Certificate
 from afford.schema.platform import Platform
 from afford.schema.run import RunFile
@@ -241,7 +241,7 @@ def on_unpinned(plan: PlanResult, unpinned: tuple[str, ...]) -> PlanResult:
     table and does not depend on them").
 
     A plan computed with these sources unpinned already carries exactly those marks (each
-    figure derived from a provisional one is provisional, :func:`afford.plan.derive.derive`);
+    figure derived from a provisional one is provisional, :func:`afford.planning.derive.derive`);
     it is returned as it is. A plan computed while they were pinned gets the target marked,
     and, without a session cap (the cadence and failure ledger then span the target), the
     cadence and the failure ledger too."""
@@ -272,9 +272,9 @@ def _provisional(obj):
 def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
               pins: dict[str, bool] | None = None, now: datetime | None = None,
               here_torch: str | None = None, accept_noisy: bool = False) -> Verdict:
-    """GO / NO-GO with every reason (:func:`afford.plan.go_no_go.verdict`). On a NOISY
+    """GO / NO-GO with every reason (:func:`afford.planning.go_no_go.verdict`). On a NOISY
     certificate the run is planned twice, at its step and at the slow end of the step's
-    measured spread (:func:`afford.plan.go_no_go.slow_step`): NO-GO only where the slow end
+    measured spread (:func:`afford.planning.go_no_go.slow_step`): NO-GO only where the slow end
     flips the decision, unless ``accept_noisy``."""
     p = plan(cert, platform, run, pins=pins)
     slow = None

@@ -8,7 +8,7 @@ law where only the sweep parameter differs (:func:`afford.figures.time_figures.s
 with its band where the host can bound the step (steps per chunk then at the band's slow
 end, tokens per second with the band's two ends);
 memory the measured peaks there or the memory law; steps per chunk and residency as in a
-plan's chunk table (:func:`afford.plan.chunk.chunk_row`), against a platform's chunk and
+plan's chunk table (:func:`afford.planning.chunk.chunk_row`), against a platform's chunk and
 budget when one is given.
 Pure: the command line loads the files.
 """
@@ -26,10 +26,10 @@ from afford.figures import cert_lookup
 from afford.figures import memory_figures as fm
 from afford.figures import time_figures as ft
 from afford.figures.memory_at import MemoryAnswer
-from afford.plan import chunk as chunkmod
-from afford.plan import planner
-from afford.plan.derive import derive, num
-from afford.plan.result import ChunkRow, MemoryBudget
+from afford.planning import chunk as chunkmod
+from afford.planning import planner
+from afford.planning.derive import derive, num
+from afford.planning.result import ChunkRow, MemoryBudget
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.memory_section import MemoryLaw
 from afford.schema.platform import Platform

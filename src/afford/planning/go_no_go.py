@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from afford.core.provenance import Tagged
 from afford.core.units import format_bytes, format_duration
-from afford.plan.derive import derive, num
-from afford.plan.result import ChunkRow, PlanResult, Verdict
+from afford.planning.derive import derive, num
+from afford.planning.result import ChunkRow, PlanResult, Verdict
 
 OLD_CERT_DAYS = 30  # ASSUMED: drivers, torch and notebook images change about monthly
 
