@@ -81,7 +81,8 @@ def certify_request(*, workloads: list[str] | None = None, sweeps: list[str] | N
 class WrittenCertificate:
     """A certificate measured and written: the certificate (complete or partial), the path
     it was written to, and whether the run was a CPU's first look (the request left both
-    the precision and the workloads to a CPU: :func:`afford.certification.request.is_first_look`)."""
+    the precision and the workloads to a CPU:
+    :func:`afford.certification.request.is_first_look`)."""
 
     cert: Certificate
     path: Path

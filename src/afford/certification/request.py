@@ -44,13 +44,13 @@ class CertifyRequest:
     seed: int = 0
     command: str = ""
     gates: bool | None = None  # None: init-loss gate only; True: all gates + audit; False: none
-    sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.certification.stage_sizes)
+    sizes: bool = False  # the sizes stage: tinylm across model sizes (stage_sizes)
     ladder_sizes: bool = True  # without --sizes: the ladder's few sizes inside a GPU's sweep
-    levers: bool = False  # the levers stage: measured A/B pairs (afford.certification.stage_levers)
-    memory: bool = True  # the memory-law stage (afford.certification.stage_memory)
-    probes: bool = True  # the probes stage (afford.certification.stage_probes)
+    levers: bool = False  # the levers stage: measured A/B pairs (stage_levers)
+    memory: bool = True  # the memory-law stage (stage_memory)
+    probes: bool = True  # the probes stage (stage_probes)
     checkpoint_dir: str | None = None  # where the probes write checkpoints; None: cwd
-    time_design: bool = True  # the step-time design beside the sweep (afford.certification.stage_time)
+    time_design: bool = True  # the step-time design beside the sweep (stage_time)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """``afford gate``: run the gates and the determinism audit; exit 1 on any FAIL.
 
-What measures (:mod:`afford.certification.stage_gates`, and torch with it) is imported when the command
-runs, not when the command line is built: ``afford --help`` stays fast."""
+What measures (:mod:`afford.certification.stage_gates`, and torch with it) is imported when
+the command runs, not when the command line is built: ``afford --help`` stays fast."""
 
 from __future__ import annotations
 
