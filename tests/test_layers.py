@@ -286,6 +286,34 @@ def test_the_guardrails_can_fail(tmp_path):
     assert len(file_io(bad)) == 2
 
 
+def module_classes(known: dict[str, Path]) -> list[str]:
+    """Classes deriving from ``ModuleType``: the only classes a module object's ``__class__``
+    may be swapped for, which is how a module is made callable. A name of the package is a
+    module or a function, never both."""
+    out = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                    (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) ==
+                    "ModuleType" for b in node.bases):
+                out.append(f"{name}:{node.lineno} class {node.name}(ModuleType)")
+    return out
+
+
+def test_no_module_is_made_callable(tmp_path):
+    """The API's functions are plain functions (issue 42): no module object gets a callable
+    class, and no folder shares its name with a function of the API (importing the folder's
+    package would rebind the name)."""
+    import afford
+
+    assert module_classes(modules()) == []
+    folders = {p.name for p in (SRC / "afford").iterdir() if (p / "__init__.py").exists()}
+    assert folders & set(afford.__all__) == set()
+    bad = tmp_path / "bad.py"
+    bad.write_text("import types\nclass Callable(types.ModuleType):\n    pass\n")
+    assert module_classes({"afford.x": bad}) == ["afford.x:2 class Callable(ModuleType)"]
+
+
 def test_the_design_names_every_command():
     """docs/DESIGN.md section 5 lists the commands: every command module of cli/ (one file
     per command; certify_distributed is certify's, common is shared) is named there."""

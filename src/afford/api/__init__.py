@@ -11,20 +11,12 @@
     afford.size(cert, seq=2048, workload="tinylm")                         # SizeReport
 
 Each function calls the library functions its command calls (``afford plan`` and this
-:func:`plan` share :func:`load_inputs` and :func:`afford.planning.planner.plan`), takes files by
-path or as the objects already loaded, and raises :class:`~afford.core.errors.InputError` for
-bad input (the CLI's exit 2) instead of exiting. ``afford.certify`` is in
-:mod:`afford.certification` (:func:`afford.certification.run`), which measures.
-
-Why ``afford.certify`` and ``afford.plan`` are packages *and* functions: both names are
-subpackages, and importing a subpackage sets the package's attribute of that name to the
-module, which would replace any function bound there. So the two subpackages are callable
-modules (a ``CallableModule``, :func:`afford.core.callable_package.make_callable`):
-``afford.certify(...)`` calls :func:`afford.certification.run` and ``afford.plan(...)`` calls
-:func:`plan` here, whether or not the subpackage was imported first, and
-``afford.planning.planner`` stays the planner module. ``import afford`` imports none of this (the
-package root loads it on first use) and no torch; the functions here import no torch either
-(certify does: it measures).
+:func:`plan` share :func:`load_inputs` and :func:`afford.planning.planner.plan`), takes files
+by path or as the objects already loaded, and raises :class:`~afford.core.errors.InputError`
+for bad input (the CLI's exit 2) instead of exiting. ``afford.certify`` is
+:func:`afford.certification.run`, beside what it sequences (it measures). The package root
+binds each name on first use (``import afford`` imports none of this, and no torch); the
+functions here import no torch either.
 """
 
 from __future__ import annotations

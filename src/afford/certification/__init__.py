@@ -1,26 +1,28 @@
 """measure -> fit -> Certificate: the only place that sequences them (docs/DESIGN.md section 2).
 
 :func:`certify` resolves the request (bad input fails there, before anything is timed:
-:mod:`afford.certification.request`), runs the sweep's children over the sweep and the step-time
-design beside it, derives each point from its raw samples and fits the throughput law over
-the resident points (:mod:`afford.certification.sweep`), fits the step-time model, extends it past
-the floor and re-measures noisy points once in fresh children where needed
-(:mod:`afford.certification.stage_time`), then runs the stages after the sweep, one module each, in
-this order:
+:mod:`afford.certification.request`), runs the sweep's children over the sweep and the
+step-time design beside it, derives each point from its raw samples and fits the throughput
+law over the resident points (:mod:`afford.certification.sweep`), fits the step-time model,
+extends it past the floor and re-measures noisy points once in fresh children where needed
+(:mod:`afford.certification.stage_time`), then runs the stages after the sweep, one module
+each, in this order:
 
-- :mod:`afford.certification.stage_probes`: device ceilings, launch-boundness, FLOPs, checkpoint I/O,
-  startup costs;
+- :mod:`afford.certification.stage_probes`: device ceilings, launch-boundness, FLOPs,
+  checkpoint I/O, startup costs;
 - :mod:`afford.certification.stage_memory`: the memory law, validated at held-out shapes;
-- :mod:`afford.certification.stage_gates`: the gates (the init-loss gate by default) and the audit;
-- :mod:`afford.certification.stage_sizes`: the step across model sizes (on a GPU, the ladder's
-  few sizes timed inside the sweep; five of their own with ``--sizes``);
+- :mod:`afford.certification.stage_gates`: the gates (the init-loss gate by default) and the
+  audit;
+- :mod:`afford.certification.stage_sizes`: the step across model sizes (on a GPU, the
+  ladder's few sizes timed inside the sweep; five of their own with ``--sizes``);
 - :mod:`afford.certification.stage_levers` (opt-in): measured A/B levers;
 
-and returns a :class:`Certificate`. Under torchrun, :mod:`afford.certification.stage_distributed` adds
-the node's collectives and data-parallel scaling before the sweep.
+and returns a :class:`Certificate`. Under torchrun,
+:mod:`afford.certification.stage_distributed` adds the node's collectives and data-parallel
+scaling before the sweep.
 
-The package is also the API's ``afford.certify(...)``: :func:`run`, the command's flags as
-keyword arguments (:mod:`afford.core.callable_package` says why a package is callable).
+:func:`run` is the API's ``afford.certify(...)`` (the package root binds it under that
+name): the command's flags as keyword arguments.
 """
 
 from __future__ import annotations
@@ -67,7 +69,6 @@ from afford.certification.stage_time import (
     settle,
 )
 from afford.certification.sweep import protocol_of
-from afford.core.callable_package import make_callable
 from afford.core.io import check_writable
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children, spare_child
@@ -385,5 +386,3 @@ def _progress_of(progress: Callable[[Progress], Any] | None, children: int):
 
     return on_event, on_plan
 
-
-make_callable(__name__, f"{__name__}:run")

@@ -3,17 +3,10 @@ results out.
 
 chunk (session cap, startup, steps per chunk, memory fit), quota (weekly quota with startup
 charged, time to target), cadence (checkpoint interval under an overhead budget), failures
-(GPU time lost per kill; Young/Daly), disk (checkpoint copies), preflight (GO / NO-GO);
-:mod:`afford.planning.planner` gathers their inputs from a certificate, a platform and a run and
-sequences them. Beside the plan: the scale ladder (ladder), the measured levers as rows
-(levers), and N devices beyond the measured node (scaling). No I/O here: the command line
-reads the files.
-
-The package is also the API's ``afford.plan(cert, platform, run=None, *, manifest=None)``
-(:func:`afford.api.plan`, which reads the files; :mod:`afford.core.callable_package` says why a
-package is callable).
+(GPU time lost per kill; Young/Daly), disk (checkpoint copies), go_no_go (preflight: GO /
+NO-GO); :mod:`afford.planning.planner` gathers their inputs from a certificate, a platform and
+a run and sequences them. Beside the plan: the scale ladder (scale_ladder), the measured
+levers as rows (lever_rows), N devices beyond the measured node (scaling), predictions at a
+shape (prediction) and cross-device reproduction (compare_laws). No I/O here: the command
+line reads the files, and the API's ``afford.plan(...)`` is :func:`afford.api.plan`.
 """
-
-from afford.core.callable_package import make_callable
-
-make_callable(__name__, "afford.api:plan")
