@@ -19,9 +19,9 @@ Older certificates are upgraded on load (:meth:`StepTimeModel._upgrade`,
 from __future__ import annotations
 
 import math
+from statistics import median
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from afford.schema.quantities import Duration, Extent, Rate, Ratio, Seconds
@@ -47,6 +47,8 @@ def evaluate_form(form: str, params: dict[str, float], feats: dict[str, float | 
     if form == "max":
         return float(max(F, W))
     k = params["k"]
+    import numpy as np  # here: only this form needs it, and reading a model needs no numpy
+
     with np.errstate(divide="ignore"):
         return float(np.exp(np.logaddexp(k * np.log(F), k * np.log(W)) / k))
 
@@ -72,7 +74,7 @@ class CandidateFit(BaseModel):
     def loo_median(self) -> float | None:
         if not self.loo_rel_errors:
             return None
-        return float(np.median(np.abs(self.loo_rel_errors)))
+        return float(median(abs(e) for e in self.loo_rel_errors))
 
 
 class ModelPoint(CountedShape):

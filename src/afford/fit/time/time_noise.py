@@ -29,9 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from afford.fit.stats import relative_spread
+from afford.fit.stats import median, relative_spread
 from afford.schema.time_law import TimeVerdict
 
 __all__ = ["LOADED_WAIT", "OUTLIER_RATIO", "TimeVerdict", "disagreement", "noisy_points",
@@ -63,7 +61,7 @@ def outlier_children(meds: Sequence[float], ratio: float = OUTLIER_RATIO) -> lis
     n = len(meds)
     if n < 3 or min(meds) <= 0:
         return []
-    centre = float(np.median(meds))
+    centre = median(meds)
     out = [i for i, m in enumerate(meds) if max(m / centre, centre / m) >= ratio]
     inliers = [m for i, m in enumerate(meds) if i not in out]
     if not out or 2 * len(out) >= n or max(inliers) / min(inliers) >= ratio:
@@ -150,6 +148,6 @@ def time_verdict(child_medians: Sequence[Sequence[float]], held_out_errors: Sequ
                        failed_held_out=failed, child_tolerance=child_tolerance,
                        held_out_tolerance=held_out_tolerance, remeasured=remeasured,
                        floor_tolerance=floor_tolerance,
-                       held_out_median=float(np.median(abs_err)) if abs_err else None,
+                       held_out_median=median(abs_err) if abs_err else None,
                        held_out_worst=max(abs_err) if abs_err else None,
                        judged=len(abs_err), model_misses=misses)
