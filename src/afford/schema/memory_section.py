@@ -400,6 +400,12 @@ class ReplayModel(_Model):
     learned: LearnedSizes | None = Field(None, description="the learned size laws (version "
                                          ">= 2): read, not re-learned, by every command")
 
+    @property
+    def answers(self) -> bool:
+        """Whether predictions come from the replay: validated (trusted), and at the
+        held-out shapes no worse than the law (or nothing held out to judge by)."""
+        return self.trusted and self.better in ("replay", None)
+
 
 class MemoryLaw(_Model):
     """The memory law of one workload in one dtype mode, with its validation."""

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import difflib
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.fit.memory.allocator import Allocator
@@ -95,6 +94,8 @@ def find_steps(trace: OpTrace) -> Steps:
     allocations), whose size follows the data (PyTorch's embedding backward above 3,072
     indices sizes a buffer by the distinct tokens of the batch; a least-squares size law
     learned from such a slot does not repeat either)."""
+    import numpy as np  # here: a replay that is not broken down needs none
+
     sizes = trace.sizes
     n = len(sizes)
     a = np.asarray(sizes)
