@@ -234,11 +234,12 @@ def test_lever_speedup_and_not_executable_paths():
 def test_stages_are_wired_to_the_request(monkeypatch):
     from types import SimpleNamespace
 
-    from afford import certify
+    from afford import certification
     from afford.certification import stage_sizes as sz
 
-    assert certify.stages_for(certify.CertifyRequest(gates=False, memory=False, probes=False)) == []
-    assert [s.__name__ for s in certify.stages_for(certify.CertifyRequest(
+    assert certification.stages_for(certification.CertifyRequest(
+        gates=False, memory=False, probes=False)) == []
+    assert [s.__name__ for s in certification.stages_for(certification.CertifyRequest(
         sizes=True, levers=True, gates=False, memory=False, probes=False))] \
         == ["sizes_stage", "levers_stage"]
     seen = {}
@@ -246,7 +247,7 @@ def test_stages_are_wired_to_the_request(monkeypatch):
         configs=configs, **kw) or "S")
     monkeypatch.setattr(lv, "measure_levers", lambda job, on_event: seen.update(job=job) or "L")
     ctx = SimpleNamespace(
-        req=certify.CertifyRequest(precision="quick", children=4, seed=7, sizes=True),
+        req=certification.CertifyRequest(precision="quick", children=4, seed=7, sizes=True),
         env=SimpleNamespace(device_memory_bytes=123, device_type="cpu", device_name="box",
                             torch_version="t", command="c"),
         plan=SimpleNamespace(device="cpu", device_class="cpu", workloads=[("tinylm", None,
