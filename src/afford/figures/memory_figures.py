@@ -117,7 +117,7 @@ def heldout_accuracy(law: MemoryLaw, run: str) -> tuple[Tagged | None, Tagged | 
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class Comparison(_Frozen):

@@ -184,7 +184,7 @@ def learned(law: MemoryLaw) -> tuple[TraceModel, list[SeedSegment]] | None:
 class ReplayAnswer(BaseModel):
     """What the replay says at one (B, s), both allocator configurations."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     used: bool                       # the replay answers (else the law; see ``why``)
     why: str

@@ -35,7 +35,7 @@ class Facts(BaseModel):
     """What preflight knows besides the plan: the certificate's age and torch version, this
     environment's torch version, and how many weeks the run allows."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     cert_age_days: float | None = None
     cert_torch: str | None = None

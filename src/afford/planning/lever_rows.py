@@ -29,7 +29,7 @@ from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVa
 
 
 class LeverRow(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     workload: str
     lever: str
@@ -165,7 +165,7 @@ class BatchRung(BaseModel):
     each doubling of the batch buys less throughput than the one before (a bigger batch buys
     gradient quality, not speed)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     workload: str
     multiplier: int

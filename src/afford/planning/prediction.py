@@ -38,7 +38,7 @@ PREDICT_SCHEMA = "afford.predict/1"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", populate_by_name=True)
 
 
 class PredictRow(_Frozen):

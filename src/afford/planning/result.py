@@ -22,7 +22,7 @@ VERDICT_SCHEMA = "afford.preflight/1"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", populate_by_name=True)
 
 
 class StartupComponent(_Frozen):

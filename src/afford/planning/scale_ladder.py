@@ -78,7 +78,7 @@ DEFAULT_PARAMS = "7.5M,20M,124M,1B"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class OffloadRow(_Frozen):
@@ -123,7 +123,7 @@ class LadderRow(_Frozen):
 
 
 class Ladder(_Frozen):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", populate_by_name=True)
 
     schema_id: str = Field(LADDER_SCHEMA, alias="schema")
     device: str

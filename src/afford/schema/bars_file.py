@@ -33,7 +33,8 @@ WindowId = Annotated[str, Field(pattern=r"^[0-9a-f]{12,64}$", description="a win
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid",
+                              populate_by_name=True)
 
 
 class DataRef(_Model):

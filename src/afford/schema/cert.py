@@ -29,7 +29,7 @@ CERT_SCHEMA = "afford.cert/1"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 class Environment(_Model):

@@ -26,7 +26,7 @@ QUANTITIES = ("forward output", "loss", "gradients", "parameters after step")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+    model_config = ConfigDict(defer_build=True, extra="forbid", ser_json_inf_nan="strings")
 
 
 # --- the determinism audit -------------------------------------------------------------

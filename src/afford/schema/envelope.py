@@ -33,7 +33,8 @@ def register_migration(current: str, old: str) -> Callable:
 
 
 class Envelope(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid",
+                              populate_by_name=True)
 
     schema_id: str = Field(alias="schema")
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class LawFit(BaseModel):
     """One fitted form. ``params``: a, b (power); F, c, b (floor_power); F, c (linear)."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     form: Literal["power", "floor_power", "linear_floor"]
     params: dict[str, float]
@@ -68,7 +68,7 @@ _FORM_PARAMS = {"power": ("a", "b"), "floor_power": ("F", "c", "b"), "linear_flo
 
 
 class Excluded(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     value: Extent
     reason: str
@@ -77,7 +77,7 @@ class Excluded(BaseModel):
 class ThroughputLaw(BaseModel):
     """Both forms over the same resident points, the chosen one, and what was left out."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     x_name: str
     x: list[Extent]

@@ -169,7 +169,7 @@ def format_step_indices(indices: list[int] | tuple[int, ...]) -> str:
 class Reading(BaseModel):
     """One line of the ledger."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     id: str = Field(pattern=r"^r[0-9a-f]{10}$")
     date: datetime

@@ -18,7 +18,7 @@ from afford.schema.quantities import Dim, Flops, Ratio, Timestamp
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 class LeverVariant(_Model):

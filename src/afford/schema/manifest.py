@@ -82,7 +82,7 @@ PINNED, UNPINNED = "PINNED", "UNPINNED"
 
 
 class Source(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
     name: str = Field(min_length=1, description="how runs and plans name this source")
     kind: Literal["file", "folder", "generator"]

@@ -41,7 +41,7 @@ HELDOUT_ROLES = ("heldout-interpolated", "heldout-seq", "heldout-batch")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 def activation_features(B: float, s: float, d: float, L: float, H: float
@@ -53,7 +53,7 @@ def activation_features(B: float, s: float, d: float, L: float, H: float
 class MemoryFit(BaseModel):
     """One fitted form of the law over one measured quantity."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     quantity: Literal["allocated", "reserved", "rss_increment"]
     form: Form
@@ -118,7 +118,7 @@ class DefaultVerdict(BaseModel):
     consequence compares the largest resident batch at the target's sequence length.
     """
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     constant: str = Field(description="bytes_per_param, c_res, c_op, fixed_bytes or formula")
     default_name: str

@@ -49,7 +49,7 @@ DEFAULT_MARGIN_REASON = ("afford's default margin: one hour before the session c
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True,
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid", frozen=True,
                               populate_by_name=True)
 
 

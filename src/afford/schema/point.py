@@ -19,7 +19,7 @@ from afford.schema.quantities import Bytes, Count, Dim, Duration, Flops, Ratio, 
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 class StepFlops(_Model):

@@ -41,7 +41,7 @@ DEFAULT_OVERHEAD = 0.01
 
 
 class RunFile(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True,
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid", frozen=True,
                               populate_by_name=True)
 
     schema_id: Literal["afford.run/1"] = Field(RUN_SCHEMA, alias="schema")

@@ -24,7 +24,7 @@ from afford.schema.quantities import Count, Dim, Duration, Flops, Rate, Ratio, S
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 PhaseName = Literal["forward", "backward", "optimizer"]

@@ -18,7 +18,7 @@ from afford.schema.time_law import StepTimeModel, TimeVerdict
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
 
 class Extension(_Model):

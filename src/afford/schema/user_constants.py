@@ -45,7 +45,7 @@ FORMULA_TERMS = ("bytes_per_param", "c_res", "c_op")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid",
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid",
                               populate_by_name=True)
 
 

@@ -517,7 +517,7 @@ def _expandable_size(b: Block) -> int:
 class ReplayResult(BaseModel):
     """What one replay gave: the allocator's peaks and the segments it allocated."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     expandable: bool
     events: int

@@ -47,7 +47,7 @@ CLASSES = ("parameters", "workspaces", "optimizer_state", "gradients", "activati
 class Steps(BaseModel):
     """Where the steps of a history begin, in allocation slots."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     period: int = Field(description="allocations per warm step")
     first_step: int = Field(description="slot where the first step begins (build before)")
@@ -58,7 +58,7 @@ class Steps(BaseModel):
 class MemoryBreakdown(BaseModel):
     """The live bytes of each class at the allocated peak of the last step, and the slack."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     B: int
     s: int

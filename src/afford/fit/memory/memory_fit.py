@@ -64,7 +64,7 @@ LOO_TIE = 1e-9  # leave-one-out maxima closer than this are a tie (exact data, r
 class MemoryObservation(BaseModel):
     """One measured shape: transformer dims, states counted at rest, and the peak."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     B: int
     s: int

@@ -62,7 +62,7 @@ FOUR_X = "the \"4x model size\" rule (accelerate's estimate: 4 x the fp32 model 
 class Defaults(BaseModel):
     """A set of default constants of the law; ``None``: not part of this default (0)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     key: str
     name: str

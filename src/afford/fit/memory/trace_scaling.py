@@ -290,7 +290,7 @@ class SizeLaw(BaseModel):
     reproduce them (``alternatives``), so that a prediction never rests on the optimistic
     one of two readings of the same evidence."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     terms: tuple[str, ...]
     coefs: tuple[float, ...]
@@ -490,7 +490,7 @@ class TraceModel(BaseModel):
     """The reference history's structure with a size law per slot: :meth:`synthesise`
     writes the history out at any (B, s)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     shapes: list[tuple[int, int]] = Field(description="traced (B, s), reference first")
     ops: list[int] = Field(description="the reference's canonical ops (slot / ~slot)")

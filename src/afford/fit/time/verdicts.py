@@ -47,7 +47,7 @@ LOW_UTILISATION = 0.05     # a sample at or under 5 % counts as idle
 
 
 class UtilisationStats(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     kept: int
     mean: float | None
