@@ -47,7 +47,12 @@ def load_envelope(path: str | Path, model: type[M], current: str,
     """Read ``path`` as ``model``; upgrade known older ids (``migrations``, else those
     registered for ``current``); clear errors otherwise."""
     p = Path(path)
-    text = read_text(p, str(p))
+    return parse_envelope(read_text(p, str(p)), p, model, current, migrations)
+
+
+def parse_envelope(text: str, p: Path, model: type[M], current: str,
+                   migrations: dict[str, Callable[[dict], dict]] | None = None) -> M:
+    """:func:`load_envelope` of the text read from ``p`` (named in errors)."""
     raw = loads_json(text, str(p))
     if not isinstance(raw, dict) or not isinstance(raw.get("schema"), str):
         raise InputError(f"{p}: not an afford file (no 'schema' field; expected {current!r})")
