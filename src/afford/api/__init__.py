@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from afford.schema.run import RunFile
 
 
-__all__ = ["load_inputs", "plan", "predict", "preflight", "size", "torch_version_here"]
+__all__ = ["load_cert", "load_inputs", "plan", "predict", "preflight", "size", "torch_version_here"]
 
 
 def load_inputs(cert: Any, platform: Any, run: Any = None, manifest: Any = None
@@ -47,17 +47,25 @@ def load_inputs(cert: Any, platform: Any, run: Any = None, manifest: Any = None
     name for the platform) or as the object already loaded; InputError (exit 2) naming the
     file, field and reason. The schema modules are imported here, not with the command line:
     building their pydantic classes is most of ``afford plan --help``'s start-up otherwise."""
-    from afford.schema.cert import Certificate, load_certificate
-    from afford.schema.manifest import pinned_sources
     from afford.schema.platform import Platform, load_platform
     from afford.schema.run import RunFile, load_run
 
-    c = cert if isinstance(cert, Certificate) else load_certificate(_path(cert, "cert"))
+    c = load_cert(cert)
     p = platform if isinstance(platform, Platform) else load_platform(_text(platform,
                                                                             "platform"))
     r = run if run is None or isinstance(run, RunFile) else load_run(_path(run, "run"))
-    pins = manifest if isinstance(manifest, dict) else pinned_sources(manifest)
-    return c, p, r, pins
+    if isinstance(manifest, dict) or manifest is None:  # None: every source unpinned
+        return c, p, r, manifest or {}
+    from afford.schema.manifest import pinned_sources  # with its file lock: only to read one
+
+    return c, p, r, pinned_sources(manifest)
+
+
+def load_cert(cert: Any) -> Certificate:
+    """The certificate, given as a path or as the object already loaded."""
+    from afford.schema.cert import Certificate, load_certificate
+
+    return cert if isinstance(cert, Certificate) else load_certificate(_path(cert, "cert"))
 
 
 def torch_version_here() -> str | None:
@@ -98,10 +106,10 @@ def _pins(manifest: Any, run: RunFile | None) -> tuple[dict[str, bool], tuple[st
     """(source -> pinned, one line per source of the run whose data changed since it was
     pinned): a manifest's pins are re-checked where they are used; a dict of pins is taken
     as given."""
+    if isinstance(manifest, dict) or manifest is None:  # None: every source unpinned
+        return manifest or {}, ()
     from afford.schema.manifest import check_pins
 
-    if isinstance(manifest, dict):
-        return manifest, ()
     check = check_pins(manifest)
     used = run.data_sources if run is not None else []
     return check.pinned, tuple(f"data source {n!r} {check.changed[n]}"
@@ -117,7 +125,7 @@ def predict(cert: Any, batch: int | str, seq: int | str, *, workloads: list[str]
     from afford.schema.platform import Platform, load_platform
 
     b, s = _dim(batch, "batch"), _dim(seq, "seq")
-    c = load_inputs(cert, "local")[0]
+    c = load_cert(cert)
     p = None if platform is None else platform if isinstance(platform, Platform) else \
         load_platform(_text(platform, "platform"))
     frac = None if memory_fraction is None else _share(memory_fraction, "memory_fraction")
@@ -141,7 +149,7 @@ def size(cert: Any, seq: int | str, batch: int | str | None = None, *,
 
     s = _dim(seq, "seq")
     b = None if batch is None else _dim(batch, "batch")
-    c = load_inputs(cert, "local")[0]
+    c = load_cert(cert)
     mine = constants if constants is None or isinstance(constants, UserConstants) else \
         load_constants(_path(constants, "constants"))
     frac = MEMORY_FRACTION if memory_fraction is None else \
