@@ -11,14 +11,17 @@ learned size laws inside: no command learns them), in a temporary folder. Each c
 runs ``--repeat`` times with a fresh cache folder first (``cold``: the shape's replay not
 yet run on this machine) and then with the cache the first run left (``warm``: the same
 question asked again, as a user asks plan after predict). Printed: the median and the
-spread of each, and the box's load average before and after. Run it from the folder the
-workloads name their config files from, where they name one.
+spread of each, the median CPU time (user + system) beside it (what a busy box does not
+inflate as much as the wall time), and the box's load average before and after. Run it from
+the folder the workloads name their config files from, where they name one.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,15 +46,24 @@ def merged(paths: list[Path], out: Path) -> list[str]:
     return [w.name for w in workloads]
 
 
-def timed(args: list[str], env: dict) -> float:
+def timed(args: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one ``afford`` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     got = subprocess.run([sys.executable, "-m", "afford", *args], env=env,
                          capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if got.returncode not in (0, 1):
         raise SystemExit(f"afford {' '.join(args)} exited {got.returncode}: "
                          f"{got.stderr.strip()[-400:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _line(runs: list[tuple[float, float]]) -> str:
+    wall = [w for w, _ in runs]
+    return (f"{statistics.median(wall):.3f} s [{min(wall):.3f}-{max(wall):.3f}] "
+            f"(CPU {statistics.median(c for _, c in runs):.3f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,13 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, args in commands.items():
         cold, warm = [], []
         for _ in range(a.repeat):
-            env = {**os.environ, "AFFORD_CACHE_DIR": tempfile.mkdtemp(prefix="afford-cache-")}
+            env = {**os.environ, "AFFORD_CACHE_DIR": tempfile.mkdtemp(dir=work)}
             cold.append(timed(args, env))
             warm.append(timed(args, env))
-        print(f"{name:10} cold median {statistics.median(cold):.3f} s "
-              f"[{min(cold):.3f}-{max(cold):.3f}], warm median {statistics.median(warm):.3f} s "
-              f"[{min(warm):.3f}-{max(warm):.3f}] over {a.repeat}")
+        print(f"{name:10} cold median {_line(cold)}, warm median {_line(warm)} over {a.repeat}")
     print(f"load {os.getloadavg()}")
+    shutil.rmtree(work, ignore_errors=True)  # the certificate and the caches (megabytes each)
     return 0
 
 
