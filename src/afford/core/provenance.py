@@ -20,8 +20,6 @@ which names its inputs, as they refuse an untagged number. A share is a fraction
 a share of a budget) that may pass 100 %.
 """
 
-from __future__ import annotations
-
 import math
 from enum import Enum
 from typing import Union

@@ -6,8 +6,6 @@ and compute nothing (docs/DESIGN.md section 2). A section that could not be comp
 and the plan's ``notes`` say why.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field

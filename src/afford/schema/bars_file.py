@@ -8,8 +8,6 @@ not pinned in a manifest (``afford pin``) make every bar of the file provisional
 section 3, rule 8), and the file says so at the top and in every figure.
 """
 
-from __future__ import annotations
-
 import math
 from pathlib import Path
 from typing import Annotated, Literal

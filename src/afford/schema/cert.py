@@ -5,8 +5,6 @@ with its step index; step 0 and the warm-up kept apart. Medians, spreads and law
 derived from them and stored beside them for convenience; they are re-derivable.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

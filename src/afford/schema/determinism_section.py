@@ -13,8 +13,6 @@ A delta can be non-finite (a NaN loss is a reading, and a failing one), so these
 write NaN and infinities as the strings ``"NaN"`` and ``"Infinity"``, which load back.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator

@@ -8,8 +8,6 @@ A run that lost a rank is written as ``status="partial"`` with the error, which 
 rank reported finished, and only the stages every rank finished.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field

@@ -4,8 +4,6 @@
 clear InputError naming the file, the field (dotted path) and the reason.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar

@@ -5,8 +5,6 @@ Fitted by :mod:`afford.fit.time.throughput` (docs/DESIGN.md section 4): ``power`
 predicts with the form it chose and says when a prediction is extrapolated.
 """
 
-from __future__ import annotations
-
 import math
 from typing import TYPE_CHECKING, Literal
 
@@ -60,7 +58,7 @@ class LawFit(BaseModel):
             return None
         return max(abs(e) for e in self.loo_rel_errors)
 
-    def predict(self, x: float | np.ndarray) -> float | np.ndarray:
+    def predict(self, x: "float | np.ndarray") -> "float | np.ndarray":
         return evaluate(self.form, self.params, x)
 
 

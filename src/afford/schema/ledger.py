@@ -43,8 +43,6 @@ process ``c0:3-14;c1:3-17;c2:3-12``. They are checked as ranges, never expanded
 (``3-99999999999`` costs nothing); an index is a non-negative int64.
 """
 
-from __future__ import annotations
-
 import hashlib
 import re
 from datetime import datetime, timezone

@@ -5,8 +5,6 @@ Written by ``afford levers`` or ``afford certify --levers``; each variant a full
 reason.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field

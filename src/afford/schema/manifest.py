@@ -53,8 +53,6 @@ A manifest written before the time was recorded is checked against the time it w
 (a file modified since is hashed). Nothing is written back: ``afford pin --force`` re-pins.
 """
 
-from __future__ import annotations
-
 import hashlib
 import inspect
 import json

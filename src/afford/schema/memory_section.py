@@ -11,8 +11,6 @@ shape was built (the interpreter and torch are not the workload's memory; relati
 the increment are the honest figure); predictions add the measured baseline back.
 """
 
-from __future__ import annotations
-
 import base64
 import zlib
 from array import array

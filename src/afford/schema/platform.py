@@ -14,8 +14,6 @@ it (the plan warns and leaves out what depends on it). Presets live in
 ``afford/data/platforms/``; any other path to a TOML file works too.
 """
 
-from __future__ import annotations
-
 import re
 from pathlib import Path
 from typing import ClassVar, Literal

@@ -6,8 +6,6 @@ with its step index; step 0 and the warm-up kept apart. A point of the sweep, a 
 are each one :class:`Point`.
 """
 
-from __future__ import annotations
-
 import statistics
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt

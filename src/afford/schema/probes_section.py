@@ -7,8 +7,6 @@ fit, the verdict) are stored beside them and re-derivable. A probe that could no
 is a :class:`~afford.core.provenance.NotExecutable` with the reason, never a blank or a zero.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field

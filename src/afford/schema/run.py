@@ -22,8 +22,6 @@ measured that very shape, its measurements. An ``hf:`` workload may carry its sh
 spec (``workload = "hf:gpt2+b16s2048"``) instead of ``value`` / ``batch``.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

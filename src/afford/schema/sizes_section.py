@@ -11,8 +11,6 @@ and optimizer at the smallest and the largest size. The size law and the family 
 are evaluated here, below the fit layer, so reading a certificate needs no scipy.
 """
 
-from __future__ import annotations
-
 import math
 from typing import Literal
 

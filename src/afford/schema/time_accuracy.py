@@ -6,8 +6,6 @@ Reads :mod:`afford.schema.time_law` (the model and :func:`~afford.schema.time_la
 computes no prediction of its own.
 """
 
-from __future__ import annotations
-
 from statistics import median
 
 from afford.schema.time_law import StepTimeModel, predict_at

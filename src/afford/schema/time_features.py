@@ -6,8 +6,6 @@ exact, not fits); kept here, below the fit layer, so that reading a stored model
 (:func:`afford.schema.time_law.predict_at`) needs neither the fit nor scipy.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field

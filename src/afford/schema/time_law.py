@@ -16,8 +16,6 @@ Older certificates are upgraded on load (:meth:`StepTimeModel._upgrade`,
 :meth:`TimeVerdict._upgrade`).
 """
 
-from __future__ import annotations
-
 import math
 from statistics import median
 from typing import Any, Literal

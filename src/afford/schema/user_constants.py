@@ -27,8 +27,6 @@ fitted value, the rest stays fitted); the whole formula is judged only in a mode
 bytes_per_param, c_res and c_op (a missing term would otherwise count as zero).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 
