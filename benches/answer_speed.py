@@ -3,6 +3,7 @@
 as a user runs it (a fresh ``afford`` process), wall time (a bench, not a test).
 
     python3 benches/answer_speed.py CERT [CERT ...] [--repeat 5] [--batch 4] [--seq 2048]
+        [--baseline SRC]
 
 The certificates' workloads and memory laws are merged into one certificate (the first's
 environment and sections; what ``afford certify -w A -w B ...`` writes on one machine), its
@@ -14,6 +15,10 @@ question asked again, as a user asks plan after predict). Printed: the median an
 spread of each, the median CPU time (user + system) beside it (what a busy box does not
 inflate as much as the wall time), and the box's load average before and after. Run it from
 the folder the workloads name their config files from, where they name one.
+
+``--baseline SRC`` times another afford beside this one (``SRC``: the ``src`` folder of a
+checkout, e.g. ``git worktree add /tmp/base main``), each repeat running the baseline and
+then this one, so that both see the same load: a before and after on a shared box.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--baseline", type=Path, help="another afford's src folder, timed beside")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="afford-speed-"))
     cert = work / "cert.json"
@@ -89,13 +95,23 @@ def main(argv: list[str] | None = None) -> int:
                       "--accept-noisy"]}
     print(f"{len(names)} workloads ({', '.join(names)}), {cert.stat().st_size / 1e6:.1f} MB; "
           f"load {os.getloadavg()}")
+    trees = {"": os.environ.get("PYTHONPATH")}
+    if a.baseline is not None:
+        trees = {"baseline ": str(a.baseline.resolve()), "this ": trees[""]}
     for name, args in commands.items():
-        cold, warm = [], []
+        got: dict[str, tuple[list, list]] = {t: ([], []) for t in trees}
         for _ in range(a.repeat):
-            env = {**os.environ, "AFFORD_CACHE_DIR": tempfile.mkdtemp(dir=work)}
-            cold.append(timed(args, env))
-            warm.append(timed(args, env))
-        print(f"{name:10} cold median {_line(cold)}, warm median {_line(warm)} over {a.repeat}")
+            for tree, path in trees.items():
+                env = {**os.environ, "AFFORD_CACHE_DIR": tempfile.mkdtemp(dir=work)}
+                if path is None:
+                    env.pop("PYTHONPATH", None)
+                else:
+                    env["PYTHONPATH"] = path
+                got[tree][0].append(timed(args, env))
+                got[tree][1].append(timed(args, env))
+        for tree, (cold, warm) in got.items():
+            print(f"{tree}{name:10} cold median {_line(cold)}, warm median {_line(warm)} "
+                  f"over {a.repeat}")
     print(f"load {os.getloadavg()}")
     shutil.rmtree(work, ignore_errors=True)  # the certificate and the caches (megabytes each)
     return 0
