@@ -3,6 +3,7 @@
 as a user runs it (a fresh ``afford`` process), wall time (a bench, not a test).
 
     python3 benches/answer_speed.py CERT [CERT ...] [--repeat 5] [--batch 4] [--seq 2048]
+        [--baseline SRC]
 
 The certificates' workloads and memory laws are merged into one certificate (the first's
 environment and sections; what ``afford certify -w A -w B ...`` writes on one machine), its
@@ -11,14 +12,21 @@ learned size laws inside: no command learns them), in a temporary folder. Each c
 runs ``--repeat`` times with a fresh cache folder first (``cold``: the shape's replay not
 yet run on this machine) and then with the cache the first run left (``warm``: the same
 question asked again, as a user asks plan after predict). Printed: the median and the
-spread of each, and the box's load average before and after. Run it from the folder the
-workloads name their config files from, where they name one.
+spread of each, the median CPU time (user + system) beside it (what a busy box does not
+inflate as much as the wall time), and the box's load average before and after. Run it from
+the folder the workloads name their config files from, where they name one.
+
+``--baseline SRC`` times another afford beside this one (``SRC``: the ``src`` folder of a
+checkout, e.g. ``git worktree add /tmp/base main``), each repeat running the baseline and
+then this one, so that both see the same load: a before and after on a shared box.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,15 +51,24 @@ def merged(paths: list[Path], out: Path) -> list[str]:
     return [w.name for w in workloads]
 
 
-def timed(args: list[str], env: dict) -> float:
+def timed(args: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one ``afford`` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     got = subprocess.run([sys.executable, "-m", "afford", *args], env=env,
                          capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if got.returncode not in (0, 1):
         raise SystemExit(f"afford {' '.join(args)} exited {got.returncode}: "
                          f"{got.stderr.strip()[-400:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _line(runs: list[tuple[float, float]]) -> str:
+    wall = [w for w, _ in runs]
+    return (f"{statistics.median(wall):.3f} s [{min(wall):.3f}-{max(wall):.3f}] "
+            f"(CPU {statistics.median(c for _, c in runs):.3f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--baseline", type=Path, help="another afford's src folder, timed beside")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="afford-speed-"))
     cert = work / "cert.json"
@@ -77,16 +95,25 @@ def main(argv: list[str] | None = None) -> int:
                       "--accept-noisy"]}
     print(f"{len(names)} workloads ({', '.join(names)}), {cert.stat().st_size / 1e6:.1f} MB; "
           f"load {os.getloadavg()}")
+    trees = {"": os.environ.get("PYTHONPATH")}
+    if a.baseline is not None:
+        trees = {"baseline ": str(a.baseline.resolve()), "this ": trees[""]}
     for name, args in commands.items():
-        cold, warm = [], []
+        got: dict[str, tuple[list, list]] = {t: ([], []) for t in trees}
         for _ in range(a.repeat):
-            env = {**os.environ, "AFFORD_CACHE_DIR": tempfile.mkdtemp(prefix="afford-cache-")}
-            cold.append(timed(args, env))
-            warm.append(timed(args, env))
-        print(f"{name:10} cold median {statistics.median(cold):.3f} s "
-              f"[{min(cold):.3f}-{max(cold):.3f}], warm median {statistics.median(warm):.3f} s "
-              f"[{min(warm):.3f}-{max(warm):.3f}] over {a.repeat}")
+            for tree, path in trees.items():
+                env = {**os.environ, "AFFORD_CACHE_DIR": tempfile.mkdtemp(dir=work)}
+                if path is None:
+                    env.pop("PYTHONPATH", None)
+                else:
+                    env["PYTHONPATH"] = path
+                got[tree][0].append(timed(args, env))
+                got[tree][1].append(timed(args, env))
+        for tree, (cold, warm) in got.items():
+            print(f"{tree}{name:10} cold median {_line(cold)}, warm median {_line(warm)} "
+                  f"over {a.repeat}")
     print(f"load {os.getloadavg()}")
+    shutil.rmtree(work, ignore_errors=True)  # the certificate and the caches (megabytes each)
     return 0
 
 

@@ -50,8 +50,8 @@ def row_for(cert, t: dict, workload: str | None) -> dict | str:
     """One truth against the ladder's rung at its parameters and shape; a string: why not."""
     from afford.core.errors import InputError
     from afford.core.published_constants import load_scaling
-    from afford.plan.ladder_steps import Entry, ceilings, rung_step, step_source
-    from afford.plan.scale_ladder import default_mode
+    from afford.planning.ladder_steps import Entry, ceilings, rung_step, step_source
+    from afford.planning.scale_ladder import default_mode
 
     m = SHAPE.search(t.get("spec", ""))
     if "step_seconds" not in t or m is None:

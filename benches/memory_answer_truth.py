@@ -1,6 +1,7 @@
 """Is the memory afford prints the step's? The one memory answer (what ``afford size``,
-``predict``, ``plan`` and ``preflight`` print: :func:`afford.figures.memory_answer`) beside
-fresh-process truths, and the issue's targets (a bench report, not a test).
+``predict``, ``plan`` and ``preflight`` print:
+:func:`afford.figures.memory_figures.memory_answer`) beside fresh-process truths, and the
+issue's targets (a bench report, not a test).
 
     python3 benches/memory_answer_truth.py CERT TRUTH [CERT TRUTH ...] [--mode bf16]
         [--fraction 0.9]
@@ -30,8 +31,8 @@ def rows_for(cert_path: Path, truth_path: Path, mode: str | None, fraction: floa
              ) -> list[dict]:
     from truth_report import read_truths  # benches/: the one reader of both truth formats
 
-    from afford import figures
     from afford.core.provenance import module
+    from afford.figures import memory_figures
     from afford.schema.cert import load_certificate
 
     cert = load_certificate(cert_path)
@@ -41,8 +42,8 @@ def rows_for(cert_path: Path, truth_path: Path, mode: str | None, fraction: floa
     out = []
     for c in cases:
         t0 = time.perf_counter()
-        a = figures.memory_answer(cert, name, {"batch": c["batch"], "seq": c["seq"]}, mode,
-                                  budget=budget)
+        a = memory_figures.memory_answer(cert, name, {"batch": c["batch"], "seq": c["seq"]},
+                                         mode, budget=budget)
         truth = c["peak_reserved_bytes"]
         out.append({"workload": name, "batch": c["batch"], "seq": c["seq"],
                     "truth": truth, "printed": float(a.figure.value),

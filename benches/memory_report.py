@@ -4,9 +4,9 @@ measured vs afford vs the "4x model size" rule vs Korthikanti + 16 B/param, at e
 shape, with the issue's targets (allocated within 2 %, reserved within 3 % on a GPU).
 
 By default every law is refitted from the certificate's raw per-shape readings by this
-afford (:func:`afford.certify.stage_memory.refit_section`), so a certificate made by an older fit
-shows what the current law predicts, and a last table sets the stored held-out errors beside
-the refitted ones. ``--stored`` prints the certificate's own fit instead.
+afford (:func:`afford.certification.stage_memory.refit_section`), so a certificate made by
+an older fit shows what the current law predicts, and a last table sets the stored held-out
+errors beside the refitted ones. ``--stored`` prints the certificate's own fit instead.
 
     python benches/memory_report.py CERT [--stored]
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from afford.certify.stage_memory import refit_section
+from afford.certification.stage_memory import refit_section
 from afford.schema.cert import load_certificate
 
 GiB = 2**30

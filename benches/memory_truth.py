@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    from afford.certify.stage_memory import STEPS
+    from afford.certification.stage_memory import STEPS
     from afford.schema.cert import load_certificate
 
     cert = load_certificate(a.cert)

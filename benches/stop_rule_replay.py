@@ -6,7 +6,7 @@ Each child's recorded timed steps are fed, in their order, to this afford's time
 than were recorded, the child keeps all it has (the recording's own rule stopped there). Three
 rules: ``adaptive`` (this afford's), and ``adaptive + floor caps`` (children after the first
 do not extend a point the first child found on the launch floor, as certify's early round
-asks: :func:`afford.certify.stage_time.early_round`), and ``min 12 steps (before)``, the
+asks: :func:`afford.certification.stage_time.early_round`), and ``min 12 steps (before)``, the
 adaptive rule as it was before 2026-12-06 (8 since). Per rule: timed seconds saved, and the
 shift of each child's median, for work-regime and floor points apart (the certificate's own
 regimes), beside the children's spread at the floor points.

@@ -3,7 +3,7 @@
 interval.
 
 The pipeline is afford's own: ``afford certify`` measures the workload on this CPU (unless
-``--cert`` gives a certificate), :func:`afford.plan.planner.plan` plans it on a platform whose
+``--cert`` gives a certificate), :func:`afford.planning.planner.plan` plans it on a platform whose
 session cap is ``--cap`` seconds (margin ``--margin``), and three training sessions run as
 child processes under ``afford.track.Session(plan=...)``, each charged from its spawn (its
 imports count against the cap):
@@ -116,7 +116,7 @@ def certify(out: Path) -> Path:
 
 
 def plan(out: Path, cert: Path, cap: float, margin: float) -> dict:
-    from afford.plan import planner
+    from afford.planning import planner
     from afford.schema.cert import load_certificate
     from afford.schema.platform import load_platform
     from afford.schema.run import load_run

@@ -70,8 +70,8 @@ def _case(t: dict) -> dict:
 def refit_certificate(cert):
     """The certificate with its step-time models and memory laws rebuilt from its raw
     readings by this afford (the design as it stored it; the ceilings its probes measured)."""
-    from afford.certify.stage_memory import refit_section
-    from afford.certify.stage_time import WorkloadDesign, fit_time_model
+    from afford.certification.stage_memory import refit_section
+    from afford.certification.stage_time import WorkloadDesign, fit_time_model
 
     out = []
     for r in cert.workloads:
@@ -96,8 +96,8 @@ def _gemm_rate(cert, mode: str) -> float | None:
 
 
 def rows_for(cert_path: Path, truth_path: Path, refit: bool = False) -> list[dict]:
-    from afford import figures
-    from afford.plan.prediction import predict
+    from afford.figures import memory_figures, probes_figures
+    from afford.planning.prediction import predict
     from afford.schema.cert import load_certificate
     from afford.schema.time_law import predict_at
 
@@ -106,7 +106,7 @@ def rows_for(cert_path: Path, truth_path: Path, refit: bool = False) -> list[dic
         cert = refit_certificate(cert)
     r = cert.workloads[0]
     m = r.time.model
-    peak = figures.datasheet_peak(cert, "bf16")
+    peak = probes_figures.datasheet_peak(cert, "bf16")
     top = max((p for p in r.points if p.median_seconds), key=lambda p: p.batch * p.seq)
     out = []
     for t in read_truths(truth_path, r.name):
@@ -114,8 +114,8 @@ def rows_for(cert_path: Path, truth_path: Path, refit: bool = False) -> list[dic
         row = predict(cert, batch=b, seq=s).rows[0]
         step = row.row.step_seconds
         model = predict_at(m, batch=b, seq=s)
-        ans = figures.memory_answer(cert, r.name, {**(row.shape or {}), "batch": b, "seq": s},
-                                    r.mode)
+        ans = memory_figures.memory_answer(cert, r.name,
+                                           {**(row.shape or {}), "batch": b, "seq": s}, r.mode)
         tokens = b * s
         kernels = m.sides.kernels_at(tokens, s) if m.sides is not None else None
         rec = {"workload": r.name, "B": b, "s": s, "tokens": tokens,

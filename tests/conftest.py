@@ -51,8 +51,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def cpu_cert_path(tmp_path_factory):
-    from afford.certify import certify
-    from afford.certify.request import CertifyRequest
+    from afford.certification import certify
+    from afford.certification.request import CertifyRequest
     from afford.schema.cert import save_certificate
 
     req = CertifyRequest(workloads=["tinylm", "softmax"], sweeps={"seq": [16, 32, 64],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from afford.certify.stage_memory import MemoryJob, build_law
+from afford.certification.stage_memory import MemoryJob, build_law
 from afford.fit.memory.allocator import replay
 from afford.fit.memory.replay_model import build_replay
 from afford.schema.memory_section import (

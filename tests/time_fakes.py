@@ -1,11 +1,11 @@
-"""Children's events made by hand for the step-time stage (afford.certify.stage_time): a
+"""Children's events made by hand for the step-time stage (afford.certification.stage_time): a
 known step law, exact FLOP counts, and a fake ``run_round`` that records what it was asked
 to measure. No processes, no torch steps."""
 
 from __future__ import annotations
 
-from afford.certify.stage_time import Registry, assemble_design_points, plan_design
-from afford.certify.sweep import assemble_point, fit_workload, point_key
+from afford.certification.stage_time import Registry, assemble_design_points, plan_design
+from afford.certification.sweep import assemble_point, fit_workload, point_key
 from afford.workloads.tinylm import TinyLM, q3
 
 GEMM_PER_TOKEN = 151781376.0  # tinylm q3's counted GEMM FLOPs per token (H200, 2026-12-02)

@@ -5,7 +5,7 @@
 The lead runs it on the certificate that ``lab/scripts/device_memory.sh`` wrote on the H200 and
 pastes the output into the data file: the INHERITED defaults then carry that run's device,
 date, commit and torch version. The laws are refitted from the certificate's raw readings by
-this afford (:func:`afford.certify.stage_memory.refit_section`; ``--stored``: as stored), so a
+this afford (:func:`afford.certification.stage_memory.refit_section`; ``--stored``: as stored), so a
 certificate made by an older fit gives the current law's constants.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from afford.certify.stage_memory import refit_section
+from afford.certification.stage_memory import refit_section
 from afford.schema.cert import load_certificate
 
 

@@ -11,34 +11,30 @@ The commands are functions too, returning the typed results the CLI renders::
     afford.predict(cert, batch=8, seq=2048)                                # PredictResult
     afford.size(cert, seq=2048)                                            # SizeReport
 
-``afford.certify`` and ``afford.plan`` are the subpackages of those names, made callable
-(:mod:`afford.core.callable_package` says why); the others live in :mod:`afford.api`.
-``import afford`` loads none of them, and no torch: each is imported when first used. The loop
-guard is :mod:`afford.track`.
+Each name is a plain function, bound here on first use: ``certify`` is
+:func:`afford.certification.run` (it measures, and imports torch), the others are
+:mod:`afford.api`'s. ``import afford`` loads none of them, and no torch. The loop guard is
+:mod:`afford.track`.
 """
+
+from importlib import import_module
 
 from afford.core.version import __version__
 
-API = ("certify", "plan", "preflight", "predict", "size")
+API = {"certify": "afford.certification:run", "plan": "afford.api:plan",
+       "preflight": "afford.api:preflight", "predict": "afford.api:predict",
+       "size": "afford.api:size"}  # name -> where the function lives ("module:function")
 __all__ = ["__version__", *API]
 
 
 def __getattr__(name: str):
-    """The API's functions, imported on first use (PEP 562)."""
-    if name == "certify":
-        import afford.certify as certify
-
-        return certify
-    if name == "plan":
-        import afford.plan as plan
-
-        return plan
-    if name in ("preflight", "predict", "size"):
-        from afford import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'afford' has no attribute {name!r}")
+    """The API's functions, imported on first use and bound here (PEP 562)."""
+    if name not in API:
+        raise AttributeError(f"module 'afford' has no attribute {name!r}")
+    module, _, function = API[name].partition(":")
+    globals()[name] = found = getattr(import_module(module), function)
+    return found
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *API])
+    return sorted({*globals(), *API})

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from afford.cli import app
 from afford.core.provenance import module
-from afford.plan import planner
-from afford.plan.prediction import predict
+from afford.planning import planner
+from afford.planning.prediction import predict
 from afford.report.plan_tables import render_plan, render_verdict, run_block
 from afford.report.predict_tables import render_predict
 from tests.paths import data_file
@@ -117,7 +117,7 @@ def test_levers_says_not_resolved_where_the_children_straddle_1x(tmp_path, monke
     0.90x..1.20x): neither a speedup nor a slowdown; compile (1.51x..1.73x) stands."""
     import json
 
-    import afford.certify.stage_levers as jobs
+    import afford.certification.stage_levers as jobs
     import afford.cli.common as common
     import afford.cli.levers as cli_levers
     from afford.schema.cert import load_certificate

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from afford.certify.stage_memory import build_law, plan_job
+from afford.certification.stage_memory import build_law, plan_job
 from afford.core.provenance import module
 from afford.figures import memory_at
 from afford.fit.memory.replay_model import build_replay
@@ -70,7 +70,7 @@ def windowed():
 
 
 def fake_job(job):
-    from afford.certify.stage_memory import MemoryJob
+    from afford.certification.stage_memory import MemoryJob
 
     return MemoryJob(spec="tinylm", mode="fp32", dim_keys={"B": "batch", "s": "seq"},
                      base_shape={"batch": 8, "seq": 512}, runs=(), attention="materialised",

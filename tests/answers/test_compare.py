@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from afford.cli import app
 from afford.core.errors import InputError
-from afford.plan import compare_laws as compare
+from afford.planning import compare_laws as compare
 from tests.synthetic import make_cert
 
 runner = CliRunner()
@@ -167,7 +167,7 @@ def test_a_bad_tol_flag_is_exit_2_in_one_line(pair, text):
 def _timed_cert(seconds=None):
     """A certificate whose tinylm has a step-time model over the time design (tests/
     time_fakes: the max form; ``seconds(item, child)`` moves what the children measured)."""
-    from afford.certify.stage_time import refit_law, settle
+    from afford.certification.stage_time import refit_law, settle
     from afford.schema.cert import Certificate, save_certificate
     from tests.synthetic_cert import environment, protocol
     from tests.time_fakes import FakeRounds, sweep

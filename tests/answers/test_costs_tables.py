@@ -22,8 +22,8 @@ import pytest
 
 from afford.core.provenance import assumed, inherited, measured, module
 from afford.figures.memory_at import MemoryAnswer, judged_plain
-from afford.plan import cadence, chunk, disk, failures, quota
-from afford.plan.result import StartupComponent
+from afford.planning import cadence, chunk, disk, failures, quota
+from afford.planning.result import StartupComponent
 from afford.schema.laws import LawFit
 from afford.schema.memory_law import projected_reserved
 

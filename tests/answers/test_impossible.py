@@ -102,7 +102,7 @@ def _slow_gemm(cert_path: Path, rate: float):
 
 def test_levers_refuse_an_mfu_above_100_percent(tmp_path, monkeypatch):
     """Issue 32's case: `afford levers` printed an MFU of 285 % without a word."""
-    import afford.certify.stage_levers as jobs
+    import afford.certification.stage_levers as jobs
     import afford.cli.levers as cli_levers
 
     cert = _slow_gemm(SIZES, 1e12)  # 1 TFLOP/s: every measured step beats it

@@ -7,14 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from afford import figures
 from afford.cli import app
 from afford.core.errors import InputError
 from afford.core.provenance import Tag, Tagged, inherited, measured
 from afford.core.published_constants import load_scaling
-from afford.plan import scale_ladder as ladder_mod
-from afford.plan.ladder_steps import Entry, parse_entries
-from afford.plan.scale_ladder import LadderRow, build_ladder
+from afford.figures import memory_figures, probes_figures
+from afford.planning import scale_ladder as ladder_mod
+from afford.planning.ladder_steps import Entry, parse_entries
+from afford.planning.scale_ladder import LadderRow, build_ladder
 from afford.report.ladder_tables import ladder_notes, ladder_table
 from afford.schema.cert import save_certificate
 from tests.paths import data_file
@@ -29,7 +29,7 @@ N2048 = size_params(2048, 20)  # 1,006,632,960 at d2048 L20
 @pytest.fixture
 def with_rate(monkeypatch):
     """A certificate whose probes measured a bf16 GEMM rate of 5e14 FLOP/s."""
-    monkeypatch.setattr(figures, "gemm_rate",
+    monkeypatch.setattr(probes_figures, "gemm_rate",
                         lambda cert, dtype: measured(RATE, "FLOP/s", f"{dtype} 8192^3 matmul"))
 
 
@@ -143,7 +143,7 @@ def test_the_two_wall_clocks_are_never_pooled(with_rate, monkeypatch):
     assert set(_seconds_fields(row)) == {"step", "wall_a", "wall_b"}
     assert row.wall_a.tag is Tag.FITTED and row.wall_b.tag is Tag.MODULE
     # each column moves only with its own input
-    monkeypatch.setattr(figures, "gemm_rate",
+    monkeypatch.setattr(probes_figures, "gemm_rate",
                         lambda cert, dtype: measured(2 * RATE, "FLOP/s", "faster"))
     faster = lad(cert).rows[0]
     assert faster.wall_a == row.wall_a and faster.wall_b.value == pytest.approx(
@@ -162,7 +162,7 @@ def test_no_measured_rate_leaves_b_empty_with_the_reason():
 
 
 def test_a_datasheet_rate_is_not_used_for_the_floor(monkeypatch):
-    monkeypatch.setattr(figures, "gemm_rate",
+    monkeypatch.setattr(probes_figures, "gemm_rate",
                         lambda cert, dtype: inherited(989e12, "FLOP/s", "datasheet"))
     row = lad(certificate(linear_sizes())).rows[0]
     assert row.wall_b is None and "INHERITED, not measured" in row.wall_b_note
@@ -244,7 +244,7 @@ def test_memory_law_when_present_and_not_resident(monkeypatch):
                                              source="memory law, reserved"),
                                why="the memory law", extrapolated=False, reasons=())
 
-    monkeypatch.setattr(figures, "memory_answer", answer)
+    monkeypatch.setattr(memory_figures, "memory_answer", answer)
     row = lad(certificate(linear_sizes()), "1B:d2048L20H16").rows[0]
     assert seen == {"batch": 8, "seq": 1024, "d": 2048, "L": 20, "H": 16, "params": 10**9,
                     "name": "tinylm", "mode": "bf16"}
@@ -262,7 +262,7 @@ def test_states_alone_over_the_budget_are_not_resident():
 
 def test_tf32_runs_use_the_tf32_rate(monkeypatch):
     asked = []
-    monkeypatch.setattr(figures, "gemm_rate", lambda cert, dtype: asked.append(dtype))
+    monkeypatch.setattr(probes_figures, "gemm_rate", lambda cert, dtype: asked.append(dtype))
     lad(certificate(linear_sizes(mode="fp32"), tf32_matmul=True))
     lad(certificate(linear_sizes(mode="fp32"), tf32_matmul=False))
     assert asked == ["tf32", "fp32"]
@@ -357,7 +357,7 @@ def test_ladder_module_has_no_device_work():
 
 
 def test_mfu_implied_by_a_against_both_peaks(with_rate, monkeypatch):
-    monkeypatch.setattr(figures, "datasheet_peak",
+    monkeypatch.setattr(probes_figures, "datasheet_peak",
                         lambda cert, dtype: inherited(1e15, "FLOP/s", "datasheet (secondary)"))
     lad_ = lad(certificate(linear_sizes()), f"{N768}:d768L12")
     row = lad_.rows[0]
@@ -374,7 +374,7 @@ def test_mfu_implied_by_a_against_both_peaks(with_rate, monkeypatch):
 
 def test_mfu_is_shown_only_as_a_share_of_a_whole(monkeypatch):
     """(a) implying 490 % of a measured 1e13 FLOP/s: no MFU figure, the row names it."""
-    monkeypatch.setattr(figures, "gemm_rate",
+    monkeypatch.setattr(probes_figures, "gemm_rate",
                         lambda cert, dtype: measured(1e13, "FLOP/s", "slow matmul"))
     lad_ = lad(certificate(linear_sizes()), f"{N768}:d768L12")
     row = lad_.rows[0]
@@ -385,7 +385,7 @@ def test_mfu_is_shown_only_as_a_share_of_a_whole(monkeypatch):
 @pytest.fixture
 def with_link(monkeypatch):
     """A certificate whose probes measured the host link: 20 GB/s up, 25 GB/s down."""
-    monkeypatch.setattr(figures, "host_link", lambda cert: (
+    monkeypatch.setattr(probes_figures, "host_link", lambda cert: (
         measured(20e9, "B/s", "host -> device test link"),
         measured(25e9, "B/s", "device -> host test link")))
 
@@ -443,7 +443,7 @@ def test_a_row_whose_law_beats_the_roofline_is_not_affordable_by_it(monkeypatch)
     s per parameter a step: 4.9e13 FLOP/s of 6 N per token) against a measured 1e13 FLOP/s:
     (a) is below the floor (b) by 4.9x, so (a) needs 491 % of the GEMM rate. The row names
     it, believes (b), and is not affordable where (b) is over the budget."""
-    monkeypatch.setattr(figures, "gemm_rate",
+    monkeypatch.setattr(probes_figures, "gemm_rate",
                         lambda cert, dtype: measured(1e13, "FLOP/s", f"{dtype} 8192^3 matmul"))
     budget = 60 * 86400.0
     row = lad(certificate(linear_sizes()), f"{N2048}:d2048L20", budget_seconds=budget).rows[0]
@@ -493,7 +493,7 @@ def test_recorded_h200_sizes_refitted_here_never_beat_the_gemm_rate():
 def _default_sizes():
     """The default GPU certify's three ladder sizes, profiled, from fake readings: device
     busy 1.5 x the GEMM bound + 4 us per kernel, host 30 us per kernel, 130 + 50 L kernels."""
-    from afford.certify.stage_sizes import LADDER_SIZES
+    from afford.certification.stage_sizes import LADDER_SIZES
     from afford.fit.time.size_law import fit_sizes_section
     from afford.schema.point import StepFlops
     from afford.schema.sizes_section import SizePoint, SizesSection

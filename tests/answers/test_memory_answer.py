@@ -20,8 +20,8 @@ from afford.figures import memory_at as answers
 from afford.figures import memory_figures as fm
 from afford.fit.memory import replay_fit as mr
 from afford.fit.memory.allocator import replay
-from afford.plan import planner
-from afford.plan.prediction import predict
+from afford.planning import planner
+from afford.planning.prediction import predict
 from afford.schema.cert import save_certificate
 from tests import memory_fakes as mf
 from tests.alloc_programs import MIB, program

@@ -226,7 +226,7 @@ def test_tokens_needed_default_to_chinchilla_and_weeks_follow_the_plan():
 
 def _plan_doc(tokens_per_week: float | None = None) -> dict:
     """A whole plan (afford plan --json) of the synthetic P100, its tokens a week set."""
-    from afford.plan.planner import plan
+    from afford.planning.planner import plan
     from tests.plan_helpers import make_cert, make_platform, make_run
 
     doc = json.loads(plan(make_cert(), make_platform(), make_run()).to_json())

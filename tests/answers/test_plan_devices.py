@@ -5,13 +5,13 @@ from datetime import datetime, timezone
 import pytest
 import torch
 
-from afford.certify.stage_distributed import assemble_collectives, assemble_dp
+from afford.certification.stage_distributed import assemble_collectives, assemble_dp
 from afford.core.errors import InputError
 from afford.core.provenance import Tag, measured
 from afford.figures import distributed_figures as figures
 from afford.fit.nodes.collectives_fit import fit_alpha_beta, ring_allreduce_seconds
 from afford.measure import env as envmod
-from afford.plan import scaling
+from afford.planning import scaling
 from afford.schema.cert import Certificate, Protocol
 from afford.schema.distributed_section import CollectivesSection, DistributedSection, RankInfo
 

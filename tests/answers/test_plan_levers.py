@@ -4,9 +4,9 @@ Chowdhery et al. 2022, appendix B); the values below are worked by hand."""
 
 import pytest
 
-from afford import figures
 from afford.core.provenance import NotExecutable, Tag, measured
-from afford.plan import lever_rows as levers
+from afford.figures import probes_figures
+from afford.planning import lever_rows as levers
 from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 from tests.synthetic_cert import T0, certificate, point
 
@@ -45,7 +45,7 @@ DOUBLE = variant("b", "tiny+compile", 0.8, 16384, step0=12.0)  # twice the token
 
 @pytest.fixture
 def peak(monkeypatch):
-    monkeypatch.setattr(figures, "gemm_rate", lambda cert, dtype: measured(
+    monkeypatch.setattr(probes_figures, "gemm_rate", lambda cert, dtype: measured(
         PEAK, "FLOP/s", f"GEMM {dtype}") if dtype == "bf16" else None)
 
 
@@ -90,7 +90,7 @@ def test_lever_row_by_hand(peak):
 
 
 def test_lever_row_without_step0_or_peak(monkeypatch):
-    monkeypatch.setattr(figures, "gemm_rate", lambda cert, dtype: None)
+    monkeypatch.setattr(probes_figures, "gemm_rate", lambda cert, dtype: None)
     row, = levers.lever_rows(certificate(), section(run([BASE, variant("b", "tiny+c", 0.8,
                                                                        16384)])))
     assert row.b_step0 is None and row.mfu_a is None and row.mfu_b is None

@@ -10,8 +10,8 @@ import pytest
 from afford.core.errors import InputError
 from afford.core.provenance import Tag
 from afford.figures import time_figures as ft
-from afford.plan import planner
-from afford.plan.prediction import predict
+from afford.planning import planner
+from afford.planning.prediction import predict
 from afford.schema.run import RunFile
 from afford.schema.time_accuracy import accuracy_text, held_out_accuracy
 from afford.schema.time_law import measured_ranges, predict_at

@@ -7,7 +7,7 @@ import pytest
 
 from afford.core.errors import InputError
 from afford.core.provenance import Tag
-from afford.plan import planner
+from afford.planning import planner
 from tests.plan_helpers import GIB, STARTED, make_cert, make_platform, make_run
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from afford import figures
 from afford.core.provenance import Tag, fitted, measured
-from afford.plan import planner
-from afford.plan.go_no_go import slow_step
+from afford.planning import planner
+from afford.planning.go_no_go import slow_step
 from tests.plan_helpers import make_platform, make_run
 from tests.time_certs import make_time_cert
 

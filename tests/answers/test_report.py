@@ -270,7 +270,7 @@ def test_a_real_plan_is_shown_as_the_terminals_tables():
     no figure is dropped for want of a tag."""
     import json
 
-    from afford.plan import planner
+    from afford.planning import planner
     from afford.report import markdown
     from afford.report.plan_tables import plan_blocks
     from tests.plan_helpers import make_cert, make_platform, make_run
@@ -292,7 +292,7 @@ def test_a_real_plan_is_shown_as_the_terminals_tables():
 
 
 def test_plan_quota_rows_show_gpu_hours():
-    from afford.plan import planner
+    from afford.planning import planner
     from afford.report.cells import cell_text
     from afford.report.plan_tables import quota_block
     from tests.plan_helpers import make_cert, make_platform, make_run
@@ -320,8 +320,8 @@ def test_empty_slot_lists_every_field_of_the_certificate_schema():
 def test_report_and_plan_mark_the_same_figures_provisional(tmp_path):
     """Issue 30, item 4: `afford plan` marks only what depends on the unpinned data (the
     target); `afford report --plan` marked everything, the session cap and the steps-per-hour
-    table included. One rule now (afford.plan.planner.on_unpinned), in both."""
-    from afford.plan import planner
+    table included. One rule now (afford.planning.planner.on_unpinned), in both."""
+    from afford.planning import planner
     from tests.plan_helpers import make_cert as plan_cert
     from tests.plan_helpers import make_platform, make_run
 

@@ -11,7 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from afford.certify.stage_memory import refit_law
+from afford.certification.stage_memory import refit_law
 from afford.cli import app
 from afford.figures import memory_figures
 from afford.fit.memory import sizing

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from afford import figures
-from afford.certify.stage_memory import build_law, dim_keys, memory_modes, plan_job
+from afford.certification.stage_memory import build_law, dim_keys, memory_modes, plan_job
 from afford.cli import app
 from afford.core.provenance import Tag, module
 from afford.core.published_constants import load_memory_defaults
@@ -360,7 +360,7 @@ def test_defaults_block_from_a_certificate_round_trips(gpu_cert):
 
 
 def test_shapes_that_were_not_resident_are_left_out():
-    from afford.certify.stage_memory import exclusion
+    from afford.certification.stage_memory import exclusion
 
     base = dict(key="k", role="seq", shape={}, dims={"B": 1, "s": 1}, params=10,
                 states_bytes=160, steps=2)

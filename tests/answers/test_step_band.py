@@ -17,8 +17,8 @@ from rich.console import Console
 from afford.core.provenance import Tag, fitted
 from afford.figures import step_seconds
 from afford.figures import time_figures as ft
-from afford.plan import planner
-from afford.plan.prediction import predict
+from afford.planning import planner
+from afford.planning.prediction import predict
 from afford.report.markdown import table as markdown_table
 from afford.report.plan_tables import plan_sections, render_plan
 from afford.report.predict_tables import render_predict

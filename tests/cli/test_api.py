@@ -1,7 +1,7 @@
 """The Python API (issue 29 item 4): ``afford.certify / plan / preflight / predict / size``
 return the typed results the CLI renders, from the same library calls (the JSON of
 ``afford plan --json`` equals the API's result); ``import afford`` imports no torch and none of
-the library; ``afford.certify`` and ``afford.plan`` are callable subpackages whichever is
+the library; ``afford.certify`` and ``afford.plan`` are plain functions whichever module is
 imported first; bad input is an InputError; the notebook in docs/api.md runs.
 
 tests/data/cpu_tinylm_tiny.json is a real certificate of this project's CPU box (2 cores,
@@ -46,21 +46,20 @@ def test_the_functions_load_on_first_use_without_torch():
     assert out == "False True"
 
 
-@pytest.mark.parametrize("first", ["import afford.plan.planner", "import afford.certify.request",
-                                   "pass"])
-def test_certify_and_plan_are_callable_whichever_is_imported_first(first):
+@pytest.mark.parametrize("first", ["import afford.planning.planner",
+                                   "import afford.certification.request", "pass"])
+def test_certify_and_plan_are_functions_whichever_is_imported_first(first):
     out = _fresh(f"{first}\nimport afford, inspect\n"
-                 "print(callable(afford.plan), callable(afford.certify), "
-                 "afford.plan.planner.__name__ if hasattr(afford.plan, 'planner') "
-                 "else '-', list(inspect.signature(afford.plan).parameters))")
+                 "print(inspect.isfunction(afford.plan), inspect.isfunction(afford.certify), "
+                 "list(inspect.signature(afford.plan).parameters))")
     assert out.startswith("True True")
     assert "['cert', 'platform', 'run', 'manifest']" in out
 
 
-def test_the_callable_packages_keep_their_modules():
-    import afford.plan.planner as planner
+def test_the_functions_stand_beside_the_packages():
+    import afford.planning.planner as planner
 
-    assert afford.plan.planner is planner and callable(afford.plan)
+    assert afford.planning.planner is planner and inspect.isfunction(afford.plan)
     assert inspect.signature(afford.plan) == inspect.signature(api.plan)
     assert "precision" in inspect.signature(afford.certify).parameters
     assert set(afford.__all__) >= {"certify", "plan", "preflight", "predict", "size"}
@@ -155,7 +154,7 @@ def test_certify_refuses_to_overwrite_before_measuring(tmp_path):
 
 
 def test_the_progress_adapter_types_events():
-    from afford.certify import Progress, _progress_of
+    from afford.certification import Progress, _progress_of
 
     got: list[Progress] = []
     on_event, on_plan = _progress_of(got.append, children=3)

@@ -82,7 +82,7 @@ def test_failures_far_faster_than_a_save_leave_daly_out_not_infinite(mtbf, resta
     import math
 
     from afford.core.provenance import assumed
-    from afford.plan.failures import daly
+    from afford.planning.failures import daly
 
     d = daly(assumed(mtbf, "s", "t"), assumed(1.0, "s", "t"), assumed(restart, "s", "t"),
              assumed(step, "s", "t"), assumed(149, "steps", "t"))

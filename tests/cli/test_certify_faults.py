@@ -3,7 +3,7 @@
 (every point out of memory included), a stage after the sweep fails, or a gate cannot be
 evaluated; a certificate whose write fails is saved beside the requested path.
 
-The sweep's children are replaced by made-up records (``afford.certify.run_children``): what
+The sweep's children are replaced by made-up records (``afford.certification.run_children``): what
 is under test is what certify and the command line do with them, not the timing."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import afford.certify as certify_mod
+import afford.certification as certify_mod
 from afford.cli import app
 from afford.schema.cert import load_certificate
 

@@ -58,7 +58,7 @@ def test_plan_help_builds_no_certificate_schema():
     """Its schema and planner modules load when a plan is made, not for --help (building the
     pydantic classes was most of its start-up)."""
     loaded = _loaded_commands(["plan", "--help"], prefix="afford.")
-    assert not loaded & {"afford.schema.cert", "afford.plan.planner", "afford.schema.manifest"}
+    assert not loaded & {"afford.schema.cert", "afford.planning.planner", "afford.schema.manifest"}
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

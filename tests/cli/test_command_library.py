@@ -119,7 +119,7 @@ def test_written_certificate_says_what_ends_the_run(tmp_path):
 
 
 def test_prepare_levers_checks_then_resolves_the_job(tmp_path, monkeypatch):
-    import afford.certify.stage_levers as jobs
+    import afford.certification.stage_levers as jobs
     from afford.api.levers_command import prepare_levers
 
     calls = []

@@ -77,7 +77,7 @@ def test_the_readme_tour_has_a_row_for_every_command():
 
 
 def test_the_readme_names_compare_verdicts_as_the_code_spells_them():
-    from afford.plan.compare_laws import NOT_COMPARED, NOT_REPRODUCED, REPRODUCES
+    from afford.planning.compare_laws import NOT_COMPARED, NOT_REPRODUCED, REPRODUCES
 
     row = next(ln for ln in _tour().splitlines() if ln.startswith("| `afford compare"))
     for word, code in ((REPRODUCES, 0), (NOT_REPRODUCED, 1), (NOT_COMPARED, 2)):

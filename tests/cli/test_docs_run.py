@@ -100,7 +100,7 @@ def test_the_readme_loop_guard_reads_the_plan_the_session_wrote(here):
 @pytest.mark.slow
 def test_the_readme_python_snippet_prints_a_figure_a_person_reads(here, cpu_cert_path,
                                                                    monkeypatch, capsys):
-    import afford.certify as certify_pkg
+    import afford.certification as certify_pkg
 
     cert = load_certificate(cpu_cert_path)
     monkeypatch.setattr(certify_pkg, "certify", lambda req, on_event, on_plan: cert)

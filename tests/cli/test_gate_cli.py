@@ -6,8 +6,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from afford.certify import stages_for
-from afford.certify.request import CertifyRequest
+from afford.certification import stages_for
+from afford.certification.request import CertifyRequest
 from afford.cli import app
 from afford.schema.cert import Certificate
 
@@ -130,7 +130,7 @@ def test_default_certificate_carries_the_init_loss_gate(cpu_cert: Certificate):
 @pytest.mark.slow
 def test_certify_says_halt_when_a_gate_fails_and_exits_1_under_strict(tmp_path, monkeypatch,
                                                                        cpu_cert):
-    import afford.certify as certify_pkg  # the command imports certify() when it runs
+    import afford.certification as certify_pkg  # the command imports certify() when it runs
     from afford.fit.gates import GateSettings, init_loss_gate
     from afford.schema.determinism_section import InitLossReading
 
@@ -169,7 +169,7 @@ def _result(name, mode, points):
 
 
 def test_default_init_loss_readings_come_from_the_sweeps_step_0():
-    from afford.certify.stage_gates import sweep_init_losses
+    from afford.certification.stage_gates import sweep_init_losses
 
     results = [_result("tinylm", "bf16", [(16, 256, [5.5, 5.7, 5.6]), (32, 256, []),
                                            (64, 256, [5.0])]),

@@ -122,10 +122,10 @@ def test_the_certify_summary_at_80_columns_breaks_no_word(cert, here, monkeypatc
 
 
 def test_levers_and_gate_at_80_columns_break_no_word(here, monkeypatch):
-    import afford.certify.stage_levers as jobs
+    import afford.certification.stage_levers as jobs
     import afford.cli.gate as cli_gate
     import afford.cli.levers as cli_levers
-    from afford.certify.stage_gates import GateOutcome
+    from afford.certification.stage_gates import GateOutcome
     from tests.unit.test_gates import _cmp, _run, _section
 
     levers = load_certificate(SIZES).levers

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from afford.cli import app
 from afford.core.errors import InputError
 from afford.core.provenance import Tag
-from afford.plan import planner
+from afford.planning import planner
 from afford.report.plan_tables import render_plan, render_verdict
 from afford.schema.cert import save_certificate
 from afford.schema.manifest import pinned_sources
@@ -220,7 +220,7 @@ def test_plan_json_round_trips(synthetic):
     assert doc["quota"]["naive_chunks"]["source"].startswith("quota / chunk (WRONG")
     kill = doc["failures"]["rows"][1]
     assert kill["point"] == "mid-chunk" and "worst_with" in kill and "restart" in kill
-    from afford.plan.result import PlanResult
+    from afford.planning.result import PlanResult
     assert PlanResult.model_validate(doc).quota.whole_chunks.value == 2
 
 

@@ -9,7 +9,7 @@ import io
 
 from rich.console import Console
 
-from afford.certify import Progress
+from afford.certification import Progress
 from afford.report.progress import RichProgress, TypedLines
 
 

@@ -89,8 +89,8 @@ def test_rank0_sweep_joins_the_distributed_section(cpu_cert):
 
     import torch
 
-    from afford.certify.request import CertifyRequest
-    from afford.certify.stage_distributed import DistOptions, _with_sweep
+    from afford.certification.request import CertifyRequest
+    from afford.certification.stage_distributed import DistOptions, _with_sweep
     from tests.answers.test_plan_devices import section
 
     d = section()

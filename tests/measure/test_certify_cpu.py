@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from afford.certify.sweep import assemble_point
+from afford.certification.sweep import assemble_point
 from afford.core.errors import InputError
 from afford.report import markdown
 from afford.report.build import Inputs, build_report

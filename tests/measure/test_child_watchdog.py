@@ -60,8 +60,8 @@ def test_a_stopped_child_is_stopped_by_the_watchdog_and_its_points_remeasured(
     assert all("was stopped by the watchdog after 1.5 s" in r["replaced"] for r in again)
     from types import SimpleNamespace
 
-    from afford.certify.partial import sweep_failures
-    from afford.certify.sweep import assemble_point, fit_workload
+    from afford.certification.partial import sweep_failures
+    from afford.certification.sweep import assemble_point, fit_workload
 
     points = [assemble_point(it["value"], [c[it["key"]] for c in out], None) for it in ITEMS]
     result = fit_workload("w", SimpleNamespace(sweep_param="n"), "fp32", points)
@@ -192,7 +192,7 @@ def test_a_killed_probes_folders_are_swept_where_the_probe_child_starts(tmp_path
 
 
 def test_a_remeasured_point_says_so():
-    from afford.certify.sweep import assemble_point
+    from afford.certification.sweep import assemble_point
 
     rec = {"order_position": 0, "median_seconds": 0.01, "timed_seconds": [0.01],
            "timed_step_indices": [3]}

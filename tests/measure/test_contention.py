@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from afford.certify.stage_time import judged_children, step_seconds
-from afford.certify.sweep import assemble_point
+from afford.certification.stage_time import judged_children, step_seconds
+from afford.certification.sweep import assemble_point
 from afford.fit.time.contention import (
     child_free_median,
     free_steps,

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from afford.certify.request import FIRST_LOOK, CertifyRequest, device_defaults, is_first_look
+from afford.certification.request import FIRST_LOOK, CertifyRequest, device_defaults, is_first_look
 from afford.cli import app
 from afford.report.progress import LineProgress
 from afford.schema.cert import load_certificate
@@ -87,7 +87,7 @@ def test_a_first_look_off_a_terminal_says_so_and_writes_its_progress(tmp_path, m
     """``afford certify`` in a pipe on a CPU: the request leaves precision and workloads to
     the device, the first look is announced with the way to the full certificate, and the
     progress comes as lines (certify's measuring replaced by a scripted run)."""
-    import afford.certify as certify_pkg
+    import afford.certification as certify_pkg
 
     asked = []
 

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import torch
 
-from afford.certify.stage_gates import GateRequest, run_gates
+from afford.certification.stage_gates import GateRequest, run_gates
 from afford.fit.gates import GateSettings, evaluate, init_loss_gate, noise_floor_gate
 from afford.measure import gate_runs
 from afford.measure.determinism import audit_workload

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from afford.certify.stage_levers import LEVERS, LeverJob, measure_levers
+from afford.certification.stage_levers import LEVERS, LeverJob, measure_levers
 from afford.measure.timing import rule_for, time_point
 from afford.workloads import resolve, train_step
 from afford.workloads.base import check_gradients, validate_shape

@@ -7,7 +7,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from afford.certify.stage_sizes import measure_sizes
+from afford.certification.stage_sizes import measure_sizes
 from afford.cli import app
 from afford.measure.timing import rule_for
 from afford.schema.cert import load_certificate, save_certificate
@@ -122,7 +122,7 @@ def test_levers_cli_bad_arm(tmp_path, arm, match):
     path = tmp_path / "c.json"
     save_certificate(certificate(None).model_copy(update={"environment": environment(
         device_type="cpu", device_name="Some CPU", device_class="cpu")}), path)
-    from afford.certify.stage_levers import check_arms, parse_arms
+    from afford.certification.stage_levers import check_arms, parse_arms
 
     with pytest.raises(Exception, match=match):
         check_arms(parse_arms([arm]), "cpu")
@@ -131,7 +131,7 @@ def test_levers_cli_bad_arm(tmp_path, arm, match):
 
 
 def test_arms_pair_with_the_base_variant():
-    from afford.certify.stage_levers import Arm, pairs
+    from afford.certification.stage_levers import Arm, pairs
 
     ps = pairs("tinylm", "bf16", ("fused",), (Arm("no-kda", "mypkg.m:without"),))
     arm = ps[-1]

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from afford import figures
-from afford.certify import stages_for
-from afford.certify.request import CertifyRequest
+from afford.certification import stages_for
+from afford.certification.request import CertifyRequest
 from afford.core.provenance import Tag
 from afford.measure.memory_sweep import run_memory_child
 from afford.schema.memory_section import HELDOUT_ROLES
@@ -115,7 +115,7 @@ def _fake_child(items, **kw):
 def _ctx(modes=()):
     from types import SimpleNamespace
 
-    from afford.certify.request import StageContext, resolve
+    from afford.certification.request import StageContext, resolve
 
     req = CertifyRequest(workloads=["tinylm", "tests.user_workload:factory"],
                          modes=list(modes), device="cuda")
@@ -126,7 +126,7 @@ def _ctx(modes=()):
 
 
 def test_stage_fits_each_mode_and_skips_what_is_not_transformer_shaped(monkeypatch):
-    import afford.certify.stage_memory as stage
+    import afford.certification.stage_memory as stage
 
     seen = {}
     monkeypatch.setattr(stage, "run_memory_child",
@@ -148,7 +148,7 @@ def test_stage_fits_each_mode_and_skips_what_is_not_transformer_shaped(monkeypat
 
 
 def test_stage_records_a_child_that_cannot_start(monkeypatch):
-    import afford.certify.stage_memory as stage
+    import afford.certification.stage_memory as stage
 
     def broken(items, **kw):
         raise OSError("no such interpreter")
@@ -165,7 +165,7 @@ def test_stage_records_a_child_that_cannot_start(monkeypatch):
 def test_loop_effect_with_three_steps_by_hand():
     """Step 0 peaks before the Adam moments exist; steps 1 and 2 carry them; the growth
     after step 1 is step 2's rise of the budgeted (reserved) peak."""
-    from afford.certify.stage_memory import loop_effect
+    from afford.certification.stage_memory import loop_effect
     from afford.schema.memory_section import MemoryShape
 
     def shape(params, alloc, res):

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import afford.certify as certify_mod
+import afford.certification as certify_mod
 from afford.measure.probes.checkpoint import checkpoint_probe, host_state
 
 

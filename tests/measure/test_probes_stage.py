@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from afford import figures
-from afford.certify.stage_probes import assemble_section, gemm_dtype_for, workload_items
+from afford.certification.stage_probes import assemble_section, gemm_dtype_for, workload_items
 from afford.core.provenance import NotExecutable, Tag
 from afford.figures.probes_figures import probes_json, summarize_probes
 from afford.measure.probes.protocol import probe_protocol

@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-import afford.certify.stage_probes as stage
+import afford.certification.stage_probes as stage
 import afford.measure.children as children
 from afford.measure.probes.protocol import probe_protocol
 from afford.measure.timing import rule_for
@@ -65,8 +65,8 @@ def test_on_last_runs_once_as_the_last_child_starts(monkeypatch):
 
 
 def test_stage_children_are_spawned_ahead_on_cuda_only_and_as_asked():
-    from afford.certify import spawners_for
-    from afford.certify.request import CertifyRequest
+    from afford.certification import spawners_for
+    from afford.certification.request import CertifyRequest
 
     assert sorted(spawners_for(CertifyRequest(), "cuda:0")) == ["memory", "probes"]
     assert sorted(spawners_for(CertifyRequest(memory=False), "cuda")) == ["probes"]

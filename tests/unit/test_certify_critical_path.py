@@ -1,6 +1,6 @@
 """What certify's parent computes between the device's stages (issue 38's minute): the
 step-time models bounded by the probes' ceilings are fitted beside the memory stage on CUDA
-(afford.certify._Ceilings through run_stages' on_section): the fitting starts as soon as the
+(afford.certification._Ceilings through run_stages' on_section): the fitting starts as soon as the
 probes' section is ready, the memory stage's child runs meanwhile, and the result is the one
 a fit after both would give; the early round between the sweep's first and second child
 assembles the first child's points without the throughput law it does not read."""
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import afford.certify as certify_mod
+import afford.certification as certify_mod
 
 
 def _stages(order: list[str], memory_started: threading.Event):
@@ -85,7 +85,7 @@ def test_a_failed_fit_is_raised_in_the_callers_thread(monkeypatch):
 
 
 def test_the_early_round_assembles_points_without_the_law():
-    from afford.certify.sweep import fit_workload
+    from afford.certification.sweep import fit_workload
     from afford.schema.point import Point
     from afford.workloads import resolve
 

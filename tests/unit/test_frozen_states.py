@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from afford.certify.stage_memory import build_law, plan_job
+from afford.certification.stage_memory import build_law, plan_job
 from afford.fit.memory import sizing
 from afford.measure.memory_sweep import frozen_bytes, states_bytes
 from afford.schema.memory_section import MemoryShape

@@ -24,9 +24,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("fit", ("fit",)),
     ("workloads", ("workloads",)),
     ("measure", ("measure",)),
-    ("certify", ("certify",)),
+    ("certification", ("certification",)),
     ("figures", ("figures",)),
-    ("plan", ("plan",)),
+    ("planning", ("planning",)),
     ("wings", ("bars", "track")),  # docs/DESIGN.md section 2: the bars and the loop guard
     ("api", ("api",)),
     ("report", ("report",)),
@@ -135,7 +135,7 @@ def test_no_import_circle(graph):
 def test_the_checks_can_fail():
     """A circle through three modules is found; an import from fit up to plan is up."""
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert layer("afford.fit.time.throughput") < layer("afford.plan.scale_ladder")
+    assert layer("afford.fit.time.throughput") < layer("afford.planning.scale_ladder")
     assert layer("afford.cli.plan") == len(LAYERS) - 2 and layer("afford.core.errors") == 0
     assert layer("afford") == layer("afford._entry") == len(LAYERS) - 1
     assert layer("afford.fit") == layer("afford.fit.memory.sizing") == 2
@@ -284,6 +284,34 @@ def test_the_guardrails_can_fail(tmp_path):
     assert any("_with_default" in x for x in private_imports(known))
     assert any("as replay_fit" in x for x in misleading_aliases(known))
     assert len(file_io(bad)) == 2
+
+
+def module_classes(known: dict[str, Path]) -> list[str]:
+    """Classes deriving from ``ModuleType``: the only classes a module object's ``__class__``
+    may be swapped for, which is how a module is made callable. A name of the package is a
+    module or a function, never both."""
+    out = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                    (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) ==
+                    "ModuleType" for b in node.bases):
+                out.append(f"{name}:{node.lineno} class {node.name}(ModuleType)")
+    return out
+
+
+def test_no_module_is_made_callable(tmp_path):
+    """The API's functions are plain functions (issue 42): no module object gets a callable
+    class, and no folder shares its name with a function of the API (importing the folder's
+    package would rebind the name)."""
+    import afford
+
+    assert module_classes(modules()) == []
+    folders = {p.name for p in (SRC / "afford").iterdir() if (p / "__init__.py").exists()}
+    assert folders & set(afford.__all__) == set()
+    bad = tmp_path / "bad.py"
+    bad.write_text("import types\nclass Callable(types.ModuleType):\n    pass\n")
+    assert module_classes({"afford.x": bad}) == ["afford.x:2 class Callable(ModuleType)"]
 
 
 def test_the_design_names_every_command():

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from afford.certify.stage_memory import build_law, plan_job, refit_law, refit_section, s2_term
+from afford.certification.stage_memory import build_law, plan_job, refit_law, refit_section, s2_term
 from afford.schema.memory_section import MemorySection
 from afford.workloads import resolve
 from tests.paths import DATA

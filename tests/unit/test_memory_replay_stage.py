@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from afford.certify.stage_memory import MemoryJob, build_law, refit_law
+from afford.certification.stage_memory import MemoryJob, build_law, refit_law
 from afford.fit.memory.replay_model import SYNTHESIS_TOLERANCE, build_replay, use_replay
 from afford.schema.memory_section import MemoryLaw, MemorySection
 from tests.paths import DATA
@@ -117,7 +117,7 @@ def test_an_allocator_option_the_model_does_not_follow_is_not_trusted():
 def test_the_laws_held_out_misses_say_the_replay_answers_where_it_does():
     import json
 
-    from afford.certify.stage_memory import refit_law
+    from afford.certification.stage_memory import refit_law
     from afford.fit.memory.replay_model import with_replay
     from afford.schema.memory_section import MemoryLaw
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from afford.certify.stage_time import refit_law, settle
-from afford.certify.sweep import assemble_point
+from afford.certification.stage_time import refit_law, settle
+from afford.certification.sweep import assemble_point
 from afford.figures.noise import load_line, summarize_noise
 from afford.fit.time.time_noise import outlier_children
 from afford.schema.point import ChildPoint

@@ -8,7 +8,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from afford.core.provenance import inherited, measured
-from afford.plan import disk, failures, planner
+from afford.planning import disk, failures, planner
 from tests.plan_helpers import make_cert, make_platform, make_run
 
 restart = st.floats(min_value=0.0, max_value=1e4)

@@ -6,9 +6,9 @@ import pytest
 
 from afford.core.provenance import Tag, assumed, inherited, measured
 from afford.figures.memory_at import MemoryAnswer, judged_plain
-from afford.plan import cadence, chunk, disk, failures, quota
-from afford.plan.derive import ceil_div, floor_div
-from afford.plan.result import StartupComponent
+from afford.planning import cadence, chunk, disk, failures, quota
+from afford.planning.derive import ceil_div, floor_div
+from afford.planning.result import StartupComponent
 from afford.schema.memory_law import projected_reserved
 
 GIB = 2**30
@@ -501,7 +501,7 @@ def test_disk_unknown():
 
 
 def test_floor_and_ceil_div_snap_float_error_only():
-    from afford.plan.derive import ceil_div, floor_div
+    from afford.planning.derive import ceil_div, floor_div
 
     assert floor_div(0.3, 0.1) == 3 and ceil_div(0.3, 0.1) == 3  # 2.9999999999999996
     assert floor_div(10.0, 3.0) == 3 and ceil_div(10.0, 3.0) == 4

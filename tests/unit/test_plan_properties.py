@@ -4,9 +4,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from afford.core.provenance import inherited, measured
-from afford.plan import cadence, chunk, planner, quota
-from afford.plan.derive import REL_TOL
-from afford.plan.result import StartupComponent
+from afford.planning import cadence, chunk, planner, quota
+from afford.planning.derive import REL_TOL
+from afford.planning.result import StartupComponent
 from tests.plan_helpers import GIB, make_cert, make_platform, make_run
 
 seconds = st.floats(min_value=1.0, max_value=1e7, allow_nan=False)

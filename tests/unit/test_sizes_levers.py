@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from afford.certify import stage_levers as lv
-from afford.certify.stage_sizes import SIZES, ladder_items, size_configs
+from afford.certification import stage_levers as lv
+from afford.certification.stage_sizes import SIZES, ladder_items, size_configs
 from afford.core.errors import InputError
 from afford.core.provenance import NotExecutable
 from afford.fit.time.phases import growth, phase_child, phase_split, premise
@@ -71,7 +71,7 @@ def test_section_law_keeps_exclusions_and_needs_two_sizes():
 
 
 def test_ladder_sizes_ride_in_the_sweep_on_a_gpu():
-    from afford.certify.request import CertifyRequest, resolve
+    from afford.certification.request import CertifyRequest, resolve
     from afford.workloads import resolve as resolve_workload
 
     plan = resolve(CertifyRequest(), "cuda", "large-gpu", "cuda:0")
@@ -215,7 +215,7 @@ def _variant(key, seconds=None, excluded=None, blocked=None, tokens=8192):
 
 def test_lever_speedup_and_not_executable_paths():
     pair = lv.Pair("compile", ("A", "bf16"), ("B", "bf16"), "step_seconds")
-    from afford.certify.sweep import point_key
+    from afford.certification.sweep import point_key
 
     def variants(a, b):
         return {point_key("A", "bf16", 1): a, point_key("B", "bf16", 1): b}
@@ -234,11 +234,12 @@ def test_lever_speedup_and_not_executable_paths():
 def test_stages_are_wired_to_the_request(monkeypatch):
     from types import SimpleNamespace
 
-    from afford import certify
-    from afford.certify import stage_sizes as sz
+    from afford import certification
+    from afford.certification import stage_sizes as sz
 
-    assert certify.stages_for(certify.CertifyRequest(gates=False, memory=False, probes=False)) == []
-    assert [s.__name__ for s in certify.stages_for(certify.CertifyRequest(
+    assert certification.stages_for(certification.CertifyRequest(
+        gates=False, memory=False, probes=False)) == []
+    assert [s.__name__ for s in certification.stages_for(certification.CertifyRequest(
         sizes=True, levers=True, gates=False, memory=False, probes=False))] \
         == ["sizes_stage", "levers_stage"]
     seen = {}
@@ -246,7 +247,7 @@ def test_stages_are_wired_to_the_request(monkeypatch):
         configs=configs, **kw) or "S")
     monkeypatch.setattr(lv, "measure_levers", lambda job, on_event: seen.update(job=job) or "L")
     ctx = SimpleNamespace(
-        req=certify.CertifyRequest(precision="quick", children=4, seed=7, sizes=True),
+        req=certification.CertifyRequest(precision="quick", children=4, seed=7, sizes=True),
         env=SimpleNamespace(device_memory_bytes=123, device_type="cpu", device_name="box",
                             torch_version="t", command="c"),
         plan=SimpleNamespace(device="cpu", device_class="cpu", workloads=[("tinylm", None,
@@ -263,7 +264,7 @@ def test_stages_are_wired_to_the_request(monkeypatch):
 
 def test_batch_ladder_fixed_share_by_hand():
     """t = 6 ms + 1e-6 s x tokens at 1k, 2k, 4k tokens: F = 6 ms, share at x1 = 6/7."""
-    from afford.certify.sweep import point_key
+    from afford.certification.sweep import point_key
 
     def v(spec, tokens):
         key = point_key(spec, "bf16", 64)
@@ -298,9 +299,9 @@ def test_ladder_sizes_are_read_from_the_sweeps_records(monkeypatch):
     law is bounded by the probes' GEMM rate and bandwidth and uses the memory law's bytes."""
     from types import SimpleNamespace
 
-    from afford.certify.request import CertifyRequest, resolve
-    from afford.certify.stage_sizes import LADDER_SIZES, sizes_stage
-    from afford.certify.sweep import point_key
+    from afford.certification.request import CertifyRequest, resolve
+    from afford.certification.stage_sizes import LADDER_SIZES, sizes_stage
+    from afford.certification.sweep import point_key
     from afford.schema.probes_section import CopyProbe, GemmProbe
 
     plan = resolve(CertifyRequest(), "cuda", "large-gpu", "cuda:0")

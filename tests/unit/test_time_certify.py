@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from afford.certify.stage_time import (
+from afford.certification.stage_time import (
     child_options,
     fit_time_model,
     plan_design,
@@ -153,7 +153,7 @@ def test_with_the_device_side_the_model_is_two_sided_and_judges_every_held_out_s
 
 
 def test_judged_errors_take_the_device_side_on_the_floor_and_the_band():
-    from afford.certify.stage_time import judged_errors
+    from afford.certification.stage_time import judged_errors
     from afford.schema.time_law import ModelPoint
 
     def mp(**kw):
@@ -351,7 +351,7 @@ def test_design_items_are_timed_for_the_model_not_to_one_percent():
     """Shapes beyond the sweep stop timing by DESIGN_CAP_SECONDS and run no synced steps;
     held-out shapes are not FLOP-counted (the scaling laws predict them); sweep items carry
     none of these flags."""
-    from afford.certify.stage_time import DESIGN_CAP_SECONDS
+    from afford.certification.stage_time import DESIGN_CAP_SECONDS
 
     design = plan_design("tinylm", tinylm_large(), "bf16", [1024, 2048, 4096, 8192])
     items = {it["key"]: it for it in design.items()}
@@ -369,8 +369,8 @@ def test_design_items_are_timed_for_the_model_not_to_one_percent():
 def _early_round(seconds):
     """(the plan's items, the items the sweep's later children get) after a first child
     whose steps follow ``seconds``."""
-    from afford.certify.request import Plan
-    from afford.certify.stage_time import early_round
+    from afford.certification.request import Plan
+    from afford.certification.stage_time import early_round
     from tests.time_fakes import event
 
     w = tinylm_large()

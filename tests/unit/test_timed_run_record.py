@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from afford.certify.sweep import assemble_point, protocol_of
+from afford.certification.sweep import assemble_point, protocol_of
 from afford.measure.sweep_child import run_point
 from afford.measure.timing import rule_for
 from afford.schema.cert import load_certificate
@@ -56,7 +56,7 @@ def test_a_point_of_an_older_certificate_has_no_run_figures():
 
 
 def test_the_protocol_says_how_the_steps_were_timed():
-    from afford.certify.request import CertifyRequest
+    from afford.certification.request import CertifyRequest
 
     req = CertifyRequest(precision="adaptive")
     p = protocol_of(req, rule_for("adaptive"), "cuda")

@@ -11,20 +11,12 @@
     afford.size(cert, seq=2048, workload="tinylm")                         # SizeReport
 
 Each function calls the library functions its command calls (``afford plan`` and this
-:func:`plan` share :func:`load_inputs` and :func:`afford.plan.planner.plan`), takes files by
-path or as the objects already loaded, and raises :class:`~afford.core.errors.InputError` for
-bad input (the CLI's exit 2) instead of exiting. ``afford.certify`` is in
-:mod:`afford.certify` (:func:`afford.certify.run`), which measures.
-
-Why ``afford.certify`` and ``afford.plan`` are packages *and* functions: both names are
-subpackages, and importing a subpackage sets the package's attribute of that name to the
-module, which would replace any function bound there. So the two subpackages are callable
-modules (a ``CallableModule``, :func:`afford.core.callable_package.make_callable`):
-``afford.certify(...)`` calls :func:`afford.certify.run` and ``afford.plan(...)`` calls
-:func:`plan` here, whether or not the subpackage was imported first, and
-``afford.plan.planner`` stays the planner module. ``import afford`` imports none of this (the
-package root loads it on first use) and no torch; the functions here import no torch either
-(certify does: it measures).
+:func:`plan` share :func:`load_inputs` and :func:`afford.planning.planner.plan`), takes files
+by path or as the objects already loaded, and raises :class:`~afford.core.errors.InputError`
+for bad input (the CLI's exit 2) instead of exiting. ``afford.certify`` is
+:func:`afford.certification.run`, beside what it sequences (it measures). The package root
+binds each name on first use (``import afford`` imports none of this, and no torch); the
+functions here import no torch either.
 """
 
 from __future__ import annotations
@@ -39,14 +31,14 @@ from afford.core.errors import InputError
 
 if TYPE_CHECKING:
     from afford.figures.memory_figures import SizeReport
-    from afford.plan.prediction import PredictResult
-    from afford.plan.result import PlanResult, Verdict
+    from afford.planning.prediction import PredictResult
+    from afford.planning.result import PlanResult, Verdict
     from afford.schema.cert import Certificate
     from afford.schema.platform import Platform
     from afford.schema.run import RunFile
 
 
-__all__ = ["load_inputs", "plan", "predict", "preflight", "size", "torch_version_here"]
+__all__ = ["load_cert", "load_inputs", "plan", "predict", "preflight", "size", "torch_version_here"]
 
 
 def load_inputs(cert: Any, platform: Any, run: Any = None, manifest: Any = None
@@ -55,17 +47,25 @@ def load_inputs(cert: Any, platform: Any, run: Any = None, manifest: Any = None
     name for the platform) or as the object already loaded; InputError (exit 2) naming the
     file, field and reason. The schema modules are imported here, not with the command line:
     building their pydantic classes is most of ``afford plan --help``'s start-up otherwise."""
-    from afford.schema.cert import Certificate, load_certificate
-    from afford.schema.manifest import pinned_sources
     from afford.schema.platform import Platform, load_platform
     from afford.schema.run import RunFile, load_run
 
-    c = cert if isinstance(cert, Certificate) else load_certificate(_path(cert, "cert"))
+    c = load_cert(cert)
     p = platform if isinstance(platform, Platform) else load_platform(_text(platform,
                                                                             "platform"))
     r = run if run is None or isinstance(run, RunFile) else load_run(_path(run, "run"))
-    pins = manifest if isinstance(manifest, dict) else pinned_sources(manifest)
-    return c, p, r, pins
+    if isinstance(manifest, dict) or manifest is None:  # None: every source unpinned
+        return c, p, r, manifest or {}
+    from afford.schema.manifest import pinned_sources  # with its file lock: only to read one
+
+    return c, p, r, pinned_sources(manifest)
+
+
+def load_cert(cert: Any) -> Certificate:
+    """The certificate, given as a path or as the object already loaded."""
+    from afford.schema.cert import Certificate, load_certificate
+
+    return cert if isinstance(cert, Certificate) else load_certificate(_path(cert, "cert"))
 
 
 def torch_version_here() -> str | None:
@@ -79,7 +79,7 @@ def torch_version_here() -> str | None:
 def plan(cert: Any, platform: Any, run: Any = None, *, manifest: Any = None) -> PlanResult:
     """``afford plan``: the chunk, steps per chunk and memory fit of every measured shape,
     the weekly quota, checkpoint cadence, failure ledger and disk (with ``run``: for it)."""
-    from afford.plan import planner
+    from afford.planning import planner
 
     c, p, r, _ = load_inputs(cert, platform, run)
     pins, changed = _pins(manifest, r)
@@ -91,7 +91,7 @@ def preflight(cert: Any, platform: Any, run: Any, *, manifest: Any = None,
               accept_noisy: bool = False, now: datetime | None = None) -> Verdict:
     """``afford preflight``: GO (``.go``) or NO-GO with every reason; ``now``: the time the
     certificate's age is judged at (default: now)."""
-    from afford.plan import planner
+    from afford.planning import planner
 
     c, p, r, _ = load_inputs(cert, platform, run)
     if r is None:
@@ -106,10 +106,10 @@ def _pins(manifest: Any, run: RunFile | None) -> tuple[dict[str, bool], tuple[st
     """(source -> pinned, one line per source of the run whose data changed since it was
     pinned): a manifest's pins are re-checked where they are used; a dict of pins is taken
     as given."""
+    if isinstance(manifest, dict) or manifest is None:  # None: every source unpinned
+        return manifest or {}, ()
     from afford.schema.manifest import check_pins
 
-    if isinstance(manifest, dict):
-        return manifest, ()
     check = check_pins(manifest)
     used = run.data_sources if run is not None else []
     return check.pinned, tuple(f"data source {n!r} {check.changed[n]}"
@@ -121,11 +121,11 @@ def predict(cert: Any, batch: int | str, seq: int | str, *, workloads: list[str]
             memory_fraction: float | str | None = None) -> PredictResult:
     """``afford predict``: step time, tokens/s, steps per chunk (with a platform) and memory
     at (batch, seq) for each workload of the certificate."""
-    from afford.plan.prediction import predict as predict_at
+    from afford.planning.prediction import predict as predict_at
     from afford.schema.platform import Platform, load_platform
 
     b, s = _dim(batch, "batch"), _dim(seq, "seq")
-    c = load_inputs(cert, "local")[0]
+    c = load_cert(cert)
     p = None if platform is None else platform if isinstance(platform, Platform) else \
         load_platform(_text(platform, "platform"))
     frac = None if memory_fraction is None else _share(memory_fraction, "memory_fraction")
@@ -149,7 +149,7 @@ def size(cert: Any, seq: int | str, batch: int | str | None = None, *,
 
     s = _dim(seq, "seq")
     b = None if batch is None else _dim(batch, "batch")
-    c = load_inputs(cert, "local")[0]
+    c = load_cert(cert)
     mine = constants if constants is None or isinstance(constants, UserConstants) else \
         load_constants(_path(constants, "constants"))
     frac = MEMORY_FRACTION if memory_fraction is None else \

@@ -6,7 +6,7 @@ and :func:`measure_and_write`, renders the :class:`WrittenCertificate` they retu
 the exit code from it (``--distributed`` hands the request to
 :mod:`afford.cli.certify_distributed`). Nothing here prints.
 
-The measuring side (:mod:`afford.certify`, and torch with it) is imported inside the
+The measuring side (:mod:`afford.certification`, and torch with it) is imported inside the
 functions, after the checks that need no torch: a contradiction or a workload name that
 does not read is answered before torch loads.
 """
@@ -24,7 +24,7 @@ from afford.core.provenance import Tagged, assumed, run_label
 from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
-    from afford.certify.request import CertifyRequest
+    from afford.certification.request import CertifyRequest
     from afford.schema.cert import Certificate
 
 
@@ -38,7 +38,7 @@ def certify_request(*, workloads: list[str] | None = None, sweeps: list[str] | N
                     checkpoint_dir: Path | None = None, command: str = "afford certify"
                     ) -> CertifyRequest:
     """The ``afford certify`` flags (each argument is the flag of its name, ``None`` or
-    ``False`` where not given) as a :class:`~afford.certify.request.CertifyRequest`, checked
+    ``False`` where not given) as a :class:`~afford.certification.request.CertifyRequest`, checked
     before anything is measured.
 
     The checks run in this order and the first that fails is an InputError (exit 2): at
@@ -51,12 +51,12 @@ def certify_request(*, workloads: list[str] | None = None, sweeps: list[str] | N
 
     The precision is the one of ``quick``, ``full``, ``adaptive`` given; under
     ``distributed`` with none, adaptive; otherwise ``None``, which leaves it to the device
-    (:func:`afford.certify.request.device_defaults`: on a CPU with no workload either, the
+    (:func:`afford.certification.request.device_defaults`: on a CPU with no workload either, the
     first look). ``command`` is the command line the certificate records."""
     if quick + adaptive + full > 1:
         raise InputError("--quick, --adaptive and --full contradict each other; choose one")
     check_names(workloads)  # torch-free: a typo is answered before torch loads
-    from afford.certify.request import CertifyRequest, check_children, parse_sweep
+    from afford.certification.request import CertifyRequest, check_children, parse_sweep
     from afford.measure.children import child_timeout
 
     child_timeout()  # a bad AFFORD_CHILD_TIMEOUT is exit 2 before anything is measured
@@ -81,7 +81,8 @@ def certify_request(*, workloads: list[str] | None = None, sweeps: list[str] | N
 class WrittenCertificate:
     """A certificate measured and written: the certificate (complete or partial), the path
     it was written to, and whether the run was a CPU's first look (the request left both
-    the precision and the workloads to a CPU: :func:`afford.certify.request.is_first_look`)."""
+    the precision and the workloads to a CPU:
+    :func:`afford.certification.request.is_first_look`)."""
 
     cert: Certificate
     path: Path
@@ -142,11 +143,11 @@ def measure_and_write(req: CertifyRequest, out: Path | None = None, force: bool 
     ``afford-cert-<device>-<time>.json`` in the current folder; an existing file only with
     ``force``; a write that fails saves the measurement beside it and names where:
     :func:`afford.schema.cert.save_measured`). ``measure``: how to measure, default
-    :func:`afford.certify.certify` without progress (the command passes it with its
+    :func:`afford.certification.certify` without progress (the command passes it with its
     progress bar). A partial certificate, a refused workload, a NOISY verdict or a failed
     gate is returned, not raised: see :class:`WrittenCertificate`."""
-    from afford.certify import certify
-    from afford.certify.request import is_first_look
+    from afford.certification import certify
+    from afford.certification.request import is_first_look
     from afford.schema.cert import default_filename, save_measured
 
     cert = (measure or certify)(req)

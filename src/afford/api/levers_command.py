@@ -3,9 +3,9 @@ the run resolved on this box (:func:`prepare_levers`); after the measuring, the 
 rows against the certificate, written into it on request (:func:`levers_result`).
 
 The command line (:mod:`afford.cli.levers`) parses the flags, calls :func:`prepare_levers`,
-measures the job with its progress (:func:`afford.certify.stage_levers.measure_levers`),
+measures the job with its progress (:func:`afford.certification.stage_levers.measure_levers`),
 calls :func:`levers_result`, and renders the :class:`LeversResult`. Nothing here prints.
-What measures (:mod:`afford.certify`, and torch with it) is imported inside the functions,
+What measures (:mod:`afford.certification`, and torch with it) is imported inside the functions,
 after the check that needs no torch.
 """
 
@@ -20,12 +20,12 @@ from afford.core.errors import InputError
 from afford.core.io import check_writable
 from afford.core.provenance import run_label
 from afford.core.published_constants import MODES
-from afford.plan.lever_rows import BatchRung, LeverRow, batch_rungs, lever_rows
+from afford.planning.lever_rows import BatchRung, LeverRow, batch_rungs, lever_rows
 from afford.schema.cert import Certificate, load_certificate, save_measured
 from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
-    from afford.certify.stage_levers import LeverJob
+    from afford.certification.stage_levers import LeverJob
     from afford.schema.levers_section import LeversSection
 
 
@@ -34,7 +34,7 @@ def prepare_levers(cert: Path, *, workloads: list[str] | None = None,
                    mode: str | None = None, quick: bool = False, full: bool = False,
                    children: int = 3, out: Path | None = None, force: bool = False,
                    command: str = "afford levers") -> tuple[Certificate, LeverJob]:
-    """The certificate at ``cert`` and the :class:`~afford.certify.stage_levers.LeverJob` of
+    """The certificate at ``cert`` and the :class:`~afford.certification.stage_levers.LeverJob` of
     the ``afford levers`` flags (each argument is the flag of its name, ``None`` or ``False``
     where not given) on this box, checked before anything is measured.
 
@@ -43,21 +43,21 @@ def prepare_levers(cert: Path, *, workloads: list[str] | None = None,
     name reads; every ``arms`` entry reads as ``NAME=SPEC`` with a free name; every lever
     of ``levers`` is known; the certificate loads; every arm names a workload afford can
     build; ``out`` can be written (an existing file only with ``force``); this box is the
-    certificate's (:func:`afford.certify.stage_levers.lever_job`).
+    certificate's (:func:`afford.certification.stage_levers.lever_job`).
 
     The levers: those of ``levers``, all of them when it is empty, none when it is empty
     and ``arms`` are given (only the arms are measured). The precision: quick, full, else
     adaptive. ``command`` is the command line the levers section records."""
     if quick and full:
         raise InputError("--quick and --full contradict each other; choose one")
-    from afford.certify.request import check_children
+    from afford.certification.request import check_children
 
     check_children(children)
     if mode is not None and mode not in MODES:
         raise InputError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
     check_names(workloads)
-    from afford.certify import stage_levers as jobs
-    from afford.certify.stage_levers import check_arms, parse_arms, parse_levers
+    from afford.certification import stage_levers as jobs
+    from afford.certification.stage_levers import check_arms, parse_arms, parse_levers
 
     parsed = parse_arms(arms)
     chosen = parse_levers(levers) if levers or not parsed else ()

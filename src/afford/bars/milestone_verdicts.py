@@ -38,7 +38,7 @@ from afford.core.errors import InputError
 from afford.core.io import loads_json
 from afford.core.provenance import Tagged, inherited, measured, module
 from afford.core.units import UnitError, parse_number, whole
-from afford.plan.result import read_plan
+from afford.planning.result import read_plan
 from afford.schema import ledger
 from afford.schema.bars_file import (
     BPB_UNIT,
@@ -329,7 +329,7 @@ def plan_columns(rung: Rung, tokens_per_week: Tagged | None, ladder_name: str) -
 
 def tokens_per_week(plan: object, where: str) -> Tagged | None:
     """``quota.tokens_per_week`` of an ``afford.plan/1`` document, read as ``afford report
-    --plan`` reads one (:func:`afford.plan.result.read_plan`); None: the plan has none."""
+    --plan`` reads one (:func:`afford.planning.result.read_plan`); None: the plan has none."""
     quota = read_plan(plan, where).quota
     t = None if quota is None else quota.tokens_per_week
     if t is not None and not isinstance(t.value, (int, float)):

@@ -1,6 +1,6 @@
 """``afford bars`` as a library call: read the data, cut the window, count, score, and write
 the result as an ``afford.bars/1`` document (the one place that sequences them, as
-:mod:`afford.certify` does for certificates; the math it calls is numpy-only and pure).
+:mod:`afford.certification` does for certificates; the math it calls is numpy-only and pure).
 
 Exact or streaming: exact counting holds about :data:`EXACT_BYTES_PER_BYTE` bytes of memory
 per training byte (packed keys, their sort, the run starts); ``method="auto"`` counts exactly

@@ -2,7 +2,7 @@
 
 The command parses its flags, calls the library (:mod:`afford.api.certify_command`: the
 flags checked and made a request, the certificate measured and written), renders the
-summary and sets the exit code. The measuring side (:mod:`afford.certify`, and torch with
+summary and sets the exit code. The measuring side (:mod:`afford.certification`, and torch with
 it) is imported when the command runs, not when the command line is built: ``afford
 --help`` and the commands that only read certificates stay fast. The console script spawns
 the first sweep child before even that (:mod:`afford._entry`)."""
@@ -42,7 +42,7 @@ from afford.report.terminal import certificate_table
 from afford.report.time_model import held_out_table, model_lines
 
 if TYPE_CHECKING:
-    from afford.certify.request import CertifyRequest
+    from afford.certification.request import CertifyRequest
 
 
 def command(
@@ -354,7 +354,7 @@ def _row_json(r) -> dict:
 
 
 def first_look_line() -> str:
-    from afford.certify.request import FIRST_LOOK, FULL_HINT
+    from afford.certification.request import FIRST_LOOK, FULL_HINT
 
     return (f"A first look (the default on a CPU): {', '.join(FIRST_LOOK)} at the quick "
             f"protocol; {FULL_HINT}.")
@@ -364,8 +364,8 @@ def _measure(req: CertifyRequest, show: bool):
     """certify with its progress on stderr: a bar on a terminal (``show``), else one line
     per stage and per workload (:class:`~afford.report.progress.LineProgress`). A CPU's
     first look says so as its plan is made."""
-    from afford.certify import certify
-    from afford.certify.request import is_first_look
+    from afford.certification import certify
+    from afford.certification.request import is_first_look
     from afford.report.progress import LineProgress, RichProgress
 
     def announce(plan, say) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from afford.certify.request import CertifyRequest
-from afford.certify.stage_distributed import DistOptions, certify_distributed
+from afford.certification.request import CertifyRequest
+from afford.certification.stage_distributed import DistOptions, certify_distributed
 from afford.cli.common import err, interactive, out, print_json
 from afford.core.errors import MeasurementError
 from afford.core.provenance import run_label

@@ -10,7 +10,7 @@ import typer
 from afford.cli.common import guard, out, print_json
 from afford.core.errors import InputError
 from afford.core.units import UnitError, flag_number, parse_fraction
-from afford.plan.compare_laws import NOT_COMPARED, REPRODUCES, compare_files
+from afford.planning.compare_laws import NOT_COMPARED, REPRODUCES, compare_files
 from afford.report.compare_tables import comparison_tables, footer, header
 
 

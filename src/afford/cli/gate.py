@@ -1,7 +1,7 @@
 """``afford gate``: run the gates and the determinism audit; exit 1 on any FAIL.
 
-What measures (:mod:`afford.certify.stage_gates`, and torch with it) is imported when the command
-runs, not when the command line is built: ``afford --help`` stays fast."""
+What measures (:mod:`afford.certification.stage_gates`, and torch with it) is imported when
+the command runs, not when the command line is built: ``afford --help`` stays fast."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from afford.schema.determinism_section import DeterminismSection, GatesSection
 from afford.workloads.names import check as check_names
 
 if TYPE_CHECKING:
-    from afford.certify.stage_gates import GateOutcome, GateRequest
+    from afford.certification.stage_gates import GateOutcome, GateRequest
 
 
 def command(
@@ -69,8 +69,8 @@ def command(
     run here (GO), 1 a gate failed (HALT), 2 bad input, 3 the measurement failed."""
     with guard():
         check_names([*(workload or []), *(w for p in pair or [] for w in _parse_pair(p))])
-        from afford.certify.request import parse_sweep
-        from afford.certify.stage_gates import GateRequest
+        from afford.certification.request import parse_sweep
+        from afford.certification.stage_gates import GateRequest
 
         settings = parse_line(line, parse_tolerances(
             tol or [], GateSettings(repeats=repeats, noise_steps=steps)))
@@ -96,7 +96,7 @@ def _parse_pair(text: str) -> tuple[str, str]:
 
 
 def _run(req: GateRequest, show: bool) -> GateOutcome:
-    from afford.certify.stage_gates import run_gates
+    from afford.certification.stage_gates import run_gates
 
     if not show:
         return run_gates(req)

@@ -11,8 +11,8 @@ from afford.cli.common import err, guard, out, print_json
 from afford.core.errors import InputError
 from afford.core.published_constants import MEMORY_FRACTION, MODES, load_scaling
 from afford.core.units import MAX_SECONDS, MIN_FRACTION, UnitError, flag_number, parse_duration
-from afford.plan.ladder_steps import parse_entries
-from afford.plan.scale_ladder import DEFAULT_PARAMS, build_ladder
+from afford.planning.ladder_steps import parse_entries
+from afford.planning.scale_ladder import DEFAULT_PARAMS, build_ladder
 from afford.report.ladder_tables import (
     ladder_notes,
     ladder_table,

@@ -2,7 +2,7 @@
 
 The command parses its flags, calls the library (:mod:`afford.api.levers_command`: the
 flags checked, the run resolved on this box, the levers as rows), measures with its progress
-on stderr, and renders. What measures (:mod:`afford.certify.stage_levers`,
+on stderr, and renders. What measures (:mod:`afford.certification.stage_levers`,
 :mod:`afford.measure`, and torch with them) is imported when the command runs, not when the
 command line is built."""
 
@@ -21,7 +21,7 @@ from afford.report.ladder_tables import batch_lines, batch_table, levers_table
 from afford.report.rich_table import labelled
 
 if TYPE_CHECKING:
-    from afford.certify.stage_levers import LeverJob
+    from afford.certification.stage_levers import LeverJob
 
 LEVERS_SCHEMA = "afford.levers/1"
 
@@ -103,7 +103,7 @@ def _print_levers(done: LeversResult) -> None:
 
 
 def _measure(job: LeverJob, show: bool):
-    from afford.certify.stage_levers import measure_levers
+    from afford.certification.stage_levers import measure_levers
 
     if not show:
         return measure_levers(job)

@@ -12,7 +12,7 @@ from afford.cli.common import alloc_conf_here, fraction_flag, guard, out, positi
 from afford.cli.plan import PLATFORM_HELP
 from afford.core.errors import InputError
 from afford.core.published_constants import MODES
-from afford.plan.prediction import predict
+from afford.planning.prediction import predict
 from afford.report.predict_tables import render_predict
 from afford.schema.cert import load_certificate
 from afford.schema.platform import load_platform

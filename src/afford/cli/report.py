@@ -12,7 +12,7 @@ import typer
 from afford.cli.common import err, guard, out
 from afford.core.errors import InputError
 from afford.core.io import atomic_write_text, check_writable, ensure_folder, read_json
-from afford.plan.result import read_plan
+from afford.planning.result import read_plan
 from afford.report import html, markdown, plots
 from afford.report.build import Inputs, build_report
 from afford.report.rich_table import labelled

@@ -112,7 +112,7 @@ def _measured(cert, cert_path: Path, workload: str | None, mode: str | None,
     if str(cert_path) == "-":
         raise InputError("--measure keeps the reading in the certificate: give its file, "
                          "not standard input")
-    from afford.certify import asked
+    from afford.certification import asked
     from afford.figures.memory_figures import find_law
     from afford.measure.env import capture, choose_device
     from afford.schema.cert import save_measured

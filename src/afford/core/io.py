@@ -316,15 +316,17 @@ def loads_toml(text: str, label: str) -> dict:
     return doc
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool = True) -> Path:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool = True,
+                       mode: int | None = None) -> Path:
     """Write ``data`` to ``path`` atomically. With ``overwrite=False`` an existing file is an
-    :class:`InputError` (nothing a user wrote is overwritten without asking). Raises
+    :class:`InputError` (nothing a user wrote is overwritten without asking). ``mode``: the
+    file's permission bits (default: an existing file's, else 0666 less the umask). Raises
     InputError (bad path, exit 2) or WriteError (failed mid-way, exit 3); never a raw
     OSError."""
     target = Path(path)
     folder = _check_target(target, overwrite=overwrite)
     clean_stale_temps(folder, legacy_of=target.name)
-    mode = _mode_for(target)
+    mode = _mode_for(target) if mode is None else mode
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}{TEMP_TAG}", suffix=".tmp",
                                    dir=folder)

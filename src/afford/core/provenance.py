@@ -20,8 +20,6 @@ which names its inputs, as they refuse an untagged number. A share is a fraction
 a share of a budget) that may pass 100 %.
 """
 
-from __future__ import annotations
-
 import math
 from enum import Enum
 from typing import Union
@@ -45,7 +43,7 @@ Scalar = Union[float, int, str, bool, None]
 class Tagged(BaseModel):
     """A value with its unit and provenance. The only kind of number a renderer accepts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     value: Scalar
     unit: str = ""
@@ -136,7 +134,7 @@ def run_label(run, what: str = "certify") -> str:
 class Struck(BaseModel):
     """A withdrawn or retracted value: kept, struck, with the reason and its successor."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     value: Tagged
     status: str = Field("withdrawn", pattern="^(withdrawn|retracted)$")
@@ -153,7 +151,7 @@ class CannotRunHere(RuntimeError):
 class NotExecutable(BaseModel):
     """A probe that could not run here, with the error text (rule 9)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     what: str
     reason: str

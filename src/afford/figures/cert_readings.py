@@ -1,6 +1,7 @@
 """A certificate's figures as ledger readings (``afford certify --history``, ``afford
 history add CERT``): every timed point with its children's step indices, the laws, and what
-the later stages expose through :mod:`afford.figures`, in the ledger's format
+the later stages expose (:mod:`afford.figures.probes_figures`,
+:mod:`afford.figures.session_costs`), in the ledger's format
 (:mod:`afford.schema.ledger`)."""
 
 from __future__ import annotations
@@ -85,20 +86,20 @@ def _law_readings(cert: Certificate, r: WorkloadResult, base: dict) -> list[dict
 
 
 def _contract_readings(cert: Certificate, base: dict) -> list[dict]:
-    """What the later stages expose through :mod:`afford.figures` (probes, checkpoints,
-    startup). A figure a stage did not write is ``None`` there and is left out here."""
-    from afford import figures
+    """What the later stages expose (the probes' figures, checkpoints, startup). A figure
+    a stage did not write is ``None`` there and is left out here."""
+    from afford.figures import probes_figures, session_costs
 
     found: list[tuple[str, Tagged | None, str]] = []
     for dtype in ("fp32", "tf32", "bf16", "fp16"):
-        found.append((f"gemm_{dtype}_flop_per_second", figures.gemm_rate(cert, dtype), ""))
-    found.append(("copy_bytes_per_second", figures.copy_bandwidth(cert), ""))
+        found.append((f"gemm_{dtype}_flop_per_second", probes_figures.gemm_rate(cert, dtype), ""))
+    found.append(("copy_bytes_per_second", probes_figures.copy_bandwidth(cert), ""))
     for r in cert.workloads:
         found.append((f"{r.name}/{r.mode}/checkpoint_write_seconds",
-                      figures.checkpoint_write_seconds(cert, r.name, r.mode), ""))
+                      session_costs.checkpoint_write_seconds(cert, r.name, r.mode), ""))
         found.append((f"{r.name}/{r.mode}/checkpoint_bytes",
-                      figures.checkpoint_bytes(cert, r.name, r.mode), ""))
-    for name, t in figures.startup_seconds(cert).items():
+                      session_costs.checkpoint_bytes(cert, r.name, r.mode), ""))
+    for name, t in session_costs.startup_seconds(cert).items():
         found.append((f"startup/{name}_seconds", t, "0" if name == "first_step" else ""))
     rows = []
     for quantity, t, steps in found:
@@ -127,7 +128,7 @@ def noisy_reason(cert: Certificate) -> str:
 def certificate_readings(cert: Certificate, command: str) -> list[Reading]:
     """The headline readings of a certificate: warm and step-0 seconds per resident point
     (with the timed step indices of every child), peak memory, the chosen law's exponent,
-    R^2, floor and leave-one-out error, and what :mod:`afford.figures` exposes. Those of a
+    R^2, floor and leave-one-out error, and what the later stages expose. Those of a
     NOISY certificate are ``noisy``, with its reason (:func:`noisy_reason`)."""
     e = cert.environment
     commit = (e.git_head or "") + ("-dirty" if e.git_dirty else "")

@@ -6,7 +6,7 @@ Answers come from ``cert.distributed`` (written by ``torchrun ... afford certify
 measured (``1 <= N <=`` the largest world size measured) the scaling is MEASURED where that
 world size was run, FITTED from the world-size law ``t(w) = A + B * 2(w-1)/w``
 (:mod:`afford.fit.nodes.dp_scaling`) where it was not. Projections beyond the measured node are
-plans (:mod:`afford.plan.scaling`): they need a stated inter-node bandwidth.
+plans (:mod:`afford.planning.scaling`): they need a stated inter-node bandwidth.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ NAMES = {"measured": "measured", "replay": "the allocator replay", "law": "the m
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class MeasuredShape(_Frozen):

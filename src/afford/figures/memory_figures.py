@@ -5,7 +5,10 @@ The answer at a shape is :mod:`afford.figures.memory_at`'s, from a law and the s
 measured beside it; here it is read off a certificate (:func:`for_cert`: the law with its
 sweep's and design's points; :func:`point_answer`: a workload with no law), with the
 largest batch that fits (:func:`max_batch_for_cert`), the law's held-out accuracy and the
-default formulas beside it.
+default formulas beside it. By workload name, as every command asks: :func:`memory_answer`
+(the one answer), :func:`predicted_memory`, :func:`predicted_params` and :func:`max_batch`.
+The peaks a sweep point measured are read off the point
+(:func:`afford.figures.cert_lookup.peak_bytes`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from afford.fit.memory.sizing import (
     verdicts,
 )
 from afford.schema import memory_law
+from afford.schema.cert import Certificate
 from afford.schema.memory_law import budgeted_bytes, frozen_at
 from afford.schema.memory_section import DefaultVerdict, MemoryLaw
 from afford.schema.user_constants import UserConstants
@@ -113,7 +117,7 @@ def heldout_accuracy(law: MemoryLaw, run: str) -> tuple[Tagged | None, Tagged | 
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class Comparison(_Frozen):
@@ -174,7 +178,7 @@ class SizeReport(_Frozen):
 def size(cert, name: str | None, seq: int, batch: int | None, mode: str | None,
          budget_fraction: float = MEMORY_FRACTION, run: str = "",
          constants: UserConstants | None = None, alloc_conf: str = "") -> SizeReport:
-    """The memory answer at (batch, seq) (:func:`afford.figures.memory_answer`: the same
+    """The memory answer at (batch, seq) (:func:`memory_answer`: the same
     figure every command prints), whether it fits the budget, the largest batch that does
     (``batch`` None: the answer at that batch), the law's own figures, the default formulas
     and the verdicts on their constants; ``constants``: the user's own sizing constants,
@@ -454,3 +458,53 @@ def max_batch_for_cert(cert, law: MemoryLaw, shape: dict[str, int], budget_bytes
     return fitted(n, "sequences", f"largest batch whose memory answer ({src}) fits "
                   f"{budget_bytes:.0f} B at seq {s}; {law.workload} {law.mode}; {run}",
                   extrapolated=bool(at and at.extrapolated))
+
+
+# --- the memory figures every command reads, by workload name ---------------------------
+
+
+def memory_answer(cert: Certificate, name: str, shape: dict[str, int],
+                  mode: str | None = None, alloc_conf: str = "",
+                  budget: Tagged | None = None) -> MemoryAnswer | None:
+    """Peak memory at ``shape`` as every command reads it (:mod:`afford.figures.memory_at`:
+    measured there, else the allocator replay where the certificate trusts it, else the
+    memory law; extrapolated with its reasons; ``fits`` judged against ``budget`` bytes
+    where given); ``None`` where the certificate can say nothing (no memory law for
+    ``name`` and the shape not measured). ``shape`` takes the workload's keys
+    (``{"batch": 16, "seq": 2048}``) or the law's (B, s, d, L, H), plus ``params`` when d,
+    L or H differ from the certified model; missing keys keep the certified base shape."""
+    law = law_or_none(cert, name, mode)
+    if law is None:
+        return point_answer(cert, name, mode, shape, run_label(cert), budget)
+    return for_cert(cert, law, shape, alloc_conf, budget)
+
+
+def predicted_memory(cert: Certificate, name: str, shape: dict[str, int],
+                     mode: str | None = None, alloc_conf: str = ""
+                     ) -> tuple[Tagged, Tagged | None] | None:
+    """(allocated, reserved) of :func:`memory_answer` at ``shape``; on a CPU (peak RSS,
+    None); ``None`` where it has none."""
+    got = memory_answer(cert, name, shape, mode, alloc_conf)
+    return None if got is None else (got.allocated, got.reserved)
+
+
+def predicted_params(cert: Certificate, name: str, shape: dict[str, int],
+                     mode: str | None = None) -> Tagged | None:
+    """Trainable parameters at ``shape`` as the memory law counts them (the fitted count at
+    the certified d, L, H; scaled as L*d^2 otherwise, said in the source); ``None`` without
+    a law for ``name``."""
+    law = law_or_none(cert, name, mode)
+    if law is None:
+        return None
+    return sizing.predict(law, shape, run_label(cert)).params
+
+
+def max_batch(cert: Certificate, name: str, shape: dict[str, int], budget_bytes: int,
+              mode: str | None = None, alloc_conf: str = "") -> Tagged | None:
+    """The largest batch whose memory answer fits ``budget_bytes`` at ``shape`` (its batch
+    is ignored; ``fits`` yes or likely, :mod:`afford.figures.memory_at`), FITTED;
+    ``None`` without a memory law for ``name``."""
+    law = law_or_none(cert, name, mode)
+    if law is None:
+        return None
+    return max_batch_for_cert(cert, law, shape, budget_bytes, alloc_conf)

@@ -7,6 +7,10 @@ children's own accounting: how much of their threads' time was spent waiting for
 many points the step on an idle box could be read from the steps that ran free of the load, and
 at the point where the load cost most, the idle step beside the measured one.
 
+For plans, :func:`children_slow_end` reads a point's children's spread as a factor on the
+step (how much slower than the median the slowest child ran), which preflight weighs against
+its decision.
+
 Derived from the certificate alone.
 """
 
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 
 from afford.core.provenance import Tagged, measured, module, run_label
 from afford.core.units import format_bytes
+from afford.figures.cert_lookup import point, workload
 from afford.fit.time.time_noise import LOADED_WAIT
 from afford.schema.cert import Certificate
 from afford.schema.point import Point
@@ -191,3 +196,40 @@ def host_load_rows(cert: Certificate) -> list[LoadRow]:
 
 def _held(n) -> str:
     return format_bytes(n) if isinstance(n, (int, float)) and n >= 0 else "memory not read"
+
+
+# --- the spread of a point's children, as plans read it ---------------------------------
+
+
+def children_slow_end(cert: Certificate, name: str, value: int | None = None,
+                      mode: str | None = None) -> Tagged | None:
+    """How much slower than the median the slowest child ran, as a factor on the step
+    (slowest child median / median of the child medians), from the children's spread the
+    certificate keeps: at the sweep point ``value`` where the sweep measured it with two
+    children or more; else, for a shape no point measured, the workload's typical factor
+    (the median over its usable points, sweep and step-time design: the widest would let
+    one launch-floor point, or one child a stray process stalled, speak for every shape).
+    An outlier child by far, which the others outvote (:attr:`Point.outlier_children`),
+    is not the slow end. ``None`` where no point has two children."""
+    r = workload(cert, name, mode)
+    at = point(r, value) if value is not None else None
+    own = at is not None and at.usable and len(at.child_medians) > 1
+    pts = [at] if own else [p for p in r.points + r.design_points if p.usable]
+    spread = sorted(((max(agreeing(p)) / p.median_seconds, p) for p in pts
+                     if len(agreeing(p)) > 1 and p.median_seconds), key=lambda x: x[0])
+    if not spread:
+        return None
+    factor, p = spread[(len(spread) - 1) // 2]  # the lower median: a factor a point measured
+    where = f"{r.sweep_param}={p.value}" if p.role == "sweep" else f"{p.batch} x {p.seq}"
+    typical = "" if own else f" (the median of its {len(spread)} points' factors)"
+    return module(factor, "x", f"{r.name} {r.mode} at {where}: the slowest of "
+                  f"{len(agreeing(p))} child medians over their median{typical}, "
+                  f"{run_label(cert)}")
+
+
+def agreeing(p: Point) -> list[float]:
+    """A point's child medians less the outliers by far the others outvote."""
+    if not p.outlier_children:
+        return list(p.child_medians)
+    return [k.median_seconds for k in p.children
+            if k.median_seconds is not None and k.child not in p.outlier_children]

@@ -1,31 +1,159 @@
-"""The probe figures of a certificate, each tagged, for the certify summary.
+"""The probes section of a certificate read into tagged figures: the device's ceilings
+(matmul rates, copy and host-link bandwidth, beside the datasheet's), each workload's FLOPs
+per step and boundness, and the rows of the certify summary built from them.
 
-Derived from the certificate alone (no device): the figures of :mod:`afford.figures`,
-MFU from :func:`afford.fit.time.verdicts.mfu`, and step 0 against warm from
-:mod:`afford.fit.time.warmup` over the sweep's raw samples. A probe that could not run is
-carried as its :class:`~afford.core.provenance.NotExecutable`; the renderer prints it as such.
+Derived from the certificate alone (no device): MFU from :func:`afford.fit.time.verdicts.mfu`,
+and step 0 against warm from :mod:`afford.fit.time.warmup` over the sweep's raw samples. A
+probe that could not run is ``None`` as a figure (the section says why) and is carried as its
+:class:`~afford.core.provenance.NotExecutable` in a row; the renderer prints it as such.
+What a session pays for start-up and checkpoints is :mod:`afford.figures.session_costs`; the
+report's detail (every rung, every start-up) is :mod:`afford.figures.probes_detail`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass
 
-from afford import figures
-from afford.core.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
-from afford.fit.time.verdicts import FIXED_SHARE_MAX, mfu
+from afford.core.provenance import (
+    SHARE,
+    NotExecutable,
+    Tagged,
+    inherited,
+    measured,
+    module,
+    run_label,
+)
+from afford.figures.cert_lookup import probes_section, workload_probes
+from afford.figures.session_costs import checkpoint_bytes, checkpoint_write_seconds, startup_seconds
+from afford.fit.time.verdicts import FIXED_SHARE_MAX, bound_verdict, ladder_growth, mfu
 from afford.fit.time.warmup import WarmupProfile, combine_profiles, warmup_profile
 from afford.schema.cert import Certificate, WorkloadResult
+from afford.schema.datasheet import lookup
 from afford.schema.probes_section import (
     GEMM_DTYPES,
     CheckpointProbe,
+    CopyProbe,
     FlopCount,
     GemmProbe,
+    HostCopyProbe,
     Ladder,
     UtilisationTrace,
     WorkloadProbes,
 )
 
 Cell = Tagged | NotExecutable | None
+
+
+# --- one figure each --------------------------------------------------------------------
+
+
+def gemm_rate(cert: Certificate, dtype: str) -> Tagged | None:
+    """Measured matmul rate of ``dtype`` (fp32, tf32, bf16, fp16) in FLOP/s: 2 n^3 over the
+    median of the timed calls. ``None`` without the probes stage or where the dtype could
+    not be probed (the section says why)."""
+    pr = probes_section(cert)
+    g = pr.gemm.get(dtype) if pr else None
+    if not isinstance(g, GemmProbe):
+        return None
+    return measured(g.flops_per_second, "FLOP/s",
+                    f"GEMM {dtype} {g.n}^3, median of {len(g.seconds)} calls after "
+                    f"{g.warmup_calls} warm-up, max rel. error {g.max_rel_error:.1e}, "
+                    f"{run_label(cert)}")
+
+
+def datasheet_peak(cert: Certificate, dtype: str) -> Tagged | None:
+    """The device's datasheet peak for ``dtype`` in FLOP/s, INHERITED with its citation.
+    The row stored by the probes stage, else a lookup of the device name; ``None`` for an
+    unknown device or a dtype the row does not list."""
+    row = _datasheet(cert)
+    if row is None or dtype not in row.flops_per_second:
+        return None
+    return inherited(row.flops_per_second[dtype], "FLOP/s", _citation(row))
+
+
+def datasheet_bandwidth(cert: Certificate) -> Tagged | None:
+    """The device's datasheet memory bandwidth in bytes/s, INHERITED; ``None`` if unknown."""
+    row = _datasheet(cert)
+    if row is None or row.bandwidth_bytes_per_second is None:
+        return None
+    return inherited(row.bandwidth_bytes_per_second, "B/s", _citation(row))
+
+
+def _datasheet(cert: Certificate):
+    pr = probes_section(cert)
+    if pr is not None:
+        return pr.datasheet
+    return lookup(cert.environment.device_name)[0]
+
+
+def _citation(row) -> str:
+    return f"{row.device}: {row.citation}" + (" (secondary)" if row.secondary else "")
+
+
+def copy_bandwidth(cert: Certificate) -> Tagged | None:
+    """Measured device copy bandwidth (bytes read + written per second)."""
+    pr = probes_section(cert)
+    c = pr.device_copy if pr else None
+    if not isinstance(c, CopyProbe):
+        return None
+    return measured(c.bytes_per_second, "B/s",
+                    f"copy of {c.buffer_bytes} B, read + written, median of {len(c.seconds)} "
+                    f"calls, {run_label(cert)}")
+
+
+def host_link(cert: Certificate) -> tuple[Tagged, Tagged] | None:
+    """Measured host link bandwidths (host -> device, device -> host; bytes crossing per
+    second), or ``None`` where the certificate has no host-copy probe."""
+    pr = probes_section(cert)
+    h = pr.host_copy if pr else None
+    if not isinstance(h, HostCopyProbe):
+        return None
+    src = (f"copy of {h.buffer_bytes} B between pinned host memory and the device, median "
+           f"of {len(h.h2d_seconds)} calls, {run_label(cert)}")
+    return (measured(h.h2d_bytes_per_second, "B/s", "host -> device " + src),
+            measured(h.d2h_bytes_per_second, "B/s", "device -> host " + src))
+
+
+def step_flops(cert: Certificate, name: str, value: int, mode: str | None = None
+               ) -> Tagged | None:
+    """FLOPs of one training step at sweep value ``value``, counted by FlopCounterMode
+    (matmuls and attention, forward and backward; MODULE: computed by a named counter)."""
+    w = workload_probes(cert, name, mode)
+    f = next((f for f in (w.flops if w else []) if getattr(f, "value", None) == value), None)
+    if f is None or isinstance(f, NotExecutable):
+        return None
+    return module(f.flops, "FLOP", f"{f.counter}, {w.name} {w.mode} {w.sweep_param}={value}")
+
+
+def boundness(cert: Certificate, name: str, mode: str | None = None) -> Tagged | None:
+    """launch-bound / compute-bound / memory-bound / undetermined, with the figures that
+    decided it in the source."""
+    w = workload_probes(cert, name, mode)
+    if w is None:
+        return None
+    v = bound_verdict_of(w)
+    return module(v.label, "", f"afford.fit.time.verdicts.bound_verdict at "
+                  f"{w.sweep_param}={w.value}: " + "; ".join(v.reasons))
+
+
+def bound_verdict_of(w):
+    """The workload's stored verdict; one stored with a fixed share above 100 % (written
+    before such a share was refused) is judged again from its own stored figures and rungs,
+    so no certificate quotes a fixed cost larger than the step."""
+    v = w.verdict
+    if v.fixed_share is None or v.fixed_share <= FIXED_SHARE_MAX:
+        return v
+    growth = None
+    if isinstance(w.ladder, Ladder):
+        ok = [r for r in w.ladder.rungs if r.median_seconds and r.tokens_per_step]
+        growth = ladder_growth([r.tokens_per_step for r in ok],
+                               [r.median_seconds for r in ok],
+                               [r.timed_seconds for r in ok])
+    return bound_verdict(v.fixed_share, v.utilisation_mean, v.utilisation_low_share,
+                         v.arithmetic_share, growth)
+
+
+# --- the certify summary's rows ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -89,21 +217,21 @@ def device_rows(cert: Certificate) -> list[DeviceRow]:
     rows = []
     for d in GEMM_DTYPES:
         g = pr.gemm.get(d) if pr else None
-        rate, peak = figures.gemm_rate(cert, d), figures.datasheet_peak(cert, d)
+        rate, peak = gemm_rate(cert, d), datasheet_peak(cert, d)
         err = measured(g.max_rel_error, "", f"max |C - C_ref| / max |C_ref|, {g.reference}") \
             if isinstance(g, GemmProbe) else None
         n = f" {g.n}^3" if isinstance(g, GemmProbe) else ""
         rows.append(DeviceRow(f"GEMM {d}{n}", rate if rate else g, peak,
                               _ratio(rate, peak, f"GEMM {d}"), err))
-    bw, ds = figures.copy_bandwidth(cert), figures.datasheet_bandwidth(cert)
+    bw, ds = copy_bandwidth(cert), datasheet_bandwidth(cert)
     rows.append(DeviceRow("copy (read + write)", bw if bw else (pr.device_copy if pr else None),
                           ds, _ratio(bw, ds, "copy")))
-    link = figures.host_link(cert)
+    link = host_link(cert)
     host = pr.host_copy if pr else None
     for k, label in ((0, "host -> device (pinned)"), (1, "device -> host (pinned)")):
         if link is not None or isinstance(host, NotExecutable):
             rows.append(DeviceRow(label, link[k] if link else host, None, None))
-    starts = figures.startup_seconds(cert)
+    starts = startup_seconds(cert)
     for key, label in (("import_torch", "import torch"),
                        ("import_transformers", "import transformers"),
                        ("cuda_init", "CUDA context"), ("process", "child start to ready"),
@@ -124,7 +252,7 @@ def _startup_gap(pr, key: str) -> NotExecutable | None:
 def _mfu(cert: Certificate, w: WorkloadProbes, f: FlopCount | None):
     if f is None or not f.step_seconds or w.gemm_dtype is None:
         return None, None
-    rate, peak = figures.gemm_rate(cert, w.gemm_dtype), figures.datasheet_peak(cert, w.gemm_dtype)
+    rate, peak = gemm_rate(cert, w.gemm_dtype), datasheet_peak(cert, w.gemm_dtype)
     where = (f"{w.name} {w.mode} {w.sweep_param}={f.value}: counted FLOPs {f.flops:.4g} / "
              f"warm step {f.step_seconds:.4g} s")
     ceil = module(mfu(f.flops, f.step_seconds, rate.value), SHARE,
@@ -159,11 +287,11 @@ def workload_row(cert: Certificate, w: WorkloadProbes) -> WorkloadProbeRow:
     util, idle = _utilisation_cells(w.utilisation)
     counted = [f for f in w.flops if isinstance(f, FlopCount)]
     top = max(counted, key=lambda f: f.value) if counted else None
-    flops: Cell = figures.step_flops(cert, w.name, top.value, w.mode) if top else \
+    flops: Cell = step_flops(cert, w.name, top.value, w.mode) if top else \
         next((f for f in w.flops if isinstance(f, NotExecutable)), None)
     ceil, data = _mfu(cert, w, top)
     return WorkloadProbeRow(
-        name=w.name, mode=w.mode, at=at, verdict=figures.boundness(cert, w.name, w.mode),
+        name=w.name, mode=w.mode, at=at, verdict=boundness(cert, w.name, w.mode),
         fixed_share=share, utilisation=util, idle_share=idle,
         flops_at=f"{w.sweep_param}={top.value}" if top else "-", flops=flops,
         mfu_ceiling=ceil, mfu_datasheet=data, own_gemm=_own_gemm(cert, w))
@@ -188,13 +316,13 @@ def _own_gemm(cert: Certificate, w: WorkloadProbes) -> Cell:
 
 def checkpoint_cells(cert: Certificate, name: str, mode: str) -> tuple[Cell, Cell]:
     """(write seconds, bytes), the NotExecutable when the probe could not run, or Nones."""
-    w = figures.workload_probes(cert, name, mode)
+    w = workload_probes(cert, name, mode)
     if w is None:
         return None, None
     if not isinstance(w.checkpoint, CheckpointProbe):
         return w.checkpoint, w.checkpoint
-    return (figures.checkpoint_write_seconds(cert, name, mode),
-            figures.checkpoint_bytes(cert, name, mode))
+    return (checkpoint_write_seconds(cert, name, mode),
+            checkpoint_bytes(cert, name, mode))
 
 
 def _utilisation_cells(u) -> tuple[Cell, Cell]:

@@ -4,7 +4,7 @@ batch that fits each way, and where the memory goes at the peak.
 
 The replay answers only where the certificate trusts it (validated at the traced shapes)
 and it predicted the held-out shapes no worse than the law
-(:func:`afford.fit.memory.replay_model.use_replay`); budgets add its safety margin (its worst
+(:attr:`afford.schema.memory_section.ReplayModel.answers`); budgets add its safety margin (its worst
 under-prediction measured). ``PYTORCH_CUDA_ALLOC_CONF`` is an input: the configuration the
 user's run will have decides which prediction is budgeted; when the other one changes
 whether the shape fits, that is a lever.
@@ -96,7 +96,7 @@ def peaks(law: MemoryLaw, B: int, s: int, expandable: bool) -> tuple[int, int] |
     user asks the same shapes of every command), then read from the cache
     (:mod:`afford.core.cache`); ``None`` without a learned model."""
     law = current(law)
-    if law.replay is None or law.replay.learned is None or _base(law) is None:
+    if not has_learned(law):
         return None
     key = _model_key(law)
     slot = (key, int(B), int(s), bool(expandable))
@@ -122,13 +122,16 @@ def peaks(law: MemoryLaw, B: int, s: int, expandable: bool) -> tuple[int, int] |
 def breakdown(law: MemoryLaw, B: int, s: int, expandable: bool
               ) -> MemoryBreakdownRecord | None:
     """Where the memory goes at the replay's peak at (B, s), cached as :func:`peaks` is;
-    ``None`` without a learned model or where the peak cannot be classed."""
+    ``None`` without a learned model or where the peak cannot be classed (cached too, as
+    :data:`NO_BREAKDOWN`: a history whose steps do not repeat is replayed once, not on every
+    command)."""
     law = current(law)
-    got = learned(law)
-    if got is None:
+    if not has_learned(law):
         return None
     name = cache.key(_model_key(law), "breakdown", str(B), str(s), str(expandable))
     text = cache.read("replayed", name)
+    if text == NO_BREAKDOWN:
+        return None
     if text is not None:
         try:
             return MemoryBreakdownRecord.model_validate_json(text)
@@ -136,12 +139,17 @@ def breakdown(law: MemoryLaw, B: int, s: int, expandable: bool
             pass
     from afford.fit.memory import replay_fit as mr
 
+    got = learned(law)
     try:
         brk = mr.breakdown_at(got[0].trace(B, s), got[1], expandable)
     except ValueError:
+        cache.write("replayed", name, NO_BREAKDOWN)
         return None
     cache.write("replayed", name, brk.model_dump_json())
     return brk
+
+
+NO_BREAKDOWN = "null"  # the cache's entry for a shape whose peak cannot be classed
 
 
 def _base(law: MemoryLaw):
@@ -150,16 +158,22 @@ def _base(law: MemoryLaw):
     return next((s for s in law.shapes if s.role == "base" and s.trace is not None), None)
 
 
+def has_learned(law: MemoryLaw) -> bool:
+    """Whether ``law`` (current) has learned size laws and a traced base to replay from;
+    read without unpacking them (a command whose replays are in the cache never does)."""
+    return law.replay is not None and law.replay.learned is not None and \
+        _base(law) is not None
+
+
 def learned(law: MemoryLaw) -> tuple[TraceModel, list[SeedSegment]] | None:
     """The replay's learned size laws and the reference history's starting segments (what
     every prediction replays from); ``None`` without a learned model."""
+    law = current(law)
+    if not has_learned(law):
+        return None
     from afford.fit.memory.trace_scaling import unpack
 
-    law = current(law)
-    stored = law.replay.learned if law.replay is not None else None
-    base = _base(law)
-    if stored is None or base is None:
-        return None
+    stored, base = law.replay.learned, _base(law)
     hit = _UNPACKED.get(id(stored))
     if hit is None or hit[0] is not stored:
         hit = (stored, unpack(stored))
@@ -170,7 +184,7 @@ def learned(law: MemoryLaw) -> tuple[TraceModel, list[SeedSegment]] | None:
 class ReplayAnswer(BaseModel):
     """What the replay says at one (B, s), both allocator configurations."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     used: bool                       # the replay answers (else the law; see ``why``)
     why: str
@@ -222,9 +236,7 @@ def usable(law: MemoryLaw) -> tuple[bool, str]:
         return False, "no allocator replay in the certificate (not traced, or a CPU)"
     if not rp.trusted:
         return False, "the allocator replay is not trusted: " + "; ".join(rp.warnings[:2])
-    from afford.fit.memory.replay_fit import use_replay
-
-    if not use_replay(rp):
+    if not rp.answers:
         return False, (f"the law predicted the held-out shapes better (reserved worst "
                        f"{rp.law_worst_reserved_error:.2%} against the replay's "
                        f"{rp.replay_worst_reserved_error:.2%})")
@@ -237,7 +249,7 @@ def max_batch(law: MemoryLaw, seq: int, budget_bytes: float, expandable: bool,
     ``budget_bytes`` at ``seq``; ``None`` without a replay to learn from. Galloping from
     ``guess`` (the memory answer's largest batch: a few replays, each cached)."""
     law = current(law)
-    if learned(law) is None:
+    if not has_learned(law):
         return None
     margin = 1.0 + (law.replay.safety_margin if law.replay else 0.0)
 
@@ -258,8 +270,7 @@ def answer(law: MemoryLaw, seq: int, batch: int | None, budget_bytes: float | No
     if law.replay is None:
         return None
     law = current(law)
-    got = learned(law)
-    if got is None:
+    if not has_learned(law):
         return None
     used, why = usable(law)
     expandable, unmodelled = parse_alloc_conf(alloc_conf)

@@ -13,7 +13,7 @@ shape?". The answer, in order:
    certified family (a certificate without a step-time model, or a workload with no model);
 4. nothing, with the reason (:class:`StepAt.why`).
 
-This is the one fallback path: :func:`afford.figures.step_seconds` (a sweep value) and every
+This is the one fallback path: :func:`step_seconds` (a sweep value) and every
 plan, prediction and report read a step through :func:`step_at`. Where the host can bound
 the step (a two-sided model says so at the shape), the figure carries a band (``low`` and
 ``high`` on :class:`~afford.core.provenance.Tagged`): the range a process may see, the floor
@@ -22,7 +22,7 @@ reading of that range, its children's spread a part of it.
 
 The model describes the certified model's steps at any batch and sequence; another width,
 depth or head count is another model, which the time model does not describe (the memory law
-does: :func:`afford.figures.predicted_memory`).
+does: :func:`afford.figures.memory_figures.predicted_memory`).
 
 The noise side: a certificate whose time verdict is NOISY (or one of whose workloads' is)
 carries its reasons here (:func:`noisy_reasons`), for plans to show first and preflight to
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from afford.core.errors import InputError
 from afford.core.provenance import Tagged, fitted, measured, module, run_label
+from afford.figures.cert_lookup import shape_at, workload
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.point import Point
 from afford.schema.time_accuracy import accuracy_at, held_out_accuracy
@@ -251,6 +252,17 @@ def step_at(cert: Certificate, name: str, shape: dict[str, int], mode: str | Non
     elif r.law is None:
         why += "; no throughput law either"
     return StepAt(None, why)
+
+
+def step_seconds(cert: Certificate, name: str, value: int, mode: str | None = None
+                 ) -> Tagged | None:
+    """Warm step seconds at sweep value ``value``: the one fallback path,
+    :func:`step_at`, at the workload's shape there (measured,
+    else the step-time model, else the throughput law; a band where the host can bound the
+    step); ``None`` where none answers."""
+    r = workload(cert, name, mode)
+    shape = shape_at(cert, name, value, mode) or {r.sweep_param: int(value)}
+    return step_at(cert, r.name, shape, r.mode).step
 
 
 def tokens_at(r: WorkloadResult, shape: dict[str, int]) -> Tagged | None:

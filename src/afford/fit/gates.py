@@ -7,7 +7,7 @@ run is NOT EXECUTABLE, which is neither a pass nor a fail).
 
 Everything here is pure: readings in (:mod:`afford.schema.determinism_section`), gates out. The
 readings are measured by :mod:`afford.measure.gate_runs` and
-:mod:`afford.measure.determinism`; :mod:`afford.certify.stage_gates` sequences the two.
+:mod:`afford.measure.determinism`; :mod:`afford.certification.stage_gates` sequences the two.
 
 Built-in gates and why:
 

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from afford.core.provenance import measured
-from afford.plan.planner import on_unpinned
-from afford.plan.result import PlanResult, Verdict
+from afford.planning.planner import on_unpinned
+from afford.planning.result import PlanResult, Verdict
 from afford.report import certificate as cs
 from afford.report import plan_tables as render_plan
 from afford.report import plotdata

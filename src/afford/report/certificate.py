@@ -2,7 +2,7 @@
 residency, probes, determinism, gates, and any other section a later stage wrote.
 
 Figures come from the certificate's own fields (tagged here, with the run they were read
-off), from :mod:`afford.figures` (the contract the later stages fill in) and, for sections
+off), from :mod:`afford.figures.cert_lookup` (a measured point's peaks) and, for sections
 this module does not know, from :func:`afford.report.generic.generic_section`.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from afford import figures
 from afford.core.provenance import fitted, measured, module, run_label
+from afford.figures import cert_lookup
 from afford.figures.memory_figures import heldout_accuracy
 from afford.report.gates_tables import (
     determinism_report_table,
@@ -141,7 +141,7 @@ def points(cert: Certificate, r: WorkloadResult) -> Table:
     run, rows = run_label(cert), []
     for p in r.points:
         where = f"{r.name} {r.mode} {r.sweep_param}={p.value}, {run}"
-        alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
+        alloc, reserved = cert_lookup.peak_bytes(cert, r.name, p.value, r.mode)
 
         def m(v, unit, what, where=where):
             return measured(v, unit, f"{what}, {where}") if v is not None else "-"
@@ -169,7 +169,7 @@ def residency(cert: Certificate) -> Table | None:
     rows = []
     for r in cert.workloads:
         for p in r.points:
-            alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
+            alloc, reserved = cert_lookup.peak_bytes(cert, r.name, p.value, r.mode)
             held = reserved or alloc
             if held is None:
                 if p.excluded_reason:

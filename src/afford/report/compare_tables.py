@@ -3,7 +3,13 @@ overall. Every number passes :func:`~afford.report.terminal.fmt`."""
 
 from __future__ import annotations
 
-from afford.plan.compare_laws import NOT_COMPARED, NOT_REPRODUCED, REPRODUCES, Comparison, LawCheck
+from afford.planning.compare_laws import (
+    NOT_COMPARED,
+    NOT_REPRODUCED,
+    REPRODUCES,
+    Comparison,
+    LawCheck,
+)
 from afford.report.rich_table import Table
 from afford.report.terminal import LEGEND, fmt
 

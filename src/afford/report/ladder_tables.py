@@ -5,8 +5,8 @@ from __future__ import annotations
 from afford.core.provenance import SHARE, Tagged, fitted, module, require_tagged
 from afford.core.units import format_count, format_duration
 from afford.fit.time.verdicts import FIXED_SHARE_MAX
-from afford.plan.lever_rows import LeverRow
-from afford.plan.scale_ladder import Ladder, LadderRow
+from afford.planning.lever_rows import LeverRow
+from afford.planning.scale_ladder import Ladder, LadderRow
 from afford.report.prose import prose
 from afford.report.rich_table import Table
 from afford.report.terminal import ABBREV, LEGEND, fmt

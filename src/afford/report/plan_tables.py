@@ -1,5 +1,5 @@
 """Rendering of a plan and a preflight verdict. Renders, never computes: every number comes
-from :mod:`afford.plan.result` and passes :func:`afford.report.terminal.fmt`.
+from :mod:`afford.planning.result` and passes :func:`afford.report.terminal.fmt`.
 
 Each part of a plan is first a :class:`Block` (a title and a :class:`~afford.report.model.Table`
 of labels and tagged figures), then drawn: :func:`render_plan` draws the blocks with Rich for
@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from afford.core.provenance import Tagged
-from afford.plan.result import ChunkRow, PlanResult, Verdict
+from afford.planning.result import ChunkRow, PlanResult, Verdict
 from afford.report.cells import cell_text
 from afford.report.model import Cell, Section, Table
 from afford.report.rich_table import Table as RichTable

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from afford import figures
 from afford.core.provenance import Tag, Tagged, run_label
+from afford.figures import cert_lookup
 from afford.figures.memory_figures import law_points
 from afford.figures.memory_figures import laws as memory_laws
 from afford.report.generic import as_leaf, find_key, items_of
@@ -64,7 +64,7 @@ def throughput(cert: Certificate, r: WorkloadResult) -> Plot | None:
 
 def _memory_series(cert: Certificate, r: WorkloadResult) -> list[Series]:
     """The sweep's measured peaks (a workload without a memory law)."""
-    rows = [(p, *figures.peak_bytes(cert, r.name, p.value, r.mode)) for p in r.points]
+    rows = [(p, *cert_lookup.peak_bytes(cert, r.name, p.value, r.mode)) for p in r.points]
     out = []
     for i, label in ((2, "peak reserved"), (1, "peak allocated (or RSS)")):
         pts = [(float(row[0].value), row[i].value / GIB) for row in rows if row[i] is not None]
@@ -125,7 +125,7 @@ def residency(cert: Certificate) -> Plot | None:
     bars = []
     for r in cert.workloads:
         for p in r.points:
-            alloc, reserved = figures.peak_bytes(cert, r.name, p.value, r.mode)
+            alloc, reserved = cert_lookup.peak_bytes(cert, r.name, p.value, r.mode)
             held = reserved or alloc
             if held is not None:
                 bars.append((f"{r.name} {r.mode} {r.sweep_param}={p.value}",

@@ -1,13 +1,13 @@
 """``afford predict`` in the terminal: one row per workload at the asked (batch, seq), then
 where each step time comes from (the model's form and held-out error, or the measured point).
-Renders :class:`afford.plan.prediction.PredictResult`; computes nothing."""
+Renders :class:`afford.planning.prediction.PredictResult`; computes nothing."""
 
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from afford.plan.prediction import PredictResult
+from afford.planning.prediction import PredictResult
 from afford.report.model import Table
 from afford.report.plan_tables import (
     Block,

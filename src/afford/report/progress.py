@@ -1,6 +1,6 @@
 """Certify's progress, drawn. :class:`RichProgress` is a rich progress bar for
 ``afford.certify(..., progress=RichProgress())`` in a notebook or a script: the API reports
-typed :class:`afford.certify.Progress` events to any callable; this one draws them (points
+typed :class:`afford.certification.Progress` events to any callable; this one draws them (points
 timed over points to time, the child and point being timed, the elapsed time) on stderr, as
 ``afford certify`` does on a terminal. ``done`` can pass ``total`` when certify measures
 noisy points once more. Off a terminal (a script's stderr sent to a log file, a batch job) a
@@ -57,7 +57,7 @@ class RichProgress:
         self.count = 0
 
     def __call__(self, p: Any) -> None:
-        """One event (an :class:`afford.certify.Progress`)."""
+        """One event (an :class:`afford.certification.Progress`)."""
         if self.lines is not None:
             self.lines(p)
             return
@@ -197,7 +197,7 @@ class LineProgress:
 
 
 class TypedLines:
-    """The API's typed events (:class:`afford.certify.Progress`) as :class:`LineProgress`'s
+    """The API's typed events (:class:`afford.certification.Progress`) as :class:`LineProgress`'s
     lines, for :class:`RichProgress` off a terminal. The typed events do not say how many
     children certify runs: the count is read off the first child to finish the sweep (each
     child times every point of the plan, so it is the plan's total over that child's

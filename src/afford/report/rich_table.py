@@ -73,8 +73,14 @@ class Table(_rich.Table):
     # --- widths that never break a word; records below them --------------------------------
 
     def _ranges(self, console: Console, options: ConsoleOptions) -> list[tuple[int, int]]:
-        """(need, widest) of each column, padding included (see the module docstring)."""
+        """(need, widest) of each column, padding included (see the module docstring);
+        measured once per console and table contents (a table asks when it is laid out,
+        and again when it is drawn)."""
         wide = options.update_width(WIDE)
+        key = (id(console), len(self.columns), len(self.rows), wide)
+        memo = getattr(self, "_measured", None)
+        if memo is not None and memo[0] == key:
+            return memo[1]
         out = []
         for column in self.columns:
             pad = self._get_padding_width(column._index)
@@ -87,6 +93,7 @@ class Table(_rich.Table):
                 need = max(need, hi if column.no_wrap else _cell_need(lo, hi, pad))
                 most = max(most, hi)
             out.append((need, most))
+        self._measured = (key, out)
         return out
 
     def needed_width(self, console: Console, options: ConsoleOptions) -> int:

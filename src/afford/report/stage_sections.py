@@ -9,7 +9,7 @@ built; the sizes table tags the section's raw fields. Computes nothing.
 from __future__ import annotations
 
 from afford.core.provenance import measured, run_label
-from afford.plan.lever_rows import batch_rungs, lever_rows
+from afford.planning.lever_rows import batch_rungs, lever_rows
 from afford.report.distributed_tables import collectives_table, scaling_table, status_line
 from afford.report.ladder_tables import batch_lines, batch_table, levers_table
 from afford.report.model import Section, Table

@@ -8,8 +8,6 @@ not pinned in a manifest (``afford pin``) make every bar of the file provisional
 section 3, rule 8), and the file says so at the top and in every figure.
 """
 
-from __future__ import annotations
-
 import math
 from pathlib import Path
 from typing import Annotated, Literal
@@ -33,7 +31,8 @@ WindowId = Annotated[str, Field(pattern=r"^[0-9a-f]{12,64}$", description="a win
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid",
+                              populate_by_name=True)
 
 
 class DataRef(_Model):

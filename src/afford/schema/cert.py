@@ -5,17 +5,22 @@ with its step index; step 0 and the warm-up kept apart. Medians, spreads and law
 derived from them and stored beside them for convenience; they are re-derivable.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from afford.core.io import write_or_rescue
+from afford.core import cache
+from afford.core.io import read_text, write_or_rescue
 from afford.schema.determinism_section import DeterminismSection, GatesSection
 from afford.schema.distributed_section import DistributedSection
-from afford.schema.envelope import Envelope, load_envelope, register_migration, save_envelope
+from afford.schema.envelope import (
+    MIGRATIONS,
+    Envelope,
+    parse_envelope,
+    register_migration,
+    save_envelope,
+)
 from afford.schema.laws import ThroughputLaw
 from afford.schema.levers_section import LeversSection
 from afford.schema.memory_section import MemorySection
@@ -29,7 +34,7 @@ CERT_SCHEMA = "afford.cert/1"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 class Environment(_Model):
@@ -184,8 +189,37 @@ def _from_cert_0(raw: dict) -> dict:
     return out
 
 
+CACHE_KIND = "certificate"
+
+
 def load_certificate(path: str | Path) -> Certificate:
-    return load_envelope(path, Certificate, CERT_SCHEMA)
+    """The certificate at ``path`` (``-``: standard input), upgraded from an older schema
+    and validated once per machine: a certificate read before is the object the cache kept
+    (:func:`afford.core.cache.read_object`), named by the file's text and the code that
+    reads it (the upgrades registered included). Parsing and validating a certificate of
+    several workloads (megabytes of JSON through a hundred models) is otherwise most of what
+    a command that reads one spends."""
+    p = Path(path)
+    text = read_text(p, str(p))
+    upgrades = MIGRATIONS.get(CERT_SCHEMA, {})
+    name = cache.key(CACHE_KIND, _reader_key(), *(f"{old}:{fn.__qualname__}"
+                                                  for old, fn in sorted(upgrades.items())),
+                     text)
+    got = cache.read_object(CACHE_KIND, name)
+    if isinstance(got, Certificate):
+        return got
+    cert = parse_envelope(text, p, Certificate, CERT_SCHEMA)
+    cache.write_object(CACHE_KIND, name, cert)
+    return cert
+
+
+def _reader_key() -> str:
+    """The code a read certificate depends on: afford's schema (the models, their
+    validators and upgrades), the base it builds on and its data files, and pydantic's
+    version (its classes are pickled beside ours; it pins its pydantic-core's exactly)."""
+    import pydantic
+
+    return cache.code_key("schema", "core", "data") + pydantic.VERSION
 
 
 def save_certificate(cert: Certificate, path: str | Path, *, overwrite: bool = False) -> Path:

@@ -7,8 +7,6 @@ beats "A100". An unknown device gives ``None`` and a warning: never a silent def
 (nanochat shows MFU of an unknown GPU as undefined rather than borrowing an A100's peak).
 """
 
-from __future__ import annotations
-
 from functools import lru_cache
 from pathlib import Path
 

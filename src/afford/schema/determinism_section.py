@@ -13,8 +13,6 @@ A delta can be non-finite (a NaN loss is a reading, and a failing one), so these
 write NaN and infinities as the strings ``"NaN"`` and ``"Infinity"``, which load back.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -26,7 +24,7 @@ QUANTITIES = ("forward output", "loss", "gradients", "parameters after step")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+    model_config = ConfigDict(defer_build=True, extra="forbid", ser_json_inf_nan="strings")
 
 
 # --- the determinism audit -------------------------------------------------------------

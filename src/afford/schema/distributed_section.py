@@ -8,8 +8,6 @@ A run that lost a rank is written as ``status="partial"`` with the error, which 
 rank reported finished, and only the stages every rank finished.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,13 +18,13 @@ STAGES = ("collectives", "ddp", "fsdp")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 class AlphaBetaFit(BaseModel):
     """``t = alpha + S / beta`` over one collective's measured sizes."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     op: str
     world_size: int
@@ -58,7 +56,7 @@ def ring_term(w: int | float) -> float:
 class WorldSizeLaw(BaseModel):
     """``t(w) = A + B * 2(w-1)/w`` over the measured world sizes."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     A_seconds: float
     B_seconds: float

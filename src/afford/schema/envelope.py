@@ -4,8 +4,6 @@
 clear InputError naming the file, the field (dotted path) and the reason.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -33,7 +31,8 @@ def register_migration(current: str, old: str) -> Callable:
 
 
 class Envelope(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid",
+                              populate_by_name=True)
 
     schema_id: str = Field(alias="schema")
 
@@ -46,7 +45,12 @@ def load_envelope(path: str | Path, model: type[M], current: str,
     """Read ``path`` as ``model``; upgrade known older ids (``migrations``, else those
     registered for ``current``); clear errors otherwise."""
     p = Path(path)
-    text = read_text(p, str(p))
+    return parse_envelope(read_text(p, str(p)), p, model, current, migrations)
+
+
+def parse_envelope(text: str, p: Path, model: type[M], current: str,
+                   migrations: dict[str, Callable[[dict], dict]] | None = None) -> M:
+    """:func:`load_envelope` of the text read from ``p`` (named in errors)."""
     raw = loads_json(text, str(p))
     if not isinstance(raw, dict) or not isinstance(raw.get("schema"), str):
         raise InputError(f"{p}: not an afford file (no 'schema' field; expected {current!r})")

@@ -5,21 +5,21 @@ Fitted by :mod:`afford.fit.time.throughput` (docs/DESIGN.md section 4): ``power`
 predicts with the form it chose and says when a prediction is extrapolated.
 """
 
-from __future__ import annotations
-
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from afford.schema.quantities import Extent, Seconds
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class LawFit(BaseModel):
     """One fitted form. ``params``: a, b (power); F, c, b (floor_power); F, c (linear)."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     form: Literal["power", "floor_power", "linear_floor"]
     params: dict[str, float]
@@ -58,7 +58,7 @@ class LawFit(BaseModel):
             return None
         return max(abs(e) for e in self.loo_rel_errors)
 
-    def predict(self, x: float | np.ndarray) -> float | np.ndarray:
+    def predict(self, x: "float | np.ndarray") -> "float | np.ndarray":
         return evaluate(self.form, self.params, x)
 
 
@@ -66,7 +66,7 @@ _FORM_PARAMS = {"power": ("a", "b"), "floor_power": ("F", "c", "b"), "linear_flo
 
 
 class Excluded(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     value: Extent
     reason: str
@@ -75,7 +75,7 @@ class Excluded(BaseModel):
 class ThroughputLaw(BaseModel):
     """Both forms over the same resident points, the chosen one, and what was left out."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     x_name: str
     x: list[Extent]
@@ -111,6 +111,8 @@ class ThroughputLaw(BaseModel):
 
 
 def evaluate(form: str, p: dict[str, float], x):
+    import numpy as np  # here: reading a certificate needs none until a law predicts
+
     x = np.asarray(x, dtype=float)
     if form == "power":
         y = np.exp(p["a"]) * x ** p["b"]

@@ -43,8 +43,6 @@ process ``c0:3-14;c1:3-17;c2:3-12``. They are checked as ranges, never expanded
 (``3-99999999999`` costs nothing); an index is a non-negative int64.
 """
 
-from __future__ import annotations
-
 import hashlib
 import re
 from datetime import datetime, timezone
@@ -169,7 +167,7 @@ def format_step_indices(indices: list[int] | tuple[int, ...]) -> str:
 class Reading(BaseModel):
     """One line of the ledger."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     id: str = Field(pattern=r"^r[0-9a-f]{10}$")
     date: datetime

@@ -5,8 +5,6 @@ Written by ``afford levers`` or ``afford certify --levers``; each variant a full
 reason.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +16,7 @@ from afford.schema.quantities import Dim, Flops, Ratio, Timestamp
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 class LeverVariant(_Model):

@@ -53,8 +53,6 @@ A manifest written before the time was recorded is checked against the time it w
 (a file modified since is hashed). Nothing is written back: ``afford pin --force`` re-pins.
 """
 
-from __future__ import annotations
-
 import hashlib
 import inspect
 import json
@@ -82,7 +80,7 @@ PINNED, UNPINNED = "PINNED", "UNPINNED"
 
 
 class Source(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
     name: str = Field(min_length=1, description="how runs and plans name this source")
     kind: Literal["file", "folder", "generator"]

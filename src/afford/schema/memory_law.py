@@ -9,8 +9,6 @@ functions; :mod:`afford.fit.memory.sizing` and :mod:`afford.figures.memory_figur
 their answers for plans and ``afford size``. Pure: numbers in, bytes out.
 """
 
-from __future__ import annotations
-
 import math
 
 from afford.core.errors import InputError

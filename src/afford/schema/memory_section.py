@@ -11,8 +11,6 @@ shape was built (the interpreter and torch are not the workload's memory; relati
 the increment are the honest figure); predictions add the measured baseline back.
 """
 
-from __future__ import annotations
-
 import base64
 import zlib
 from array import array
@@ -41,7 +39,7 @@ HELDOUT_ROLES = ("heldout-interpolated", "heldout-seq", "heldout-batch")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 def activation_features(B: float, s: float, d: float, L: float, H: float
@@ -53,7 +51,7 @@ def activation_features(B: float, s: float, d: float, L: float, H: float
 class MemoryFit(BaseModel):
     """One fitted form of the law over one measured quantity."""
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     quantity: Literal["allocated", "reserved", "rss_increment"]
     form: Form
@@ -118,7 +116,7 @@ class DefaultVerdict(BaseModel):
     consequence compares the largest resident batch at the target's sequence length.
     """
 
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid")
 
     constant: str = Field(description="bytes_per_param, c_res, c_op, fixed_bytes or formula")
     default_name: str
@@ -403,6 +401,12 @@ class ReplayModel(_Model):
                          "ones are rebuilt from the traces when read")
     learned: LearnedSizes | None = Field(None, description="the learned size laws (version "
                                          ">= 2): read, not re-learned, by every command")
+
+    @property
+    def answers(self) -> bool:
+        """Whether predictions come from the replay: validated (trusted), and at the
+        held-out shapes no worse than the law (or nothing held out to judge by)."""
+        return self.trusted and self.better in ("replay", None)
 
 
 class MemoryLaw(_Model):

@@ -14,8 +14,6 @@ it (the plan warns and leaves out what depends on it). Presets live in
 ``afford/data/platforms/``; any other path to a TOML file works too.
 """
 
-from __future__ import annotations
-
 import re
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -49,7 +47,7 @@ DEFAULT_MARGIN_REASON = ("afford's default margin: one hour before the session c
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True,
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid", frozen=True,
                               populate_by_name=True)
 
 

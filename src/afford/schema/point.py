@@ -6,8 +6,6 @@ with its step index; step 0 and the warm-up kept apart. A point of the sweep, a 
 are each one :class:`Point`.
 """
 
-from __future__ import annotations
-
 import statistics
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
@@ -19,7 +17,7 @@ from afford.schema.quantities import Bytes, Count, Dim, Duration, Flops, Ratio, 
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 class StepFlops(_Model):

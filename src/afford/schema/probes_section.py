@@ -7,8 +7,6 @@ fit, the verdict) are stored beside them and re-derivable. A probe that could no
 is a :class:`~afford.core.provenance.NotExecutable` with the reason, never a blank or a zero.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,7 +29,7 @@ GEMM_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 LAUNCH_FIXED_SHARE = 0.5   # half the step or more does not grow with the batch
@@ -49,7 +47,7 @@ class BoundVerdict(BaseModel):
     """Launch-, compute- or memory-bound, and the figures that decided it (``None``: not
     measured here); judged by :func:`afford.fit.time.verdicts.bound_verdict`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     label: Label
     reasons: list[str] = Field(description="one line per figure, saying which way it points")

@@ -9,8 +9,6 @@ less, a sweep value or shape dimension of 0, a device ceiling of 0 FLOP/s, a dat
 on a figure that came from a file.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from functools import partial
 from typing import Annotated

@@ -22,8 +22,6 @@ measured that very shape, its measurements. An ``hf:`` workload may carry its sh
 spec (``workload = "hf:gpt2+b16s2048"``) instead of ``value`` / ``batch``.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 
@@ -41,7 +39,7 @@ DEFAULT_OVERHEAD = 0.01
 
 
 class RunFile(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True,
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid", frozen=True,
                               populate_by_name=True)
 
     schema_id: Literal["afford.run/1"] = Field(RUN_SCHEMA, alias="schema")

@@ -11,8 +11,6 @@ and optimizer at the smallest and the largest size. The size law and the family 
 are evaluated here, below the fit layer, so reading a certificate needs no scipy.
 """
 
-from __future__ import annotations
-
 import math
 from typing import Literal
 
@@ -26,7 +24,7 @@ from afford.schema.quantities import Count, Dim, Duration, Flops, Rate, Ratio, S
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, extra="forbid")
 
 
 PhaseName = Literal["forward", "backward", "optimizer"]

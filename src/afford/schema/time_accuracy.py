@@ -6,9 +6,7 @@ Reads :mod:`afford.schema.time_law` (the model and :func:`~afford.schema.time_la
 computes no prediction of its own.
 """
 
-from __future__ import annotations
-
-import numpy as np
+from statistics import median
 
 from afford.schema.time_law import StepTimeModel, predict_at
 
@@ -19,7 +17,7 @@ def held_out_accuracy(model: StepTimeModel) -> tuple[int, float | None, float | 
     errs = [abs(p.rel_error) for p in model.held_out]
     if not errs:
         return 0, None, None
-    return len(errs), float(np.median(errs)), float(max(errs))
+    return len(errs), float(median(errs)), float(max(errs))
 
 
 def accuracy_text(model: StepTimeModel) -> str:
@@ -56,7 +54,7 @@ def _factor(model: StepTimeModel, tokens: float | None, seq: float | None, n: fl
 
 def _errors_text(errors: list[float], what: str) -> str:
     errs = [abs(e) for e in errors]
-    return (f"{what} held-out error median {float(np.median(errs)):.1%}, worst {max(errs):.1%} "
+    return (f"{what} held-out error median {float(median(errs)):.1%}, worst {max(errs):.1%} "
             f"over {len(errs)} shape(s)")
 
 

@@ -6,8 +6,6 @@ exact, not fits); kept here, below the fit layer, so that reading a stored model
 (:func:`afford.schema.time_law.predict_at`) needs neither the fit nor scipy.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +33,7 @@ def monomial(term: str, batch: float | None, seq: float | None, n: float | None)
 class FeatureLaw(BaseModel):
     """One feature as ``sum(coef * term)`` over monomials of the shape (empty: always 0)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     feature: str
     terms: list[str]
@@ -63,7 +61,7 @@ class FeatureScaling(BaseModel):
     ``laws`` holds one :class:`FeatureLaw` per feature that was counted; a feature absent
     from it is unknown (never counted) and :meth:`features` gives ``None`` for it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     axes: Axes
     laws: dict[str, FeatureLaw]
@@ -90,7 +88,7 @@ class CountedShape(BaseModel):
     """A shape and what was counted there: ``batch`` and ``seq`` (two axes) or ``n`` (one),
     its tokens per step, and its GEMM / attention FLOPs where counted (None: not counted)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     batch: Extent | None = None
     seq: Extent | None = None

@@ -16,12 +16,10 @@ Older certificates are upgraded on load (:meth:`StepTimeModel._upgrade`,
 :meth:`TimeVerdict._upgrade`).
 """
 
-from __future__ import annotations
-
 import math
+from statistics import median
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from afford.schema.quantities import Duration, Extent, Rate, Ratio, Seconds
@@ -47,6 +45,8 @@ def evaluate_form(form: str, params: dict[str, float], feats: dict[str, float | 
     if form == "max":
         return float(max(F, W))
     k = params["k"]
+    import numpy as np  # here: only this form needs it, and reading a model needs no numpy
+
     with np.errstate(divide="ignore"):
         return float(np.exp(np.logaddexp(k * np.log(F), k * np.log(W)) / k))
 
@@ -54,7 +54,7 @@ def evaluate_form(form: str, params: dict[str, float], feats: dict[str, float | 
 class CandidateFit(BaseModel):
     """One form fitted over the points, with its errors."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     form: FormName
     params: dict[str, float] = Field(description="SI: seconds, seconds per token / FLOP")
@@ -72,7 +72,7 @@ class CandidateFit(BaseModel):
     def loo_median(self) -> float | None:
         if not self.loo_rel_errors:
             return None
-        return float(np.median(np.abs(self.loo_rel_errors)))
+        return float(median(abs(e) for e in self.loo_rel_errors))
 
 
 class ModelPoint(CountedShape):
@@ -100,7 +100,7 @@ class DeviceLaw(BaseModel):
     form of :mod:`afford.fit.time.step_forms` fitted to profiled busy times (its floor ``F`` is
     the device's own latency floor, not the host's)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     form: FormName
     params: dict[str, float]
@@ -124,7 +124,7 @@ class HostSide(BaseModel):
     """The host's issue time per step: kernels per step x the issue cost of one kernel,
     read off the wall time of host-bound steps (the device idle a share of the step)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     issue_seconds: Duration = Field(description="host seconds per kernel issued (median)")
     issue_range: tuple[float, float] = Field(description="its lowest and highest over the "
@@ -133,7 +133,7 @@ class HostSide(BaseModel):
 
 
 class KernelCount(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     tokens: Extent
     seq: Extent | None = None
@@ -141,7 +141,7 @@ class KernelCount(BaseModel):
 
 
 class SidesPrediction(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     seconds: float
     device_busy: float
@@ -156,7 +156,7 @@ class SidesModel(BaseModel):
     host = kernels x issue cost, device = the busy-time law, gap = kernels x the device's
     own cost per kernel boundary."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     device: DeviceLaw
     host: HostSide | None = Field(None, description="None: no measured step was host-bound "
@@ -203,7 +203,7 @@ class SidesModel(BaseModel):
 class StepTimeModel(BaseModel):
     """The chosen step-time model of one workload (see the module docstring)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     axes: Literal["batch_seq", "n"]
     form: FormName
@@ -319,7 +319,7 @@ class TimeVerdict(BaseModel):
     passed: a verdict built OK with a failed held-out shape, or stored so by an older
     afford, is MISSED (:meth:`_upgrade`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     label: Literal["OK", "REMEASURE", "NOISY", "MISSED", "UNJUDGED"] = Field(
         description="UNJUDGED: OK as far as it goes, but no held-out shape could be judged")
@@ -368,7 +368,7 @@ class TimePrediction(BaseModel):
     host can bound the step, which side bounds it, and whether the shape lies beyond every
     shape the certificate measured for this model (fitted and held-out alike)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     seconds: float
     low: float | None = Field(None, description="the band's low end (None: a point)")

@@ -7,8 +7,6 @@ modules return them. Every field is optional in the certificate: one written bef
 existed loads with ``time`` absent, and readers fall back to the throughput law.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +16,7 @@ from afford.schema.time_law import StepTimeModel, TimeVerdict
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
 
 class Extension(_Model):

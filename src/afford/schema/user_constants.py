@@ -27,8 +27,6 @@ fitted value, the rest stays fitted); the whole formula is judged only in a mode
 bytes_per_param, c_res and c_op (a missing term would otherwise count as zero).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 
@@ -45,7 +43,7 @@ FORMULA_TERMS = ("bytes_per_param", "c_res", "c_op")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid",
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid",
                               populate_by_name=True)
 
 

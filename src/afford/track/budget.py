@@ -4,9 +4,9 @@ the predicted warm step of the run (all seconds, SI).
 The plan is ``afford plan --json`` (``afford.plan/1``) or ``afford preflight --json``
 (``afford.preflight/1``, whose ``plan`` is used), read as plain JSON so that the guard does not
 need torch, pydantic or the planner; or it is made here from a certificate, a platform and a
-run through :func:`afford.plan.planner.plan` (the same function ``afford plan`` calls).
+run through :func:`afford.planning.planner.plan` (the same function ``afford plan`` calls).
 
-Keys read (:mod:`afford.plan.result`): ``chunk.chunk_seconds`` (``null``: no session cap),
+Keys read (:mod:`afford.planning.result`): ``chunk.chunk_seconds`` (``null``: no session cap),
 ``cadence.save_every`` and ``cadence.write_seconds`` (``null`` cadence: no run, or no step
 time), the startup component ``final_save`` when the cadence is missing, and the
 ``step_seconds`` of the row with ``is_run`` (the run's own shape).
@@ -62,7 +62,7 @@ def load_plan(path: str | Path) -> Budget:
 
 def plan_from_files(cert: str | Path, platform: str | Path, run: str | Path) -> dict:
     """The plan of certificate + platform + run, as the JSON ``afford plan --json`` prints."""
-    from afford.plan import planner
+    from afford.planning import planner
     from afford.schema.cert import load_certificate
     from afford.schema.platform import load_platform
     from afford.schema.run import load_run

@@ -7,7 +7,7 @@ Why the whole folder: a framework that counts only the files it wrote itself (Li
 killed session wrote after its last confirmed save; a killed lineage's files stay forever,
 and a step written twice gets a second name (``step=20-v1.ckpt``). With ``keep=2`` one
 campaign of kills left five 84 MB step files and ``last.ckpt``, while the plan's disk figure
-(:mod:`afford.plan.disk`, after COSTS 3.4: live copies x checkpoint bytes) assumes two.
+(:mod:`afford.planning.disk`, after COSTS 3.4: live copies x checkpoint bytes) assumes two.
 
 The newest are the last *written* (modification time; the step, then the version break a tie),
 not the highest step: files a killed session wrote past the marker's save are older than any

@@ -124,7 +124,7 @@ class AddressSource:
         return (low - size) // ROUND_LARGE * ROUND_LARGE
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Block:
     """A block of a segment: ``prev``/``next`` are its neighbours in the segment."""
 
@@ -143,7 +143,7 @@ class Block:
         return (self.small, self.stream)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Segment:
     """One cudaMalloc (or one expandable virtual range): ``size`` is what it reserves."""
 
@@ -517,7 +517,7 @@ def _expandable_size(b: Block) -> int:
 class ReplayResult(BaseModel):
     """What one replay gave: the allocator's peaks and the segments it allocated."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     expandable: bool
     events: int

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import difflib
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.fit.memory.allocator import Allocator
@@ -48,7 +47,7 @@ CLASSES = ("parameters", "workspaces", "optimizer_state", "gradients", "activati
 class Steps(BaseModel):
     """Where the steps of a history begin, in allocation slots."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     period: int = Field(description="allocations per warm step")
     first_step: int = Field(description="slot where the first step begins (build before)")
@@ -59,7 +58,7 @@ class Steps(BaseModel):
 class MemoryBreakdown(BaseModel):
     """The live bytes of each class at the allocated peak of the last step, and the slack."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     B: int
     s: int
@@ -95,6 +94,8 @@ def find_steps(trace: OpTrace) -> Steps:
     allocations), whose size follows the data (PyTorch's embedding backward above 3,072
     indices sizes a buffer by the distinct tokens of the batch; a least-squares size law
     learned from such a slot does not repeat either)."""
+    import numpy as np  # here: a replay that is not broken down needs none
+
     sizes = trace.sizes
     n = len(sizes)
     a = np.asarray(sizes)

@@ -46,12 +46,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from afford.fit.stats import r2_score
 from afford.schema.memory_section import DefaultVerdict, Form, MemoryFit, activation_features
+
+if TYPE_CHECKING:
+    import numpy as np  # imported by the fits themselves: a reader of a law needs none
 
 FORMS: tuple[Form, ...] = ("states_measured", "states_plus_fixed")
 BATCH_CAP = 1 << 24  # largest_batch never searches beyond this many sequences
@@ -61,7 +64,7 @@ LOO_TIE = 1e-9  # leave-one-out maxima closer than this are a tie (exact data, r
 class MemoryObservation(BaseModel):
     """One measured shape: transformer dims, states counted at rest, and the peak."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     B: int
     s: int
@@ -88,6 +91,8 @@ def candidate_forms(s2_term: bool | None) -> list[tuple[Form, bool]]:
 
 def _design(obs: Sequence[MemoryObservation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(L*B*s*d, L*B*H*s^2, 1) per shape, the peaks, and the states."""
+    import numpy as np
+
     feats = np.array([(*activation_features(o.B, o.s, o.d, o.L, o.H), 1.0) for o in obs],
                      dtype=float)  # (n, 3)
     y = np.array([o.peak_bytes for o in obs], dtype=float)
@@ -100,6 +105,7 @@ _FEATURE = {"c_res": 0, "c_op": 1, "fixed_bytes": 2}
 
 def _solve(feats: np.ndarray, y: np.ndarray, states: np.ndarray, cols: tuple[str, ...]
            ) -> dict[str, float]:
+    import numpy as np
     from scipy import optimize  # here, not at the top: ~0.5 s that only a fit needs
 
     a = feats[:, [_FEATURE[c] for c in cols]]
@@ -131,6 +137,8 @@ def _check(obs: Sequence[MemoryObservation], need: int) -> None:
 def fit_form(obs: Sequence[MemoryObservation], quantity: str, form: Form,
              s2_term: bool = True) -> MemoryFit:
     """One form by bounded least squares, with leave-one-out errors."""
+    import numpy as np
+
     cols = columns(form, s2_term)
     k = len(cols)
     _check(obs, k)
@@ -172,6 +180,8 @@ def fit_memory(obs: Sequence[MemoryObservation], quantity: str,
 def fit_params_affine(s_values: Sequence[float], params: Sequence[float]) -> tuple[float, float]:
     """params = p0 + p_s * s by least squares (learned positions grow with s; most models
     are constant in s, p_s = 0). Exact for the built-in workloads."""
+    import numpy as np
+
     s = np.asarray(s_values, dtype=float)
     p = np.asarray(params, dtype=float)
     if len(s) == 0:
@@ -185,6 +195,8 @@ def fit_params_affine(s_values: Sequence[float], params: Sequence[float]) -> tup
 def batch_linearity(batches: Sequence[float], peaks: Sequence[float]) -> tuple[float, float]:
     """R^2 and the largest relative residual of ``peak = a + b*B`` over a batch sweep: the law
     assumes memory linear in B at fixed s."""
+    import numpy as np
+
     b = np.asarray(batches, dtype=float)
     y = np.asarray(peaks, dtype=float)
     if len(b) < 3:

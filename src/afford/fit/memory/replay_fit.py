@@ -144,5 +144,6 @@ def learn_shapes(shapes: list[MemoryShape]) -> Learned | None:
 
 def use_replay(replay: ReplayModel | None) -> bool:
     """Whether predictions should come from the replay: validated, and at the held-out
-    shapes no worse than the law (or nothing held out to judge by)."""
-    return replay is not None and replay.trusted and replay.better in ("replay", None)
+    shapes no worse than the law (or nothing held out to judge by):
+    :attr:`ReplayModel.answers`."""
+    return replay is not None and replay.answers

@@ -25,7 +25,7 @@ every parameter of the model.
 Residency is decided on reserved bytes (docs/DESIGN.md section 3, rule 4): CUDA budgets against the
 reserved law; a CPU against the predicted peak RSS (the measured baseline plus the law).
 
-The certify stage validates a law with these predictions (:mod:`afford.certify.stage_memory`);
+The certify stage validates a law with these predictions (:mod:`afford.certification.stage_memory`);
 reading a certificate's laws for ``afford size`` is :mod:`afford.figures.memory_figures`.
 """
 
@@ -62,7 +62,7 @@ FOUR_X = "the \"4x model size\" rule (accelerate's estimate: 4 x the fp32 model 
 class Defaults(BaseModel):
     """A set of default constants of the law; ``None``: not part of this default (0)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     key: str
     name: str

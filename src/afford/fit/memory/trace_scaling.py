@@ -63,12 +63,15 @@ import difflib
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from afford.fit.memory.allocator import AllocEvent
 from afford.schema.memory_section import LearnedSizes, pack_ints, unpack_ints
+
+if TYPE_CHECKING:
+    import numpy as np  # imported by the size fits themselves: a replay needs none
 
 TERMS: dict[str, tuple[int, int]] = {  # name -> (power of B, power of s)
     "1": (0, 0), "B*s": (1, 1), "B*s^2": (1, 2), "B": (1, 0), "s": (0, 1), "s^2": (0, 2)}
@@ -287,7 +290,7 @@ class SizeLaw(BaseModel):
     reproduce them (``alternatives``), so that a prediction never rests on the optimistic
     one of two readings of the same evidence."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     terms: tuple[str, ...]
     coefs: tuple[float, ...]
@@ -317,6 +320,8 @@ def _value(terms: Sequence[str], coefs: Sequence[float], cap: float | None, B: i
 
 
 def _design(shapes: Sequence[tuple[int, int]], terms: Sequence[str]) -> np.ndarray:
+    import numpy as np
+
     return np.array([[float(B) ** TERMS[t][0] * float(s) ** TERMS[t][1] for t in terms]
                      for B, s in shapes])  # (n, k)
 
@@ -324,6 +329,8 @@ def _design(shapes: Sequence[tuple[int, int]], terms: Sequence[str]) -> np.ndarr
 def _solve(shapes: Sequence[tuple[int, int]], y: np.ndarray, terms: Sequence[str]
            ) -> tuple[np.ndarray, float] | None:
     """Least squares in the basis; ``None`` when the shapes cannot determine it."""
+    import numpy as np
+
     a = _design(shapes, terms)
     if np.linalg.matrix_rank(a) < len(terms):
         return None
@@ -347,6 +354,8 @@ def fit_size(shapes: Sequence[tuple[int, int]], sizes: Sequence[int]) -> SizeLaw
 
 @functools.lru_cache(maxsize=65536)
 def _fit_size(shapes: tuple[tuple[int, int], ...], sizes: tuple[int, ...]) -> SizeLaw:
+    import numpy as np
+
     y = np.asarray(sizes, dtype=float)
     n = len(shapes)
     if n == 0:
@@ -369,6 +378,8 @@ def _fit_size(shapes: tuple[tuple[int, int], ...], sizes: tuple[int, ...]) -> Si
 def _exact(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw | None:
     """The shortest basis that fits exactly (non-negative); the other bases as short that
     fit too are its ``alternatives`` (they agree at the traced shapes, not off them)."""
+    import numpy as np
+
     n = len(shapes)
     for k in range(1, n + 1):
         fits = []
@@ -420,6 +431,8 @@ def _cap_readings(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> list[Size
     looks like this: its sizes below the cap are too few to say how it grows, and a
     least-squares law (or an interpolating one) through all of them falls below the cap
     between the shapes. Each reading is marked interpolated (no evidence)."""
+    import numpy as np
+
     top = float(y.max())
     below = [i for i in range(len(y)) if y[i] < top]
     if not below:
@@ -454,6 +467,7 @@ def _hedged(readings: list[SizeLaw]) -> SizeLaw:
 
 
 def _nnls_fallback(shapes: Sequence[tuple[int, int]], y: np.ndarray) -> SizeLaw:
+    import numpy as np
     from scipy.optimize import nnls
 
     n = len(shapes)
@@ -476,7 +490,7 @@ class TraceModel(BaseModel):
     """The reference history's structure with a size law per slot: :meth:`synthesise`
     writes the history out at any (B, s)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     shapes: list[tuple[int, int]] = Field(description="traced (B, s), reference first")
     ops: list[int] = Field(description="the reference's canonical ops (slot / ~slot)")

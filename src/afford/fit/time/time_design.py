@@ -51,7 +51,7 @@ class DesignLimits(BaseModel):
     """The budgets of a design: what may vary, tokens and sequence caps, the sequence's
     multiple, and the time one point may take."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     vary: Literal["batch_seq", "seq"] = "batch_seq"
     max_tokens: int | None = None
@@ -63,7 +63,7 @@ class DesignLimits(BaseModel):
 
 
 class DesignShape(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     batch: int
     seq: int
@@ -76,7 +76,7 @@ class DesignShape(BaseModel):
 
 
 class TimeDesign(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     ladder: list[DesignShape]
     across: list[DesignShape]

@@ -9,14 +9,14 @@ judged against ``floor_tolerance`` only: the floor's level differs from process 
 (by up to 2x for one shape), so its spread is the floor's uncertainty,
 recorded, and noise only when extreme. A held-out shape on the floor is not judged on its
 wall time (a two-sided GPU model judges it on its device side instead,
-:func:`afford.certify.stage_time.judged_errors`). With no held-out shape judged and nothing
+:func:`afford.certification.stage_time.judged_errors`). With no held-out shape judged and nothing
 else wrong the verdict is UNJUDGED, never OK.
 A work-regime point near the floor inherits part of the floor's process-to-process spread:
 its children may disagree by ``child_tolerance + (floor_tolerance - child_tolerance) x
 (F / t)^2`` (:func:`tolerance_at`; F the floor, t the point's step): 16 % at twice the floor,
 7 % at five times it (children of a point just above its floor disagree by several per cent
 where those of a point far above it agree within 1 %).
-Certify's tolerances: 5 % on a GPU, 10 % on a CPU (:mod:`afford.certify.stage_time`).
+Certify's tolerances: 5 % on a GPU, 10 % on a CPU (:mod:`afford.certification.stage_time`).
 
 A held-out miss that survives the re-measurement while the children of that shape agree is
 not noise: the measurement reproduced and the model does not describe it (e.g. a shape that
@@ -29,9 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from afford.fit.stats import relative_spread
+from afford.fit.stats import median, relative_spread
 from afford.schema.time_law import TimeVerdict
 
 __all__ = ["LOADED_WAIT", "OUTLIER_RATIO", "TimeVerdict", "disagreement", "noisy_points",
@@ -59,11 +57,11 @@ def outlier_children(meds: Sequence[float], ratio: float = OUTLIER_RATIO) -> lis
 
     The point's value is the median over all its children, which a minority cannot move
     outside the others' range: such a child is outvoted by them, or re-measured where
-    certify can (:func:`afford.certify.stage_time.offending`)."""
+    certify can (:func:`afford.certification.stage_time.offending`)."""
     n = len(meds)
     if n < 3 or min(meds) <= 0:
         return []
-    centre = float(np.median(meds))
+    centre = median(meds)
     out = [i for i, m in enumerate(meds) if max(m / centre, centre / m) >= ratio]
     inliers = [m for i, m in enumerate(meds) if i not in out]
     if not out or 2 * len(out) >= n or max(inliers) / min(inliers) >= ratio:
@@ -150,6 +148,6 @@ def time_verdict(child_medians: Sequence[Sequence[float]], held_out_errors: Sequ
                        failed_held_out=failed, child_tolerance=child_tolerance,
                        held_out_tolerance=held_out_tolerance, remeasured=remeasured,
                        floor_tolerance=floor_tolerance,
-                       held_out_median=float(np.median(abs_err)) if abs_err else None,
+                       held_out_median=median(abs_err) if abs_err else None,
                        held_out_worst=max(abs_err) if abs_err else None,
                        judged=len(abs_err), model_misses=misses)

@@ -32,10 +32,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from afford.fit.time.throughput import fit_linear_floor
 from afford.schema.laws import LawFit
 from afford.schema.probes_section import (
     COMPUTE_SHARE,
@@ -49,7 +47,7 @@ LOW_UTILISATION = 0.05     # a sample at or under 5 % counts as idle
 
 
 class UtilisationStats(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     kept: int
     mean: float | None
@@ -77,6 +75,8 @@ def ladder_fit(tokens: Sequence[float], seconds: Sequence[float]
     The first rung is the x1 batch: the share is of the step as the sweep measured it.
     F is bounded below by 0 (the fit's constraint); the share may exceed 1 when the step
     time falls with the batch (noise), and is returned as fitted."""
+    from afford.fit.time.throughput import fit_linear_floor  # numpy: a fit's, not a reader's
+
     law = fit_linear_floor(tokens, seconds)
     fixed = law.params["F"]
     return law, fixed, fixed / float(seconds[0])
@@ -98,6 +98,8 @@ def ladder_growth(tokens: Sequence[float], seconds: Sequence[float],
 
 
 def _iqr_share(samples: Sequence[float]) -> float | None:
+    import numpy as np  # here: a command reading a certificate's verdicts needs no numpy
+
     xs = sorted(samples)
     if len(xs) < 2:
         return None

@@ -30,7 +30,7 @@ WARM_TOLERANCE = 0.05
 
 
 class WarmupProfile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     step0_seconds: float
     first_seconds: list[float]    # step 0, then each warm-up step, in order

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from afford import figures
 from afford.core.provenance import SHARE, NotExecutable, Tagged, measured, module, run_label
+from afford.figures import probes_figures
 from afford.fit.time.verdicts import mfu
-from afford.plan.scale_ladder import gemm_dtype
+from afford.planning.scale_ladder import gemm_dtype
 from afford.schema.cert import Certificate
 from afford.schema.levers_section import Lever, LeverRun, LeversSection, LeverVariant
 
 
 class LeverRow(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     workload: str
     lever: str
@@ -137,7 +137,7 @@ def _mfu(cert: Certificate, run: LeverRun, v: LeverVariant) -> tuple[Tagged | No
     if flops is None or p is None or not p.median_seconds:
         return None, "no FLOP count (" + "; ".join(run.warnings)[:200] + ")"
     dtype = gemm_dtype(cert, v.mode)
-    peak = figures.gemm_rate(cert, dtype)
+    peak = probes_figures.gemm_rate(cert, dtype)
     if peak is None or not peak.value:
         return None, f"no measured {dtype} GEMM rate in the certificate (probes stage)"
     return module(mfu(flops, p.median_seconds, peak.value), SHARE,
@@ -165,7 +165,7 @@ class BatchRung(BaseModel):
     each doubling of the batch buys less throughput than the one before (a bigger batch buys
     gradient quality, not speed)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     workload: str
     multiplier: int

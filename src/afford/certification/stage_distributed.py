@@ -1,6 +1,6 @@
 """``afford certify --distributed`` under torchrun: the node's certificate, written by rank 0.
 
-The distributed counterpart of :mod:`afford.certify` (which it calls for the sweep). Order:
+The distributed counterpart of :mod:`afford.certification` (which it calls for the sweep). Order:
 
 1. every rank checks the request (bad input fails on every rank before anything starts),
    binds ``cuda:LOCAL_RANK`` (or the CPU) and joins the group torchrun prepared;
@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 
 import torch
 
-from afford.certify import certify
-from afford.certify.request import CertifyRequest, default_mode, resolve
-from afford.certify.sweep import protocol_of
+from afford.certification import certify
+from afford.certification.request import CertifyRequest, default_mode, resolve
+from afford.certification.sweep import protocol_of
 from afford.core.errors import InputError, MeasurementError
 from afford.core.provenance import NotExecutable
 from afford.core.units import UnitError, bounded

@@ -56,7 +56,7 @@ from afford.schema.memory_section import (
 )
 
 if TYPE_CHECKING:
-    from afford.certify.request import StageContext
+    from afford.certification.request import StageContext
     from afford.workloads.base import Workload
 
 # step 0 creates the optimizer state, step 1 runs with it resident, step 2 shows what the

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from afford.certify.stage_probes import gemm_dtype_for
-from afford.certify.stage_time import child_options
-from afford.certify.sweep import assemble_point, point_key
+from afford.certification.stage_probes import gemm_dtype_for
+from afford.certification.stage_time import child_options
+from afford.certification.sweep import assemble_point, point_key
 from afford.core.published_constants import load_scaling
 from afford.fit.time.phases import growth, phase_child, phase_split, premise
 from afford.fit.time.size_law import fit_sizes_section

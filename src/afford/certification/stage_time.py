@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from afford.certify.sweep import assemble_point, died, fit_workload, point_key
+from afford.certification.sweep import assemble_point, died, fit_workload, point_key
 from afford.core.published_constants import MEMORY_FRACTION
 from afford.fit.stats import relative_spread
 from afford.fit.time.contention import child_free_median, judged_medians

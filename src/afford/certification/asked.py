@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from afford.certify.stage_memory import STEPS, MemoryJob, dim_keys, items_for, shape_record
+from afford.certification.stage_memory import STEPS, MemoryJob, dim_keys, items_for, shape_record
 from afford.core.errors import InputError
 from afford.schema.cert import Certificate
 from afford.schema.memory_section import MemoryLaw, MemoryShape

@@ -8,7 +8,7 @@ A platform that bills GPU hours per week bills every session's startup too:
 - remainder = quota - whole chunks x billed; trainable = remainder - one more startup
   (zero when the remainder is smaller than a startup);
 - steps a week = whole chunks x steps per chunk + floor(trainable / step seconds), at a
-  banded step's slow end (:func:`afford.plan.chunk.slow_end`), as the chunk plans.
+  banded step's slow end (:func:`afford.planning.chunk.slow_end`), as the chunk plans.
 
 The naive figure quota / chunk charges nothing for startup; it is kept beside the right one,
 marked wrong, so the difference is visible.
@@ -17,9 +17,9 @@ marked wrong, so the difference is visible.
 from __future__ import annotations
 
 from afford.core.provenance import Tagged
-from afford.plan.chunk import slow_end
-from afford.plan.derive import ceil_div, derive, floor_div, num
-from afford.plan.result import Quota, Startup, Target
+from afford.planning.chunk import slow_end
+from afford.planning.derive import ceil_div, derive, floor_div, num
+from afford.planning.result import Quota, Startup, Target
 
 WEEK_SECONDS = 7 * 86400
 

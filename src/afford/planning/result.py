@@ -6,8 +6,6 @@ and compute nothing (docs/DESIGN.md section 2). A section that could not be comp
 and the plan's ``notes`` say why.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,7 +20,7 @@ VERDICT_SCHEMA = "afford.preflight/1"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", populate_by_name=True)
 
 
 class StartupComponent(_Frozen):

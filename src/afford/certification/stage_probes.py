@@ -65,7 +65,7 @@ from afford.schema.probes_section import (
 
 
 def probes_stage(ctx) -> dict:
-    """The stage hook (:data:`afford.certify.request.Stage`). The probe child says when it
+    """The stage hook (:data:`afford.certification.request.Stage`). The probe child says when it
     needs the device no more (its checkpoint writes, from host copies, follow): the
     context's ``device_free`` is set then, so certify may start the next stage's child
     beside those writes."""

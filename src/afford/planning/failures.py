@@ -22,7 +22,7 @@ difference, and its share of the weekly quota. Fed COSTS's inputs (step 0.299025
 steps, write 0.609 s, save_every 204, startup 483.6 s, 30 GPU-h) this gives its rows: 8.06 /
 1.02 / 1.03 / 1.03 GPU-min with, 660 without, 649x (COSTS: 647x, from its rounded 1.02),
 659 GPU-min, 36.6 % (tests/unit/test_plan_math.py, tests/answers/test_costs_tables.py);
-save_every 204 is afford's own solution at those inputs (:mod:`afford.plan.cadence`, COSTS's
+save_every 204 is afford's own solution at those inputs (:mod:`afford.planning.cadence`, COSTS's
 definition of the share: write seconds over the chunk).
 
 With a mean time between failures M (spot, preemptible):
@@ -41,8 +41,8 @@ from __future__ import annotations
 import math
 
 from afford.core.provenance import Tagged
-from afford.plan.derive import derive, num
-from afford.plan.result import Daly, Failures, KillRow, Worth
+from afford.planning.derive import derive, num
+from afford.planning.result import Daly, Failures, KillRow, Worth
 
 
 def young_interval(d: float, m: float) -> float:

@@ -18,7 +18,7 @@ from afford.schema.cert import Certificate
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class ReferenceFigure(_Frozen):

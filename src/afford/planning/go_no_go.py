@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from afford.core.provenance import Tagged
 from afford.core.units import format_bytes, format_duration
-from afford.plan.derive import derive, num
-from afford.plan.result import ChunkRow, PlanResult, Verdict
+from afford.planning.derive import derive, num
+from afford.planning.result import ChunkRow, PlanResult, Verdict
 
 OLD_CERT_DAYS = 30  # ASSUMED: drivers, torch and notebook images change about monthly
 
@@ -35,7 +35,7 @@ class Facts(BaseModel):
     """What preflight knows besides the plan: the certificate's age and torch version, this
     environment's torch version, and how many weeks the run allows."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     cert_age_days: float | None = None
     cert_torch: str | None = None
@@ -73,7 +73,7 @@ def slow_step(step: Tagged, children: Tagged | None) -> Tagged | None:
     """The slow end of the run's step inside its measured spread: the figure a NOISY
     certificate's decision is checked at. Where the step carries a band (a host-bound
     step: :attr:`Tagged.high`), its high end; else the step x the children's slow-end factor
-    (:func:`afford.figures.children_slow_end`: the slowest child's median over the median,
+    (:func:`afford.figures.noise.children_slow_end`: the slowest child's median over the median,
     at the run's point, or the workload's typical factor for a shape no point measured).
     ``None`` where neither is known."""
     if step.high is not None:

@@ -20,8 +20,8 @@ save in the startup). A larger budget never gives a larger k.
 from __future__ import annotations
 
 from afford.core.provenance import Tagged
-from afford.plan.derive import ceil_div, derive, floor_div, num
-from afford.plan.result import Cadence
+from afford.planning.derive import ceil_div, derive, floor_div, num
+from afford.planning.result import Cadence
 
 CHUNK_RULE = ("the smallest k with floor(steps / k) x write / chunk seconds <= budget "
               "(COSTS 3.4: write seconds over the chunk)")

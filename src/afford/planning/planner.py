@@ -1,10 +1,13 @@
 """certificate + platform (+ run) -> plan -> verdict: the only place that sequences them.
 
-The certificate is read only through :mod:`afford.figures`. Where it holds no figure (no
-probes section yet: checkpoint write time and size, import time), the plan falls back to an
-ASSUMED value whose source says why, and lists the fallback in ``plan.assumptions`` so that
-preflight repeats it. Nothing here does I/O: the command line loads the files and passes
-``now`` and this environment's torch version in.
+The certificate is read only through :mod:`afford.figures` (its workloads and points from
+:mod:`~afford.figures.cert_lookup`, steps from :mod:`~afford.figures.time_figures`, memory
+from :mod:`~afford.figures.memory_figures`, start-up and checkpoint costs from
+:mod:`~afford.figures.session_costs`). Where it holds no figure (no probes section yet:
+checkpoint write time and size, import time), the plan falls back to an ASSUMED value
+whose source says why, and lists the fallback in ``plan.assumptions`` so that preflight
+repeats it. Nothing here does I/O: the command line loads the files and passes ``now`` and
+this environment's torch version in.
 """
 
 from __future__ import annotations
@@ -14,19 +17,19 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from afford import figures
 from afford.core.errors import InputError
 from afford.core.provenance import Tagged, assumed, measured, module, run_label
+from afford.figures import cert_lookup, memory_figures, noise, session_costs
 from afford.figures import time_figures as ft
 from afford.figures.memory_at import MemoryAnswer
-from afford.plan import cadence as cadmod
-from afford.plan import chunk as chunkmod
-from afford.plan import disk as diskmod
-from afford.plan import failures as failmod
-from afford.plan import quota as quotamod
-from afford.plan.derive import derive, num
-from afford.plan.go_no_go import Facts, run_row, slow_step, verdict
-from afford.plan.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
+from afford.planning import cadence as cadmod
+from afford.planning import chunk as chunkmod
+from afford.planning import disk as diskmod
+from afford.planning import failures as failmod
+from afford.planning import quota as quotamod
+from afford.planning.derive import derive, num
+from afford.planning.go_no_go import Facts, run_row, slow_step, verdict
+from afford.planning.result import ChunkRow, PlanResult, RunInfo, StartupComponent, Verdict
 from afford.schema.cert import Certificate
 from afford.schema.platform import Platform
 from afford.schema.run import RunFile
@@ -105,7 +108,7 @@ def run_shape(cert: Certificate, run: RunFile) -> RunShape:
                              f"{', '.join(map(repr, unknown))} (its shape: "
                              f"{ft.shape_label(family)})")
     value = want[param]
-    base = figures.shape_at(cert, r.name, value, r.mode) or {param: value}
+    base = cert_lookup.shape_at(cert, r.name, value, r.mode) or {param: value}
     full = {**base, **want}
     return RunShape(value, full, param, r.name, in_family=full == base)
 
@@ -116,7 +119,7 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
     ``step``: the run's step in place of the certificate's (preflight plans a NOISY
     certificate at the slow end of the step's spread too)."""
     g = _Gather()
-    matches = platform.device.matches(figures.device_name(cert)) if platform.device else None
+    matches = platform.device.matches(cert_lookup.device_name(cert)) if platform.device else None
     memory = chunkmod.memory_budget(_device_memory(cert, platform, matches),
                                     platform.budget_fraction.tagged())
     shape = run_shape(cert, run) if run else None
@@ -129,8 +132,8 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
     start = chunkmod.startup(_startup(cert, platform, run, shape, rf, write, g))
     ch = chunkmod.chunk(platform.session_cap.tagged(), platform.margin.tagged(), start)
     rows = [_row(cert, name, mode, value, memory, ch.chunk_seconds)
-            for name, mode, _ in figures.workload_keys(cert)
-            for value in figures.sweep_values(cert, name, mode)]
+            for name, mode, _ in cert_lookup.workload_keys(cert)
+            for value in cert_lookup.sweep_values(cert, name, mode)]
     info = run_row = None
     if run:
         info, run_row = _run_row(run, shape, rf, memory, ch.chunk_seconds, unpinned)
@@ -143,7 +146,7 @@ def plan(cert: Certificate, platform: Platform, run: RunFile | None = None, *,
         dsk = diskmod.disk_plan(platform.disk.tagged(), ckpt_bytes,
                                 run.figure("checkpoints_kept", "copies", run.name))
     _notes(platform, matches, run, rf, dsk, g)
-    return PlanResult(certificate_device=figures.device_name(cert), platform=platform.name,
+    return PlanResult(certificate_device=cert_lookup.device_name(cert), platform=platform.name,
                       platform_device=platform.device.label if platform.device else None,
                       device_matches=matches, memory=memory, chunk=ch, rows=tuple(rows),
                       run=info, quota=quota, target=target, cadence=cad, failures=fails,
@@ -176,18 +179,18 @@ def run_figures(cert: Certificate, run: RunFile, shape: RunShape,
     shape (judged against ``budget`` bytes where given). InputError when the certificate
     can give neither a step time nor a memory figure at the shape."""
     name, mode, v = shape.workload, run.mode, shape.value
-    mem = figures.memory_answer(cert, name, shape.shape, mode, budget=budget)
+    mem = memory_figures.memory_answer(cert, name, shape.shape, mode, budget=budget)
     mem_why = "" if mem is not None else "not measured and no memory law"
     if shape.in_family:
-        step = figures.step_seconds(cert, name, v, mode)
+        step = ft.step_seconds(cert, name, v, mode)
         why = "" if step is not None else (
             ft.step_at(cert, name, shape.shape, mode).why or "not measured and no "
             "throughput law")
-        return RunFigures(step, mem, figures.params(cert, name, v, mode),
-                          figures.tokens_per_step(cert, name, v, mode)
+        return RunFigures(step, mem, cert_lookup.params(cert, name, v, mode),
+                          cert_lookup.tokens_per_step(cert, name, v, mode)
                           or ft.tokens_at(ft.find_workload(cert, name, mode), shape.shape),
-                          figures.step0_seconds(cert, name, v, mode),
-                          figures.point_status(cert, name, v, mode), step_why=why,
+                          cert_lookup.step0_seconds(cert, name, v, mode),
+                          cert_lookup.point_status(cert, name, v, mode), step_why=why,
                           memory_why=mem_why)
     r = ft.find_workload(cert, name, mode)
     at = ft.step_at(cert, name, shape.shape, mode)
@@ -216,11 +219,11 @@ def _params_at(cert, r, shape: RunShape) -> Tagged | None:
     """Parameters at a shape the sweep did not measure: the memory law's count; else, where
     only the batch differs from a measured point, that point's count (a batch holds no
     parameters)."""
-    got = figures.predicted_params(cert, r.name, shape.shape, r.mode)
+    got = memory_figures.predicted_params(cert, r.name, shape.shape, r.mode)
     if got is not None:
         return got
     bk, _ = ft.shape_keys(r)
-    p = figures.point(r, shape.value)
+    p = cert_lookup.point(r, shape.value)
     if p is not None and p.params is not None and p.shape and \
             {k: x for k, x in p.shape.items() if k != bk} == \
             {k: x for k, x in shape.shape.items() if k != bk}:
@@ -238,7 +241,7 @@ def on_unpinned(plan: PlanResult, unpinned: tuple[str, ...]) -> PlanResult:
     table and does not depend on them").
 
     A plan computed with these sources unpinned already carries exactly those marks (each
-    figure derived from a provisional one is provisional, :func:`afford.plan.derive.derive`);
+    figure derived from a provisional one is provisional, :func:`afford.planning.derive.derive`);
     it is returned as it is. A plan computed while they were pinned gets the target marked,
     and, without a session cap (the cadence and failure ledger then span the target), the
     cadence and the failure ledger too."""
@@ -269,21 +272,21 @@ def _provisional(obj):
 def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
               pins: dict[str, bool] | None = None, now: datetime | None = None,
               here_torch: str | None = None, accept_noisy: bool = False) -> Verdict:
-    """GO / NO-GO with every reason (:func:`afford.plan.go_no_go.verdict`). On a NOISY
+    """GO / NO-GO with every reason (:func:`afford.planning.go_no_go.verdict`). On a NOISY
     certificate the run is planned twice, at its step and at the slow end of the step's
-    measured spread (:func:`afford.plan.go_no_go.slow_step`): NO-GO only where the slow end
+    measured spread (:func:`afford.planning.go_no_go.slow_step`): NO-GO only where the slow end
     flips the decision, unless ``accept_noisy``."""
     p = plan(cert, platform, run, pins=pins)
     slow = None
     step = run_row(p).step_seconds
     if p.time_verdict == "NOISY" and step is not None:
         shape = run_shape(cert, run)
-        spread = figures.children_slow_end(cert, shape.workload,
-                                           shape.value if shape.in_family else None, run.mode)
+        spread = noise.children_slow_end(cert, shape.workload,
+                                         shape.value if shape.in_family else None, run.mode)
         end = slow_step(step, spread)
         slow = plan(cert, platform, run, pins=pins, step=end) if end is not None else None
-    age = (now - figures.certified_at(cert)).total_seconds() / 86400 if now else None
-    facts = Facts(cert_age_days=age, cert_torch=figures.torch_version(cert),
+    age = (now - cert_lookup.certified_at(cert)).total_seconds() / 86400 if now else None
+    facts = Facts(cert_age_days=age, cert_torch=cert_lookup.torch_version(cert),
                   here_torch=here_torch, max_weeks=run.figure("max_weeks", "weeks", run.name),
                   accept_noisy=accept_noisy)
     return verdict(p, facts, slow)
@@ -292,7 +295,7 @@ def preflight(cert: Certificate, platform: Platform, run: RunFile, *,
 def _device_memory(cert, platform: Platform, matches: bool | None) -> Tagged:
     """The certificate's measured memory when it was measured on the platform's device (or
     the platform names none); else the platform's figure."""
-    measured = figures.device_memory(cert)
+    measured = cert_lookup.device_memory(cert)
     stated = platform.device.memory.tagged() if platform.device and platform.device.memory \
         else None
     if stated is not None and stated.value is not None and not (matches and measured):
@@ -308,7 +311,7 @@ def _checkpoint(cert, run, shape, rf, g: _Gather) -> tuple[Tagged | None, Tagged
     measured one without a run), measured by the probes stage or ASSUMED."""
     if run is None:
         found = []
-        for n, m, _ in figures.workload_keys(cert):
+        for n, m, _ in cert_lookup.workload_keys(cert):
             mine = _Gather()
             found.append((_checkpoint_of(cert, n, m, _largest_params(cert, n, m), mine), mine))
         (size, write), mine = max(found, key=lambda f: num(f[0][1]))
@@ -318,12 +321,12 @@ def _checkpoint(cert, run, shape, rf, g: _Gather) -> tuple[Tagged | None, Tagged
 
 
 def _checkpoint_of(cert, name, mode, params: Tagged | None, g: _Gather):
-    size = figures.checkpoint_bytes(cert, name, mode)
+    size = session_costs.checkpoint_bytes(cert, name, mode)
     if size is None and params is not None:
         size = g.fallback(int(num(params)) * ASSUMED_CHECKPOINT_BYTES_PER_PARAM, "B",
                           f"checkpoint size of {name} not measured: {NO_PROBES}; assumed 12 "
                           "bytes/param (fp32 weights 4 + AdamW moments 8)")
-    write = figures.checkpoint_write_seconds(cert, name, mode)
+    write = session_costs.checkpoint_write_seconds(cert, name, mode)
     if write is None and size is not None:
         write = g.fallback(num(size) / ASSUMED_WRITE_BYTES_PER_SECOND, "s",
                            f"checkpoint write time of {name} not measured: {NO_PROBES}; "
@@ -335,14 +338,15 @@ def _checkpoint_of(cert, name, mode, params: Tagged | None, g: _Gather):
 
 
 def _largest_params(cert, name, mode) -> Tagged | None:
-    found = [figures.params(cert, name, v, mode) for v in figures.sweep_values(cert, name, mode)]
+    found = [cert_lookup.params(cert, name, v, mode)
+             for v in cert_lookup.sweep_values(cert, name, mode)]
     found = [p for p in found if p is not None]
     return max(found, key=num) if found else None
 
 
 def _startup(cert, platform: Platform, run, shape, rf, write, g: _Gather
              ) -> list[StartupComponent]:
-    measured = figures.startup_seconds(cert)
+    measured = session_costs.startup_seconds(cert)
     comps = [StartupComponent(name=k, what=f"{k.replace('_', ' ')} in a fresh process",
                               seconds=v) for k, v in measured.items() if k.startswith("import")]
     if not comps:
@@ -367,15 +371,16 @@ def _first_step(cert, run, shape, rf, g: _Gather) -> Tagged:
     """Step 0 at the run's shape: measured, or the warm step x the median step-0/warm ratio;
     without a run, the slowest measured step 0 in the certificate."""
     if run is None:
-        found = [figures.step0_seconds(cert, n, v, m) for n, m, _ in figures.workload_keys(cert)
-                 for v in figures.sweep_values(cert, n, m)]
+        found = [cert_lookup.step0_seconds(cert, n, v, m)
+                 for n, m, _ in cert_lookup.workload_keys(cert)
+                 for v in cert_lookup.sweep_values(cert, n, m)]
         found = [t for t in found if t is not None]
         if found:
             return max(found, key=num)
     else:
         if rf.step0 is not None:
             return rf.step0
-        ratio = figures.step0_over_warm(cert, shape.workload, run.mode)
+        ratio = cert_lookup.step0_over_warm(cert, shape.workload, run.mode)
         if ratio is not None and rf.step is not None:
             return derive(num(rf.step) * num(ratio), "s", "warm step x median step-0/warm "
                           "ratio", rf.step, ratio)
@@ -384,13 +389,13 @@ def _first_step(cert, run, shape, rf, g: _Gather) -> Tagged:
 
 
 def _row(cert, name, mode, value, memory, chunk_seconds) -> ChunkRow:
-    step = figures.step_seconds(cert, name, value, mode)
-    shape = figures.shape_at(cert, name, value, mode)
-    mem = figures.memory_answer(cert, name, shape, mode, budget=memory.budget_bytes) \
+    step = ft.step_seconds(cert, name, value, mode)
+    shape = cert_lookup.shape_at(cert, name, value, mode)
+    mem = memory_figures.memory_answer(cert, name, shape, mode, budget=memory.budget_bytes) \
         if shape else None
-    status = figures.point_status(cert, name, value, mode)
+    status = cert_lookup.point_status(cert, name, value, mode)
     return chunkmod.chunk_row(workload=name, mode=mode,
-                              sweep_param=figures.sweep_param(cert, name, mode), value=value,
+                              sweep_param=cert_lookup.sweep_param(cert, name, mode), value=value,
                               step=step, mem=mem, memory=memory,
                               chunk_seconds=chunk_seconds, excluded=status)
 

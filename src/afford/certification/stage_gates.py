@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from afford.certify.request import default_mode, workload_values
+from afford.certification.request import default_mode, workload_values
 from afford.core.errors import InputError
 from afford.core.units import UnitError, whole
 from afford.fit.gates import GateContext, GateSettings, evaluate, verdict
@@ -200,7 +200,7 @@ def _pair_items(pairs: list[tuple[str, str]], r: _Resolved) -> list[tuple[str, W
 
 
 def gates_stage(ctx) -> dict:
-    """The certify stage (``afford.certify.request.StageContext`` in, certificate fields out):
+    """The certify stage (``afford.certification.request.StageContext`` in, certificate fields out):
     by default the init-loss gate over the certified shapes with the run's seed, read from
     the sweep (:func:`sweep_init_losses`: nothing runs again); with ``--gates`` three seeds
     measured afresh, the audit and every other gate."""

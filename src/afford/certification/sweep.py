@@ -236,7 +236,7 @@ def fit_workload(spec: str, w: Workload, mode: str, points: list[Point],
 
 def protocol_of(req, rule: TimingRule, device_type: str, prewarmed: list[int] = ()) -> Protocol:
     """The certificate's protocol block: how every point was timed (``req``: the
-    :class:`~afford.certify.request.CertifyRequest`; ``prewarmed``: the children spawned
+    :class:`~afford.certification.request.CertifyRequest`; ``prewarmed``: the children spawned
     ahead that created their CUDA context before their first point)."""
     return Protocol(precision=req.precision, children=req.children,
                     warmup_steps=rule.warmup_steps, warmup_seconds=rule.warmup_seconds,

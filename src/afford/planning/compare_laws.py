@@ -64,7 +64,7 @@ Verdict = Literal["REPRODUCES", "DOES NOT REPRODUCE", "NOT COMPARED"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, frozen=True, extra="forbid",
+    model_config = ConfigDict(defer_build=True, allow_inf_nan=False, frozen=True, extra="forbid",
                               populate_by_name=True)
 
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from afford.certify.sweep import assemble_point, point_key
+from afford.certification.sweep import assemble_point, point_key
 from afford.core.errors import InputError, MeasurementError
 from afford.core.provenance import NotExecutable
 from afford.fit.time.speedup import per_child_speedups, summarize

@@ -26,11 +26,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from afford import figures
 from afford.core.errors import InputError
 from afford.core.provenance import Tag, Tagged, fitted, module
 from afford.core.published_constants import ScalingConstants
 from afford.core.units import MAX_DIM, UnitError, bounded, format_count, parse_count, whole
+from afford.figures import probes_figures
 from afford.figures.memory_figures import law_or_none
 from afford.fit.stats import median
 from afford.fit.time.size_law import SizeObs, fit_size_law, fit_sizes_section
@@ -251,14 +251,14 @@ def ceilings(cert: Certificate, workload: str | None, mode: str, constants: Scal
     datasheet's: else None and why), the measured copy bandwidth, and the family's state
     bytes per parameter (its memory law's count, else ZeRO's 16)."""
     dtype = gemm_dtype(cert, mode)
-    rate = figures.gemm_rate(cert, dtype)
+    rate = probes_figures.gemm_rate(cert, dtype)
     note = ""
     if rate is None:
         note = (f"no measured {dtype} GEMM rate in this certificate (the probes stage did "
                 "not run); the floor is never taken from a datasheet")
     elif rate.tag is not Tag.MEASURED:
         note, rate = f"the {dtype} GEMM rate here is {rate.tag.value}, not measured", None
-    bw = figures.copy_bandwidth(cert)
+    bw = probes_figures.copy_bandwidth(cert)
     name = DEFAULT_FAMILY if workload in (None, DEFAULT_FAMILY) else \
         family_result(cert, workload, mode).name
     mlaw = law_or_none(cert, name, mode)

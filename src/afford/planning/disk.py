@@ -8,8 +8,8 @@ more copy until its rename, so the peak is live copies + 1, and that is what mus
 from __future__ import annotations
 
 from afford.core.provenance import Tagged
-from afford.plan.derive import derive, floor_div, num
-from afford.plan.result import Disk
+from afford.planning.derive import derive, floor_div, num
+from afford.planning.result import Disk
 
 
 def disk_plan(disk: Tagged, checkpoint: Tagged | None, live_copies: Tagged) -> Disk:

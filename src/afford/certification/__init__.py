@@ -1,26 +1,28 @@
 """measure -> fit -> Certificate: the only place that sequences them (docs/DESIGN.md section 2).
 
 :func:`certify` resolves the request (bad input fails there, before anything is timed:
-:mod:`afford.certify.request`), runs the sweep's children over the sweep and the step-time
-design beside it, derives each point from its raw samples and fits the throughput law over
-the resident points (:mod:`afford.certify.sweep`), fits the step-time model, extends it past
-the floor and re-measures noisy points once in fresh children where needed
-(:mod:`afford.certify.stage_time`), then runs the stages after the sweep, one module each, in
-this order:
+:mod:`afford.certification.request`), runs the sweep's children over the sweep and the
+step-time design beside it, derives each point from its raw samples and fits the throughput
+law over the resident points (:mod:`afford.certification.sweep`), fits the step-time model,
+extends it past the floor and re-measures noisy points once in fresh children where needed
+(:mod:`afford.certification.stage_time`), then runs the stages after the sweep, one module
+each, in this order:
 
-- :mod:`afford.certify.stage_probes`: device ceilings, launch-boundness, FLOPs, checkpoint I/O,
-  startup costs;
-- :mod:`afford.certify.stage_memory`: the memory law, validated at held-out shapes;
-- :mod:`afford.certify.stage_gates`: the gates (the init-loss gate by default) and the audit;
-- :mod:`afford.certify.stage_sizes`: the step across model sizes (on a GPU, the ladder's
-  few sizes timed inside the sweep; five of their own with ``--sizes``);
-- :mod:`afford.certify.stage_levers` (opt-in): measured A/B levers;
+- :mod:`afford.certification.stage_probes`: device ceilings, launch-boundness, FLOPs,
+  checkpoint I/O, startup costs;
+- :mod:`afford.certification.stage_memory`: the memory law, validated at held-out shapes;
+- :mod:`afford.certification.stage_gates`: the gates (the init-loss gate by default) and the
+  audit;
+- :mod:`afford.certification.stage_sizes`: the step across model sizes (on a GPU, the
+  ladder's few sizes timed inside the sweep; five of their own with ``--sizes``);
+- :mod:`afford.certification.stage_levers` (opt-in): measured A/B levers;
 
-and returns a :class:`Certificate`. Under torchrun, :mod:`afford.certify.stage_distributed` adds
-the node's collectives and data-parallel scaling before the sweep.
+and returns a :class:`Certificate`. Under torchrun,
+:mod:`afford.certification.stage_distributed` adds the node's collectives and data-parallel
+scaling before the sweep.
 
-The package is also the API's ``afford.certify(...)``: :func:`run`, the command's flags as
-keyword arguments (:mod:`afford.core.callable_package` says why a package is callable).
+:func:`run` is the API's ``afford.certify(...)`` (the package root binds it under that
+name): the command's flags as keyword arguments.
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from afford.certify.partial import failed_measurements, gate_failures, run_stage, sweep_failures
-from afford.certify.request import (
+from afford.certification.partial import (
+    failed_measurements,
+    gate_failures,
+    run_stage,
+    sweep_failures,
+)
+from afford.certification.request import (
     MIN_CHILDREN,
     CertifyRequest,
     Plan,
@@ -44,12 +51,12 @@ from afford.certify.request import (
     device_defaults,
     resolve,
 )
-from afford.certify.stage_gates import gates_stage
-from afford.certify.stage_levers import levers_stage
-from afford.certify.stage_memory import memory_stage
-from afford.certify.stage_probes import probes_stage
-from afford.certify.stage_sizes import sizes_stage
-from afford.certify.stage_time import (
+from afford.certification.stage_gates import gates_stage
+from afford.certification.stage_levers import levers_stage
+from afford.certification.stage_memory import memory_stage
+from afford.certification.stage_probes import probes_stage
+from afford.certification.stage_sizes import sizes_stage
+from afford.certification.stage_time import (
     SEMANTICS,
     SEMANTICS_CPU,
     Registry,
@@ -61,8 +68,7 @@ from afford.certify.stage_time import (
     refit_law,
     settle,
 )
-from afford.certify.sweep import protocol_of
-from afford.core.callable_package import make_callable
+from afford.certification.sweep import protocol_of
 from afford.core.io import check_writable
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children, spare_child
@@ -272,7 +278,7 @@ class _Beside:
 
 class _Ceilings:
     """The step-time models bounded by the probes' matrix ceilings
-    (:func:`afford.certify.stage_time.bound_by_ceilings`: every model fitted again, seconds
+    (:func:`afford.certification.stage_time.bound_by_ceilings`: every model fitted again, seconds
     of the parent's CPU). On CUDA the fitting starts in a thread as soon as the probes'
     section is ready (:meth:`start`, run_stages' ``on_section``), beside the memory stage,
     whose child measures bytes, not time, so nothing it reads moves; :meth:`join` takes its
@@ -320,7 +326,7 @@ def _stage(on_event: Callable[[Event], None], name: str, **fields) -> None:
 
 def _rounds(req: CertifyRequest, plan: Plan, rule, cuda: bool,
             on_event: Callable[[Event], None], ahead: dict, warm: tuple[str, ...] = ()):
-    """The step-time stage's measuring (:data:`afford.certify.stage_time.RunRound`): fresh
+    """The step-time stage's measuring (:data:`afford.certification.stage_time.RunRound`): fresh
     children numbered after the sweep's (whose children may have measured a round's shape
     already: a point's records stay one per round and child); the first takes the spare
     child spawned ahead."""
@@ -430,5 +436,3 @@ def _progress_of(progress: Callable[[Progress], Any] | None, children: int):
 
     return on_event, on_plan
 
-
-make_callable(__name__, f"{__name__}:run")

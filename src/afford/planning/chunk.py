@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from afford.core.provenance import Tag, Tagged
 from afford.figures.memory_at import MemoryAnswer
-from afford.plan.derive import derive, floor_div, num
-from afford.plan.result import Chunk, ChunkRow, MemoryBudget, Startup, StartupComponent
+from afford.planning.derive import derive, floor_div, num
+from afford.planning.result import Chunk, ChunkRow, MemoryBudget, Startup, StartupComponent
 
 
 def startup(components: Sequence[StartupComponent]) -> Startup:

@@ -8,7 +8,7 @@ law where only the sweep parameter differs (:func:`afford.figures.time_figures.s
 with its band where the host can bound the step (steps per chunk then at the band's slow
 end, tokens per second with the band's two ends);
 memory the measured peaks there or the memory law; steps per chunk and residency as in a
-plan's chunk table (:func:`afford.plan.chunk.chunk_row`), against a platform's chunk and
+plan's chunk table (:func:`afford.planning.chunk.chunk_row`), against a platform's chunk and
 budget when one is given.
 Pure: the command line loads the files.
 """
@@ -19,17 +19,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford import figures
 from afford.core.errors import InputError
 from afford.core.provenance import Tagged, module, run_label
 from afford.core.published_constants import MEMORY_FRACTION
+from afford.figures import cert_lookup
 from afford.figures import memory_figures as fm
 from afford.figures import time_figures as ft
 from afford.figures.memory_at import MemoryAnswer
-from afford.plan import chunk as chunkmod
-from afford.plan import planner
-from afford.plan.derive import derive, num
-from afford.plan.result import ChunkRow, MemoryBudget
+from afford.planning import chunk as chunkmod
+from afford.planning import planner
+from afford.planning.derive import derive, num
+from afford.planning.result import ChunkRow, MemoryBudget
 from afford.schema.cert import Certificate, WorkloadResult
 from afford.schema.memory_section import MemoryLaw
 from afford.schema.platform import Platform
@@ -38,7 +38,7 @@ PREDICT_SCHEMA = "afford.predict/1"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", populate_by_name=True)
 
 
 class PredictRow(_Frozen):
@@ -99,12 +99,12 @@ def predict(cert: Certificate, *, batch: int, seq: int, workloads: list[str] | N
     elif chunk is None:
         notes.append(f"platform {platform.name} has no session cap: no chunk")
     if platform is not None and platform.device is not None and \
-            platform.device.matches(figures.device_name(cert)) is False:
+            platform.device.matches(cert_lookup.device_name(cert)) is False:
         notes.append("the certificate's device is not the platform's: every time here is the "
                      "certificate's device's")
     if memory is None:
         notes.append("device memory unknown: residency not judged")
-    return PredictResult(certificate_device=figures.device_name(cert),
+    return PredictResult(certificate_device=cert_lookup.device_name(cert),
                          platform=platform.name if platform else None, batch=batch, seq=seq,
                          memory=memory, chunk_seconds=chunk, rows=rows,
                          time_verdict=ft.verdict_label(cert), noisy=tuple(ft.noisy_reasons(cert)),
@@ -151,8 +151,8 @@ def _memory_row(cert: Certificate, law: MemoryLaw, batch: int, seq: int,
            f"{law.mode} time was not measured: the certificate's time sweep has no "
            f"{law.workload} (its memory stage measured it)")
     shape = {**law.base_shape, law.dim_keys["B"]: batch, law.dim_keys["s"]: seq}
-    ans = figures.memory_answer(cert, law.workload, shape, law.mode, alloc_conf,
-                                memory.budget_bytes if memory else None)
+    ans = fm.memory_answer(cert, law.workload, shape, law.mode, alloc_conf,
+                           memory.budget_bytes if memory else None)
     row = chunkmod.chunk_row(workload=law.workload, mode=law.mode, sweep_param=law.dim_keys["s"],
                              value=seq, step=None, mem=ans, memory=memory, chunk_seconds=chunk,
                              is_run=True,
@@ -164,12 +164,12 @@ def _memory_row(cert: Certificate, law: MemoryLaw, batch: int, seq: int,
 
 def _budget(cert, platform: Platform | None, fraction: float | None, g) -> MemoryBudget | None:
     if platform is not None:
-        matches = platform.device.matches(figures.device_name(cert)) if platform.device \
+        matches = platform.device.matches(cert_lookup.device_name(cert)) if platform.device \
             else None
         device = planner._device_memory(cert, platform, matches)
         frac = platform.budget_fraction.tagged()
     else:
-        device = figures.device_memory(cert)
+        device = cert_lookup.device_memory(cert)
         if device is None:
             return None
         frac = module(MEMORY_FRACTION, "ratio", "afford's default memory fraction")
@@ -200,8 +200,8 @@ def _row(cert: Certificate, r: WorkloadResult, batch: int, seq: int,
     shape = {**fam, bk: batch, sk: seq}
     at = ft.step_at(cert, r.name, shape, r.mode)
     where = f"{r.name} {r.mode} at {ft.shape_label(shape)}, {run_label(cert)}"
-    ans = figures.memory_answer(cert, r.name, shape, r.mode, alloc_conf,
-                                memory.budget_bytes if memory else None)
+    ans = fm.memory_answer(cert, r.name, shape, r.mode, alloc_conf,
+                           memory.budget_bytes if memory else None)
     tokens = None
     if at.point is not None and at.point.tokens_per_step is not None:
         tokens = module(at.point.tokens_per_step, "tokens", f"the workload's tokens per step, "

@@ -4,7 +4,7 @@
 turns it into a :class:`Plan` (the workloads, modes and sweep values each child will time),
 and every name or value a user typed that cannot be measured is an
 :class:`~afford.core.errors.InputError` here. :func:`workload_values` is the one resolver of
-workloads and sweep values, shared with the gates (:mod:`afford.certify.stage_gates`).
+workloads and sweep values, shared with the gates (:mod:`afford.certification.stage_gates`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from afford.certify.stage_sizes import ladder_items
-from afford.certify.stage_time import plan_design
-from afford.certify.sweep import point_key
+from afford.certification.stage_sizes import ladder_items
+from afford.certification.stage_time import plan_design
+from afford.certification.sweep import point_key
 from afford.core.errors import InputError
 from afford.core.published_constants import MODES
 from afford.core.units import MAX_DIM, UnitError, whole
@@ -44,19 +44,19 @@ class CertifyRequest:
     seed: int = 0
     command: str = ""
     gates: bool | None = None  # None: init-loss gate only; True: all gates + audit; False: none
-    sizes: bool = False  # the sizes stage: tinylm across model sizes (afford.certify.stage_sizes)
+    sizes: bool = False  # the sizes stage: tinylm across model sizes (stage_sizes)
     ladder_sizes: bool = True  # without --sizes: the ladder's few sizes inside a GPU's sweep
-    levers: bool = False  # the levers stage: measured A/B pairs (afford.certify.stage_levers)
-    memory: bool = True  # the memory-law stage (afford.certify.stage_memory)
-    probes: bool = True  # the probes stage (afford.certify.stage_probes)
+    levers: bool = False  # the levers stage: measured A/B pairs (stage_levers)
+    memory: bool = True  # the memory-law stage (stage_memory)
+    probes: bool = True  # the probes stage (stage_probes)
     checkpoint_dir: str | None = None  # where the probes write checkpoints; None: cwd
-    time_design: bool = True  # the step-time design beside the sweep (afford.certify.stage_time)
+    time_design: bool = True  # the step-time design beside the sweep (stage_time)
 
 
 @dataclass(frozen=True)
 class Plan:
     """The resolved request: what each child will time. ``designs``: per workload (in the
-    order of ``workloads``), the step-time design (:mod:`afford.certify.stage_time`), whose
+    order of ``workloads``), the step-time design (:mod:`afford.certification.stage_time`), whose
     shapes beyond the sweep the children time with it."""
 
     device: str
@@ -186,7 +186,7 @@ def build_request(workloads: list[str] | str | None = None, *,
                   gates: bool | None = None, memory: bool = True, probes: bool = True,
                   sizes: bool = False, levers: bool = False,
                   checkpoint_dir: str | None = None, command: str = "") -> CertifyRequest:
-    """The request of :func:`afford.certify.run`'s arguments, checked as the command checks
+    """The request of :func:`afford.certification.run`'s arguments, checked as the command checks
     its flags before anything is measured (InputError): ``sweeps`` as ``{"seq": [128,
     256]}`` or ``["seq=128,256"]`` (one parser, :func:`parse_sweep`), a known precision, an
     existing checkpoint folder, a sane ``AFFORD_CHILD_TIMEOUT``."""

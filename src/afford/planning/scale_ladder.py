@@ -2,7 +2,7 @@
 section 4, and the ladder note).
 
 For each parameter count N (a rung; its shape given as ``1B:d2048L16`` or chosen at the
-family's measured aspect, :mod:`afford.plan.ladder_steps`):
+family's measured aspect, :mod:`afford.planning.ladder_steps`):
 
 - tokens D = r x N, r = 20 by default (Hoffmann et al. 2022, Chinchilla);
 - FLOPs = 6 N D (Kaplan et al. 2020, section 2.1), plus the attention term 12 L H Q T per
@@ -16,8 +16,8 @@ family's measured aspect, :mod:`afford.plan.ladder_steps`):
   Never a datasheet rate: without a measured rate the column is empty, with the reason.
   (a) and (b) are two fields and are never pooled into one number;
 - memory: the reserved bytes every command reads at the rung's shape and parameters
-  (:func:`afford.figures.memory_answer`: the memory law, or the allocator replay where it
-  answers), else model states only at 16 B/param (ZeRO), tagged ASSUMED;
+  (:func:`afford.figures.memory_figures.memory_answer`: the memory law, or the allocator
+  replay where it answers), else model states only at 16 B/param (ZeRO), tagged ASSUMED;
 - affordable: yes, no, or unknown with the one reason: not resident; or over the budget by
   (a); or within it by (a); or, without (a), ruled out when even the floor (b) is over the
   budget, else unknown with what (a) lacks. Where (a) is below the floor (b) by more than
@@ -36,7 +36,7 @@ family's measured aspect, :mod:`afford.plan.ladder_steps`):
   part of it). The host's own optimizer step is not timed here, and the row says so.
 
 Levers measured on this box and reference points measured elsewhere are listed beside the
-ladder (:mod:`afford.plan.ladder_beside`); they never change a column.
+ladder (:mod:`afford.planning.ladder_beside`); they never change a column.
 """
 
 from __future__ import annotations
@@ -45,18 +45,18 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afford import figures
 from afford.core.errors import InputError
 from afford.core.provenance import SHARE, Tag, Tagged, assumed, fitted, module
 from afford.core.published_constants import MEMORY_FRACTION, ScalingConstants, check_fraction
 from afford.core.units import format_count, format_duration
-from afford.plan.ladder_beside import (
+from afford.figures import memory_figures, probes_figures
+from afford.planning.ladder_beside import (
     LeverFigure,
     ReferenceFigure,
     lever_figures,
     reference_figures,
 )
-from afford.plan.ladder_steps import (
+from afford.planning.ladder_steps import (
     DEFAULT_FAMILY,
     Ceilings,
     Entry,
@@ -78,7 +78,7 @@ DEFAULT_PARAMS = "7.5M,20M,124M,1B"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class OffloadRow(_Frozen):
@@ -123,7 +123,7 @@ class LadderRow(_Frozen):
 
 
 class Ladder(_Frozen):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", populate_by_name=True)
 
     schema_id: str = Field(LADDER_SCHEMA, alias="schema")
     device: str
@@ -213,8 +213,8 @@ def _context(cert: Certificate, workload: str | None, mode: str, budget: float, 
                       f"({mem} B, measured on {cert.environment.device_name})") if mem else None
     return _Context(cert=cert, src=step_source(cert, workload, mode, ceil), mode=mode,
                     budget_seconds=budget, ratio=ratio, constants=constants, ceil=ceil,
-                    rate=rate, rate_note=note, peak=figures.datasheet_peak(cert, dtype),
-                    memory_budget=budget_b, link=figures.host_link(cert))
+                    rate=rate, rate_note=note, peak=probes_figures.datasheet_peak(cert, dtype),
+                    memory_budget=budget_b, link=probes_figures.host_link(cert))
 
 
 def ladder_row(ctx: _Context, e: Entry) -> LadderRow:
@@ -343,7 +343,7 @@ def memory_bytes(ctx: _Context, e: Entry, shape: tuple[int, int, int] | None
     src = ctx.src
     if shape is not None and src.batch and src.seq:
         d, L, H = shape
-        got = figures.memory_answer(ctx.cert, src.workload, {
+        got = memory_figures.memory_answer(ctx.cert, src.workload, {
             "batch": src.batch, "seq": src.seq, "d": d, "L": L, "H": H,
             "params": round(e.params)}, ctx.mode)
         if got is not None:
