@@ -1,8 +1,8 @@
 #!/bin/bash
 # The session's last device call (2026-12-06, afternoon; the commit is in log.txt), on an
 # H100: the default `afford certify` of this tree against the same command at e069054 (this
-# session's start: the 12-step minimum, the refit after the memory stage), two each in the
-# order base, new, new, base on one machine; then the CUDA-marked tests with the time that is left.
+# session's start: the 12-step minimum, the refit after the memory stage), on one machine:
+# base then new (PAIRS=2: base, new, new, base); then the CUDA-marked tests with the time that is left.
 set -u
 T0=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -26,9 +26,11 @@ cert() {  # name src-folder timeout
 }
 cert base-1 /tmp/base 110
 cert new-1 $PWD 110
-cert new-2 $PWD 110
-cert base-2 /tmp/base 110
-left=$(( 470 - $(date +%s) + T0 ))
+if [ "${PAIRS:-1}" = 2 ]; then
+  cert new-2 $PWD 110
+  cert base-2 /tmp/base 110
+fi
+left=$(( ${BUDGET:-300} - $(date +%s) + T0 ))
 if [ $left -gt 30 ]; then
   PYTHONPATH=/tmp/site:$PWD/src timeout $left python3 -m pytest -q -m cuda -p no:cacheprovider \
     >$r/pytest-cuda.txt 2>&1
