@@ -56,7 +56,7 @@ def test_on_cuda_the_fit_runs_beside_the_memory_stage(monkeypatch):
     got = certify_mod.run_stages([probes, memory], ctx, [], {}, lambda e: None,
                                  on_section=ceilings.start)
     assert got == {"probes": "P", "memory": "M"}
-    assert ceilings.thread is not None
+    assert ceilings.future is not None
     # the fit began once the probes' writes ended, before the memory stage did
     assert order.index("ceilings fit") < order.index("memory ends")
     assert order.index("probes: writes") < order.index("ceilings fit")
@@ -69,7 +69,7 @@ def test_without_the_hook_join_fits_then():
     ceilings = certify_mod._Ceilings(["r"], ["d"], "cpu")
     ceilings._bound = lambda probes: calls.append(probes) or ["fitted now"]
     ceilings.start("memory", {"memory": "M"})  # another stage's fields start nothing
-    assert ceilings.thread is None
+    assert ceilings.future is None
     assert ceilings.join("P") == ["fitted now"] and calls == ["P"]
 
 

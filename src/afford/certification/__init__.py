@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -286,35 +287,21 @@ class _Ceilings:
 
     def __init__(self, results: list, designs: list, device_type: str) -> None:
         self.results, self.designs, self.device_type = results, designs, device_type
-        self.thread: threading.Thread | None = None
-        self.out: list | None = None
-        self.error: BaseException | None = None
+        self.future: Future | None = None
 
     def start(self, name: str, fields: dict) -> None:
         probes = fields.get("probes")
-        if name != "probes" or probes is None or self.thread is not None:
-            return
-
-        def run() -> None:
-            try:
-                self.out = self._bound(probes)
-            except BaseException as exc:  # raised again by join, in the caller's thread
-                self.error = exc
-
-        self.thread = threading.Thread(target=run, name="afford-ceilings", daemon=True)
-        self.thread.start()
+        if name == "probes" and probes is not None and self.future is None:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="afford-ceilings")
+            self.future = pool.submit(self._bound, probes)
+            pool.shutdown(wait=False)  # the one task runs on; join takes its result
 
     def _bound(self, probes) -> list:
         return bound_by_ceilings(self.results, self.designs, probes, self.device_type)
 
     def join(self, probes) -> list:
-        if self.thread is None:
-            return self._bound(probes)
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        assert self.out is not None
-        return self.out
+        """The bounded results: the thread's (its exception raised here), or fitted now."""
+        return self._bound(probes) if self.future is None else self.future.result()
 
 
 def _stage(on_event: Callable[[Event], None], name: str, **fields) -> None:
