@@ -455,3 +455,59 @@ def test_a_child_resolves_its_warm_workloads_and_ignores_bad_ones():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+
+
+def test_the_items_the_first_two_settled_go_to_the_third_child_as_skipped(monkeypatch):
+    monkeypatch.setattr(children, "_Child", Recorder)
+    asked = []
+
+    def fake_run(c, items, spawned=None, skipped=(), **kw):
+        asked.append((c, sorted(it["key"] for it in items),
+                      sorted(it["key"] for it in skipped)))
+        return {it["key"]: {"record": {"child": c}} for it in items}
+
+    monkeypatch.setattr(children, "run_child", fake_run)
+    seen = []
+
+    def second(done, items):
+        seen.append([sorted(d) for d in done])
+        return [it for it in items if it["key"] != "b"], \
+            [{**it, "skipped": "settled"} for it in items if it["key"] == "b"]
+
+    children.run_children([{"key": "a"}, {"key": "b"}], children=3, device="cuda:0",
+                          device_class="x", rule=rule_for("quick"), seed=0,
+                          after_second=second)
+    assert seen == [[["a", "b"], ["a", "b"]]]
+    assert asked == [(0, ["a", "b"], []), (1, ["a", "b"], []), (2, ["a"], ["b"])]
+
+
+def test_a_skipped_point_gets_a_record_without_a_median_and_the_profile_if_any():
+    """The profiling child is asked to profile the points it skips; their device side
+    comes back as a record that says why it was not timed. A child that does not profile
+    still leaves a record for each, so every point has one per child."""
+    start = {"event": "start", "pid": 1, "ready_wall": 1.0}
+    point = {"event": "point", "key": "a", "record": {"child": 2, "order_position": 0,
+                                                      "median_seconds": 0.01}}
+    dev = {"busy_seconds": 0.009, "kernels": 40.0}
+    lines = [start, point, {"event": "device", "key": "a", "record": {"device_steps": [dev]}},
+             {"event": "device", "key": "b", "record": {"device_steps": [dev]}},
+             {"event": "done"}]
+    seen = []
+    skip = [{"key": "b", "skipped": "settled by children 0 and 1"}]
+    out = children.run_child(2, [{"key": "a"}], device="cuda:0", device_class="x",
+                             rule=rule_for("quick"), seed=0, on_event=seen.append,
+                             spawned=ScriptedChild(lines, 0.0, True), options={"profile": True},
+                             skipped=skip)
+    assert out["a"]["record"]["median_seconds"] == 0.01
+    assert out["a"]["record"]["device_steps"] == [dev]
+    b = out["b"]["record"]
+    assert b["skipped"] == "settled by children 0 and 1" and "median_seconds" not in b
+    assert b["device_steps"] == [dev] and b["order_position"] == 1
+    assert [e["key"] for e in seen if e["event"] == "point"] == ["a", "b"]
+
+    out = children.run_child(3, [{"key": "a"}], device="cuda:0", device_class="x",
+                             rule=rule_for("quick"), seed=0, on_event=lambda e: None,
+                             spawned=ScriptedChild([start, point, {"event": "done"}], 0.0, True),
+                             skipped=skip)
+    assert out["b"]["record"] == {"child": 3, "order_position": 1,
+                                  "skipped": "settled by children 0 and 1"}

@@ -58,6 +58,7 @@ from afford.certification.stage_memory import memory_stage
 from afford.certification.stage_probes import probes_stage
 from afford.certification.stage_sizes import sizes_stage
 from afford.certification.stage_time import (
+    AGREEMENT,
     SEMANTICS,
     SEMANTICS_CPU,
     Registry,
@@ -68,9 +69,11 @@ from afford.certification.stage_time import (
     early_round,
     refit_law,
     settle,
+    settled_by_two,
 )
 from afford.certification.sweep import protocol_of
 from afford.core.io import check_writable
+from afford.fit.time.time_fit import WORK_OVER_FLOOR
 from afford.measure import env as envmod
 from afford.measure.children import Event, run_children, spare_child
 from afford.measure.host_load import host_load, others
@@ -145,6 +148,7 @@ def certify(req: CertifyRequest,
                 pass
 
     cuda = device.type == "cuda"
+    agree = agreement_applies(plan, req.children, cuda)
     loads = [host_load("before", (device.index or 0) if cuda else None)]
     seconds = {"setup": time.perf_counter() - t0}
     _stage(on_event, "sweep", setup_seconds=seconds["setup"])
@@ -158,7 +162,10 @@ def certify(req: CertifyRequest,
             if plan.designs else None,
             after_first=(lambda first, items: early_round(
                 plan, first, items, device.type, env.device_memory_bytes, rule.floor_seconds))
-            if plan.designs else None, warm=warm)
+            if plan.designs else None,
+            after_second=(lambda done, items: settled_by_two(
+                done[0], done[1], items, rule.target_rel_precision)) if agree else None,
+            warm=warm)
         seconds["sweep"] = time.perf_counter() - t0
         reg = Registry()
         reg.add(per_child)
@@ -207,12 +214,25 @@ def certify(req: CertifyRequest,
     protocol = protocol_of(req, rule, device.type,
                            prewarmed=sorted(e["child"] for e in starts if e.get("prewarmed")))
     protocol = protocol.model_copy(update=_semantics(plan, req.children, cuda))
+    if agree:
+        protocol = protocol.model_copy(update={"agreement": AGREEMENT.format(
+            tol=rule.target_rel_precision, w=WORK_OVER_FLOOR)})
     warnings = [f"{r.name} ({r.mode}): {n}" for r in results for n in r.warnings]
     warnings += _load_warnings(loads)
     return Certificate(environment=env, protocol=protocol, workloads=results,
                        warnings=warnings, time_verdict=time_verdict,
                        host_load=[HostLoad(**x) for x in loads], **sections,
                        status="partial" if failures else "complete", failures=failures)
+
+
+def agreement_applies(plan: Plan, children: int, cuda: bool) -> bool:
+    """Whether the children after the second skip the points the first two settled
+    (:func:`afford.certification.stage_time.settled_by_two`): on CUDA, where the last child
+    profiles every point's device side whether it times it or not, with a time design and
+    three children or more, and never under ``--full`` (the COSTS file's protocol: every
+    point a median over three processes). On a CPU the third child is the witness that
+    outvotes a child the host's load delayed."""
+    return cuda and bool(plan.designs) and children > 2 and plan.precision != "full"
 
 
 def run_stages(stages: list[Stage], ctx: StageContext, failures: list[str],

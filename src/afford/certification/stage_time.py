@@ -519,6 +519,46 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
     return capped + extra
 
 
+AGREEMENT = ("children after the second time a point only where the first two did not "
+             "settle it: a point is settled when their medians agree within {tol:.0%} and it "
+             "lies at least {w:g}x its workload's smallest step (on the floor a point's figure "
+             "is its spread across processes, which every child adds to); a settled point's "
+             "value is the median of the two, which a third child could move by at most half "
+             "their difference (a median of three always lies between any two of them); the "
+             "last child still profiles every point's device side")
+
+
+def settled_by_two(first: dict[str, Event], second: dict[str, Event], items: list[dict],
+                   tol: float) -> tuple[list[dict], list[dict]]:
+    """(the items the children after the second time, the items they skip) from the first
+    two children's records (:data:`AGREEMENT`): a skipped item carries ``skipped``, the
+    reason its record gives. The floor is each workload's (and mode's) smallest median over
+    both children; an item either child lacks a median for is timed."""
+
+    def med(ev: Event | None) -> float | None:
+        m = ((ev or {}).get("record") or {}).get("median_seconds")
+        return m if m and m > 0 else None
+
+    floor: dict[tuple, float] = {}
+    for it in items:
+        for m in (med(first.get(it["key"])), med(second.get(it["key"]))):
+            group = (it.get("workload"), it.get("mode"))
+            if m is not None:
+                floor[group] = min(floor.get(group, m), m)
+    keep, skip = [], []
+    for it in items:
+        a, b = med(first.get(it["key"])), med(second.get(it["key"]))
+        low = floor.get((it.get("workload"), it.get("mode")))
+        if a is None or b is None or low is None or abs(a - b) > tol * min(a, b) \
+                or min(a, b) < WORK_OVER_FLOOR * low:
+            keep.append(it)
+            continue
+        skip.append({**it, "skipped": (
+            f"settled by children 0 and 1 (medians {abs(a - b) / min(a, b):.2%} apart, "
+            f"{min(a, b) / low:.1f}x the workload's smallest step): not timed again")})
+    return keep, skip
+
+
 def _extend(results, designs, times, reg, run_round, device_type, device_memory, children):
     plans: dict[int, tuple[list[Planned], list[str]]] = {}
     for i, (r, t) in enumerate(zip(results, times)):

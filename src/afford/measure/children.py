@@ -262,13 +262,28 @@ def take_early(device: str) -> _Child | None:
 def run_child(child: int, items: list[dict], *, device: str, device_class: str,
               rule: TimingRule, seed: int, on_event: Callable[[Event], None],
               spawned: _Child | None = None, timeout: float | None = None,
-              options: dict | None = None) -> dict[str, Event]:
+              options: dict | None = None, skipped: list[dict] | None = None
+              ) -> dict[str, Event]:
     """Run one child over ``items`` (already in its order); return point events by key.
-    ``options``: job-wide flags for this child (``synced``, ``count_flops``, ``round``)."""
+    ``options``: job-wide flags for this child (``synced``, ``count_flops``, ``round``).
+    ``skipped``: items it does not time (each with its ``skipped`` reason), which a
+    profiling child still profiles; each gets a record without a median that says why."""
+    skipped = list(skipped or [])
+    profile = bool((options or {}).get("profile"))
     job = {"child": child, "device": device, "device_class": device_class, "seed": seed,
            "rule": asdict(rule), **(options or {}),
-           "items": [{**it, "child": child, "position": pos} for pos, it in enumerate(items)]}
+           "items": [{**it, "child": child, "position": pos} for pos, it in enumerate(items)],
+           "profile_only": [{**it, "child": child} for it in skipped] if profile else []}
     results: dict[str, Event] = {}
+
+    def unmeasured(pos: int, it: dict, **fields) -> Event:
+        record = {"child": child, "order_position": len(items) + pos,
+                  "skipped": it["skipped"], **fields}
+        if (options or {}).get("round"):
+            record["round"] = options["round"]
+        return {"event": "point", "key": it["key"], "child": child, "record": record}
+
+    aside = {it["key"]: (pos, it) for pos, it in enumerate(skipped)}
 
     def take(event: Event) -> None:
         event["child"] = child
@@ -281,14 +296,17 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
         elif event["event"] == "device":  # the point's device side, profiled after the job
             if event["key"] in results:
                 results[event["key"]]["record"].update(event["record"])
+            elif event["key"] in aside:  # a point it skipped: profiled only
+                results[event["key"]] = unmeasured(*aside[event["key"]], **event["record"])
+                on_event(results[event["key"]])
             return
         on_event(event)
 
     kid = spawned or _Child()
     timeout = child_timeout() if timeout is None else timeout
     rc, tail, timed_out = exchange(kid, job, take, timeout, idle=True)
-    if rc != 0 or len(results) < len(items):
-        why = failure_text(f"child {child}", rc, tail, timed_out, timeout)
+    why = failure_text(f"child {child}", rc, tail, timed_out, timeout)
+    if rc != 0 or any(it["key"] not in results for it in items):
         for pos, it in enumerate(items):
             if it["key"] not in results:
                 record = {"child": child, "order_position": pos, "error": why}
@@ -297,6 +315,11 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
                 results[it["key"]] = {"event": "point", "key": it["key"], "child": child,
                                       "record": record, "died": True}
                 on_event(results[it["key"]])
+    for key, (pos, it) in aside.items():  # not profiled (not asked, or the child ended)
+        if key not in results:
+            results[key] = unmeasured(pos, it, **(
+                {"device_error": f"not profiled: {why}"} if profile else {}))
+            on_event(results[key])
     return results
 
 
@@ -326,6 +349,8 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
                  spare: _Child | None = None,
                  after_first: Callable[[dict[str, Event], list[dict]], list[dict]] | None
                  = None,
+                 after_second: Callable[[list[dict[str, Event]], list[dict]],
+                                        tuple[list[dict], list[dict]]] | None = None,
                  warm: tuple[str, ...] = ()) -> list[dict[str, Event]]:
     """Every child over every item, each in its own order; one result dict per child.
     Children measure one at a time; on CUDA the next one is spawned (imports torch and
@@ -337,9 +362,13 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
     flags; ``first``: the index of the first child (a later round numbers its children on);
     ``after_first(records, items)``: the items the children after the first measure, from
     the first child's records (certify's early round: caps and the extension's shapes);
-    ``warm``: workload specs each child spawned here resolves while it waits for its job."""
+    ``after_second(records, items)``: (the items the children after the second time, the
+    items they skip) from the first two children's records (certify: the points those two
+    settled, :func:`afford.certification.stage_time.settled_by_two`); ``warm``: workload
+    specs each child spawned here resolves while it waits for its job."""
     prespawn = device.startswith("cuda")
     out: list[dict[str, Event]] = []
+    skipped: list[dict] = []
     nxt: _Child | None = spare or (take_early(device) if early else None) or _Child(warm=warm)
     try:
         for k in range(children):
@@ -351,12 +380,15 @@ def run_children(items: list[dict], *, children: int, device: str, device_class:
             out.append(run_child(c, child_order(items, c), device=device,
                                  device_class=device_class, rule=rule, seed=seed,
                                  on_event=on_event, spawned=cur,
-                                 options=options_for(c) if options_for else None))
+                                 options=options_for(c) if options_for else None,
+                                 skipped=skipped))
             remeasure(out[-1], items, c, device=device, device_class=device_class,
                       rule=rule, seed=seed, on_event=on_event,
                       options=options_for(c) if options_for else None)
             if k == 0 and after_first is not None and children > 1:
                 items = after_first(out[0], items)
+            if k == 1 and after_second is not None and children > 2:
+                items, skipped = after_second(out, items)
             if nxt is None and k + 1 < children:
                 nxt = _Child(warm=warm)
     finally:

@@ -113,6 +113,10 @@ class Protocol(_Model):
                                      "with a host sync after each (None: not recorded)")
     flops_child: int | None = Field(None, description="the child that counted each shape's "
                                     "FLOPs after timing it")
+    agreement: str | None = Field(
+        None, description="which points the children after the second skip, and why (the "
+        "first two settled them; a skipped child's record says so in its ``skipped``); None: "
+        "every child timed every point")
 
 
 class WorkloadResult(_Model):
