@@ -21,7 +21,7 @@ since() { python3 -c "print('%.1f' % ($(date +%s.%N) - $1))"; }
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
 } >>$log 2>&1
-MODE=${MODE:-default}; SPEC=${SPEC:-hf:gpt_neox@d1024L16H16F4096V32000}; BUDGET=${BUDGET:-570}
+MODE=${MODE:-default}; SPEC=${SPEC:-hf:gpt_neox@d1024L16H16F4096V32000}; BUDGET=${BUDGET:-580}
 if [ "$MODE" = default ]; then
   PYTHONPATH=/tmp/site:$PWD/src timeout 120 python3 -m pytest -q -m cuda -p no:cacheprovider \
     tests/unit/test_device_time.py >$r/pytest-cuda.txt 2>&1
@@ -37,10 +37,10 @@ cert() {  # name src-folder timeout
   echo "certify $1 ($2) ${w[*]} rc=$? wall $(since $t0) s" | tee -a $log
   pack
 }
-cert base-1 $PWD/.base 105
-cert new-1 $PWD 105
-cert new-2 $PWD 105
-cert base-2 $PWD/.base 105
-cert new-3 $PWD 105
+cert base-1 $PWD/.base 120
+cert new-1 $PWD 120
+cert new-2 $PWD 120
+cert base-2 $PWD/.base 120
+cert new-3 $PWD 120
 echo "done $(date -u +%FT%TZ)" >>$log
 pack
