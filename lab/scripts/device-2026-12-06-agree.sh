@@ -6,6 +6,8 @@
 #   MODE=default: the default certify base, new, new, base, new; first the CUDA tests of the
 #                 two new paths (the profiling child's skipped points, its timed ones)
 #   MODE=hf:      certify -w $SPEC base, new, new, base, new
+#   RUNS="new:default base:hf ...": those runs in that order instead (TESTS=1: the CUDA tests
+#                 of tests/unit/test_device_time.py first)
 # Each run under its own timeout, skipped when the call's budget (BUDGET, s) cannot hold it;
 # $OUT/run.tar.gz re-packed after each.
 set -u
@@ -22,7 +24,7 @@ since() { python3 -c "print('%.1f' % ($(date +%s.%N) - $1))"; }
   python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
 } >>$log 2>&1
 MODE=${MODE:-default}; SPEC=${SPEC:-hf:gpt_neox@d1024L16H16F4096V32000}; BUDGET=${BUDGET:-580}
-if [ "$MODE" = default ]; then
+if [ "$MODE" = default ] && [ -z "${RUNS:-}" ] || [ -n "${TESTS:-}" ]; then
   PYTHONPATH=/tmp/site:$PWD/src timeout 120 python3 -m pytest -q -m cuda -p no:cacheprovider \
     tests/unit/test_device_time.py >$r/pytest-cuda.txt 2>&1
   echo "pytest -m cuda tests/unit/test_device_time.py rc=$? $(tail -1 $r/pytest-cuda.txt)" | tee -a $log
@@ -37,10 +39,20 @@ cert() {  # name src-folder timeout
   echo "certify $1 ($2) ${w[*]} rc=$? wall $(since $t0) s" | tee -a $log
   pack
 }
-cert base-1 $PWD/.base 120
-cert new-1 $PWD 120
-cert new-2 $PWD 120
-cert base-2 $PWD/.base 120
-cert new-3 $PWD 120
+if [ -n "${RUNS:-}" ]; then  # e.g. RUNS="new:default base:default new:hf"
+  n=0
+  for run in $RUNS; do
+    n=$((n + 1)); tree=${run%%:*}; what=${run#*:}
+    if [ "$tree" = base ]; then src=$PWD/.base; else src=$PWD; fi
+    if [ "$what" = hf ]; then MODE=hf; t=110; else MODE=default; t=120; fi
+    cert $tree-$what-$n $src $t
+  done
+else
+  cert base-1 $PWD/.base 120
+  cert new-1 $PWD 120
+  cert new-2 $PWD 120
+  cert base-2 $PWD/.base 120
+  cert new-3 $PWD 120
+fi
 echo "done $(date -u +%FT%TZ)" >>$log
 pack
