@@ -481,19 +481,33 @@ def test_the_items_the_first_two_settled_go_to_the_third_child_as_skipped(monkey
     assert asked == [(0, ["a", "b"], []), (1, ["a", "b"], []), (2, ["a"], ["b"])]
 
 
-def test_a_skipped_point_gets_a_record_without_a_median_that_says_why():
-    """Every point has one record per child: a point the child skipped gets one without a
-    median, which says why, after the points it timed (and is passed on as a point)."""
+def test_a_skipped_point_gets_a_record_without_a_median_and_the_profile_if_any():
+    """The profiling child is asked to profile the points it skips; their device side
+    comes back as a record that says why it was not timed. A child that does not profile
+    still leaves a record for each, so every point has one per child."""
     start = {"event": "start", "pid": 1, "ready_wall": 1.0}
     point = {"event": "point", "key": "a", "record": {"child": 2, "order_position": 0,
                                                       "median_seconds": 0.01}}
+    dev = {"busy_seconds": 0.009, "kernels": 40.0}
+    lines = [start, point, {"event": "device", "key": "a", "record": {"device_steps": [dev]}},
+             {"event": "device", "key": "b", "record": {"device_steps": [dev]}},
+             {"event": "done"}]
     seen = []
+    skip = [{"key": "b", "skipped": "settled by children 0 and 1"}]
     out = children.run_child(2, [{"key": "a"}], device="cuda:0", device_class="x",
                              rule=rule_for("quick"), seed=0, on_event=seen.append,
-                             spawned=ScriptedChild([start, point, {"event": "done"}], 0.0,
-                                                   True),
-                             skipped=[{"key": "b", "skipped": "settled by children 0 and 1"}])
+                             spawned=ScriptedChild(lines, 0.0, True), options={"profile": True},
+                             skipped=skip)
     assert out["a"]["record"]["median_seconds"] == 0.01
-    assert out["b"]["record"] == {"child": 2, "order_position": 1,
-                                  "skipped": "settled by children 0 and 1"}
+    assert out["a"]["record"]["device_steps"] == [dev]
+    b = out["b"]["record"]
+    assert b["skipped"] == "settled by children 0 and 1" and "median_seconds" not in b
+    assert b["device_steps"] == [dev] and b["order_position"] == 1
     assert [e["key"] for e in seen if e["event"] == "point"] == ["a", "b"]
+
+    out = children.run_child(3, [{"key": "a"}], device="cuda:0", device_class="x",
+                             rule=rule_for("quick"), seed=0, on_event=lambda e: None,
+                             spawned=ScriptedChild([start, point, {"event": "done"}], 0.0, True),
+                             skipped=skip)
+    assert out["b"]["record"] == {"child": 3, "order_position": 1,
+                                  "skipped": "settled by children 0 and 1"}

@@ -102,3 +102,22 @@ def test_a_child_profiles_after_it_has_timed_every_point():
         assert [d["index"] for d in rec["device_steps"]] == [2, 3]  # step 0, one unrecorded
         assert all(0 < d["busy_seconds"] <= d["span_seconds"] for d in rec["device_steps"])
 
+
+@pytest.mark.cuda
+def test_a_profiling_child_profiles_the_points_it_skipped():
+    """A point the first two children settled is not timed by the last child, which still
+    profiles its device side (rebuilt after every timing), as the busy-time law needs."""
+    from afford.measure.children import run_child
+    from afford.measure.timing import rule_for
+
+    items = [{"key": "tinylm|bf16|128", "workload": "tinylm", "mode": "bf16", "value": 128}]
+    skip = [{"key": "tinylm|bf16|256", "workload": "tinylm", "mode": "bf16", "value": 256,
+             "skipped": "settled by children 0 and 1"}]
+    got = run_child(2, items, device="cuda", device_class="large-gpu",
+                    rule=rule_for("quick"), seed=0, on_event=lambda e: None,
+                    options={"profile": True}, skipped=skip)
+    timed, settled = got["tinylm|bf16|128"]["record"], got["tinylm|bf16|256"]["record"]
+    assert timed.get("median_seconds") and timed["device_steps"]
+    assert settled.get("median_seconds") is None and settled["skipped"] == skip[0]["skipped"]
+    assert settled.get("device_error") is None and len(settled["device_steps"]) >= 2
+    assert all(0 < d["busy_seconds"] <= d["span_seconds"] for d in settled["device_steps"])

@@ -3,7 +3,7 @@
 ``tinylm`` is timed at several widths and depths (head dim 64 where the width allows) at
 one batch x seq per device class, by the ordinary child protocol: every size in every
 child, each child in its own shuffled order, step 0 and the warm-up apart; the first child
-counts each size's FLOPs and the second profiles its device side (busy time, kernels per
+counts each size's FLOPs and the last profiles its device side (busy time, kernels per
 step), as the step-time design's shapes are (``stage_time.child_options``). The size law
 (:mod:`afford.fit.time.size_law`: ``max(host, device + gap)``, each device coefficient
 bounded by the probes' measured GEMM rate and bandwidth) and the family's scaling

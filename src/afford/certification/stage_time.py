@@ -525,7 +525,7 @@ AGREEMENT = ("children after the second time a point only where the first two di
              "is its spread across processes, which every child adds to); a settled point's "
              "value is the median of the two, which a third child could move by at most half "
              "their difference (a median of three always lies between any two of them); the "
-             "second child profiles every point's device side")
+             "last child still profiles every point's device side")
 
 
 def settled_by_two(first: dict[str, Event], second: dict[str, Event], items: list[dict],
@@ -675,14 +675,10 @@ SEMANTICS_CPU = ("a CPU is a synchronous device: each step is timed on the host 
 
 def child_options(child: int, first: int, children: int, cuda: bool) -> dict:
     """The job-wide flags of a child: the first counts FLOPs; on CUDA the second also times
-    synced steps (a round of one child counts FLOPs only) and profiles the device side of
-    each of its points once it has timed them all (a profile slows every later launch of
-    its process: :func:`afford.measure.sweep_child.profile_point`); busy times agree within
-    about 1 % from process to process, so one child's profile is the point's. The second,
-    not the last: the children after it skip the points the first two settled
-    (:func:`settled_by_two`), and a shape profiled in a process that never ran it reads
-    slow (a skipping third child read 5-10 % more busy time at two of 20 such shapes on an
-    H100, enough to fail a held-out shape)."""
+    synced steps (a round of one child counts FLOPs only), and the last profiles the device
+    side of each of its points once it has timed them all (a profile slows every later
+    launch of its process: :func:`afford.measure.sweep_child.profile_point`); busy times agree
+    within about 1 % from process to process, so one child's profile is the point's."""
     return {"count_flops": child == first,
             "synced": cuda and children > 1 and child == first + 1,
-            "profile": cuda and child == first + min(1, children - 1)}
+            "profile": cuda and child == first + children - 1}

@@ -123,7 +123,8 @@ class ChildPoint(_Model):
     error: str | None = None
     skipped: str | None = Field(None, description="why this child did not time the point "
                                 "(the first two children settled it: the protocol's "
-                                "agreement rule)")
+                                "agreement rule); its record may still carry the profiled "
+                                "device side")
 
 
 #: children whose medians differ by more than this are warned about, point by point
