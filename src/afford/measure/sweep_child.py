@@ -185,11 +185,18 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
 # 2026-12-06 certificates); each step less saves a step a point in the certify's last child
 PROFILED_STEPS = 2
 PROFILE_WARMUP = 1
+# a shape this process never ran (a point it skipped: the first two children settled it) is
+# warmed longer before its profile: on an H100 two of about 60 such profiles read 5-10 %
+# more busy time in the first one or two steps after step 0 than every child that had timed
+# the shape (8.91 then 8.19 ms, 8.99 and 8.99 ms, against 8.18 ms; 2026-12-06)
+PROFILE_WARMUP_FRESH = 4
 
 
-def profile_point(workload: Workload, item: dict, device: torch.device, seed: int) -> dict:
+def profile_point(workload: Workload, item: dict, device: torch.device, seed: int,
+                  warmup: int = PROFILE_WARMUP) -> dict:
     """The device side of a point (:func:`afford.measure.device_time.profile_steps`): the
-    shape built again, ``PROFILE_WARMUP`` steps, then ``PROFILED_STEPS`` under the profiler.
+    shape built again, ``warmup`` steps (:data:`PROFILE_WARMUP`; a shape the process never
+    timed, :data:`PROFILE_WARMUP_FRESH`), then ``PROFILED_STEPS`` under the profiler.
 
     A child profiles only after it has timed every point of its job: once the profiler
     has run in a process, CUDA's profiling interface stays attached (Kineto does not
@@ -209,9 +216,9 @@ def profile_point(workload: Workload, item: dict, device: torch.device, seed: in
         def step(i: int) -> Any:
             return train_step(built, item["mode"], device)
 
-        for i in range(PROFILE_WARMUP):
+        for i in range(warmup):
             step(i)
-        record["device_steps"] = profile_steps(step, PROFILE_WARMUP, PROFILED_STEPS)
+        record["device_steps"] = profile_steps(step, warmup, PROFILED_STEPS)
     except Exception as exc:  # the profiler is optional equipment: the timing stands
         record["device_error"] = error_text(exc)
     finally:
@@ -315,11 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         result = run_point(workloads[spec], {**options, **item}, device, rule, int(job["seed"]))
         _emit(out, {"event": "point", "key": item["key"], **result})
     if options.get("profile") and device.type == "cuda":  # after every timing (profile_point)
-        for item in [*job["items"], *job.get("profile_only", [])]:  # and the points skipped
+        fresh = job.get("profile_only", [])  # the points it skipped: never run here
+        for item in [*job["items"], *fresh]:
             spec = item["workload"]
             if spec not in workloads:
                 workloads[spec] = resolve(spec, job["device_class"])
-            rec = profile_point(workloads[spec], {**options, **item}, device, int(job["seed"]))
+            rec = profile_point(workloads[spec], {**options, **item}, device, int(job["seed"]),
+                                PROFILE_WARMUP_FRESH if item in fresh else PROFILE_WARMUP)
             _emit(out, {"event": "device", "key": item["key"], "record": rec})
     _emit(out, {"event": "done", "child": job["child"]})
     out.close()
