@@ -1,9 +1,13 @@
 """Shared fixtures. ``cpu_cert`` is one real, reduced CPU certificate made once per session
-(real child processes, real timing) that the tests of later stages read."""
+(real child processes, real timing) that the tests of later stages read: docs/api.md's first
+notebook cell makes it (``api_notebook``), so the notebook's test and theirs share one
+certify."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -49,19 +53,42 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def cpu_cert_path(tmp_path_factory):
-    from afford.certification import certify
-    from afford.certification.request import CertifyRequest
-    from afford.schema.cert import save_certificate
+class Notebook(NamedTuple):
+    """docs/api.md's first cell after it ran: its namespace (``afford``, ``cert``, ...),
+    its working folder, and the certificate it wrote there (``tiny-cert.json``)."""
 
-    req = CertifyRequest(workloads=["tinylm", "softmax"], sweeps={"seq": [16, 32, 64],
-                                                                  "s": [32, 64, 128]},
-                         precision="quick", device="cpu", command="afford certify (test)")
-    cert = certify(req)
-    path = tmp_path_factory.mktemp("cert") / "cpu.json"
-    save_certificate(cert, path)
-    return path
+    ns: dict
+    folder: Path
+    cert_path: Path
+
+
+@pytest.fixture(scope="session")
+def api_notebook(tmp_path_factory) -> Notebook:
+    """The session's one real CPU certificate: docs/api.md's first cell, run as written in a
+    working folder of its own (tinylm over seq 16, 32, 64 and softmax over s 32, 64, 128,
+    the quick protocol, every default stage: probes, memory law, init-loss gate). The
+    cell names no device; here ``afford.certify`` is given ``device="cpu"`` beside the
+    cell's arguments, so that on a box with a GPU the certificate is still the CPU's."""
+    import afford
+    from afford.certification import run
+    from tests.notebook import cells, run_cells
+
+    def on_the_cpu(*args, **kwargs):
+        assert "device" not in kwargs, "the notebook's cell names a device"
+        return run(*args, device="cpu", **kwargs)
+
+    folder = tmp_path_factory.mktemp("notebook")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)
+        mp.setattr(afford, "certify", on_the_cpu)
+        ns = run_cells(cells()[:1], {})
+    return Notebook(ns=ns, folder=folder, cert_path=folder / "tiny-cert.json")
+
+
+@pytest.fixture(scope="session")
+def cpu_cert_path(api_notebook):
+    """The path of the session's real CPU certificate (``api_notebook``'s)."""
+    return api_notebook.cert_path
 
 
 @pytest.fixture(scope="session")

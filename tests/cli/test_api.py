@@ -5,13 +5,14 @@ the library; ``afford.certify`` and ``afford.plan`` are plain functions whicheve
 imported first; bad input is an InputError; the notebook in docs/api.md runs.
 
 tests/data/cpu_tinylm_tiny.json is a real certificate of this project's CPU box (2 cores,
-AMD EPYC, load about 8 while it measured, hence NOISY), made by docs/api.md's first cell."""
+AMD EPYC, load about 8 while it measured, hence NOISY), made by docs/api.md's first cell as it
+stood then (tinylm alone over seq 32, 64, 128, no probes and no gates). The cell now makes the
+session's CPU certificate (conftest's ``api_notebook``), which the notebook's whole run reads."""
 
 from __future__ import annotations
 
 import inspect
 import json
-import re
 import subprocess
 import sys
 
@@ -22,7 +23,8 @@ import afford
 from afford import api
 from afford.cli import app
 from afford.core.errors import InputError
-from tests.paths import DATA, ROOT
+from tests.notebook import cells, run_cells
+from tests.paths import DATA
 
 CERT = DATA / "cpu_tinylm_tiny.json"
 RUN = ('name = "tiny"\nworkload = "tinylm"\nmode = "fp32"\nvalue = 64\n'
@@ -173,17 +175,6 @@ def test_the_progress_adapter_types_events():
 # ---------------------------------------------------------------- the notebook
 
 
-def _cells() -> list[str]:
-    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
-    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
-
-
-def _run(cells: list[str], ns: dict) -> dict:
-    for i, cell in enumerate(cells):
-        exec(compile(cell, f"docs/api.md cell {i + 1}", "exec"), ns)  # noqa: S102
-    return ns
-
-
 def _check_notebook(ns: dict) -> None:
     assert ns["plan"].cadence.save_every.value >= 1
     assert ns["run_row"].step_seconds.tag.value == "MEASURED"
@@ -194,18 +185,22 @@ def _check_notebook(ns: dict) -> None:
 
 
 def test_the_notebook_after_its_certify_cell(tmp_path, monkeypatch, capsys):
-    """Every cell but the first, on the stored certificate that cell made on this box."""
+    """Every cell but the first, on the stored certificate the first cell made on this box
+    (as the cell stood then: tinylm alone over seq 32, 64, 128, no probes, no gates)."""
     monkeypatch.chdir(tmp_path)
     ns = {}
     exec("import afford\nfrom afford.schema.cert import load_certificate\n"  # noqa: S102
          f"cert = load_certificate({str(CERT)!r})", ns)
-    _check_notebook(_run(_cells()[1:], ns))
+    _check_notebook(run_cells(cells()[1:], ns, first=2))
     assert "largest batch" in capsys.readouterr().out
 
 
-@pytest.mark.slow  # a real certify on this CPU: one to several minutes
-def test_the_notebook_whole(tmp_path, monkeypatch):
+@pytest.mark.slow  # a real certify on this CPU (the session's, conftest's api_notebook)
+def test_the_notebook_whole(api_notebook, tmp_path, monkeypatch):
+    """The first cell ran for real (conftest's ``api_notebook``, which measured in a folder
+    of its own: the session's CPU certificate); the others run here on its namespace."""
     monkeypatch.chdir(tmp_path)
-    ns = _run(_cells(), {})
-    assert ns["cert"].status == "complete" and (tmp_path / "tiny-cert.json").is_file()
+    ns = run_cells(cells()[1:], dict(api_notebook.ns), first=2)
+    assert ns["cert"].status == "complete"
+    assert (api_notebook.folder / "tiny-cert.json").is_file()
     _check_notebook(ns)

@@ -17,7 +17,7 @@ from tests.paths import ROOT, SRC, TESTS
 LANES = ("unit", "answers", "cli", "measure", "integration")
 #: the lanes whose files run in seconds: none of them may ask for conftest's real certificate
 NO_CERTIFY = ("unit", "answers")
-REAL_CERT = ("cpu_cert", "cpu_cert_path", "planted_user_certify")
+REAL_CERT = ("api_notebook", "cpu_cert", "cpu_cert_path", "planted_user_certify")
 #: a path into lab/ written in code: "lab/...", 'lab', ROOT / "lab"
 READS_LAB = re.compile(r"[\"']lab(?:/|[\"'])")
 
