@@ -27,7 +27,8 @@ def _protocol(cert: Certificate) -> dict:
     pre-warmed, and the step-time fields only where set, so certificates written without
     those fields keep their fingerprints."""
     proto = cert.protocol.model_dump(mode="json")
-    for key in ("prewarmed_children", "step_semantics", "synced_child", "flops_child"):
+    for key in ("prewarmed_children", "step_semantics", "synced_child", "flops_child",
+                "agreement"):
         if not proto.get(key) and proto.get(key) != 0:
             proto.pop(key, None)
     return proto
