@@ -37,6 +37,19 @@ def _own_cache(tmp_path_factory):
         os.environ["AFFORD_CACHE_DIR"] = old
 
 
+def pytest_sessionstart(session):
+    """The package and the suite's helper modules byte-compiled once, before anything runs:
+    the suite starts a few hundred Python processes (certify's children, the CLI, trainers
+    it kills), and where ``PYTHONDONTWRITEBYTECODE`` is set (this sandbox sets it) each of
+    them would otherwise compile afford from source again (about 0.3-0.4 s a process that
+    imports the CLI and certify). Only ``.pyc`` files are written, beside the sources, as
+    Python's own import would; a stale one is recompiled by its source's time stamp."""
+    import compileall
+
+    for folder in (ROOT / "src", TESTS):
+        compileall.compile_dir(str(folder), quiet=2, workers=0)
+
+
 def _cuda_available() -> bool:
     """Only asked when a collected test is marked cuda, so pure-math runs never import torch."""
     import torch
