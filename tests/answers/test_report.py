@@ -449,3 +449,16 @@ def test_the_memory_plot_draws_the_figures_of_the_memory_tables():
             worst = max(abs(r) for r in law.allocated.residuals)
             for x, y in zip(fitted.x, fitted.y):  # within the law's own residuals
                 assert min(abs(v / (y * scale) - 1) for v in at[x]) <= worst + 1e-9
+
+
+def test_the_protocol_table_states_the_agreement_rule_where_a_certify_applied_it():
+    """A certificate whose later children skipped settled points says how in its protocol
+    table (the 'order' row alone would claim every child timed every point)."""
+    from afford.report.certificate import protocol
+
+    cert = make_cert()
+    assert "agreement" not in [r[0] for r in protocol(cert).rows]
+    rule = "children after the second time a point only where the first two did not settle it"
+    agreed = cert.model_copy(update={"protocol": cert.protocol.model_copy(
+        update={"agreement": rule})})
+    assert ("agreement", rule) in protocol(agreed).rows

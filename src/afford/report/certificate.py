@@ -82,6 +82,8 @@ def protocol(cert: Certificate) -> Table:
         ("target precision of a median", module(p.target_rel_precision, "ratio", src)),
         ("clock", p.clock), ("order", p.order), ("point value", p.point_value),
     ]
+    if p.agreement:  # the children after the second skipped what the first two settled
+        rows.append(("agreement", p.agreement))
     return Table(columns=("setting", "value"), rows=tuple(rows))
 
 
