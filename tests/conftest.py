@@ -1,7 +1,8 @@
 """Shared fixtures. ``cpu_cert`` is one real, reduced CPU certificate made once per session
 (real child processes, real timing) that the tests of later stages read: docs/api.md's first
 notebook cell makes it (``api_notebook``), so the notebook's test and theirs share one
-certify."""
+certify. The cell runs in a process of its own, started as soon as the collected tests are
+known, so that it measures while the tests before the first that reads it run."""
 
 from __future__ import annotations
 
@@ -67,35 +68,57 @@ def pytest_collection_modifyitems(config, items):
 
 
 class Notebook(NamedTuple):
-    """docs/api.md's first cell after it ran: its namespace (``afford``, ``cert``, ...),
-    its working folder, and the certificate it wrote there (``tiny-cert.json``)."""
+    """docs/api.md's first cell after it ran: what the later cells see (its imports and
+    ``cert``), its working folder, and the certificate it wrote there (``tiny-cert.json``)."""
 
     ns: dict
     folder: Path
     cert_path: Path
 
 
+_FIRST_CELL: list = []  # the first cell's process, started once the session's tests are known
+
+
+def _start_first_cell(items) -> None:
+    """Start docs/api.md's first cell (the session's CPU certify) as soon as the collected
+    tests are known, if one of them needs it: it measures in a process of its own while the
+    tests before the first that needs it run (the answers lane, pure Python on one core)."""
+    if not _FIRST_CELL and any("api_notebook" in getattr(i, "fixturenames", ()) for i in items):
+        from tests.notebook import FirstCell
+
+        _FIRST_CELL.append(FirstCell())
+
+
+def pytest_collection_finish(session):
+    _start_first_cell(session.items)  # the tests that will run, after -k and -m
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for cell in _FIRST_CELL:
+        cell.stop()
+
+
 @pytest.fixture(scope="session")
-def api_notebook(tmp_path_factory) -> Notebook:
+def api_notebook() -> Notebook:
     """The session's one real CPU certificate: docs/api.md's first cell, run as written in a
-    working folder of its own (tinylm over seq 16, 32, 64 and softmax over s 32, 64, 128,
-    the quick protocol, every default stage: probes, memory law, init-loss gate). The
-    cell names no device; here ``afford.certify`` is given ``device="cpu"`` beside the
-    cell's arguments, so that on a box with a GPU the certificate is still the CPU's."""
-    import afford
-    from afford.certification import run
-    from tests.notebook import cells, run_cells
+    process and working folder of its own (tinylm over seq 16, 32, 64 and softmax over s 32,
+    64, 128, the quick protocol, every default stage: probes, memory law, init-loss gate;
+    :class:`tests.notebook.FirstCell`, started as the session began). That process checks
+    that the file the cell wrote reads back as exactly the certificate the cell returned;
+    the later cells then see the cell's imports and that certificate, read from its file."""
+    from afford.schema.cert import load_certificate
+    from tests.notebook import FirstCell, cells, imports_of, run_cells
 
-    def on_the_cpu(*args, **kwargs):
-        assert "device" not in kwargs, "the notebook's cell names a device"
-        return run(*args, device="cpu", **kwargs)
-
-    folder = tmp_path_factory.mktemp("notebook")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(folder)
-        mp.setattr(afford, "certify", on_the_cpu)
-        ns = run_cells(cells()[:1], {})
-    return Notebook(ns=ns, folder=folder, cert_path=folder / "tiny-cert.json")
+    if not _FIRST_CELL:
+        _FIRST_CELL.append(FirstCell())
+    cell = _FIRST_CELL[0]
+    said = cell.result()
+    assert said["round_trip"], "the certificate the cell wrote is not the one it returned"
+    path = cell.folder / "tiny-cert.json"
+    ns = run_cells([imports_of(cells()[0])], {})
+    ns["cert"] = load_certificate(path)
+    assert ns["cert"].status == said["status"]
+    return Notebook(ns=ns, folder=cell.folder, cert_path=path)
 
 
 @pytest.fixture(scope="session")
