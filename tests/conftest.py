@@ -90,7 +90,8 @@ def _start_first_cell(items) -> None:
 
 
 def pytest_collection_finish(session):
-    _start_first_cell(session.items)  # the tests that will run, after -k and -m
+    if not session.config.option.collectonly:
+        _start_first_cell(session.items)  # the tests that will run, after -k and -m
 
 
 def pytest_sessionfinish(session, exitstatus):
