@@ -62,7 +62,7 @@ def assemble_point(value: int, events: list[Event], device_memory: int | None, *
               flops=next((k.flops for k in kids if k.flops is not None), None),
               synced_median_seconds=median(synced) if synced else None,
               run_mean_seconds=median(runs) if runs else None,
-              **device_side([k for k in kids if k.device_steps]), **contention(ok, m),
+              **device_side(kids), **contention(ok, m),
               remeasured=any(k.round == "remeasure" for k in kids),
               resident=True, **outliers(ok), **(design or {}))
     reason = _exclusion(p, kids, device_memory, len(kids) if need is None else need)

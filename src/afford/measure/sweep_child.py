@@ -322,13 +322,12 @@ def main(argv: list[str] | None = None) -> int:
         result = run_point(workloads[spec], {**options, **item}, device, rule, int(job["seed"]))
         _emit(out, {"event": "point", "key": item["key"], **result})
     if options.get("profile") and device.type == "cuda":  # after every timing (profile_point)
-        fresh = job.get("profile_only", [])  # the points it skipped: never run here
-        for item in [*job["items"], *fresh]:
+        for item in [*job["items"], *job.get("profile_only", [])]:  # and the points skipped
             spec = item["workload"]
             if spec not in workloads:
                 workloads[spec] = resolve(spec, job["device_class"])
             rec = profile_point(workloads[spec], {**options, **item}, device, int(job["seed"]),
-                                PROFILE_WARMUP_FRESH if item in fresh else PROFILE_WARMUP)
+                                PROFILE_WARMUP_FRESH if "skipped" in item else PROFILE_WARMUP)
             _emit(out, {"event": "device", "key": item["key"], "record": rec})
     _emit(out, {"event": "done", "child": job["child"]})
     out.close()
