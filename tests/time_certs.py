@@ -13,6 +13,9 @@ H200 run of 2026-12-02; tests/data/README.md).
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
+
 from afford.schema.cert import Certificate, load_certificate
 from afford.schema.point import Point
 from afford.schema.time_features import FeatureLaw, FeatureScaling
@@ -138,3 +141,17 @@ def make_sides_cert(**over) -> Certificate:
     r = r.model_copy(update={"points": pts, "time": r.time.model_copy(
         update={"model": model})})
     return cert.model_copy(update={"workloads": [r]})
+
+
+def h200_grid(name: str) -> tuple[dict[tuple[int, int], list[float]], dict]:
+    """The recorded H200 2-D grid of one workload (tests/data/h200_grid.jsonl.gz): each
+    (batch, seq)'s repeated pipelined medians, and its counted FLOPs where recorded."""
+    by: dict[tuple[int, int], list[float]] = defaultdict(list)
+    flops: dict = {}
+    for line in data_file("h200_grid.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("workload") == name and "async_median" in r:
+            by[(r["B"], r["s"])].append(r["async_median"])
+            if r.get("flops"):
+                flops[(r["B"], r["s"])] = r["flops"]
+    return by, flops

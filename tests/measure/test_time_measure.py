@@ -5,7 +5,6 @@ choice."""
 
 import json
 import os
-from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -17,9 +16,7 @@ from afford.measure.probes.flops import count_flops_or_why
 from afford.measure.sweep_child import point_shape, run_point
 from afford.measure.timing import rule_for
 from afford.workloads import resolve
-from tests.paths import data_file
-
-GRID = data_file("h200_grid.jsonl")
+from tests.time_certs import h200_grid
 
 
 def test_a_design_item_sets_the_batch_of_the_shape():
@@ -96,14 +93,8 @@ def test_certify_exits_0_on_a_noisy_certificate_and_1_under_strict(tmp_path, mon
 
 
 def _grid(name):
-    by = defaultdict(list)
-    flops = {}
-    for line in GRID.read_text().splitlines():
-        r = json.loads(line)
-        if r.get("workload") == name and "async_median" in r:
-            by[(r["B"], r["s"])].append(r["async_median"])
-            if r.get("flops"):
-                flops[(r["B"], r["s"])] = r["flops"]
+    """The grid's (batch, seq) -> median of its repeats, and the counted FLOPs."""
+    by, flops = h200_grid(name)
     return {k: float(np.median(v)) for k, v in by.items()}, flops
 
 

@@ -4,9 +4,6 @@ that leaves the floor, the noise verdict; every expected number worked by hand. 
 recorded H200 grid (tests/data/h200_grid.jsonl.gz): the rebuilt fit over the
 design certify measures, held-out errors within a stated bound."""
 
-import json
-from collections import defaultdict
-
 import numpy as np
 import pydantic
 import pytest
@@ -35,9 +32,7 @@ from afford.fit.time.time_fit import (
 )
 from afford.fit.time.time_noise import disagreement, noisy_points, time_verdict
 from afford.schema.time_law import evaluate_form, predict_at
-from tests.paths import data_file
-
-GRID = data_file("h200_grid.jsonl")
+from tests.time_certs import h200_grid
 
 G, A = 151781376.0, 57344.0  # tinylm q3's counted FLOPs per token and per B*s^2 (H200)
 
@@ -591,15 +586,6 @@ def test_noise_verdict_by_hand():
 # ---- the recorded H200 grid --------------------------------------------------------------------
 
 
-def _grid(name):
-    by, flops = defaultdict(list), {}
-    for line in GRID.read_text().splitlines():
-        r = json.loads(line)
-        if r.get("workload") == name and "async_median" in r:
-            by[(r["B"], r["s"])].append(r["async_median"])
-            if r.get("flops"):
-                flops[(r["B"], r["s"])] = r["flops"]
-    return by, flops
 
 
 @pytest.mark.parametrize("name,b0,seqs,median_bound,worst_bound", [
@@ -613,7 +599,7 @@ def test_the_h200_grid_fitted_over_certifys_design(name, b0, seqs, median_bound,
     """The design certify measures (static_design), fitted on the H200 grid's medians with
     their repeats' spread; every other grid shape held out. Work-regime held-out errors
     (2x the smallest fitted step or more) within the stated bounds; a max-type form chosen."""
-    by, flops = _grid(name)
+    by, flops = h200_grid(name)
     design = static_design(b0, seqs)
     fit = [(p.batch, p.seq) for p in design.fit_shapes if (p.batch, p.seq) in by]
     assert len(fit) >= 6
