@@ -59,6 +59,9 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    from tests.second_lane import lane_rank
+
+    items.sort(key=lane_rank)  # stable: unit, answers, cli, integration, measure
     if not any("cuda" in item.keywords for item in items) or _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device; run on the lent GPU")
@@ -82,21 +85,65 @@ _FIRST_CELL: list = []  # the first cell's process, started once the session's t
 def _start_first_cell(items) -> None:
     """Start docs/api.md's first cell (the session's CPU certify) as soon as the collected
     tests are known, if one of them needs it: it measures in a process of its own while the
-    tests before the first that needs it run (the answers lane, pure Python on one core)."""
+    tests before the first that needs it run (the unit lane, pure Python on one core)."""
     if not _FIRST_CELL and any("api_notebook" in getattr(i, "fixturenames", ()) for i in items):
         from tests.notebook import FirstCell
 
         _FIRST_CELL.append(FirstCell())
 
 
+_SECOND_LANE: list = []  # the second pytest process (tests/second_lane.py), when one is made
+_REPORTS: list = []  # in that second process: the file its reports go to
+
+
+def pytest_configure(config):
+    from tests.second_lane import reports_file
+
+    _REPORTS[:] = [p for p in [reports_file()] if p]
+
+
 def pytest_collection_finish(session):
-    if not session.config.option.collectonly:
-        _start_first_cell(session.items)  # the tests that will run, after -k and -m
+    if session.config.option.collectonly:
+        return
+    _start_first_cell(session.items)  # the tests that will run, after -k and -m
+    from tests.second_lane import claim
+
+    lane = claim(session.items, second=bool(_REPORTS))
+    if lane is not None:  # its tests are reported last, once the second process is done
+        _SECOND_LANE.append(lane)
+        apart = set(lane.nodeids)
+        session.items.sort(key=lambda i: i.nodeid in apart)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The second lane starts at the first test after the unit lane; a test it runs is
+    reported here from its reports (tests/second_lane.py) instead of run."""
+    if not _SECOND_LANE:
+        return None
+    from tests.second_lane import lane_of, report_here
+
+    lane = _SECOND_LANE[0]
+    if lane.proc is None and lane_of(item) != "unit":
+        lane.start()
+    if item.nodeid in lane.nodeids:
+        report_here(item, lane)
+        return True
+    return None
+
+
+def pytest_runtest_logreport(report):
+    if _REPORTS:
+        from tests.second_lane import record
+
+        record(report, _REPORTS[0])
 
 
 def pytest_sessionfinish(session, exitstatus):
     for cell in _FIRST_CELL:
         cell.stop()
+    for lane in _SECOND_LANE:
+        lane.stop()
 
 
 @pytest.fixture(scope="session")

@@ -45,6 +45,7 @@ def test_distributed_without_torchrun_is_bad_input(monkeypatch):
     assert r.exit_code == 2 and "--distributed" in r.output
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow
 def test_gloo_world_size_2_end_to_end(tmp_path):
     r = torchrun(tmp_path, "--dist-only", "--out", "c.json", "--json", "--dist-timeout", "60")
@@ -113,6 +114,7 @@ def test_rank0_sweep_joins_the_distributed_section(cpu_cert):
     assert only.workloads == [] and seen == ["cpu"]
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow
 def test_dead_rank_gives_partial_certificate(tmp_path):
     r = torchrun(tmp_path, "--dist-only", "--out", "p.json", "--dist-timeout", "30",
@@ -129,6 +131,7 @@ def test_dead_rank_gives_partial_certificate(tmp_path):
     assert d.collectives is not None and d.data_parallel == []  # what every rank finished
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow
 def test_hung_rank_times_out_into_partial_certificate(tmp_path):
     r = torchrun(tmp_path, "--dist-only", "--out", "h.json", "--dist-timeout", "6",

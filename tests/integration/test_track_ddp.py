@@ -51,6 +51,7 @@ def _check(folder: Path, ranks: dict[int, tuple[int, int]], checkpoint: str) -> 
     return stop
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow  # two processes, a process group, about 10 s on a small box
 @pytest.mark.skipif(not HAS_LIGHTNING, reason="needs Lightning")
 def test_ddp_ranks_stop_together_and_rank_zero_writes(tmp_path):
@@ -62,6 +63,7 @@ def test_ddp_ranks_stop_together_and_rank_zero_writes(tmp_path):
     _check(tmp_path, _run("lightning", tmp_path, "10"), "step={}.ckpt")
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_LIGHTNING, reason="needs Lightning")
 def test_ddp_lightning_a_stop_decided_on_rank_one_is_recorded_as_stopped(tmp_path):
@@ -72,6 +74,7 @@ def test_ddp_lightning_a_stop_decided_on_rank_one_is_recorded_as_stopped(tmp_pat
     assert stop == RANK1_STOP
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow  # torchrun, two processes importing transformers: 20-40 s on a small box
 @pytest.mark.skipif(not HAS_TRAINER, reason="needs transformers and accelerate")
 def test_ddp_hf_a_stop_decided_on_rank_one_is_recorded_as_stopped(tmp_path):

@@ -279,11 +279,13 @@ def _run(runner, folder: Path, seed: int, name: str, kept: str | None = None) ->
         assert Path(named).name in left
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow  # fresh interpreters: under 1 s a kill
 def test_sigkill_the_plain_loop(tmp_path):
     _run(Fresh("loop"), tmp_path, 15, "plain loop")
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None or
                     importlib.util.find_spec("accelerate") is None,
@@ -294,6 +296,7 @@ def test_sigkill_a_transformers_trainer(tmp_path):
          kept="out/checkpoint-*")
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None or
                     importlib.util.find_spec("accelerate") is None,
@@ -308,6 +311,7 @@ def test_sigkill_a_transformers_trainer_under_ddp(tmp_path):
     assert doc["state"] == "stopped"
 
 
+@pytest.mark.apart  # the second lane (tests/second_lane.py): no timing asserted
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("lightning") is None,
                     reason="needs Lightning (afford[lightning])")

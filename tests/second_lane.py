@@ -1,0 +1,174 @@
+"""The suite's second lane: tests marked ``apart`` run in a second pytest process, beside the
+pure-Python lanes, and the main session reports them as their own.
+
+The suite runs on a 2-core box. The answers lane is pure Python on one core, while the tests
+marked ``apart`` (the loop guard's kill campaigns, its DDP ranks, the gloo ranks: real
+processes trained, killed and restarted, about 100 s on an idle box) spend most of their time
+in processes of their own; run one after the other, the second core idles through both.
+So when a session collects tests of the answers lane and tests marked ``apart``, those
+marked are handed to a second ``python -m pytest`` (:class:`SecondLane`), started as the
+main session reaches the first test after the unit lane (the unit lane overlaps the first
+cell's certify, :class:`tests.notebook.FirstCell`, instead), and each is reported in the main
+session at its place at the end of the run: the second process's own setup, call and
+teardown reports (outcome, failure text, skip reason, duration), read back from the file
+it writes them to (:func:`record`). A test the second process never reported (it crashed,
+or the watchdog stopped it) fails with the tail of its log.
+
+Only tests that measure no timing on this machine are marked ``apart``: they run beside
+other work. A session that collects no answers test (``pytest tests/integration``, one
+file, ``-k``) runs every test in the main process as before. In the second process
+:data:`ENV` names the file its reports go to; it hands nothing on."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.paths import ROOT, TESTS
+
+MARK = "apart"
+ENV = "AFFORD_TESTS_APART_REPORTS"  # set in the second process: where its reports go
+LANE_ORDER = ("unit", "answers", "cli", "integration", "measure")
+TIMEOUT_SECONDS = 1800.0  # the second process's whole run, after which it is stopped
+
+
+def lane_of(item) -> str:
+    """The lane (``tests/LANE/``) an item's file sits in; ``""`` for one outside them."""
+    try:
+        return Path(item.path).relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return ""
+
+
+def lane_rank(item) -> int:
+    """The lanes in the order the session runs them: unit first (the first cell's
+    certify measures beside it), answers next (the second lane runs beside it)."""
+    lane = lane_of(item)
+    return LANE_ORDER.index(lane) if lane in LANE_ORDER else len(LANE_ORDER)
+
+
+def reports_file() -> str | None:
+    """In the second process, the file its reports go to (:data:`ENV`); None in the main
+    session. Read once, as the session is configured."""
+    return os.environ.get(ENV) or None
+
+
+def record(report, path: str) -> None:
+    """In the second process: append one report (setup, call or teardown) to ``path``, as a
+    JSON line the main session turns back into a report."""
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple):
+        shown: object = [str(longrepr[0]), longrepr[1], str(longrepr[2])]
+    else:
+        shown = None if longrepr is None else str(longrepr)
+    line = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
+            "longrepr": shown, "duration": report.duration,
+            "sections": [list(s) for s in report.sections]}
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+class SecondLane:
+    """The second pytest process over ``nodeids``, in a folder of its own (its reports, its
+    log, its ``--basetemp``); :meth:`start` starts it, :meth:`reports` waits for it."""
+
+    def __init__(self, nodeids: list[str]) -> None:
+        self.nodeids = list(nodeids)
+        self.folder = Path(tempfile.mkdtemp(prefix="afford-second-lane-"))
+        self.proc: subprocess.Popen | None = None
+        self._reports: dict[str, list[dict]] | None = None
+        self._why = ""
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "second-lane.log"
+
+    def start(self) -> None:
+        if self.proc is not None:
+            return
+        env = {**os.environ, ENV: str(self.folder / "reports.jsonl")}
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 f"--basetemp={self.folder / 'tmp'}", *self.nodeids],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def reports(self, timeout: float = TIMEOUT_SECONDS) -> dict[str, list[dict]]:
+        """Each node id's reports in the order the second process made them (empty for one
+        it never reported, :attr:`why` then says what became of the process)."""
+        if self._reports is not None:
+            return self._reports
+        self.start()
+        assert self.proc is not None
+        try:
+            rc = self.proc.wait(timeout=timeout)
+            self._why = f"the second lane's pytest exited with code {rc}"
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self._why = f"the second lane's pytest was stopped after {timeout:g} s"
+        got: dict[str, list[dict]] = {}
+        path = self.folder / "reports.jsonl"
+        if path.is_file():
+            for text in path.read_text().splitlines():
+                try:
+                    rec = json.loads(text)
+                except ValueError:  # a line cut short by a crash
+                    continue
+                got.setdefault(rec["nodeid"], []).append(rec)
+        self._reports = got
+        return got
+
+    def why(self) -> str:
+        tail = self.log_path.read_text(errors="replace")[-3000:] if self.log_path.is_file() \
+            else ""
+        return f"{self._why}; its log ends:\n{tail}"
+
+    def stop(self) -> None:
+        """Stop the process if it still runs, and remove its folder."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def claim(items, second: bool = False) -> SecondLane | None:
+    """The second lane for the session's ``items`` (after ``-k`` and ``-m``): the items
+    marked ``apart``, when the session also runs answers tests for them to run beside;
+    else None (every test runs in the main process). ``second``: this session is itself
+    the second process, which hands nothing on."""
+    if second:
+        return None
+    apart = [i.nodeid for i in items if i.get_closest_marker(MARK) is not None]
+    if not apart or not any(lane_of(i) == "answers" for i in items):
+        return None
+    return SecondLane(apart)
+
+
+def report_here(item, lane: SecondLane) -> None:
+    """Report in the main session what the second process reported of ``item``: its
+    setup, call and teardown, as it made them; a failed call with the log's tail if it made
+    none."""
+    from _pytest.reports import TestReport
+
+    ihook = item.ihook
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    recs = lane.reports().get(item.nodeid, [])
+    if not any(r["when"] == "call" or r["outcome"] != "passed" for r in recs):
+        recs = [{"when": "call", "outcome": "failed", "duration": 0.0, "sections": [],
+                 "longrepr": f"the second lane did not report this test: {lane.why()}"}]
+    keywords = {k: 1 for k in item.keywords}
+    for rec in recs:
+        longrepr = rec["longrepr"]
+        if rec["outcome"] == "skipped" and isinstance(longrepr, list):
+            longrepr = tuple(longrepr)
+        ihook.pytest_runtest_logreport(report=TestReport(
+            item.nodeid, item.location, keywords, rec["outcome"], longrepr, rec["when"],
+            sections=[tuple(s) for s in rec.get("sections", [])],
+            duration=rec["duration"], user_properties=[]))
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
