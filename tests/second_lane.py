@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 from tests.paths import ROOT, TESTS
 
@@ -66,8 +67,9 @@ def record(report, path: str) -> None:
         shown: object = [str(longrepr[0]), longrepr[1], str(longrepr[2])]
     else:
         shown = None if longrepr is None else str(longrepr)
+    crash = getattr(getattr(longrepr, "reprcrash", None), "message", None)
     line = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
-            "longrepr": shown, "duration": report.duration,
+            "longrepr": shown, "crash": crash, "duration": report.duration,
             "sections": [list(s) for s in report.sections]}
     with open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
@@ -137,6 +139,23 @@ class SecondLane:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class Failure:
+    """A failure's text as the second process wrote it, shown as pytest shows its own: the
+    whole text under FAILURES, its crash message in the short summary."""
+
+    def __init__(self, text: str, crash: str | None) -> None:
+        self.text = text
+        last = text.strip().splitlines()[-1] if text.strip() else ""
+        self.reprcrash = SimpleNamespace(message=crash or last or "failed in the second lane")
+
+    def toterminal(self, tw) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def claim(items, second: bool = False) -> SecondLane | None:
     """The second lane for the session's ``items`` (after ``-k`` and ``-m``): the items
     marked ``apart``, when the session also runs answers tests for them to run beside;
@@ -167,6 +186,8 @@ def report_here(item, lane: SecondLane) -> None:
         longrepr = rec["longrepr"]
         if rec["outcome"] == "skipped" and isinstance(longrepr, list):
             longrepr = tuple(longrepr)
+        elif rec["outcome"] == "failed" and isinstance(longrepr, str):
+            longrepr = Failure(longrepr, rec.get("crash"))
         ihook.pytest_runtest_logreport(report=TestReport(
             item.nodeid, item.location, keywords, rec["outcome"], longrepr, rec["when"],
             sections=[tuple(s) for s in rec.get("sections", [])],
