@@ -2,9 +2,10 @@
 pure-Python lanes, and the main session reports them as their own.
 
 The suite runs on a 2-core box. The answers lane is pure Python on one core, while the tests
-marked ``apart`` (the loop guard's kill campaigns, its DDP ranks, the gloo ranks: real
-processes trained, killed and restarted, about 100 s on an idle box) spend most of their time
-in processes of their own; run one after the other, the second core idles through both.
+marked ``apart`` (the loop guard's kill campaigns of one process a session, its DDP ranks,
+the gloo ranks: real processes trained, killed and restarted, about 85 s on an idle box)
+spend most of their time in processes of their own; run one after the other, the second
+core idles through both.
 So when a session collects tests of the answers lane and tests marked ``apart``, those
 marked are handed to a second ``python -m pytest`` (:class:`SecondLane`), started as the
 main session reaches the first test after the unit lane (the unit lane overlaps the first
