@@ -235,6 +235,32 @@ def test_hf_a_checkpoint_folder_is_complete_once_its_trainer_state_names_its_ste
     assert complete_checkpoint(tmp_path, 0) is None
 
 
+def test_hf_a_checkpoint_with_another_ranks_torn_rng_state_is_not_complete(tmp_path):
+    """Under data parallelism rank 1 writes rng_state_1.pth while the main process writes
+    its state: a kill can leave rank 1's file torn (a torch.save zip without its end) and
+    older than trainer_state.json. The Trainer's resume would fail on it (EOFError), so the
+    folder is not complete; whole, it is."""
+    import zipfile
+
+    from afford.track.hf import complete_checkpoint
+
+    folder = tmp_path / "checkpoint-30"
+    folder.mkdir()
+    whole = folder / "rng_state_0.pth"
+    with zipfile.ZipFile(whole, "w") as z:  # what torch.save writes: a zip archive
+        z.writestr("archive/data.pkl", b"x" * 4096)
+    other = folder / "rng_state_1.pth"
+    other.write_bytes(whole.read_bytes()[:2048])  # killed mid-write: no end record
+    (folder / "trainer_state.json").write_text('{"global_step": 30}')
+    state_ns = (folder / "trainer_state.json").stat().st_mtime_ns
+    for f in (whole, other):
+        os.utime(f, ns=(state_ns - 10**9, state_ns - 10**9))  # written before the state
+    assert complete_checkpoint(tmp_path, 30) is None
+    other.write_bytes(whole.read_bytes())
+    os.utime(other, ns=(state_ns - 10**9, state_ns - 10**9))
+    assert complete_checkpoint(tmp_path, 30) == str(folder)
+
+
 @needs_trainer
 def test_hf_drift_is_warned_when_every_step_is_logged(tmp_path):
     """A real Trainer logging every step (so the guard's figures are read after every step)

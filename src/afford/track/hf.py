@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import zipfile
 from typing import Any
 
 EXTRA = "pip install 'afford[hf]'"
@@ -51,10 +52,15 @@ EXTRA = "pip install 'afford[hf]'"
 def complete_checkpoint(output_dir: str | os.PathLike | None, global_step: int
                         ) -> str | None:
     """The folder ``output_dir/checkpoint-<global_step>`` when the Trainer finished writing
-    it, else None. The Trainer writes ``trainer_state.json`` last (after the model, the
-    optimizer and the RNG states), in place: the folder is complete when that file parses,
-    names this step, and no file of the folder was written after it (a later write into the
-    folder, killed, left an older session's state beside a torn model)."""
+    it, else None. The main process writes ``trainer_state.json`` last (after the model, the
+    optimizer and its RNG state), in place: the folder is complete when that file parses,
+    names this step, no file of the folder was written after it (a later write into the
+    folder, killed, left an older session's state beside a torn model), and every file
+    ``torch.save`` wrote there (``*.pt``, ``*.pth``, ``*.bin``: zip archives) is whole. The
+    last check is for data parallelism: each rank writes its own ``rng_state_<rank>.pth``,
+    and nothing orders the other ranks' writes before the main process's state, so a kill
+    can leave rank 1's file torn in a folder whose state was written after its last byte
+    (the Trainer's resume then fails on it with an ``EOFError``)."""
     if global_step < 1 or output_dir is None:
         return None
     folder = os.path.join(os.fspath(output_dir), f"checkpoint-{global_step}")
@@ -63,12 +69,18 @@ def complete_checkpoint(output_dir: str | os.PathLike | None, global_step: int
         with open(state, encoding="utf-8") as f:
             doc = json.load(f)
         written = os.stat(state).st_mtime_ns
-        later = [e.name for e in os.scandir(folder) if e.stat().st_mtime_ns > written]
+        files = list(os.scandir(folder))
+        later = [e.name for e in files if e.stat().st_mtime_ns > written]
+        torn = [e.name for e in files if e.name.endswith(TORCH_SAVED) and e.is_file()
+                and not zipfile.is_zipfile(e.path)]
     except (OSError, ValueError):
         return None
-    if later or not isinstance(doc, dict) or doc.get("global_step") != global_step:
+    if later or torn or not isinstance(doc, dict) or doc.get("global_step") != global_step:
         return None
     return folder
+
+
+TORCH_SAVED = (".pt", ".pth", ".bin")  # what the Trainer writes with torch.save: zip archives
 
 
 def _rank_zero() -> bool:
