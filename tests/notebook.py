@@ -13,12 +13,10 @@ import ast
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from tests.beside import Beside
 from tests.paths import ROOT
 
 #: the notebook
@@ -68,37 +66,26 @@ def first_cell(folder: Path) -> dict:
             "round_trip": load_certificate(folder / "tiny-cert.json") == cert}
 
 
-class FirstCell:
+class FirstCell(Beside):
     """The first cell in a process of its own, in a fresh folder (its own afford cache
     there too), its output in ``first-cell.log``; :meth:`result` waits for it."""
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="afford-notebook-"))
+        super().__init__("afford-notebook-", "first-cell.log")
         env = {**os.environ, "AFFORD_CACHE_DIR": str(self.folder / "afford-cache"),
                "PYTHONPATH": os.pathsep.join(
                    [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
                                   else []))}
-        self.log = (self.folder / "first-cell.log").open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.notebook", str(self.folder)],
-                                     cwd=self.folder, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+        self.spawn([sys.executable, "-m", "tests.notebook", str(self.folder)], env=env,
+                   cwd=self.folder)
 
     def result(self, timeout: float = 1800.0) -> dict:
-        """What :func:`first_cell` said; AssertionError with the log's tail if it failed."""
-        rc = self.proc.wait(timeout=timeout)
-        self.log.close()
-        tail = (self.folder / "first-cell.log").read_text(errors="replace")[-3000:]
-        assert rc == 0 and (self.folder / DONE).is_file(), f"the first cell failed:\n{tail}"
+        """What :func:`first_cell` said; AssertionError with the log's tail if it failed
+        (or ran past ``timeout`` seconds, and was stopped)."""
+        rc = self.wait(timeout)
+        assert rc == 0 and (self.folder / DONE).is_file(), \
+            f"the first cell failed ({'stopped' if rc is None else f'exit {rc}'}):\n{self.tail()}"
         return json.loads((self.folder / DONE).read_text())
-
-    def stop(self) -> None:
-        """Stop the process if it still runs, and remove its folder."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if not self.log.closed:
-            self.log.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ TESTS = ROOT / "tests"
 DATA = TESTS / "data"
 #: the goldens (goldens.py compares against them)
 GOLDEN = TESTS / "golden"
+#: the lanes, one folder each under TESTS, in the order a session runs them (conftest): the
+#: two pure-Python lanes first, each with a measurement beside it (tests/README.md)
+LANES = ("unit", "answers", "cli", "integration", "measure")
 
 _unpacked: list[Path] = []  # this process's folder of unpacked inputs, made on first use
 

@@ -24,18 +24,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.paths import ROOT, TESTS
+from tests.beside import Beside
+from tests.paths import LANES, ROOT, TESTS
 
 MARK = "apart"
 ENV = "AFFORD_TESTS_APART_REPORTS"  # set in the second process: where its reports go
-LANE_ORDER = ("unit", "answers", "cli", "integration", "measure")
 TIMEOUT_SECONDS = 1800.0  # the second process's whole run, after which it is stopped
 
 
@@ -51,7 +48,7 @@ def lane_rank(item) -> int:
     """The lanes in the order the session runs them: unit first (the first cell's
     certify measures beside it), answers next (the second lane runs beside it)."""
     lane = lane_of(item)
-    return LANE_ORDER.index(lane) if lane in LANE_ORDER else len(LANE_ORDER)
+    return LANES.index(lane) if lane in LANES else len(LANES)
 
 
 def reports_file() -> str | None:
@@ -76,45 +73,30 @@ def record(report, path: str) -> None:
         f.write(json.dumps(line) + "\n")
 
 
-class SecondLane:
+class SecondLane(Beside):
     """The second pytest process over ``nodeids``, in a folder of its own (its reports, its
     log, its ``--basetemp``); :meth:`start` starts it, :meth:`reports` waits for it."""
 
     def __init__(self, nodeids: list[str]) -> None:
+        super().__init__("afford-second-lane-", "second-lane.log")
         self.nodeids = list(nodeids)
-        self.folder = Path(tempfile.mkdtemp(prefix="afford-second-lane-"))
-        self.proc: subprocess.Popen | None = None
         self._reports: dict[str, list[dict]] | None = None
         self._why = ""
 
-    @property
-    def log_path(self) -> Path:
-        return self.folder / "second-lane.log"
-
     def start(self) -> None:
-        if self.proc is not None:
-            return
-        env = {**os.environ, ENV: str(self.folder / "reports.jsonl")}
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 f"--basetemp={self.folder / 'tmp'}", *self.nodeids],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.spawn([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                       f"--basetemp={self.folder / 'tmp'}", *self.nodeids],
+                      env={**os.environ, ENV: str(self.folder / "reports.jsonl")}, cwd=ROOT)
 
     def reports(self, timeout: float = TIMEOUT_SECONDS) -> dict[str, list[dict]]:
         """Each node id's reports in the order the second process made them (empty for one
-        it never reported, :attr:`why` then says what became of the process)."""
+        it never reported, :meth:`why` then says what became of the process)."""
         if self._reports is not None:
             return self._reports
         self.start()
-        assert self.proc is not None
-        try:
-            rc = self.proc.wait(timeout=timeout)
-            self._why = f"the second lane's pytest exited with code {rc}"
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            self._why = f"the second lane's pytest was stopped after {timeout:g} s"
+        rc = self.wait(timeout)
+        self._why = f"the second lane's pytest was stopped after {timeout:g} s" if rc is None \
+            else f"the second lane's pytest exited with code {rc}"
         got: dict[str, list[dict]] = {}
         path = self.folder / "reports.jsonl"
         if path.is_file():
@@ -128,16 +110,7 @@ class SecondLane:
         return got
 
     def why(self) -> str:
-        tail = self.log_path.read_text(errors="replace")[-3000:] if self.log_path.is_file() \
-            else ""
-        return f"{self._why}; its log ends:\n{tail}"
-
-    def stop(self) -> None:
-        """Stop the process if it still runs, and remove its folder."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        return f"{self._why}; its log ends:\n{self.tail()}"
 
 
 class Failure:

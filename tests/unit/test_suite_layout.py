@@ -12,9 +12,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from tests.paths import ROOT, SRC, TESTS
+from tests.paths import LANES, ROOT, SRC, TESTS
 
-LANES = ("unit", "answers", "cli", "measure", "integration")
 #: the lanes whose files run in seconds: none of them may ask for conftest's real certificate
 NO_CERTIFY = ("unit", "answers")
 REAL_CERT = ("api_notebook", "cpu_cert", "cpu_cert_path", "planted_user_certify")
