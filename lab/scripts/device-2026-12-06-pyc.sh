@@ -1,0 +1,63 @@
+#!/bin/bash
+# Device call of 2026-12-06 (night session; the commit is in log.txt): why every process on the
+# device's image compiles its modules from source, what a bytecode cache would save a
+# process's start, and certify's stages at this commit (the baseline of the session):
+#   1. the interpreter's bytecode facts (dont_write_bytecode, pycache_prefix, whether torch's
+#      package folder holds bytecode and may be written);
+#   2. import torch (and transformers) in fresh processes: plain, twice; with
+#      PYTHONPYCACHEPREFIX=/tmp/pyc, three times (the first fills it);
+#   3. certify (the default) and certify -w $SPEC, each with its timeline.
+set -u
+T0=$(date +%s)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONUNBUFFERED=1
+r=/tmp/pyc-run; mkdir -p $r; log=$r/log.txt
+pack() { tar czf "$OUT/run.tar.gz" -C $r . ; cp $log "$OUT/log.txt"; }
+now() { date +%s.%N; }
+since() { python3 -c "print('%.2f' % ($(date +%s.%N) - $1))"; }
+{ date -u +%FT%TZ; git rev-parse HEAD 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nproc; env | grep -i -E 'python|pyc' ; which python3
+} >>$log 2>&1
+python3 - >>$log 2>&1 <<'PY'
+import importlib.util, os, sys
+print("dont_write_bytecode", sys.flags.dont_write_bytecode, "pycache_prefix", sys.pycache_prefix,
+      "version", sys.version.split()[0])
+for name in ("torch", "transformers", "numpy", "afford"):
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        print(name, "not found"); continue
+    d = os.path.dirname(spec.origin)
+    cache = importlib.util.cache_from_source(spec.origin)
+    npy = npyc = 0
+    for root, dirs, files in os.walk(d):
+        npy += sum(f.endswith(".py") for f in files)
+        npyc += sum(f.endswith(".pyc") for f in files)
+    print(name, d, "pyc of __init__ exists", os.path.exists(cache), "folder writable",
+          os.access(d, os.W_OK), "py", npy, "pyc", npyc)
+PY
+imp() {  # label env...
+  local label=$1; shift
+  t0=$(now); env "$@" python3 -c 'import torch' >/dev/null 2>&1
+  a=$(since $t0); t0=$(now)
+  env "$@" PYTHONPATH=/tmp/site python3 -c 'import torch, transformers; from transformers import AutoConfig; AutoConfig.for_model("opt")' >/dev/null 2>&1
+  echo "$label: import torch $a s; torch+transformers+config $(since $t0) s" | tee -a $log
+}
+imp plain-1; imp plain-2
+imp prefix-1 PYTHONPYCACHEPREFIX=/tmp/pyc; imp prefix-2 PYTHONPYCACHEPREFIX=/tmp/pyc
+imp prefix-3 PYTHONPYCACHEPREFIX=/tmp/pyc
+pack
+cert() {  # name timeout [-w SPEC]
+  local name=$1 t=$2; shift 2
+  t0=$(now)
+  PYTHONPATH=/tmp/site:$PWD/src AFFORD_TIMELINE=$r/tl-$name.jsonl timeout $t \
+    python3 -m afford certify "$@" --out $r/cert-$name.json >>$log 2>&1
+  echo "certify $name $* rc=$? wall $(since $t0) s" | tee -a $log
+  pack
+}
+SPEC=${SPEC:-hf:opt@d1024L16H16F4096V50272}
+cert default-1 200
+cert hf-1 200 -w "$SPEC"
+echo "done $(date -u +%FT%TZ) after $(( $(date +%s) - T0 )) s" >>$log
+pack
