@@ -13,6 +13,7 @@ import pytest
 
 from afford.core.errors import InputError
 from afford.measure.children import child_env
+from afford.workloads import names as names_mod
 from afford.workloads import resolve
 from afford.workloads.names import spec_error
 from tests.paths import DATA
@@ -108,6 +109,46 @@ def test_a_model_type_transformers_adds_by_hand_is_not_refused():
     table lacks them, the check reads them from the auto-config source."""
     pytest.importorskip("transformers")
     assert spec_error("hf:gpt-sw3") is None
+
+
+TABLE_5 = """from collections import OrderedDict
+CONFIG_MAPPING_NAMES = OrderedDict(
+    [
+        ("gpt2", "GPT2Config"),
+        ("opt", "OPTConfig"),
+    ]
+)
+SPECIAL = OrderedDict([("not_a_type", "X")])
+"""
+TABLE_4 = """CONFIG_MAPPING_NAMES: OrderedDict[str, str] = OrderedDict[str, str](
+    [("llama", "LlamaConfig"), ("mistral", "MistralConfig")]
+)
+CONFIG_MAPPING_NAMES.update({"extra": "ExtraConfig"})
+"""
+
+
+def test_the_model_type_table_is_read_from_source_text_of_either_layout():
+    assert names_mod.table_names(TABLE_5) == {"gpt2", "opt"}
+    assert names_mod.table_names(TABLE_4) == {"llama", "mistral"}
+    assert names_mod.table_names("X = 1\n") == frozenset()
+
+
+def test_the_model_type_table_agrees_with_the_imported_one_and_imports_nothing():
+    """The check reads transformers' table as text: a command line with a typo is answered
+    without importing transformers (seconds on some images) or torch."""
+    pytest.importorskip("transformers")
+    code = ("import sys\nfrom afford.workloads import names\n"
+            "known = names._model_type_names()\n"
+            "print(len(known), 'transformers' in sys.modules, 'torch' in sys.modules)\n"
+            "from transformers.models.auto import configuration_auto as c\n"
+            "print(sorted(set(c.CONFIG_MAPPING_NAMES) - known))\n"
+            "print(all(names._named_by_hand(t) for t in set(c.CONFIG_MAPPING_NAMES) - known))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=child_env(), timeout=120)
+    first, missing, by_hand = out.stdout.splitlines()[-3:]
+    count, transformers, torch = first.split()
+    assert int(count) > 100 and transformers == "False" and torch == "False", out.stderr
+    assert by_hand == "True", missing  # the few added by hand are quoted in its source
 
 
 @pytest.mark.parametrize("argv", [

@@ -7,7 +7,8 @@ built-in names and tinylm's sizes (:func:`tinylm_size_fields`), the step options
 ``+`` (:func:`parse_options`), a user workload's ``pkg.module:factory`` (the top package
 must be importable; it is found, not imported) and an ``hf:`` spec (:func:`parse_spec`),
 whose source must be a config file that exists or a model type transformers knows
-(:func:`hf_source_error`: transformers' table of names, which imports no torch). What it
+(:func:`hf_source_error`: transformers' table of names, read from its source as text,
+importing neither transformers nor torch). What it
 cannot judge here passes: :func:`afford.workloads.resolve`, which builds on this grammar,
 checks every name again before anything is measured.
 """
@@ -215,10 +216,56 @@ def no_transformers() -> InputError:
                       f"{HF_EXTRA}")
 
 
+TABLE_FILES = ("auto_mappings.py", "configuration_auto.py")  # transformers 5, 4.x
+
+
+def _auto_folder() -> Path | None:
+    """transformers' ``models/auto`` folder, found without importing transformers (its
+    package import pulls in torch and, on some images, seconds of other packages); None
+    where it is not a folder of source files."""
+    try:
+        found = importlib.util.find_spec("transformers")
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.origin:
+        return None
+    folder = Path(found.origin).parent / "models" / "auto"
+    return folder if folder.is_dir() else None
+
+
+def table_names(text: str) -> frozenset[str]:
+    """The model types of ``CONFIG_MAPPING_NAMES`` in a module's source, read as Python
+    syntax and never run: the first string of every ``("type", "ClassConfig")`` pair of the
+    value assigned to it (transformers writes it as ``OrderedDict([...])``); empty where the
+    source assigns no such table."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
+        if not any(isinstance(t, ast.Name) and t.id == "CONFIG_MAPPING_NAMES" for t in targets):
+            continue
+        for pair in ast.walk(node.value):
+            if isinstance(pair, ast.Tuple) and len(pair.elts) == 2 and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in pair.elts):
+                names.add(pair.elts[0].value)
+    return frozenset(names)
+
+
 def _model_type_names() -> frozenset[str] | None:
-    """transformers' table of model types, read without torch where the installed version
-    keeps it apart (``models.auto.auto_mappings``, transformers 5; 4.x keeps it in
-    ``configuration_auto``, which imports no torch there); None where it cannot be read."""
+    """transformers' table of model types, read from its source as text (:func:`table_names`:
+    ``models/auto/auto_mappings.py`` in transformers 5, ``configuration_auto.py`` in 4.x), so
+    the check imports neither transformers nor torch; the module itself where the source
+    does not read (a zipped or compiled-only install); None where neither can be read."""
+    folder = _auto_folder()
+    for name in TABLE_FILES if folder is not None else ():
+        try:
+            names = table_names((folder / name).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        if names:
+            return names
     for module in ("transformers.models.auto.auto_mappings",
                    "transformers.models.auto.configuration_auto"):
         try:
@@ -231,13 +278,12 @@ def _model_type_names() -> frozenset[str] | None:
 
 def _named_by_hand(source: str) -> bool:
     """Whether ``configuration_auto``'s source names ``source`` as a quoted string: the few
-    model types it adds by hand to the table (``"gpt-sw3"``, ...), read as text (importing
-    it imports torch in transformers 5). True where the file cannot be read: the full
-    resolve judges then."""
+    model types it adds by hand to the table (``"gpt-sw3"``, ...), read as text. True where
+    the file cannot be read: the full resolve judges then."""
+    folder = _auto_folder()
     try:
-        found = importlib.util.find_spec("transformers.models.auto.configuration_auto")
-        text = Path(found.origin).read_text(encoding="utf-8")
-    except Exception:  # noqa: BLE001 - no such module, no source file: cannot tell here
+        text = (folder / "configuration_auto.py").read_text(encoding="utf-8")
+    except (OSError, TypeError):  # no such file, or no folder: cannot tell here
         return True
     return f'"{source}"' in text
 
