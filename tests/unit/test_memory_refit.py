@@ -93,3 +93,16 @@ def test_h200_heldout_errors_of_the_current_law(refit):
     for (mode, which), errs in want.items():
         got = _errors(_law(refit, "tinylm", mode), which)
         assert [got[r] for r in roles] == pytest.approx(errs, abs=1e-4), (mode, which)
+
+
+def test_a_small_base_batch_measures_each_shape_once():
+    """A transformers model on a CPU has base batch 2, where the CPU plan's batch rungs
+    0.25x and 0.5x both round to batch 1: one shape, measured once (twice under one key,
+    the memory child's second record replaced its first, and certify read one missing
+    shape as a failed memory stage: a partial certificate on every such run)."""
+    pytest.importorskip("transformers")
+    spec = "hf:gpt2@d64L2H2V512+b2s64"
+    job = plan_job(spec, resolve(spec, "cpu"), "fp32", "cpu")
+    keys = [job.key(role, shape) for role, shape in job.runs]
+    assert len(keys) == len(set(keys))
+    assert sorted(sh["batch"] for role, sh in job.runs if role == "batch") == [1, 4]

@@ -160,6 +160,9 @@ def plan_job(spec: str, w: "Workload", mode: str, device_class: str, traced: boo
     runs += [("heldout-interpolated", at(b0 * 3 / 4, s0 * 3 / 2)),
              ("heldout-seq", at(b0, 4 * s0)), ("heldout-batch", at(4 * b0, s0))]
     paths = tuple(p for p in w.code_paths() if traced or p.kind != "size_switch")
+    # a small base batch rounds two of the batch rungs to one shape (b0 = 2: 0.5 and 1 are
+    # both batch 1): each shape of a role is measured once
+    runs = list({(role, tuple(sorted(sh.items()))): (role, sh) for role, sh in runs}.values())
     return MemoryJob(spec=spec, mode=mode, dim_keys=keys, base_shape=at(b0, s0),
                      runs=tuple(runs), attention=getattr(w, "attention", None),
                      traced=traced, paths=paths)

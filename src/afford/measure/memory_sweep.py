@@ -250,7 +250,7 @@ def run_memory_child(items: list[dict], *, device: str, device_class: str, seed:
 
     rc, tail, timed_out = exchange(spawned or spawn_memory_child(device), job, take, timeout,
                                    idle=True)
-    if rc != 0 or len(records) < len(items):
+    if rc != 0 or any(it["key"] not in records for it in items):
         why = failure_text("the memory child", rc, tail, timed_out, timeout)
         for it in items:
             records.setdefault(it["key"], {"error": why})
