@@ -240,3 +240,68 @@ def test_every_causal_lm_type_builds_a_sized_config_or_says_why():
     for t, why in sorted(refused.items()):
         print(f"  {t}: {why}")
     assert len(built) >= 0.9 * len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+@needs_tf
+@pytest.mark.parametrize("spec", [TINY_GPT2, TINY_LLAMA, "hf:gpt2@d64L2H2V512+b2s64+fused"])
+def test_a_described_config_plans_as_the_real_one(spec):
+    """certify's parent plans an ``hf:`` workload from the fields its early child described
+    (no transformers import): the shapes, dims, description and code paths are the ones the
+    real config gives."""
+    from afford.workloads.hf_models import DescribedConfig, describe
+
+    said = json.loads(json.dumps(describe(spec)))  # as it travels, one JSON line
+    real, planned = resolve(spec, "large-gpu"), resolve(spec, "large-gpu", said)
+    inner = getattr(planned, "inner", planned)
+    assert isinstance(inner.config, DescribedConfig)
+    assert planned.description == real.description
+    for value in real.default_sweep("large-gpu"):
+        assert planned.shape(value) == real.shape(value)
+        assert planned.dims(planned.shape(value)) == real.dims(real.shape(value))
+    assert planned.code_paths() == real.code_paths()
+
+
+@needs_tf
+def test_a_spec_the_child_could_not_describe_is_resolved_and_reported_here():
+    from afford.workloads.hf_models import describe
+
+    said = describe("hf:gtp2")
+    assert set(said) == {"error"}
+    with pytest.raises(InputError, match="not a model type"):
+        resolve("hf:gtp2", "cpu", said)
+
+
+@needs_tf
+def test_the_certify_parent_of_an_hf_workload_imports_no_transformers(tmp_path):
+    """The console script's certify, stopped where its sweep would send the first job: the
+    early child described the config, so the parent never imported transformers (on a GPU
+    image that import was 4-10 s of a transformers certify's start); its plan's items are
+    those of a parent that resolved the spec itself."""
+    import subprocess
+
+    from afford.measure.children import child_env
+
+    code = """import json, sys
+spec = sys.argv[1]
+import afford.measure.children as children
+def stop(items, **kw):
+    print(json.dumps({"transformers": "transformers" in sys.modules,
+                      "items": sorted(i["key"] for i in items)}))
+    raise SystemExit(0)
+children.run_children = stop
+sys.argv = ["afford", "certify", "-w", spec, "--device", "cpu", "--quick", "--out", sys.argv[2]]
+from afford._entry import main
+main()
+"""
+    spec = "hf:gpt2@d64L2H2V512+b2s64"
+    run = subprocess.run([sys.executable, "-c", code, spec, str(tmp_path / "c.json")],
+                         capture_output=True, text=True, env=child_env(), timeout=300,
+                         cwd=tmp_path)
+    said = json.loads(run.stdout.strip().splitlines()[-1])
+    assert said["transformers"] is False, run.stderr[-2000:]
+    from afford.certification.request import build_request
+    from afford.certification.request import resolve as plan_of
+
+    req = build_request([spec], precision="quick")
+    own = plan_of(req, "cpu", "cpu", "cpu")
+    assert said["items"] == sorted(i["key"] for i in own.items)

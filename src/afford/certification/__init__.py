@@ -75,7 +75,7 @@ from afford.certification.sweep import protocol_of
 from afford.core.io import check_writable
 from afford.fit.time.time_fit import WORK_OVER_FLOOR
 from afford.measure import env as envmod
-from afford.measure.children import Event, run_children, spare_child
+from afford.measure.children import Event, early_described, run_children, spare_child
 from afford.measure.host_load import host_load, others
 from afford.measure.memory_sweep import STAGGER_SECONDS, spawn_memory_child
 from afford.measure.probes.runner import spawn_probe_child
@@ -122,7 +122,8 @@ def certify(req: CertifyRequest,
     device = envmod.choose_device(req.device)
     req = device_defaults(req, device.type)
     env = envmod.capture(device, req.command or " ".join(sys.argv), started)
-    plan = resolve(req, device.type, env.device_class, str(device))
+    plan = resolve(req, device.type, env.device_class, str(device),
+                   described=early_described(req.workloads))
     on_plan(plan)
     rule = rule_for(req.precision)
     starts: list[Event] = []

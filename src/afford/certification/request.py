@@ -127,15 +127,19 @@ def default_mode(device_type: str) -> str:
     return "fp32"
 
 
-def resolve(req: CertifyRequest, device_type: str, device_class: str, device: str) -> Plan:
-    """Check everything a user typed before any time is spent; InputError otherwise."""
+def resolve(req: CertifyRequest, device_type: str, device_class: str, device: str,
+            described: dict[str, dict] | None = None) -> Plan:
+    """Check everything a user typed before any time is spent; InputError otherwise.
+    ``described``: ``hf:`` specs' configs as certify's early child described them
+    (:func:`afford.measure.children.early_described`)."""
     check_children(req.children)
     for m in req.modes:
         if m not in MODES:
             raise InputError(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
     modes = req.modes or [default_mode(device_type)]
     resolved = [(spec, w, mode, values)
-                for spec, w, values in workload_values(req.workloads, req.sweeps, device_class)
+                for spec, w, values in workload_values(req.workloads, req.sweeps, device_class,
+                                                       described=described)
                 for mode in modes]
     designs = [plan_design(spec, w, mode, values) for spec, w, mode, values in resolved] \
         if req.time_design else []
@@ -146,16 +150,18 @@ def resolve(req: CertifyRequest, device_type: str, device_class: str, device: st
 
 
 def workload_values(specs: list[str], sweeps: dict[str, list[int]], device_class: str,
-                    given: dict[str, list[int]] | None = None
+                    given: dict[str, list[int]] | None = None,
+                    described: dict[str, dict] | None = None
                     ) -> list[tuple[str, Workload, list[int]]]:
     """(spec, workload, sweep values) per workload (the built-in default set when ``specs``
     is empty): the values ``given`` for the spec, else ``sweeps`` by the workload's sweep
     parameter, else ``sweeps["n"]``, else its default sweep. InputError for an unknown
-    workload, a value its shape refuses, or a ``sweeps`` name no workload uses."""
+    workload, a value its shape refuses, or a ``sweeps`` name no workload uses.
+    ``described``: per ``hf:`` spec, its config as a child described it."""
     out = []
     used: set[str] = set()
     for spec in dict.fromkeys(specs or DEFAULT):
-        w = resolve_workload(spec, device_class)
+        w = resolve_workload(spec, device_class, (described or {}).get(spec))
         key = w.sweep_param if w.sweep_param in sweeps else "n"
         used.add(key)
         values = (given or {}).get(spec) or sweeps.get(key) or w.default_sweep(device_class)

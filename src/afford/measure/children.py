@@ -222,12 +222,16 @@ class _Child(Spawned):
     specs it resolves while it waits (:func:`warm_specs`)."""
 
     def __init__(self, prewarm: str | None = None, overlapped: bool = False,
-                 warm: tuple[str, ...] = (), early: bool = False) -> None:
+                 warm: tuple[str, ...] = (), early: bool = False,
+                 describe: bool = False) -> None:
         self.prewarm = prewarm
         super().__init__("afford.measure.sweep_child",
                          (["--prewarm", prewarm] if prewarm else []) + warm_args(warm)
-                         + (["--early"] if early else []), overlapped=overlapped)
+                         + (["--early"] if early else []) + (["--describe"] if describe else []),
+                         overlapped=overlapped)
         self.early = early  # spawned by the console script, before the parent's imports
+        self.describes = describe  # its first line describes its hf: specs' configs
+        self.described: dict[str, dict] | None = None  # that line, once read
 
 
 _EARLY: list[_Child] = []
@@ -240,9 +244,46 @@ def spawn_early(prewarm: str | None, warm: tuple[str, ...] = ()) -> None:
     exits first, the closed pipe ends it."""
     import atexit
 
-    kid = _Child(prewarm=prewarm, warm=warm, early=True)  # a startup run that says so
+    hf = any(s.startswith("hf:") for s in warm_specs(warm))
+    kid = _Child(prewarm=prewarm, warm=warm, early=True, describe=hf)  # a contended startup run
     _EARLY.append(kid)
     atexit.register(kid.kill)
+
+
+DESCRIBE_TIMEOUT_SECONDS = 300.0  # the early child's imports and configs, on a slow host
+
+
+def early_described(specs, timeout: float | None = None) -> dict[str, dict]:
+    """The configs certify's early child described of the ``hf:`` specs it was spawned to
+    warm (its first line, read once; :func:`afford.workloads.hf_models.describe`), by spec:
+    the parent plans from them and never imports transformers, which on a GPU image took
+    4-10 s of a transformers certify's start while the child imported it anyway. Empty
+    where no such child runs, or it ended or said nothing within ``timeout`` seconds
+    (:func:`child_timeout` of :data:`DESCRIBE_TIMEOUT_SECONDS`): the parent then resolves
+    the specs itself, as it always did."""
+    kid = _EARLY[-1] if _EARLY else None
+    if kid is None or not kid.describes:
+        return {}
+    if kid.described is None:
+        kid.described = _read_described(
+            kid, child_timeout(DESCRIBE_TIMEOUT_SECONDS) if timeout is None else timeout)
+        mark("described", pid=kid.proc.pid, specs=sorted(kid.described))
+    return {s: kid.described[s] for s in specs if s in kid.described}
+
+
+def _read_described(kid: _Child, timeout: float) -> dict[str, dict]:
+    import select
+
+    out = kid.proc.stdout
+    try:
+        ready, _, _ = select.select([out], [], [], timeout)
+        line = out.readline() if ready else ""
+        event = json.loads(line) if line else {}
+    except (OSError, ValueError):
+        return {}
+    configs = event.get("configs") if event.get("event") == "described" else None
+    return {k: v for k, v in configs.items() if isinstance(v, dict)} \
+        if isinstance(configs, dict) else {}
 
 
 def take_early(device: str) -> _Child | None:
@@ -286,6 +327,8 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
     aside = {it["key"]: (pos, it) for pos, it in enumerate(skipped)}
 
     def take(event: Event) -> None:
+        if event["event"] == "described":  # the early child's configs (early_described)
+            return
         event["child"] = child
         if event["event"] == "start":
             event.update(spawn_wall=kid.spawn_wall, overlapped=kid.overlapped,

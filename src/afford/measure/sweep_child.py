@@ -16,6 +16,10 @@ afford modules that import torch or numpy) inside functions only.
 overlap the parent's, so its startup run is contended and counts towards no figure) skips
 the transformers import unless a ``--warm`` workload needs it.
 
+``--describe`` (the early child, when a workload is a transformers model): its first line,
+before it reads its job, describes each ``hf:`` spec's config (:func:`describe`), which the
+parent plans from instead of importing transformers itself.
+
 ``--prewarm cuda:N`` (given to children the parent spawns ahead, while the previous child
 measures; ``auto``, given to the first child that the console script spawns before it knows
 the device, means CUDA when present): before reading its job, the child creates the CUDA
@@ -282,6 +286,16 @@ def warm(args: list[str]) -> None:
             pass
 
 
+def describe(args: list[str]) -> dict[str, dict]:
+    """``--describe``: the configs of the ``hf:`` specs named by ``--warm`` arguments, by
+    spec (:func:`afford.workloads.hf_models.describe`), sent as this process's first line
+    so certify's parent plans without importing transformers."""
+    from afford.workloads.hf_models import describe as one
+
+    specs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--warm"]
+    return {s: one(s) for s in specs if s.startswith("hf:")}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     out = os.fdopen(os.dup(1), "w")
@@ -298,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         target = "cuda" if torch.cuda.is_available() else None
+    if "--describe" in args:  # before the CUDA warm-up: the parent waits on this line
+        _emit(out, {"event": "described", "configs": describe(args)})
     if target:
         start.update(prewarm(target), prewarmed=True)
         start["ready_wall"] = time.time()  # the process time then includes cuda_init_seconds

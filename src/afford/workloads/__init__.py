@@ -45,12 +45,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def resolve(spec: str, device_class: str) -> Workload:
-    """The workload a name stands for; :class:`InputError` with the choices if none."""
+def resolve(spec: str, device_class: str, described: dict | None = None) -> Workload:
+    """The workload a name stands for; :class:`InputError` with the choices if none.
+    ``described``: an ``hf:`` spec's config as a child described it
+    (:func:`afford.workloads.hf_models.describe`), so this process need not import
+    transformers."""
     if spec.startswith("hf:"):  # its own + options (shape, LoRA) before Tuned's
         from afford.workloads.hf_models import resolve_hf
 
-        return resolve_hf(spec, device_class)
+        return resolve_hf(spec, device_class, described)
     base, plus, options = spec.partition("+")
     if plus:
         from afford.workloads.tuned import Tuned

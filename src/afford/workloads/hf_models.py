@@ -371,8 +371,28 @@ def _blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
     return max(lists, key=len)
 
 
-def resolve_hf(spec: str, device_class: str) -> Workload:
-    """The workload of an ``hf:`` spec, with its step options; InputError when bad."""
+def resolve_hf(spec: str, device_class: str, described: dict | None = None) -> Workload:
+    """The workload of an ``hf:`` spec, with its step options; InputError when bad.
+    ``described``: what a child that resolved the same spec said of its config
+    (:func:`describe`): the workload then plans from those fields (:class:`DescribedConfig`)
+    and this process never imports transformers; the children build from the real config."""
+    parsed = _parsed(spec)
+    facts = (described or {}).get("facts")
+    if facts and all(isinstance(facts.get(f), int) for f in FACTS[1:]) and \
+            isinstance(facts.get("model_type"), str):
+        config = DescribedConfig(facts, described.get("config") or {})
+    else:
+        config = _config(spec, parsed)
+    _check_dims(spec, config)
+    workload: Workload = HFCausalLM(parsed, config, device_class)
+    if parsed.step_options:
+        from afford.workloads.tuned import Tuned
+
+        workload = Tuned(workload, parsed.step_options)
+    return workload
+
+
+def _parsed(spec: str) -> HFSpec:
     try:
         parsed = parse_spec(spec)
     except ValueError as exc:
@@ -383,18 +403,60 @@ def resolve_hf(spec: str, device_class: str) -> Workload:
         if importlib.util.find_spec("peft") is None:
             raise InputError(f"workload {spec!r}: LoRA needs peft, which is not installed "
                              f"here: {LORA_EXTRA}")
+    return parsed
+
+
+def _config(spec: str, parsed: HFSpec):
+    """The causal config of a spec, its sizes applied (imports transformers)."""
     base = base_config(parsed.source)  # its errors name the source
     try:
-        config = with_sizes(causal_part(base), parsed.sizes)
+        return with_sizes(causal_part(base), parsed.sizes)
     except InputError as exc:
         raise InputError(f"workload {spec!r}: {exc}") from None
-    _check_dims(spec, config)
-    workload: Workload = HFCausalLM(parsed, config, device_class)
-    if parsed.step_options:
-        from afford.workloads.tuned import Tuned
 
-        workload = Tuned(workload, parsed.step_options)
-    return workload
+
+# what the parent plans with: HFCausalLM's shape (d, L, H, V) and description
+FACTS = ("model_type", *(SIZE_KEYS[k] for k in ("d", "L", "H", "V")))
+
+
+def describe(spec: str) -> dict:
+    """What a process that imported transformers tells certify's parent of an ``hf:``
+    spec's config, so the parent plans without importing it (on a GPU image that import
+    took 4-10 s, the whole of a transformers certify's start): ``{"facts": the fields
+    :data:`FACTS`, "config": its ``to_dict()``}`` (JSON-safe), or ``{"error": why}``, on
+    which the parent resolves the spec itself and reports it as it always does."""
+    import json
+
+    try:
+        config = _config(spec, _parsed(spec))
+        _check_dims(spec, config)
+        facts = {f: _value(config, f) for f in FACTS}
+        full = json.loads(json.dumps(config.to_dict(), default=str))
+    except Exception as exc:  # noqa: BLE001 - the parent's own resolve reports it
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    return {"facts": facts, "config": full}
+
+
+class DescribedConfig:
+    """A config as :func:`describe` sent it: the planning fields (:data:`FACTS`) and the
+    whole ``to_dict()``, read as attributes, as the parent's :class:`HFCausalLM` reads a
+    transformers config (it never builds from it: the children do, from the real one)."""
+
+    def __init__(self, facts: dict, config: dict) -> None:
+        self._facts = dict(facts)
+        self._config = dict(config)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._facts:
+            return self._facts[name]
+        if name in self._config:
+            return self._config[name]
+        raise AttributeError(f"the described config has no field {name!r}")
+
+    def to_dict(self) -> dict:
+        return dict(self._config)
 
 
 def _check_dims(spec: str, config) -> None:
