@@ -6,7 +6,8 @@
 #      package folder holds bytecode and may be written);
 #   2. import torch (and transformers) in fresh processes: plain, twice; with
 #      PYTHONPYCACHEPREFIX=/tmp/pyc, three times (the first fills it);
-#   3. certify (the default) and certify -w $SPEC, each with its timeline.
+#   3. certify -w $SPEC at the session's start (.base/src, e2782a7) and at this tree,
+#      alternating, then the default at this tree; each with its timeline.
 set -u
 T0=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -48,16 +49,22 @@ imp plain-1; imp plain-2
 imp prefix-1 PYTHONPYCACHEPREFIX=/tmp/pyc; imp prefix-2 PYTHONPYCACHEPREFIX=/tmp/pyc
 imp prefix-3 PYTHONPYCACHEPREFIX=/tmp/pyc
 pack
-cert() {  # name timeout [-w SPEC]
-  local name=$1 t=$2; shift 2
+cert() {  # name src timeout [-w SPEC]
+  local name=$1 src=$2 t=$3; shift 3
   t0=$(now)
-  PYTHONPATH=/tmp/site:$PWD/src AFFORD_TIMELINE=$r/tl-$name.jsonl timeout $t \
+  PYTHONPATH=/tmp/site:$src AFFORD_TIMELINE=$r/tl-$name.jsonl timeout $t \
     python3 -m afford certify "$@" --out $r/cert-$name.json >>$log 2>&1
   echo "certify $name $* rc=$? wall $(since $t0) s" | tee -a $log
   pack
 }
 SPEC=${SPEC:-hf:opt@d1024L16H16F4096V50272}
-cert default-1 200
-cert hf-1 200 -w "$SPEC"
+PYTHONPATH=/tmp/site:$PWD/src timeout 120 python3 lab/scripts/profile_overhead.py \
+  "$SPEC|512" "$SPEC|256|32" "tinylm|1024" "tinylm|8192" "softmax|1024" "scan|512" \
+  >$r/profile-overhead.jsonl 2>>$log
+echo "profile_overhead rc=$?" | tee -a $log
+pack
+cert hf-base-1 $PWD/.base/src 200 -w "$SPEC"
+cert hf-new-1 $PWD/src 200 -w "$SPEC"
+cert default-new-1 $PWD/src 200
 echo "done $(date -u +%FT%TZ) after $(( $(date +%s) - T0 )) s" >>$log
 pack
