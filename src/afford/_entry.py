@@ -8,7 +8,9 @@ a GPU host, the child's start the longer). Nothing is timed while they overlap. 
 command takes the child if it suits the device it resolves
 (:func:`afford.measure.children.take_early`); otherwise it is stopped. A command line whose
 workload names do not read (:mod:`afford.workloads.names`, no torch) spawns no child: the
-command says what is wrong at once. Neither this module nor the spawn imports torch.
+command says what is wrong at once. Neither this module nor the spawn imports torch. On an
+image whose packages carry no bytecode, this process and that first child keep theirs in
+afford's cache (:mod:`afford.core.bytecode`).
 """
 
 from __future__ import annotations
@@ -58,15 +60,18 @@ def names_read(specs: tuple[str, ...]) -> bool:
 
 
 def main() -> None:
+    from afford.core.bytecode import start
+
+    cached = start()  # before the imports that compile: an image with no bytecode of its own
     from afford.measure.timeline import mark
 
-    mark("entry", argv=sys.argv[1:])
+    mark("entry", argv=sys.argv[1:], bytecode_cache=cached)
     spawn, prewarm = early_child(sys.argv[1:])
     specs = workload_args(sys.argv[2:])
     if spawn and names_read(specs):
         from afford.measure.children import spawn_early
 
-        spawn_early(prewarm, specs)
+        spawn_early(prewarm, specs, bytecode=cached)
     from afford.cli import main as cli_main
 
     cli_main()

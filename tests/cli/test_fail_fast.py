@@ -61,7 +61,7 @@ def test_a_good_name_still_gets_its_early_child(monkeypatch):
     import afford.measure.children as children
 
     spawned = []
-    monkeypatch.setattr(children, "spawn_early", lambda *a: spawned.append(a))
+    monkeypatch.setattr(children, "spawn_early", lambda *a, **kw: spawned.append(a))
     monkeypatch.setattr("afford.cli.main", lambda: None)
     for argv, want in ((["certify", "-w", "tinylm", "-w", "hf:gpt2"], 1),
                        (["certify", "-w", "hf:gtp2"], 0), (["certify"], 1)):

@@ -39,12 +39,14 @@ from afford.core.version import __version__
 OFF = "off"
 
 
-def folder() -> Path | None:
-    """The cache folder (not created); ``None`` when the cache is off."""
-    own = os.environ.get("AFFORD_CACHE_DIR")
+def folder(environ: dict[str, str] | None = None) -> Path | None:
+    """The cache folder (not created); ``None`` when the cache is off. ``environ``: the
+    environment to read (default this process's)."""
+    env = os.environ if environ is None else environ
+    own = env.get("AFFORD_CACHE_DIR")
     if own is not None:
         return None if own.strip().lower() in (OFF, "") else Path(own)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "afford"
 
 

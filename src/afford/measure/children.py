@@ -223,12 +223,12 @@ class _Child(Spawned):
 
     def __init__(self, prewarm: str | None = None, overlapped: bool = False,
                  warm: tuple[str, ...] = (), early: bool = False,
-                 describe: bool = False) -> None:
+                 describe: bool = False, env: dict[str, str] | None = None) -> None:
         self.prewarm = prewarm
         super().__init__("afford.measure.sweep_child",
                          (["--prewarm", prewarm] if prewarm else []) + warm_args(warm)
                          + (["--early"] if early else []) + (["--describe"] if describe else []),
-                         overlapped=overlapped)
+                         env=env, overlapped=overlapped)
         self.early = early  # spawned by the console script, before the parent's imports
         self.describes = describe  # its first line describes its hf: specs' configs
         self.described: dict[str, dict] | None = None  # that line, once read
@@ -237,15 +237,21 @@ class _Child(Spawned):
 _EARLY: list[_Child] = []
 
 
-def spawn_early(prewarm: str | None, warm: tuple[str, ...] = ()) -> None:
+def spawn_early(prewarm: str | None, warm: tuple[str, ...] = (),
+                bytecode: str | None = None) -> None:
     """Spawn the first sweep child now, before the parent imports torch (the console
     script does this for ``afford certify``); ``prewarm``: a CUDA device, ``"auto"`` (CUDA
-    when the child finds it), or None. The child waits for its job on stdin; if the parent
-    exits first, the closed pipe ends it."""
+    when the child finds it), or None; ``bytecode``: afford's bytecode folder, when the
+    image carries none (:mod:`afford.core.bytecode`: this child's start is the command's
+    critical path, and its startup run counts towards no figure). The child waits for its
+    job on stdin; if the parent exits first, the closed pipe ends it."""
     import atexit
 
+    from afford.core.bytecode import child_env as with_bytecode
+
     hf = any(s.startswith("hf:") for s in warm_specs(warm))
-    kid = _Child(prewarm=prewarm, warm=warm, early=True, describe=hf)  # a contended startup run
+    kid = _Child(prewarm=prewarm, warm=warm, early=True, describe=hf,  # a contended run
+                 env=with_bytecode(child_env(), bytecode) if bytecode else None)
     _EARLY.append(kid)
     atexit.register(kid.kill)
 
@@ -457,7 +463,8 @@ def startup_run(start: Event) -> dict | None:
         role += " (spawned ahead: its imports overlapped the previous child's measurement " \
                 "on the device)"
     elif start.get("early"):
-        role += " (spawned at the command's start: its imports overlapped the parent's)"
+        role += " (spawned at the command's start: its imports overlapped the parent's" + (
+            "; its bytecode read from afford's cache)" if start.get("bytecode_cache") else ")")
     keys = ("process_seconds", "import_torch_seconds", "import_transformers_seconds",
             "cuda_init_seconds", "torch_version", "transformers_version")
     return {**{k: start[k] for k in keys if start.get(k) is not None}, "role": role,

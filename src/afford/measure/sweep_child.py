@@ -305,8 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     # towards no startup figure) imports transformers only for a workload that needs it
     imports = measure_imports(None, transformers="--early" not in args or "--warm" in args)
     ready = time.time()  # wall clock: the parent noted the spawn on the same clock
+    from afford.core.bytecode import in_use
+
     start: dict[str, Any] = {"event": "start", "pid": os.getpid(), **imports,
-                             "ready_wall": ready, "prewarmed": False}
+                             "ready_wall": ready, "prewarmed": False,
+                             "bytecode_cache": in_use()}
     target = args[args.index("--prewarm") + 1] if "--prewarm" in args else None
     if target == "auto":  # spawned before the parent knew its device: CUDA when present
         import torch
