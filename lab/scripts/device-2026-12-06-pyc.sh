@@ -6,8 +6,10 @@
 #      package folder holds bytecode and may be written);
 #   2. import torch (and transformers) in fresh processes: plain, twice; with
 #      PYTHONPYCACHEPREFIX=/tmp/pyc, three times (the first fills it);
-#   3. certify -w $SPEC at the session's start (.base/src, e2782a7) and at this tree,
-#      alternating, then the default at this tree; each with its timeline.
+#   3. the parts of a profiled point (lab/scripts/profile_overhead.py);
+#   4. certify -w $SPEC at the session's start (.base/src, e2782a7), then at this tree twice
+#      (the first fills afford's bytecode cache, the second reads it), then the default at
+#      this tree; each with its timeline, skipped when the call's BUDGET cannot hold it.
 set -u
 T0=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -45,12 +47,14 @@ imp() {  # label env...
   env "$@" PYTHONPATH=/tmp/site python3 -c 'import torch, transformers; from transformers import AutoConfig; AutoConfig.for_model("opt")' >/dev/null 2>&1
   echo "$label: import torch $a s; torch+transformers+config $(since $t0) s" | tee -a $log
 }
-imp plain-1; imp plain-2
-imp prefix-1 PYTHONPYCACHEPREFIX=/tmp/pyc; imp prefix-2 PYTHONPYCACHEPREFIX=/tmp/pyc
-imp prefix-3 PYTHONPYCACHEPREFIX=/tmp/pyc
+imp plain-1; imp prefix-1 PYTHONPYCACHEPREFIX=/tmp/pyc; imp prefix-2 PYTHONPYCACHEPREFIX=/tmp/pyc
 pack
+BUDGET=${BUDGET:-570}
+left() { echo $(( BUDGET - $(date +%s) + T0 )); }
+export AFFORD_CACHE_DIR=/tmp/afford-cache
 cert() {  # name src timeout [-w SPEC]
   local name=$1 src=$2 t=$3; shift 3
+  if [ "$(left)" -lt "$t" ]; then echo "certify $name skipped: $(left) s left" | tee -a $log; return 1; fi
   t0=$(now)
   PYTHONPATH=/tmp/site:$src AFFORD_TIMELINE=$r/tl-$name.jsonl timeout $t \
     python3 -m afford certify "$@" --out $r/cert-$name.json >>$log 2>&1
@@ -63,8 +67,10 @@ PYTHONPATH=/tmp/site:$PWD/src timeout 120 python3 lab/scripts/profile_overhead.p
   >$r/profile-overhead.jsonl 2>>$log
 echo "profile_overhead rc=$?" | tee -a $log
 pack
-cert hf-base-1 $PWD/.base/src 200 -w "$SPEC"
-cert hf-new-1 $PWD/src 200 -w "$SPEC"
-cert default-new-1 $PWD/src 200
+cert hf-base-1 $PWD/.base/src 130 -w "$SPEC"
+cert hf-new-1 $PWD/src 130 -w "$SPEC"     # fills afford's bytecode cache
+cert hf-new-2 $PWD/src 130 -w "$SPEC"     # reads it
+cert default-new-3 $PWD/src 130
+ls $AFFORD_CACHE_DIR/bytecode >/dev/null 2>&1 && echo "bytecode cache: $(find $AFFORD_CACHE_DIR/bytecode -name '*.pyc' | wc -l) files, $(du -sh $AFFORD_CACHE_DIR/bytecode | cut -f1)" | tee -a $log
 echo "done $(date -u +%FT%TZ) after $(( $(date +%s) - T0 )) s" >>$log
 pack
