@@ -24,8 +24,10 @@ class Recorder:
 
     made: list[Recorder] = []
 
-    def __init__(self, prewarm=None, overlapped=False, warm=(), early=False):
+    def __init__(self, prewarm=None, overlapped=False, warm=(), early=False, describe=False,
+                 env=None):
         self.prewarm, self.overlapped, self.warm, self.early = prewarm, overlapped, warm, early
+        self.describes, self.env = describe, env
         Recorder.made.append(self)
 
     def kill(self):
