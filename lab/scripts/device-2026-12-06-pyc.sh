@@ -49,7 +49,7 @@ imp() {  # label env...
 }
 imp plain-1; imp prefix-1 PYTHONPYCACHEPREFIX=/tmp/pyc; imp prefix-2 PYTHONPYCACHEPREFIX=/tmp/pyc
 pack
-BUDGET=${BUDGET:-570}
+BUDGET=${BUDGET:-480}
 left() { echo $(( BUDGET - $(date +%s) + T0 )); }
 export AFFORD_CACHE_DIR=/tmp/afford-cache
 cert() {  # name src timeout [-w SPEC]
