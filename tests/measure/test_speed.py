@@ -513,3 +513,54 @@ def test_a_skipped_point_gets_a_record_without_a_median_and_the_profile_if_any()
                              skipped=skip)
     assert out["b"]["record"] == {"child": 3, "order_position": 1,
                                   "skipped": "settled by children 0 and 1"}
+
+
+class _Talker:
+    """A process standing in for certify's early child: ``code`` runs in it; stdout is the
+    parent's to read, as a sweep child's is."""
+
+    describes = True
+    described = None
+
+    def __init__(self, code: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                     stdin=subprocess.PIPE, text=True)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.mark.parametrize("code, timeout, want", [
+    ("import json; print(json.dumps({'event': 'described', 'configs': "
+     "{'hf:x': {'facts': {'model_type': 'x'}}, 'hf:y': 'not a dict'}}), flush=True)",
+     60, {"hf:x": {"facts": {"model_type": "x"}}}),
+    ("import sys; sys.exit(3)", 60, {}),  # died before describing: the parent resolves
+    ("print('not json', flush=True)", 60, {}),
+    ("print('{\"event\": \"start\"}', flush=True)", 60, {}),  # no description in it
+    ("import time; time.sleep(30)", 0.5, {}),  # said nothing in time
+])
+def test_the_early_childs_description_is_read_once_or_given_up(monkeypatch, code, timeout, want):
+    """The parent plans an hf: workload from the early child's first line when it is a
+    description; anything else (the child died, spoke garbage, said nothing in time) leaves
+    the parent to resolve the specs itself."""
+    kid = _Talker(code)
+    monkeypatch.setattr(children, "_EARLY", [kid])
+    try:
+        got = children.early_described(["hf:x", "hf:y", "hf:z"], timeout=timeout)
+        assert got == want
+        assert children.early_described(["hf:x"], timeout=timeout) == \
+            {k: v for k, v in want.items() if k == "hf:x"}  # read once, kept
+    finally:
+        kid.kill()
+
+
+def test_a_child_that_does_not_describe_is_never_read_for_a_description(monkeypatch):
+    kid = _Talker("print('{\"event\": \"start\"}', flush=True)")
+    kid.describes = False
+    monkeypatch.setattr(children, "_EARLY", [kid])
+    try:
+        assert children.early_described(["hf:x"], timeout=5) == {}
+        assert kid.proc.stdout.readline().strip() == '{"event": "start"}'  # left for exchange
+    finally:
+        kid.kill()
