@@ -305,7 +305,13 @@ def test_cpu_probes_stage_end_to_end(cpu_cert):
             assert r.error is None and len(r.timed_seconds) == len(r.timed_step_indices) >= 5
         assert w.checkpoint.verified and w.checkpoint.bytes > 0
         assert len(w.checkpoint.write_seconds) == p.protocol.checkpoint_writes
-        assert w.verdict.label in ("launch-bound", "compute-bound", "memory-bound")
+        # a verdict, or the reason there is none: on this shared 2-core box a 15 us step
+        # may not grow with the batch beyond its noise (the ladder fit then fails, F / t
+        # above 100 %), and with no NVML on a CPU nothing else can decide it
+        assert w.verdict.label in ("launch-bound", "compute-bound", "memory-bound") or (
+            w.verdict.label == "undetermined"
+            and any(r.startswith("the ladder fit failed") for r in w.verdict.reasons)), \
+            w.verdict.reasons
         for f in w.flops:
             sh = f.shape
             want = tinylm_flops(sh["batch"], sh["seq"], sh["d"], sh["L"]) if w.name == "tinylm" \
