@@ -36,7 +36,8 @@ PROBE = "torch"  # the package whose missing bytecode says the image carries non
 
 def missing(package: str = PROBE) -> bool:
     """Whether ``package`` is installed from source files with no bytecode where Python
-    looks for it (found, never imported)."""
+    looks for it (found, never imported): beside its source, or under a
+    ``sys.pycache_prefix`` when one is set (:func:`start` asks only when none is)."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
@@ -44,11 +45,7 @@ def missing(package: str = PROBE) -> bool:
     origin = getattr(spec, "origin", None)
     if not origin or not origin.endswith(".py"):
         return False
-    prefix, sys.pycache_prefix = sys.pycache_prefix, None  # where the install keeps it
-    try:
-        return not os.path.exists(importlib.util.cache_from_source(origin))
-    finally:
-        sys.pycache_prefix = prefix
+    return not os.path.exists(importlib.util.cache_from_source(origin))
 
 
 def folder(environ: dict[str, str] | None = None) -> Path | None:

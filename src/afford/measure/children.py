@@ -251,7 +251,7 @@ def spawn_early(prewarm: str | None, warm: tuple[str, ...] = (),
 
     hf = any(s.startswith("hf:") for s in warm_specs(warm))
     kid = _Child(prewarm=prewarm, warm=warm, early=True, describe=hf,  # a contended run
-                 env=with_bytecode(child_env(), bytecode) if bytecode else None)
+                 env=with_bytecode(child_env(), bytecode))
     _EARLY.append(kid)
     atexit.register(kid.kill)
 

@@ -274,7 +274,7 @@ def warm(args: list[str]) -> None:
     """Resolve the workloads named by ``--warm SPEC`` arguments now, while the process waits
     for its job: their imports and configs (transformers: seconds a process) are then
     loaded when the job's own resolve runs. Failures are left to that resolve to report."""
-    specs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--warm"]
+    specs = _warm_specs(args)
     if not specs:
         return
     from afford.workloads import resolve
@@ -292,8 +292,12 @@ def describe(args: list[str]) -> dict[str, dict]:
     so certify's parent plans without importing transformers."""
     from afford.workloads.hf_models import describe as one
 
-    specs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--warm"]
-    return {s: one(s) for s in specs if s.startswith("hf:")}
+    return {s: one(s) for s in _warm_specs(args) if s.startswith("hf:")}
+
+
+def _warm_specs(args: list[str]) -> list[str]:
+    """The workload specs named by ``--warm SPEC`` arguments."""
+    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--warm"]
 
 
 def main(argv: list[str] | None = None) -> int:
