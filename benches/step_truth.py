@@ -265,7 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         return _worker(a.spec, a.mode, a.device_class)
     shapes = list(a.shape)
     if a.cert:
-        shapes += truth_shapes(*sweep_top(a.cert, a.mode))
+        from afford.core.errors import InputError
+
+        try:
+            shapes += truth_shapes(*sweep_top(a.cert, a.mode))
+        except InputError as exc:  # no certificate (its certify failed): say so, no traceback
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if not shapes or a.out is None:
         ap.error("give --out and --shape BxS (or --cert)")
     run(a.spec, shapes, a.out, mode=a.mode, device_class=a.device_class, warm=a.warm,

@@ -1,0 +1,79 @@
+"""How often does the launch floor's band hold a fresh process's step, pooled over recorded
+runs (a bench report, not a test)?
+
+    python3 benches/band_coverage.py [--stored] DIR:CERT:TRUTH [DIR:CERT:TRUTH ...]
+
+Each triple: a folder to run in (a certificate naming its workload by a relative config
+path, ``hf:cfg/opt/config.json``, is read from its own folder), a certificate (``.gz`` read
+too) and its truth (``benches/step_truth.py`` lines or ``truth_method.py``'s list; see
+``benches/truth_report.py``). The step-time model is rebuilt from each certificate's raw
+readings by this afford (``truth_report.refit_certificate``) unless ``--stored``. Per run and
+pooled: the floor truths the band holds, below and above it, the band's width over the truth
+and the truth's own block spread ((max - min) / median of its blocks in one process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import truth_report  # noqa: E402  (the bench beside this one)
+
+
+def _plain(path: Path) -> Path:
+    """A ``.gz`` certificate decompressed to a temporary file (the loader reads text)."""
+    if path.suffix != ".gz":
+        return path
+    out = Path(tempfile.mkdtemp()) / path.stem
+    out.write_bytes(gzip.decompress(path.read_bytes()))
+    return out
+
+
+def floor_rows(triple: str, refit: bool) -> list[dict]:
+    folder, cert, truth = triple.split(":")
+    here = Path.cwd()
+    cert_path, truth_path = _plain((here / cert).resolve()), (here / truth).resolve()
+    os.chdir(here / folder)
+    try:
+        rows = truth_report.rows_for(cert_path, truth_path, refit)
+    finally:
+        os.chdir(here)
+    return [r for r in rows if r["band"] is not None]
+
+
+def describe(rows: list[dict]) -> str:
+    if not rows:
+        return "no floor truths"
+    held = sum(truth_report.in_band(r) for r in rows)
+    below = sum(r["truth_step"] < r["band"][0] for r in rows)
+    widths = [truth_report.band_width(r) for r in rows]
+    blocks = [truth_report.block_spread(r) for r in rows]
+    within = sum(w <= 2 * b for w, b in zip(widths, blocks))
+    return (f"holds {held} of {len(rows)} ({held / len(rows):.0%}; below {below}, above "
+            f"{len(rows) - held - below}); width median {statistics.median(widths):.0%}, worst "
+            f"{max(widths):.0%}; truth's block spread median {statistics.median(blocks):.0%}; "
+            f"within 2x of it: {within}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("triples", nargs="+", help="DIR:CERT:TRUTH")
+    ap.add_argument("--stored", action="store_true", help="the certificates' stored models")
+    a = ap.parse_args(argv)
+    pooled = []
+    for triple in a.triples:
+        rows = floor_rows(triple, not a.stored)
+        pooled += rows
+        print(f"{triple}: {describe(rows)}")
+    print(f"pooled: {describe(pooled)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
