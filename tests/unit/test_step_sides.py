@@ -1,7 +1,8 @@
 """The two-sided GPU step model on synthetic readings with round numbers:
 device busy = 4 ms + 2e-15 s x GEMM FLOP + 1.5e-15 s x attention FLOP, 1,000 kernels a
 step, 1 us of device gap per kernel boundary, the host issuing a kernel in 40 us
-(children 36-44 us). So the host floor is 40 ms, the device side busy + 1 ms."""
+(children 36-44 us). So the host floor is 40 ms, the device side busy + 1 ms; its band is the
+90 % prediction interval over the host-bound points' children (:func:`issue_band`)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,18 @@ def point(b: int, s: int, *, trace_gap: float | None = GAP) -> SidePoint:
 DESIGN = [(8, 256), (8, 512), (8, 1024), (2, 512), (32, 256), (16, 512), (1, 2048)]
 
 
+def issue_band(host_bound: int) -> tuple[float, float]:
+    """The band's issue cost per kernel, computed here with scipy.stats: the children's
+    36, 40 and 44 us at each of ``host_bound`` points, a log-normal t interval at 90 %."""
+    import numpy as np
+    from scipy import stats
+
+    logs = np.log([36e-6, 40e-6, 44e-6] * host_bound)
+    n = len(logs)
+    h = stats.t.ppf(0.95, n - 1) * logs.std(ddof=1) * np.sqrt(1 + 1 / n)
+    return float(np.exp(logs.mean() - h)), float(np.exp(logs.mean() + h))
+
+
 def _model(shapes=DESIGN, trace_gap=GAP, **kw):
     pts = [point(b, s, trace_gap=trace_gap) for b, s in shapes]
     return fit_sides(pts, fit_scaling(pts), **kw), pts
@@ -59,14 +72,18 @@ def test_the_device_side_seen_under_the_floor_predicts_the_work_regime():
         assert sp.seconds == pytest.approx(wall(b, s), rel=0.01)
         assert sp.device_busy == pytest.approx(busy(b, s), rel=0.01)
     assert m.host.issue_seconds == pytest.approx(ISSUE)
-    assert m.host.issue_range == pytest.approx((36e-6, 44e-6))
+    hb = len(m.host.points)
+    assert hb == len(DESIGN)  # every design shape sits on the host floor
+    assert m.host.issue_range == pytest.approx(issue_band(hb))
+    lo, hi = m.host.issue_range
+    assert lo < 36e-6 and hi > 44e-6  # wider than the three children's range
 
 
 def test_a_host_bound_shape_is_a_band_across_processes():
     m, _ = _model()
     sp = _at(m, 4, 256)
     assert sp.regime == "host" and sp.seconds == pytest.approx(40e-3)
-    assert sp.band == pytest.approx((36e-3, 44e-3))
+    assert sp.band == pytest.approx(tuple(K * c for c in issue_band(len(m.host.points))))
     assert _at(m, 32, 1024).band is None  # deep in the device regime: no band
 
 
@@ -113,7 +130,8 @@ def test_the_step_time_model_uses_the_sides_and_judges_held_out_on_the_device():
     m = fit_step_time(pts, held_out=held, scaling=scaling, sides=sides)
     assert m.used == "sides" and m.floor_left and m.reason.startswith("sides:")
     floor, work = m.held_out
-    assert floor.regime == "host" and floor.band == pytest.approx((36e-3, 44e-3))
+    assert floor.regime == "host" and floor.band == pytest.approx(
+        tuple(K * c for c in issue_band(len(sides.host.points))))
     assert floor.device_rel_error == pytest.approx(0.0, abs=0.01)
     assert work.regime == "device" and work.rel_error == pytest.approx(0.0, abs=0.01)
     assert predict_at(m, batch=16, seq=2048).seconds == pytest.approx(wall(16, 2048), rel=0.01)

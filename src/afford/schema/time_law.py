@@ -127,8 +127,10 @@ class HostSide(BaseModel):
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     issue_seconds: Duration = Field(description="host seconds per kernel issued (median)")
-    issue_range: tuple[float, float] = Field(description="its lowest and highest over the "
-                                             "host-bound points' children: the band")
+    issue_range: tuple[float, float] = Field(
+        description="the band: where a fresh process's issue cost lands 9 times in 10 (the "
+        "prediction interval over the host-bound points' children, never narrower than their "
+        "lowest and highest; certificates before 2026-12-06 stored that range alone)")
     points: list[str] = Field(description="the host-bound points it was read off")
 
 

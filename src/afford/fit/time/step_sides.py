@@ -18,9 +18,11 @@ The host enqueues a step's kernels asynchronously, so a pipelined warm step cost
   ``DEVICE_BOUND`` of the wall) when the certificate has them, else off the trace (the
   median gap between kernels that were queued before the device freed).
 - **host**: kernels per step x the issue cost of one kernel, read off the wall time of
-  host-bound points (the device busy at most ``HOST_BOUND`` of the step); its lowest and
-  highest over those points' children are the band a host-bound shape is predicted in (the
-  floor differs from process to process).
+  host-bound points (the device busy at most ``HOST_BOUND`` of the step). The floor differs
+  from process to process, so a host-bound shape is predicted in a band: where a fresh
+  process's issue cost lands 9 times in 10, the prediction interval over those points'
+  children (:func:`afford.fit.stats.prediction_band`), never narrower than their lowest and
+  highest.
 
 On a CPU the device is the host: there is no second side, and the model stays one-sided
 (:mod:`afford.fit.time.time_fit`).
@@ -33,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afford.fit.stats import median
+from afford.fit.stats import median, prediction_band
 from afford.fit.time.step_features import FeatureScaling
 from afford.fit.time.step_forms import BOUND_SHARE, StepPoint, candidates, choose_form, feature_rows
 from afford.schema.time_law import (
@@ -128,7 +130,7 @@ def host_side(points: Sequence[SidePoint], gap: float) -> HostSide | None:
         return None
     per = [p.seconds / p.kernels for p in hb]
     kids = [c / p.kernels for p in hb for c in (p.child_seconds or (p.seconds,))]
-    return HostSide(issue_seconds=median(per), issue_range=(min(kids), max(kids)),
+    return HostSide(issue_seconds=median(per), issue_range=prediction_band(kids),
                     points=[p.label or "?" for p in hb])
 
 
