@@ -23,7 +23,7 @@ from afford.report.markdown import table as markdown_table
 from afford.report.plan_tables import plan_sections, render_plan
 from afford.report.predict_tables import render_predict
 from afford.report.terminal import fmt
-from afford.schema.cert import load_certificate
+from afford.schema.cert import load_certificate, save_certificate
 from afford.schema.time_law import TimeVerdict, evaluate_form, predict_at
 from tests.plan_helpers import make_platform, make_run
 from tests.time_certs import H200_HF, make_sides_cert, make_time_cert, verdict
@@ -104,8 +104,32 @@ def test_a_host_bound_measured_point_gets_a_band_too():
     assert step.tag is Tag.MEASURED and step.value == 0.5
     assert step.band == pytest.approx((0.42, 0.7))
     assert "host-bound here" in step.source
+    # the fake's host side predates the band's level: its source says what the band is
+    assert "the lowest and highest issue cost over the children's processes" in step.source
     # the sweep value reads the same answer
     assert step_seconds(cert, "tinylm", 256) == step
+
+
+def test_the_band_says_its_level_where_the_fit_stated_one(tmp_path):
+    """A host side fitted now carries the share of fresh processes its band holds; the
+    figure's source and the accuracy sentence say it, and the JSON keeps it."""
+    cert = make_sides_cert()
+    r = cert.workloads[0]
+    m = r.time.model
+    host = m.sides.host.model_copy(update={"band_level": 0.9})
+    sides = m.sides.model_copy(update={"host": host})
+    leveled = cert.model_copy(update={"workloads": [r.model_copy(update={"time": r.time.model_copy(
+        update={"model": m.model_copy(update={"sides": sides})})})]})
+    shape = {"batch": 2, "seq": 256, "d": 512, "L": 8, "H": 8}
+    fitted_step = ft.step_at(leveled, "tinylm", shape).step
+    assert fitted_step.band == pytest.approx((0.4, 0.7))
+    assert "where 90% of fresh processes land" in fitted_step.source
+    measured = ft.step_at(leveled, "tinylm", {**shape, "batch": 8}).step
+    assert "where 90% of fresh processes land" in measured.source
+    again = load_certificate(save_certificate(leveled, tmp_path / "cert.json"))
+    assert again.workloads[0].time.model.sides.host.band_level == 0.9
+    with pytest.raises(pydantic.ValidationError):
+        host.model_validate({**host.model_dump(), "band_level": 1.5})
 
 
 def test_a_device_bound_shape_is_a_point_measured_or_fitted():

@@ -74,7 +74,7 @@ def test_the_device_side_seen_under_the_floor_predicts_the_work_regime():
     assert m.host.issue_seconds == pytest.approx(ISSUE)
     hb = len(m.host.points)
     assert hb == len(DESIGN)  # every design shape sits on the host floor
-    assert m.host.issue_range == pytest.approx(issue_band(hb))
+    assert m.host.issue_range == pytest.approx(issue_band(hb)) and m.host.band_level == 0.9
     lo, hi = m.host.issue_range
     assert lo < 36e-6 and hi > 44e-6  # wider than the three children's range
 

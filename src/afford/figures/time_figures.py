@@ -221,8 +221,8 @@ def measured_step(cert: Certificate, r: WorkloadResult, shape: dict[str, int], p
     lo, hi = min(band.low, *readings), max(band.high, *readings)
     step = step.model_copy(update={"source": src + (
         f"; host-bound here: a band of {lo * 1e3:.4g}-{hi * 1e3:.4g} ms, the step-time "
-        f"model's band at this shape (the floor's spread across processes) and this "
-        f"point's {len(p.child_medians)} children")})
+        f"model's band at this shape (the host floor: {model_of(r).sides.host.band_words()}) "
+        f"and this point's {len(p.child_medians)} children")})
     return StepAt(step.with_band(lo, hi), point=p)
 
 

@@ -88,9 +88,9 @@ def _sides_parts(model: StepTimeModel, pred) -> list[str]:
         banded = [p for p in model.held_out if p.band is not None]
         inside = sum(1 for p in banded if p.band[0] <= p.measured_seconds <= p.band[1])
         parts.append(f"a band of {pred.low * 1e3:.4g}-{pred.high * 1e3:.4g} ms (the host "
-                     f"floor's spread across processes, the device side within its "
-                     f"leave-one-out error); {inside} of {len(banded)} held-out shape(s) with "
-                     "a band inside theirs")
+                     f"floor: {model.sides.host.band_words()}; the device side within its "
+                     "leave-one-out error); "
+                     f"{inside} of {len(banded)} held-out shape(s) with a band inside theirs")
     elif same:
         parts.append(_errors_text([p.rel_error for p in same], "device-bound"))
     else:

@@ -127,11 +127,20 @@ class HostSide(BaseModel):
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     issue_seconds: Duration = Field(description="host seconds per kernel issued (median)")
-    issue_range: tuple[float, float] = Field(
-        description="the band: where a fresh process's issue cost lands 9 times in 10 (the "
+    issue_range: tuple[float, float] = Field(description="the band of the issue cost a "
+                                             "process may see (``band_level`` says which)")
+    band_level: float | None = Field(
+        None, gt=0, lt=1, description="the share of fresh processes the band holds: the "
         "prediction interval over the host-bound points' children, never narrower than their "
-        "lowest and highest; certificates before 2026-12-06 stored that range alone)")
+        "lowest and highest (afford.fit.stats.prediction_band); None: their lowest and "
+        "highest alone (certificates made before it)")
     points: list[str] = Field(description="the host-bound points it was read off")
+
+    def band_words(self) -> str:
+        """What the band is, in words, for a figure's source."""
+        if self.band_level is None:
+            return "the lowest and highest issue cost over the children's processes"
+        return f"where {self.band_level:.0%} of fresh processes land, the children's spread"
 
 
 class KernelCount(BaseModel):

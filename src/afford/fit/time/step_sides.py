@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afford.fit.stats import median, prediction_band
+from afford.fit.stats import PROCESS_BAND_LEVEL, median, prediction_band
 from afford.fit.time.step_features import FeatureScaling
 from afford.fit.time.step_forms import BOUND_SHARE, StepPoint, candidates, choose_form, feature_rows
 from afford.schema.time_law import (
@@ -131,6 +131,7 @@ def host_side(points: Sequence[SidePoint], gap: float) -> HostSide | None:
     per = [p.seconds / p.kernels for p in hb]
     kids = [c / p.kernels for p in hb for c in (p.child_seconds or (p.seconds,))]
     return HostSide(issue_seconds=median(per), issue_range=prediction_band(kids),
+                    band_level=PROCESS_BAND_LEVEL,
                     points=[p.label or "?" for p in hb])
 
 
