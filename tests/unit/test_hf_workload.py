@@ -213,7 +213,8 @@ def test_a_size_the_family_cannot_take_is_one_line_naming_the_field(spec, field)
 def test_every_causal_lm_type_builds_a_sized_config_or_says_why():
     """Every model type in the installed transformers' causal-LM mapping, at @d64L2H2 (with
     K1 where the family groups its key/value heads): a config, or a one-line InputError;
-    never another exception. Configs only: no weights."""
+    never another exception; nine in ten either build or are refused for having no SDPA
+    attention. Configs only: no weights."""
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -239,7 +240,10 @@ def test_every_causal_lm_type_builds_a_sized_config_or_says_why():
     print(f"{len(built)} of {len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} built; refused:")
     for t, why in sorted(refused.items()):
         print(f"  {t}: {why}")
-    assert len(built) >= 0.9 * len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    # a family transformers builds without SDPA attention is refused at its config, with
+    # that reason (every hf: model is built with SDPA): it said why, which is what this asks
+    no_sdpa = [t for t, why in refused.items() if "no SDPA attention" in why]
+    assert len(built) + len(no_sdpa) >= 0.9 * len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
 @needs_tf
@@ -305,3 +309,22 @@ main()
     req = build_request([spec], precision="quick")
     own = plan_of(req, "cpu", "cpu", "cpu")
     assert said["items"] == sorted(i["key"] for i in own.items)
+
+
+@needs_tf
+def test_a_family_without_sdpa_attention_is_refused_before_anything_is_measured():
+    """BLOOM has no SDPA attention in transformers (``_supports_sdpa`` False): resolving it
+    is an InputError naming SDPA and the class, and the early child's description carries
+    the error (the parent then resolves the spec and reports it, exit 2)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from afford.workloads.hf_models import describe
+
+    cls = AutoModelForCausalLM._model_mapping[type(AutoConfig.for_model("bloom"))]
+    if getattr(cls, "_supports_sdpa", None) is not False:
+        pytest.skip("this transformers builds BLOOM with SDPA")
+    spec = "hf:bloom@d64L2H2V512"
+    with pytest.raises(InputError, match="no SDPA attention for BloomForCausalLM"):
+        resolve(spec, "cpu")
+    assert "no SDPA attention" in describe(spec)["error"]
+    assert "facts" in describe(TINY_GPT2)  # a family with SDPA is described as before

@@ -82,8 +82,9 @@ def prediction_band(samples: Sequence[float], level: float = PROCESS_BAND_LEVEL
                     ) -> tuple[float, float]:
     """Where one more independent sample lands, at ``level``: the prediction interval of a
     log-normal population, ``exp(mean +- t(n-1) s sqrt(1 + 1/n))`` over the samples' logs
-    (Student's t with n - 1 degrees of freedom; Hahn & Meeker, *Statistical Intervals*,
-    2nd ed., section 4.7), never narrower than the samples' own lowest and highest. With
+    (Student's t with n - 1 degrees of freedom; Hahn, Meeker & Escobar, *Statistical
+    Intervals*, 2nd ed.; docs/REFERENCES.md, "Statistics of readings"), never narrower than
+    the samples' own lowest and highest. With
     fewer than 3 samples (no spread to speak of) it is their range.
 
     Why not the range alone: the range of n samples holds one more sample with probability

@@ -407,12 +407,38 @@ def _parsed(spec: str) -> HFSpec:
 
 
 def _config(spec: str, parsed: HFSpec):
-    """The causal config of a spec, its sizes applied (imports transformers)."""
+    """The causal config of a spec, its sizes applied (imports transformers); InputError
+    where transformers has no SDPA attention for its model (:func:`_check_sdpa`)."""
     base = base_config(parsed.source)  # its errors name the source
     try:
-        return with_sizes(causal_part(base), parsed.sizes)
+        config = with_sizes(causal_part(base), parsed.sizes)
     except InputError as exc:
         raise InputError(f"workload {spec!r}: {exc}") from None
+    _check_sdpa(spec, config)
+    return config
+
+
+def _check_sdpa(spec: str, config) -> None:
+    """InputError, before anything is measured, where the installed transformers says its
+    causal LM for this config has no SDPA attention (``_supports_sdpa`` False on the class:
+    BLOOM, MPT, XGLM in transformers 5): every ``hf:`` model is built with SDPA
+    (:meth:`HFCausalLM.build`), which the memory and time models assume, so such a model was
+    refused only once its first child tried to build it (19 s into a certify on an H100,
+    2026-12-06). A class that does not say is left to the build."""
+    try:
+        from transformers import AutoModelForCausalLM
+
+        cls = AutoModelForCausalLM._model_mapping[type(config)]
+    except Exception:  # noqa: BLE001 - no mapping here: the children's build decides
+        return
+    if getattr(cls, "_supports_sdpa", None) is False:
+        import transformers
+
+        raise InputError(
+            f"workload {spec!r}: transformers {transformers.__version__} has no SDPA "
+            f"attention for {cls.__name__}, and afford builds every hf: model with SDPA "
+            "(its memory and time models assume a fused attention kernel); certify a "
+            "family transformers builds with SDPA")
 
 
 # what the parent plans with: HFCausalLM's shape (d, L, H, V) and description
