@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import truth_report  # noqa: E402  (the bench beside this one)
 
 
-def _plain(path: Path) -> Path:
-    """A ``.gz`` certificate decompressed to a temporary file (the loader reads text)."""
+def _plain(path: Path, tmp: str) -> Path:
+    """A ``.gz`` certificate decompressed into ``tmp`` (the loader reads text)."""
     if path.suffix != ".gz":
         return path
-    out = Path(tempfile.mkdtemp()) / path.stem
+    out = Path(tmp) / path.stem
     out.write_bytes(gzip.decompress(path.read_bytes()))
     return out
 
@@ -38,12 +38,13 @@ def _plain(path: Path) -> Path:
 def floor_rows(triple: str, refit: bool) -> list[dict]:
     folder, cert, truth = triple.split(":")
     here = Path.cwd()
-    cert_path, truth_path = _plain((here / cert).resolve()), (here / truth).resolve()
-    os.chdir(here / folder)
-    try:
-        rows = truth_report.rows_for(cert_path, truth_path, refit)
-    finally:
-        os.chdir(here)
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_path, truth_path = _plain((here / cert).resolve(), tmp), (here / truth).resolve()
+        os.chdir(here / folder)
+        try:
+            rows = truth_report.rows_for(cert_path, truth_path, refit)
+        finally:
+            os.chdir(here)
     return [r for r in rows if r["band"] is not None]
 
 
