@@ -5,6 +5,8 @@ Chinchilla tokens-per-parameter ratio, the Besiroglu et al. 2024 refit of the Ch
 loss law, and ZeRO's bytes of model state per parameter. ``data/memory_defaults.toml``:
 the memory law's constants measured by afford's own memory stage on one reference GPU (its
 ``[source]`` table names the device, date and commit; INHERITED by other boxes).
+``data/process_spread.toml``: how much a launch-floor step differs between processes over
+recorded certificates, the prior of the floor's band (``benches/process_spread.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from afford.core.units import MIN_FRACTION, UnitError, bounded
 
 DATA = Path(__file__).parents[1] / "data"  # the package's data files, each value with its citation
 MEMORY_DEFAULTS = DATA / "memory_defaults.toml"
+PROCESS_SPREAD = DATA / "process_spread.toml"
 MODES = ("fp32", "bf16", "fp16")  # dtype modes of a training step: fp32, bf16 or fp16 autocast
 
 # The budget a run may fill: device memory x this share (docs/DESIGN.md section 4, cost
@@ -113,3 +116,20 @@ def load_memory_defaults(path: Path = MEMORY_DEFAULTS) -> dict:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         warnings.warn(f"cannot read the inherited memory defaults {path}: {exc}", stacklevel=2)
         return {}
+
+
+@dataclass(frozen=True)
+class ProcessSpread:
+    """The spread of a host-bound step between processes over recorded certificates
+    (data/process_spread.toml): ``sd`` of a log step, weighing as ``dof`` degrees of
+    freedom (Smyth 2004's d0; ``inf``: every certificate alike)."""
+
+    sd: float
+    dof: float
+    citation: str
+
+
+@lru_cache(maxsize=1)
+def load_process_spread() -> ProcessSpread:
+    raw = tomllib.loads(PROCESS_SPREAD.read_text(encoding="utf-8"))["prior"]
+    return ProcessSpread(sd=float(raw["sd"]), dof=float(raw["dof"]), citation=raw["citation"])

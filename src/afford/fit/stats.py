@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -75,38 +76,116 @@ def relative_spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / m
 
 
-PROCESS_BAND_LEVEL = 0.90  # the launch floor's band: where 9 fresh processes in 10 land
+PROCESS_BAND_LEVEL = 0.95  # the launch floor's band: where 19 fresh processes in 20 land
 
 
-def prediction_band(samples: Sequence[float], level: float = PROCESS_BAND_LEVEL
-                    ) -> tuple[float, float]:
-    """Where one more independent sample lands, at ``level``: the prediction interval of a
-    log-normal population, ``exp(mean +- t(n-1) s sqrt(1 + 1/n))`` over the samples' logs
-    (Student's t with n - 1 degrees of freedom; Hahn, Meeker & Escobar, *Statistical
-    Intervals*, 2nd ed.; docs/REFERENCES.md, "Statistics of readings"), never narrower than
-    the samples' own lowest and highest. With
-    fewer than 3 samples (no spread to speak of) it is their range.
+@dataclass(frozen=True)
+class SpreadPrior:
+    """What recorded certificates say of the spread between processes, as a prior for one
+    certificate's few (Smyth 2004; :func:`spread_prior`): ``sd``, the typical standard
+    deviation of a log reading between processes; ``dof``, how many degrees of freedom of
+    a certificate's own readings it weighs as (``inf``: every certificate alike)."""
 
-    Why not the range alone: the range of n samples holds one more sample with probability
-    (n - 1) / (n + 1) whatever their distribution (50 % with 3 children, 71 % with 6), so
-    its coverage would change with the number of readings; this interval states its level.
-    The logs, because a process's speed multiplies its step (a step cannot be negative, and
-    the floor's spread is relative: 10-60 % between processes)."""
-    xs = [float(x) for x in samples]
-    if not xs or min(xs) <= 0.0 or not all(math.isfinite(x) for x in xs):
-        raise ValueError("prediction_band needs positive, finite samples")
+    sd: float
+    dof: float
+    source: str = ""
+
+    def words(self) -> str:
+        dof = "inf" if math.isinf(self.dof) else f"{self.dof:.3g}"
+        src = f"; {self.source}" if self.source else ""
+        return (f"moderated by the spread of recorded certificates ({self.sd:.1%} between "
+                f"processes, as {dof} degrees of freedom{src})")
+
+
+def _log_groups(groups: Sequence[Sequence[float]]) -> list[list[float]]:
+    out = []
+    for g in groups:
+        xs = [float(x) for x in g]
+        if not xs or min(xs) <= 0.0 or not all(math.isfinite(x) for x in xs):
+            raise ValueError("a process band needs positive, finite readings in each group")
+        out.append([math.log(x) for x in xs])
+    if not out:
+        raise ValueError("a process band needs positive, finite readings in each group")
+    return out
+
+
+def pooled_log_variance(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The within-group variance of the readings' logs, pooled over the groups, and its
+    degrees of freedom (the sum of each group's size less one). A group is one shape, each
+    reading one process's: the variance is between processes, with the shapes' own levels
+    taken out."""
+    ss, dof = 0.0, 0
+    for lg in _log_groups(groups):
+        m = sum(lg) / len(lg)
+        ss += sum((v - m) ** 2 for v in lg)
+        dof += len(lg) - 1
+    return (ss / dof if dof else 0.0), dof
+
+
+def spread_prior(variances: Sequence[tuple[float, int]]) -> tuple[float, float]:
+    """(sd0, d0) of the scaled inverse chi-square prior that many groups' sample variances
+    ``(s^2, dof)`` were drawn under, by Smyth's moments of log s^2 (Smyth 2004, *Stat. Appl.
+    Genet. Mol. Biol.* 3(1) art. 3, section 6.2;
+    docs/REFERENCES.md, "Statistics of readings"): the excess variance of log s^2 beyond its sampling variance (the trigamma
+    function of dof / 2) is trigamma(d0 / 2). ``d0`` is ``inf`` where there is no excess:
+    every group then shares one variance, ``sd0``^2."""
+    from scipy.optimize import brentq
+    from scipy.special import digamma, polygamma
+
+    vs = [(float(v), int(d)) for v, d in variances if d > 0 and v > 0.0]
+    if len(vs) < 3:
+        raise ValueError("spread_prior needs at least 3 groups with a positive variance")
+    e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v, d in vs]
+    mean = sum(e) / len(e)
+    excess = sum((x - mean) ** 2 for x in e) / (len(e) - 1) - \
+        sum(float(polygamma(1, d / 2)) for _, d in vs) / len(vs)
+    if excess <= 0.0:
+        return math.sqrt(math.exp(mean)), math.inf
+    half = brentq(lambda x: float(polygamma(1, x)) - excess, 1e-8, 1e8)
+    d0 = 2.0 * half
+    return math.sqrt(math.exp(mean + float(digamma(half)) - math.log(half))), d0
+
+
+def process_band(groups: Sequence[Sequence[float]], level: float = PROCESS_BAND_LEVEL,
+                 prior: SpreadPrior | None = None) -> tuple[float, float]:
+    """Where one more process's reading lands, at ``level``: ``groups`` holds, per shape,
+    each process's reading (scaled to one level, e.g. per kernel issued). The prediction
+    interval of a log-normal population, ``exp(mean +- t(d) s sqrt(1 + 1/n))`` over every
+    reading's log (Hahn, Meeker & Escobar, *Statistical Intervals*, 2nd ed.;
+    docs/REFERENCES.md, "Statistics of readings"), where s^2 is the variance between
+    processes (within the groups, pooled: :func:`pooled_log_variance`) and n the processes
+    (the largest group); with a ``prior``, s^2 is moderated by it, ``(d0 sd0^2 + d s^2) /
+    (d0 + d)`` on ``d0 + d`` degrees of freedom (Smyth 2004: three processes say little of
+    their own spread, and many recorded certificates say more). Never narrower than the
+    readings' own lowest and highest. With no prior and fewer than 2 degrees of freedom
+    (no spread to speak of) it is their range.
+
+    Why not the range alone: the range of n readings holds one more with probability
+    (n - 1) / (n + 1) whatever their distribution (50 % with 3 children), so its coverage
+    would change with the number of readings; this interval states its level. The logs,
+    because a process's speed multiplies its step (a step cannot be negative, and the
+    floor's spread is relative: 10-60 % between processes)."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level {level} is not in (0, 1)")
-    lo, hi = min(xs), max(xs)
-    n = len(xs)
-    if n < 3:
+    logs = _log_groups(groups)
+    flat = [v for g in logs for v in g]
+    lo, hi = min(float(x) for g in groups for x in g), max(float(x) for g in groups for x in g)
+    var, dof = pooled_log_variance(groups)
+    d0 = prior.dof if prior is not None else 0.0
+    if prior is None and dof < 2:
         return lo, hi
-    from scipy.special import stdtrit  # here: reading a certificate needs no scipy
+    if math.isinf(d0):
+        s2, total = prior.sd ** 2, math.inf
+    else:
+        s2 = (d0 * (prior.sd ** 2 if prior else 0.0) + dof * var) / (d0 + dof)
+        total = d0 + dof
+    from scipy.special import ndtri, stdtrit  # here: reading a certificate needs no scipy
 
-    logs = [math.log(x) for x in xs]
-    m = sum(logs) / n
-    s = math.sqrt(sum((v - m) ** 2 for v in logs) / (n - 1))
-    h = float(stdtrit(n - 1, 0.5 + level / 2.0)) * s * math.sqrt(1.0 + 1.0 / n)
+    q = float(ndtri(0.5 + level / 2.0)) if math.isinf(total) else \
+        float(stdtrit(total, 0.5 + level / 2.0))
+    n = max(len(g) for g in logs)
+    m = sum(flat) / len(flat)
+    h = q * math.sqrt(s2) * math.sqrt(1.0 + 1.0 / n)
     return min(lo, math.exp(m - h)), max(hi, math.exp(m + h))
 
 

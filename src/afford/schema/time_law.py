@@ -132,15 +132,19 @@ class HostSide(BaseModel):
     band_level: float | None = Field(
         None, gt=0, lt=1, description="the share of fresh processes the band holds: the "
         "prediction interval over the host-bound points' children, never narrower than their "
-        "lowest and highest (afford.fit.stats.prediction_band); None: their lowest and "
+        "lowest and highest (afford.fit.stats.process_band); None: their lowest and "
         "highest alone (certificates made before it)")
+    band_prior: str | None = Field(
+        None, description="the spread between processes the children's own was moderated "
+        "with, in words (recorded certificates'; None: the children's alone)")
     points: list[str] = Field(description="the host-bound points it was read off")
 
     def band_words(self) -> str:
         """What the band is, in words, for a figure's source."""
         if self.band_level is None:
             return "the lowest and highest issue cost over the children's processes"
-        return f"where {self.band_level:.0%} of fresh processes land, the children's spread"
+        prior = f", {self.band_prior}" if self.band_prior else ""
+        return f"where {self.band_level:.0%} of fresh processes land: the children's spread{prior}"
 
 
 class KernelCount(BaseModel):

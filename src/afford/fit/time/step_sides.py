@@ -20,9 +20,10 @@ The host enqueues a step's kernels asynchronously, so a pipelined warm step cost
 - **host**: kernels per step x the issue cost of one kernel, read off the wall time of
   host-bound points (the device busy at most ``HOST_BOUND`` of the step). The floor differs
   from process to process, so a host-bound shape is predicted in a band: where a fresh
-  process's issue cost lands 9 times in 10, the prediction interval over those points'
-  children (:func:`afford.fit.stats.prediction_band`), never narrower than their lowest and
-  highest.
+  process's issue cost lands 19 times in 20, the prediction interval over those points'
+  children (:func:`afford.fit.stats.process_band`), their spread between processes
+  moderated by what recorded certificates showed (three children say little of their own
+  spread: ``data/process_spread.toml``), never narrower than their lowest and highest.
 
 On a CPU the device is the host: there is no second side, and the model stays one-sided
 (:mod:`afford.fit.time.time_fit`).
@@ -35,7 +36,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from afford.fit.stats import PROCESS_BAND_LEVEL, median, prediction_band
+from afford.fit.stats import PROCESS_BAND_LEVEL, SpreadPrior, median, process_band
 from afford.fit.time.step_features import FeatureScaling
 from afford.fit.time.step_forms import BOUND_SHARE, StepPoint, candidates, choose_form, feature_rows
 from afford.schema.time_law import (
@@ -129,10 +130,21 @@ def host_side(points: Sequence[SidePoint], gap: float) -> HostSide | None:
     if not hb:
         return None
     per = [p.seconds / p.kernels for p in hb]
-    kids = [c / p.kernels for p in hb for c in (p.child_seconds or (p.seconds,))]
-    return HostSide(issue_seconds=median(per), issue_range=prediction_band(kids),
-                    band_level=PROCESS_BAND_LEVEL,
+    groups = [[c / p.kernels for c in (p.child_seconds or (p.seconds,))] for p in hb]
+    prior = floor_prior()
+    return HostSide(issue_seconds=median(per),
+                    issue_range=process_band(groups, PROCESS_BAND_LEVEL, prior),
+                    band_level=PROCESS_BAND_LEVEL, band_prior=prior.words(),
                     points=[p.label or "?" for p in hb])
+
+
+def floor_prior() -> SpreadPrior:
+    """The spread between processes that recorded certificates' host-bound points showed
+    (data/process_spread.toml): three children say little of their own spread."""
+    from afford.core.published_constants import load_process_spread
+
+    s = load_process_spread()
+    return SpreadPrior(sd=s.sd, dof=s.dof, source=s.citation)
 
 
 def _kernels(points: Sequence[SidePoint]) -> list[KernelCount]:
