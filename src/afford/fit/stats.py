@@ -126,9 +126,9 @@ def spread_prior(variances: Sequence[tuple[float, int]]) -> tuple[float, float]:
     """(sd0, d0) of the scaled inverse chi-square prior that many groups' sample variances
     ``(s^2, dof)`` were drawn under, by Smyth's moments of log s^2 (Smyth 2004, *Stat. Appl.
     Genet. Mol. Biol.* 3(1) art. 3, section 6.2;
-    docs/REFERENCES.md, "Statistics of readings"): the excess variance of log s^2 beyond its sampling variance (the trigamma
-    function of dof / 2) is trigamma(d0 / 2). ``d0`` is ``inf`` where there is no excess:
-    every group then shares one variance, ``sd0``^2."""
+    docs/REFERENCES.md, "Statistics of readings"): the excess variance of log s^2 beyond
+    its sampling variance (the trigamma function of dof / 2) is trigamma(d0 / 2). ``d0`` is
+    ``inf`` where there is no excess: every group then shares one variance, ``sd0``^2."""
     from scipy.optimize import brentq
     from scipy.special import digamma, polygamma
 
