@@ -103,7 +103,8 @@ def hf_run(folder: Path, chunk: float, clock: StepClock | None) -> None:
 
 
 def say(rank: int, stopped_at: int, writes: bool) -> None:
-    print(f"rank {rank} stopped_at {stopped_at} writes {int(writes)}", flush=True)
+    # one write, the newline included, so the other rank's output cannot split it
+    os.write(1, f"rank {rank} stopped_at {stopped_at} writes {int(writes)}\n".encode())
 
 
 def main(argv: list[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,9 +36,11 @@ def _run(kind: str, folder: Path, chunk: str, *extra: str) -> dict[int, tuple[in
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone"]
     done = subprocess.run([*launch, str(CHILD), kind, str(folder), chunk, *extra], env=env,
                           capture_output=True, text=True, timeout=300, cwd=folder)
-    lines = [x.split() for x in done.stdout.splitlines() if x.startswith("rank ")]
+    # found anywhere in the output: the ranks share one pipe, and a line the other rank's
+    # Trainer printed can land in the middle of one of ours
+    lines = re.findall(r"rank (\d+) stopped_at (\d+) writes (\d+)", done.stdout)
     assert done.returncode == 0 and len(lines) == 2, done.stdout + done.stderr[-3000:]
-    return {int(x[1]): (int(x[3]), int(x[5])) for x in lines}
+    return {int(r): (int(s), int(w)) for r, s, w in lines}
 
 
 def _check(folder: Path, ranks: dict[int, tuple[int, int]], checkpoint: str) -> int:
