@@ -88,13 +88,11 @@ class SpreadPrior:
 
     sd: float
     dof: float
-    source: str = ""
 
     def words(self) -> str:
         dof = "inf" if math.isinf(self.dof) else f"{self.dof:.3g}"
-        src = f"; {self.source}" if self.source else ""
-        return (f"moderated by the spread of recorded certificates ({self.sd:.1%} between "
-                f"processes, as {dof} degrees of freedom{src})")
+        return (f"moderated by recorded certificates' spread ({self.sd:.1%} between "
+                f"processes, weighing as {dof} degrees of freedom)")
 
 
 def _log_groups(groups: Sequence[Sequence[float]]) -> list[list[float]]:

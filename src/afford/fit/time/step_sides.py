@@ -144,7 +144,7 @@ def floor_prior() -> SpreadPrior:
     from afford.core.published_constants import load_process_spread
 
     s = load_process_spread()
-    return SpreadPrior(sd=s.sd, dof=s.dof, source=s.citation)
+    return SpreadPrior(sd=s.sd, dof=s.dof)
 
 
 def _kernels(points: Sequence[SidePoint]) -> list[KernelCount]:
