@@ -97,14 +97,23 @@ def test_another_model_shape_is_the_laws_and_extrapolated(law):
 def test_a_disagreement_beyond_the_errors_stands_beside_the_answer(law):
     """A law scaled to miss by 50 % is outside the two models' stated errors (replay 0 %,
     law 21 %): it stands beside the answer, which is still the replay's (trusted and
-    better at the held-out shapes); inside the measured range the budget rests on it."""
+    better at the held-out shapes). Inside the measured range a budget both fit is a plain
+    yes; one that only the answer fits is uncertain, with the command that settles it (the
+    decision then rests on which model is right: OLMo2 at 16 x 384 reserved 6.6 % more than
+    its trusted replay said, lab/device-runs/2026-12-06-h100-families-2)."""
     off = mf.scaled(law, 1.5)
     a = answers.answer(off, {"batch": 16, "seq": 512}, RUN, budget=budget(1e12))
-    assert a.source == "replay" and a.other_source == "law"
+    assert a.fits == "yes" and a.source == "replay" and a.other_source == "law"
     assert a.reserved.value == replayed(law, 16, 512) and a.other.value > a.reserved.value
     cap = (float(a.reserved.value) + float(a.other.value)) / 2  # between the two
     b = answers.answer(off, {"batch": 16, "seq": 512}, RUN, budget=budget(cap))
-    assert b.fits == "yes" and b.share.value == pytest.approx(float(a.reserved.value) / cap)
+    assert not b.extrapolated and b.fits == "uncertain"
+    assert b.share.value == pytest.approx(float(a.reserved.value) / cap)  # the same figure
+    assert "the memory law says" in b.fits_why and "beyond their held-out errors" in b.fits_why
+    assert b.settle is not None and "--batch 16 --seq 512 --measure" in b.settle
+    below = answers.answer(off, {"batch": 16, "seq": 512}, RUN,
+                           budget=budget(0.9 * float(a.reserved.value)))
+    assert below.fits == "no"  # neither fits: a plain no
 
 
 def test_past_the_range_a_disagreement_makes_fits_uncertain(law):
@@ -237,3 +246,30 @@ def test_a_default_that_predicts_no_memory_is_judged_not_refused(law):
     r = fm.size(cert, "tinylm", 512, 8, "fp32", 0.9, RUN)
     v = next(v for v in r.verdicts if v.constant == "fixed_bytes" and v.default_value < 0)
     assert v.status == "WRONG" and v.direction == "optimistic"
+
+
+def test_preflight_says_no_go_where_the_budget_lies_between_the_two_models(law):
+    """The run's shape inside the measured range, the budget between the replay's figure and
+    the disagreeing law's: NO-GO, the memory not vouched for, with the command that measures
+    it (and no empty list of extrapolation reasons); a budget above both: no memory reason."""
+    from afford.planning.go_no_go import Facts, verdict
+
+    off = mf.scaled(law, 1.5)
+    cert = mf.with_memory(mf.without_point_peaks(make_time_cert()), off)
+    run = make_run(value=None, shape={"batch": 16, "seq": 512, "d": 512, "L": 8, "H": 8})
+    a = answers.answer(off, {"batch": 16, "seq": 512}, RUN)
+    cap = (float(a.reserved.value) + float(a.other.value)) / 2
+    device = 16 * 2**30  # make_platform's P100
+
+    def reasons(budget_bytes: float) -> list[str]:
+        plat = make_platform(budget_fraction={"value": budget_bytes / device,
+                                              "cite": "a test"})
+        plan = planner.plan(cert, plat, run)
+        assert float(plan.memory.budget_bytes.value) == pytest.approx(budget_bytes)
+        return [r for r in verdict(plan, Facts()).reasons if "memory" in r or "resident" in r]
+
+    between = reasons(cap)
+    assert len(between) == 1 and between[0].startswith("memory not vouched for: ")
+    assert "the memory law says" in between[0] and "()" not in between[0]
+    assert "--batch 16 --seq 512 --measure" in between[0]
+    assert reasons(2 * float(a.other.value)) == []

@@ -153,8 +153,9 @@ def _memory(plan: PlanResult) -> list[str]:
                    "law; certify that shape (afford certify --sweep "
                    f"{row.sweep_param}={row.value})")
     elif row.fits_level == "uncertain":
-        out.append(f"memory not vouched for: {row.memory_why} "
-                   f"({'; '.join(row.memory_reasons)}); measure it: {row.memory_settle}")
+        why = f" ({'; '.join(row.memory_reasons)})" if row.memory_reasons else ""
+        out.append(f"memory not vouched for: {row.memory_why}{why}; measure it: "
+                   f"{row.memory_settle}")
     elif not row.fits:
         out.append(f"not resident: projected reserved "
                    f"{format_bytes(num(row.projected_reserved_bytes))} is "

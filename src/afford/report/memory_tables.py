@@ -17,8 +17,8 @@ def _yes_no(x: bool | None) -> str:
 
 
 FITS_WORDS = {"yes": "yes", "likely": "likely (extrapolated; fits even with its plausible "
-              "error)", "uncertain": "UNCERTAIN (extrapolated; the margin is inside its "
-              "plausible error)", "no": "NO"}
+              "error)", "uncertain": "UNCERTAIN (the margin is inside what the figure may "
+              "be off by)", "no": "NO"}
 
 
 def fits_text(m) -> str:
