@@ -8,6 +8,11 @@ the byte (a reading is appended once): their step times are appended here (``--d
 
     python3 lab/scripts/ledger_2026_12_06h.py lab/history.tsv
     python3 lab/scripts/ledger_2026_12_06h.py lab/history.tsv --drift
+    python3 lab/scripts/ledger_2026_12_06h.py lab/history.tsv --h200
+
+``--h200``: the H200 calls of lab/device-runs/2026-12-06-h200-trace-minute (the tree of
+abf148b): four default certifies' elapsed seconds, and the traced fresh processes' step and
+peak memory (OLMo2 at six shapes, 16 x 384 twice; StarCoder2 at 16 x 384).
 """
 
 from __future__ import annotations
@@ -52,7 +57,51 @@ def drift_rows() -> list:
     return rows
 
 
-def main(path: str, drift: bool = False) -> int:
+H200 = RUNS / "2026-12-06-h200-trace-minute"
+H200_COMMIT = "abf148b"
+
+
+def h200_rows() -> list:
+    rows = []
+    for i in range(1, 5):
+        doc = json.loads(gzip.decompress((H200 / f"cert-default-{i}.json.gz").read_bytes()))
+        env = doc["environment"]
+        note = "the machine's first certify: fills the bytecode cache" if i == 1 else \
+            f"median-of-3 run {i - 1}"
+        rows.append(ledger.new_reading(
+            quantity="certify/default/elapsed_seconds", value=env["elapsed_seconds"], unit="s",
+            tag="MEASURED", device=env["device_name"], torch=env["torch_version"],
+            commit=H200_COMMIT,
+            date=datetime.fromisoformat(env["started_at"].replace("Z", "+00:00")),
+            command=f"afford certify ({note}; 2026-12-06-h200-trace-minute/cert-default-{i}.json)"))
+    seen: dict[str, int] = {}
+    for name in ("olmo2-trace", "starcoder2-trace"):
+        for line in gzip.decompress((H200 / f"{name}.jsonl.gz").read_bytes()).decode().splitlines():
+            t = json.loads(line)
+            where = f"truth/{t['spec']}/{t['batch']}x{t['seq']}"
+            seen[where] = seen.get(where, 0) + 1
+            steps = t["readings"]
+            cmd = (f"python3 benches/step_truth.py {t['spec']} --shape {t['batch']}x{t['seq']} "
+                   f"--blocks 2 --per-block 5 --trace 3 (fresh process {seen[where]}; "
+                   "lab/scripts/device-2026-12-06-olmo2-trace.sh)")
+            base = dict(tag="MEASURED", device=t["device"], torch=t["torch"],
+                        commit=H200_COMMIT, date=datetime(2026, 12, 6), command=cmd)
+            rows.append(ledger.new_reading(
+                quantity=f"{where}/step_seconds", value=t["step_seconds"], unit="s",
+                step_indices=f"{steps[0]['steps'][0]}-{steps[-1]['steps'][1]}", **base))
+            if seen[where] == 1:  # a second process's bytes repeat the first's exactly
+                for q in ("peak_allocated_bytes", "peak_reserved_bytes"):
+                    rows.append(ledger.new_reading(quantity=f"{where}/{q}", value=t[q],
+                                                   unit="B", **base))
+    return rows
+
+
+def main(path: str, drift: bool = False, h200: bool = False) -> int:
+    if h200:
+        rows = h200_rows()
+        ledger.append(path, rows)
+        print(f"{len(rows)} readings appended to {path}")
+        return 0
     if drift:
         rows = drift_rows()
         ledger.append(path, rows)
@@ -74,4 +123,4 @@ def main(path: str, drift: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], "--drift" in sys.argv[2:]))
+    sys.exit(main(sys.argv[1], "--drift" in sys.argv[2:], "--h200" in sys.argv[2:]))
