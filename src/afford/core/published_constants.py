@@ -118,18 +118,10 @@ def load_memory_defaults(path: Path = MEMORY_DEFAULTS) -> dict:
         return {}
 
 
-@dataclass(frozen=True)
-class ProcessSpread:
-    """The spread of a host-bound step between processes over recorded certificates
-    (data/process_spread.toml): ``sd`` of a log step, weighing as ``dof`` degrees of
-    freedom (Smyth 2004's d0; ``inf``: every certificate alike)."""
-
-    sd: float
-    dof: float
-    citation: str
-
-
 @lru_cache(maxsize=1)
-def load_process_spread() -> ProcessSpread:
+def load_process_spread() -> tuple[float, float]:
+    """(sd, dof) of data/process_spread.toml's prior: the standard deviation of a log
+    host-bound step between processes over recorded certificates, and the degrees of freedom
+    it weighs as (Smyth 2004's d0; ``inf``: every certificate alike)."""
     raw = tomllib.loads(PROCESS_SPREAD.read_text(encoding="utf-8"))["prior"]
-    return ProcessSpread(sd=float(raw["sd"]), dof=float(raw["dof"]), citation=raw["citation"])
+    return float(raw["sd"]), float(raw["dof"])

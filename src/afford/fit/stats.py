@@ -112,8 +112,12 @@ def pooled_log_variance(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
     degrees of freedom (the sum of each group's size less one). A group is one shape, each
     reading one process's: the variance is between processes, with the shapes' own levels
     taken out."""
+    return _pooled(_log_groups(groups))
+
+
+def _pooled(logs: list[list[float]]) -> tuple[float, int]:
     ss, dof = 0.0, 0
-    for lg in _log_groups(groups):
+    for lg in logs:
         m = sum(lg) / len(lg)
         ss += sum((v - m) ** 2 for v in lg)
         dof += len(lg) - 1
@@ -167,8 +171,9 @@ def process_band(groups: Sequence[Sequence[float]], level: float = PROCESS_BAND_
         raise ValueError(f"level {level} is not in (0, 1)")
     logs = _log_groups(groups)
     flat = [v for g in logs for v in g]
-    lo, hi = min(float(x) for g in groups for x in g), max(float(x) for g in groups for x in g)
-    var, dof = pooled_log_variance(groups)
+    raw = [float(x) for g in groups for x in g]
+    lo, hi = min(raw), max(raw)
+    var, dof = _pooled(logs)
     d0 = prior.dof if prior is not None else 0.0
     if prior is None and dof < 2:
         return lo, hi

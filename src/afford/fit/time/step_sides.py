@@ -143,8 +143,8 @@ def floor_prior() -> SpreadPrior:
     (data/process_spread.toml): three children say little of their own spread."""
     from afford.core.published_constants import load_process_spread
 
-    s = load_process_spread()
-    return SpreadPrior(sd=s.sd, dof=s.dof)
+    sd, dof = load_process_spread()
+    return SpreadPrior(sd=sd, dof=dof)
 
 
 def _kernels(points: Sequence[SidePoint]) -> list[KernelCount]:
