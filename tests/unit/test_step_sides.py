@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from afford.fit.time.step_features import fit_scaling
-from afford.fit.time.step_sides import SidePoint, bound_notes, fit_sides
+from afford.fit.time.step_forms import StepPoint
+from afford.fit.time.step_sides import SidePoint, bound_notes, derive_busy, fit_sides, launch_gap
 from afford.fit.time.time_fit import fit_step_time
 from afford.schema.time_law import predict_at
 
@@ -146,3 +147,46 @@ def test_the_step_time_model_uses_the_sides_and_judges_held_out_on_the_device():
     assert work.regime == "device" and work.rel_error == pytest.approx(0.0, abs=0.01)
     assert predict_at(m, batch=16, seq=2048).seconds == pytest.approx(wall(16, 2048), rel=0.01)
     assert "max(host, device + gap)" in m.describe()
+
+
+def _unprofiled(b: int, s: int) -> StepPoint:
+    p = point(b, s)
+    return StepPoint(**{k: v for k, v in p.model_dump().items()
+                        if k in StepPoint.model_fields})
+
+
+def test_an_unprofiled_work_point_has_its_busy_time_read_off_its_wall():
+    # the profiled points: on the host's floor, and one device-bound (the gap: 1 us)
+    shapes = [(8, 256), (8, 512), (2, 512), (8, 1024), (8, 4096)]
+    profiled = [point(b, s) for b, s in shapes]
+    plain = [_unprofiled(32, 1024), _unprofiled(2, 256), _unprofiled(16, 2048)]
+    work = [True] * len(profiled) + [True, False, True]
+    out = derive_busy([*profiled, *plain], work)
+    assert out[:len(profiled)] == profiled  # profiled points as they were
+    big, floor, long = out[len(profiled):]
+    assert isinstance(big, SidePoint) and big.busy_derived
+    assert big.kernels == K and big.busy_seconds == pytest.approx(wall(32, 1024) - K * GAP)
+    assert big.busy_seconds == pytest.approx(busy(32, 1024))
+    assert isinstance(long, SidePoint) and long.busy_seconds == pytest.approx(busy(16, 2048))
+    assert type(floor) is StepPoint  # on the floor: the wall says nothing of the device
+    # nothing is read off a derived point: the gap stays the profiled points'
+    assert launch_gap([*profiled, big, long])[0] == pytest.approx(launch_gap(profiled)[0])
+    # nothing profiled, or everything: unchanged
+    assert derive_busy(plain, [True] * 3) == plain
+    assert derive_busy(profiled, [True] * len(profiled)) == profiled
+
+
+def test_a_model_with_derived_work_points_predicts_and_never_judges_their_busy_time():
+    floor_pts = [point(b, s) for b, s in [(8, 256), (2, 512), (8, 512), (8, 1024)]]
+    work_pts = [_unprofiled(b, s) for b, s in [(32, 1024), (8, 4096), (4, 8192)]]
+    fitted = derive_busy([*floor_pts, *work_pts], [True] * 7)
+    held = derive_busy([*floor_pts, _unprofiled(16, 2048)], [True] * 5)[-1:]
+    scaling = fit_scaling(fitted)
+    sides = fit_sides(fitted, scaling)
+    m = fit_step_time(fitted, held_out=held, scaling=scaling, sides=sides, refit_held_out=False)
+    assert m.used == "sides"
+    assert m.held_out[0].rel_error == pytest.approx(0.0, abs=0.01)
+    # a derived busy time is no measurement: the held-out shape is judged on its wall only
+    assert m.held_out[0].device_measured_seconds is None
+    assert m.held_out[0].device_rel_error is None
+    assert [k.tokens for k in sides.kernels] == [p.tokens for p in floor_pts]

@@ -396,6 +396,11 @@ def test_the_first_childs_floor_points_are_not_extended_by_the_later_children():
     assert caps["tinylm|bf16|4096|b2"] == 0.25  # a design shape's 0.5 s cap, lowered
     assert {k for k, c in caps.items() if c == 0.25} == {
         it["key"] for it in items if law(*shape_of(it)) < 2 * 0.010}
+    # the synced witness (the second child's) only where the first child found the floor
+    planned = {it["key"]: it.get("synced") for it in items}
+    for it in later:
+        assert it.get("synced") == (planned[it["key"]] if caps[it["key"]] == 0.25 else False)
+    assert any(caps[k] == 0.25 and v is None for k, v in planned.items())  # a sweep point
 
 
 def test_the_first_childs_records_call_for_the_extension_on_the_floor_only():

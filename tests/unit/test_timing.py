@@ -70,6 +70,29 @@ def test_adaptive_stops_before_its_floor_when_already_precise():
     assert rule.precise_seconds - 1e-9 <= sum(quiet.timed_seconds) < rule.floor_seconds
 
 
+def test_a_slow_precise_step_stops_at_six_and_a_noisy_one_times_its_eight():
+    rule = rule_for("adaptive")
+    assert (rule.precise_min_steps, rule.min_steps, rule.min_block) == (6, 8, 3)
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.0625)  # a device-bound 62.5 ms step, exact
+    quiet = time_point(step, clock, rule)
+    # blocks of 3: 6 steps are 0.375 s >= 0.1 s and known to 0 %: stop at 6, not 8
+    assert quiet.stopped == "target" and len(quiet.timed_seconds) == 6
+    clock = FakeClock()
+    rng = np.random.default_rng(1)
+    noisy = {i: 0.0625 * (1.0 + 0.05 * (-1) ** i * rng.random()) for i in range(200)}
+    step, _ = scripted(clock, noisy, default=0.0625)
+    t = time_point(step, clock, rule)
+    # +-5 % steps: not known to 1 % by the sixth, so the ordinary rule decides (8 at least)
+    assert len(t.timed_seconds) >= 8
+    # a rule without the precise stop keeps its minimum count
+    from dataclasses import replace
+    clock = FakeClock()
+    step, _ = scripted(clock, {}, default=0.0625)
+    plain = time_point(step, clock, replace(rule, precise_min_steps=None))
+    assert len(plain.timed_seconds) >= 8
+
+
 def test_full_never_stops_before_its_floor_however_precise():
     clock = FakeClock()
     step, _ = scripted(clock, {}, default=0.01)
@@ -120,13 +143,14 @@ def test_adaptive_floor_and_cap_and_block():
     rule = rule_for("adaptive")
     assert (rule.floor_seconds, rule.max_floor_seconds, rule.precise_seconds) == \
         (0.25, 1.5, 0.1)
-    # blocks of about 0.05 s, 4 to 16 steps
+    # blocks of about 0.05 s, 3 to 16 steps (two blocks reach the precise stop's 6)
     from afford.measure.timing import _block_size, synced_count
     assert _block_size(0.01, rule) == 5 and _block_size(0.001, rule) == 16
-    assert _block_size(0.2, rule) == 4  # slow steps: the stopping rule is asked per 4 steps
-    assert _block_size(5.0, rule) == 4
+    assert _block_size(0.2, rule) == 3  # slow steps: the stopping rule is asked per 3 steps
+    assert _block_size(5.0, rule) == 3
+    assert _block_size(5.0, TimingRule()) == 4  # a rule's own minimum
     from dataclasses import replace
-    assert _block_size(5.0, replace(rule, max_block=3)) == 3  # a cap wins over the minimum
+    assert _block_size(5.0, replace(rule, max_block=2)) == 2  # a cap wins over the minimum
     assert [synced_count(t) for t in (0.001, 0.015, 0.05, 0.2)] == [10, 7, 5, 5]
 
 
@@ -213,7 +237,7 @@ def test_the_protocol_keeps_the_blocks_and_the_runs_wall_beside_each_step():
     clock = FakeClock()
     step, calls = scripted(clock, {0: 1.0}, default=0.02)
     t = time_point(step, clock, rule_for("adaptive"), now=lambda: clock.t)
-    assert t.block_steps == 4 and len(t.timed_seconds) % 4 == 0
+    assert t.block_steps == 3 and len(t.timed_seconds) % 3 == 0  # 0.05 s: 2.5 steps, at least 3
     assert list(t.timed_indices) == list(range(4, 4 + len(t.timed_seconds)))
     assert t.run_wall_seconds == pytest.approx(sum(t.timed_seconds))
     assert calls == list(range(len(calls)))  # every step run is a kept reading

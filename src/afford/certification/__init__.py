@@ -228,9 +228,9 @@ def certify(req: CertifyRequest,
 
 def agreement_applies(plan: Plan, children: int, cuda: bool) -> bool:
     """Whether the children after the second skip the points the first two settled
-    (:func:`afford.certification.stage_time.settled_by_two`): on CUDA, where the last child
-    profiles every point's device side whether it times it or not, with a time design and
-    three children or more, and never under ``--full`` (the COSTS file's protocol: every
+    (:func:`afford.certification.stage_time.settled_by_two`; such a point is not profiled:
+    :func:`afford.fit.time.step_sides.derive_busy`): on CUDA, with a time design and three
+    children or more, and never under ``--full`` (the COSTS file's protocol: every
     point a median over three processes). On a CPU the third child is the witness that
     outvotes a child the host's load delayed."""
     return cuda and bool(plan.designs) and children > 2 and plan.precision != "full"

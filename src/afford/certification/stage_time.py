@@ -37,7 +37,7 @@ from afford.core.published_constants import MEMORY_FRACTION
 from afford.fit.stats import relative_spread
 from afford.fit.time.contention import child_free_median, judged_medians
 from afford.fit.time.step_features import FeatureScaling, fit_scaling
-from afford.fit.time.step_sides import SidePoint, fit_sides
+from afford.fit.time.step_sides import SidePoint, derive_busy, fit_sides
 from afford.fit.time.time_design import DesignLimits, DesignShape, extension_shapes, static_design
 from afford.fit.time.time_fit import WORK_OVER_FLOOR, StepPoint, fit_step_time
 from afford.fit.time.time_noise import FLOOR_SPREAD_TOL, time_verdict
@@ -262,6 +262,10 @@ def fit_time_model(r: WorkloadResult, design: WorkloadDesign, device_type: str,
         fitted = [step_point(p, design.axes, False) for p in fitted_p]
         scaling = fit_scaling(fitted)
     held = [step_point(p, design.axes, False) for p in held_p]
+    low = min(p.seconds for p in fitted)
+    both = derive_busy([*fitted, *held], [p.seconds >= WORK_OVER_FLOOR * low
+                                          for p in [*fitted, *held]])
+    fitted, held = both[:len(fitted)], both[len(fitted):]
     features = _features_text(fitted_p, scaling, why, design.axes)
     try:
         sides = _sides(fitted, scaling, gemm_rate)
@@ -489,6 +493,9 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
       ``WORK_OVER_FLOOR`` x its workload's floor) is timed to the rule's floor and not
       extended (``cap``: ``floor_seconds``): on the floor the point's figure is its spread
       across processes, which extending one child's timing towards 1 % does not narrow;
+    - a point off the floor gets no synced steps (``synced``: the witness of a loop that
+      syncs every step; off the floor the device bounds the step whether the host waits for
+      it or not, and 5 such steps cost up to half a second a point);
     - the extension's shapes, where the model stayed on the floor, are added, so that the
       extension round (:func:`settle`) needs one child instead of all of them. Only a
       guess: :func:`settle` decides again over every child's records, measures what it
@@ -515,7 +522,7 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
             shapes, _ = plan_extension(r, d, device_memory)
             extra += [{**d.item(p), "round": "extension"} for p in shapes]
     capped = [{**it, "cap": min(floor_seconds, it.get("cap") or floor_seconds)}
-              if it["key"] in floor else it for it in items]
+              if it["key"] in floor else {**it, "synced": False} for it in items]
     return capped + extra
 
 
@@ -524,8 +531,9 @@ AGREEMENT = ("children after the second time a point only where the first two di
              "lies at least {w:g}x its workload's smallest step (on the floor a point's figure "
              "is its spread across processes, which every child adds to); a settled point's "
              "value is the median of the two, which a third child could move by at most half "
-             "their difference (a median of three always lies between any two of them); the "
-             "last child still profiles every point's device side")
+             "their difference (a median of three always lies between any two of them); a "
+             "settled point is not profiled either: the device bounds its step, and its busy "
+             "time is its wall less the gap per kernel the profiled points show")
 
 
 def settled_by_two(first: dict[str, Event], second: dict[str, Event], items: list[dict],
@@ -664,8 +672,9 @@ SEMANTICS = ("the point's value (median_seconds) times steps as a training loop 
              "between two events on the device's timeline (the host's issue time where the "
              "host bounds the step); run_mean_seconds: the run's host wall time over its "
              "steps, a loop that syncs once a run; synced_median_seconds (child {synced} "
-             "only, 5-10 steps after the timed ones): host perf_counter around each step and "
-             "a float(loss) after it, as a loop that logs loss.item() every step. FLOPs are "
+             "only, at the points the first child found on the launch floor, 5-10 steps "
+             "after the timed ones): host perf_counter around each step and a float(loss) "
+             "after it, as a loop that logs loss.item() every step. FLOPs are "
              "counted once per shape by child {flops}, after timing it.")
 SEMANTICS_CPU = ("a CPU is a synchronous device: each step is timed on the host clock "
                  "(perf_counter) and includes all its work, so a loop that syncs every step "

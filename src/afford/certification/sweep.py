@@ -242,7 +242,8 @@ def protocol_of(req, rule: TimingRule, device_type: str, prewarmed: list[int] = 
                     warmup_steps=rule.warmup_steps, warmup_seconds=rule.warmup_seconds,
                     min_timed_steps=rule.min_steps, floor_seconds=rule.floor_seconds,
                     max_floor_seconds=rule.max_floor_seconds,
-                    precise_seconds=rule.precise_seconds, block_seconds=BLOCK_SECONDS,
+                    precise_seconds=rule.precise_seconds,
+                    precise_min_steps=rule.precise_min_steps, block_seconds=BLOCK_SECONDS,
                     target_rel_precision=rule.target_rel_precision,
                     clock=clock_name(device_type), seed=req.seed,
                     prewarmed_children=list(prewarmed))

@@ -312,20 +312,18 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
               options: dict | None = None, skipped: list[dict] | None = None
               ) -> dict[str, Event]:
     """Run one child over ``items`` (already in its order); return point events by key.
-    ``options``: job-wide flags for this child (``synced``, ``count_flops``, ``round``).
-    ``skipped``: items it does not time (each with its ``skipped`` reason), which a
-    profiling child still profiles; each gets a record without a median that says why."""
+    ``options``: job-wide flags for this child (``synced``, ``count_flops``, ``round``,
+    ``profile``). ``skipped``: items it neither times nor profiles (each with its
+    ``skipped`` reason); each gets a record without a median that says why."""
     skipped = list(skipped or [])
-    profile = bool((options or {}).get("profile"))
     job = {"child": child, "device": device, "device_class": device_class, "seed": seed,
            "rule": asdict(rule), **(options or {}),
-           "items": [{**it, "child": child, "position": pos} for pos, it in enumerate(items)],
-           "profile_only": [{**it, "child": child} for it in skipped] if profile else []}
+           "items": [{**it, "child": child, "position": pos} for pos, it in enumerate(items)]}
     results: dict[str, Event] = {}
 
-    def unmeasured(pos: int, it: dict, **fields) -> Event:
+    def unmeasured(pos: int, it: dict) -> Event:
         record = {"child": child, "order_position": len(items) + pos,
-                  "skipped": it["skipped"], **fields}
+                  "skipped": it["skipped"]}
         if (options or {}).get("round"):
             record["round"] = options["round"]
         return {"event": "point", "key": it["key"], "child": child, "record": record}
@@ -345,9 +343,6 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
         elif event["event"] == "device":  # the point's device side, profiled after the job
             if event["key"] in results:
                 results[event["key"]]["record"].update(event["record"])
-            elif event["key"] in aside:  # a point it skipped: profiled only
-                results[event["key"]] = unmeasured(*aside[event["key"]], **event["record"])
-                on_event(results[event["key"]])
             return
         on_event(event)
 
@@ -364,11 +359,9 @@ def run_child(child: int, items: list[dict], *, device: str, device_class: str,
                 results[it["key"]] = {"event": "point", "key": it["key"], "child": child,
                                       "record": record, "died": True}
                 on_event(results[it["key"]])
-    for key, (pos, it) in aside.items():  # not profiled (not asked, or the child ended)
-        if key not in results:
-            results[key] = unmeasured(pos, it, **(
-                {"device_error": f"not profiled: {why}"} if profile else {}))
-            on_event(results[key])
+    for key, (pos, it) in aside.items():
+        results[key] = unmeasured(pos, it)
+        on_event(results[key])
     return results
 
 

@@ -186,21 +186,21 @@ def run_point(workload: Workload, item: dict, device: torch.device, rule: Timing
 # a rebuilt point before those: step 0 only (its optimizer state is made; the profiler's own
 # unrecorded step is the second). The device's busy time varies 0.2-0.7 % over a point's
 # profiled steps, and the median of two moved it at most 0.3 % from that of three (H100/H200,
-# 2026-12-06 certificates); each step less saves a step a point in the certify's last child
+# 2026-12-06 certificates); each step less saves a step a point in the certify's last child.
+# A child profiles only the shapes it timed: a shape the process never ran read 5-10 % more
+# busy time in the first steps after step 0 in two of about 60 such profiles on an H100
+# (2026-12-06), and warming it longer cost the certify more than the profile was worth (a
+# point the first two children settled in the work regime has its busy time read off its
+# wall instead: afford.fit.time.step_sides.derive_busy)
 PROFILED_STEPS = 2
 PROFILE_WARMUP = 1
-# a shape this process never ran (a point it skipped: the first two children settled it) is
-# warmed longer before its profile: on an H100 two of about 60 such profiles read 5-10 %
-# more busy time in the first one or two steps after step 0 than every child that had timed
-# the shape (8.91 then 8.19 ms, 8.99 and 8.99 ms, against 8.18 ms; 2026-12-06)
-PROFILE_WARMUP_FRESH = 4
 
 
 def profile_point(workload: Workload, item: dict, device: torch.device, seed: int,
                   warmup: int = PROFILE_WARMUP) -> dict:
     """The device side of a point (:func:`afford.measure.device_time.profile_steps`): the
-    shape built again, ``warmup`` steps (:data:`PROFILE_WARMUP`; a shape the process never
-    timed, :data:`PROFILE_WARMUP_FRESH`), then ``PROFILED_STEPS`` under the profiler.
+    shape built again, ``warmup`` steps (:data:`PROFILE_WARMUP`), then ``PROFILED_STEPS``
+    under the profiler.
 
     A child profiles only after it has timed every point of its job: once the profiler
     has run in a process, CUDA's profiling interface stays attached (Kineto does not
@@ -345,12 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         result = run_point(workloads[spec], {**options, **item}, device, rule, int(job["seed"]))
         _emit(out, {"event": "point", "key": item["key"], **result})
     if options.get("profile") and device.type == "cuda":  # after every timing (profile_point)
-        for item in [*job["items"], *job.get("profile_only", [])]:  # and the points skipped
-            spec = item["workload"]
-            if spec not in workloads:
-                workloads[spec] = resolve(spec, job["device_class"])
-            rec = profile_point(workloads[spec], {**options, **item}, device, int(job["seed"]),
-                                PROFILE_WARMUP_FRESH if "skipped" in item else PROFILE_WARMUP)
+        for item in job["items"]:
+            rec = profile_point(workloads[item["workload"]], {**options, **item}, device,
+                                int(job["seed"]))
             _emit(out, {"event": "device", "key": item["key"], "record": rec})
     _emit(out, {"event": "done", "child": job["child"]})
     out.close()

@@ -46,6 +46,8 @@ class TimingRule:
     max_block: int = 16
     max_warmup_steps: int = 200
     precise_seconds: float | None = None  # stop before the floor once precise, after this
+    precise_min_steps: int | None = None  # and before min_steps once precise, from this many
+    min_block: int = 4  # steps a block of the timed run, at the least (MIN_BLOCK)
 
 
 def rule_for(precision: str) -> TimingRule:
@@ -79,12 +81,23 @@ def rule_for(precision: str) -> TimingRule:
     work-regime child medians by a median 0.00 % (90th percentile at most 0.14 %; 2.5 % for
     one child), launch-floor ones by a median 0.00-0.41 % (90th percentile at most 5.5 %,
     where those certificates' children disagree by up to 16 %). A median of 8 steps still has
-    a distribution-free 95 % interval (it takes 6)."""
+    a distribution-free 95 % interval (it takes 6).
+
+    Why a precise median may stop at 6 steps, in blocks of 3: a long device-bound step (25-90
+    ms on an H200) knows its median to the 1 % target by its sixth step, and the eight only
+    held it. Replayed on the raw samples of the four default H200 certificates of
+    2026-12-06 (``benches/stop_rule_replay.py``), this saves 2.4-3.4 s of timed steps per
+    certificate and moves work-regime child medians by a median 0.00-0.01 % (90th
+    percentile at most 0.13 %, at most 1.0 %); floor points, which rarely reach the target,
+    by a median 0.00 %. Six is the fewest steps whose median has a distribution-free 95 %
+    interval (the range of six covers it with probability 1 - 2 x 0.5^6 = 97 %), so the
+    precision that stops it is still a computed one."""
     if precision == "full":
         return TimingRule(warmup_seconds=1.0, floor_seconds=3.0, max_floor_seconds=3.0)
     if precision == "adaptive":
         return TimingRule(warmup_seconds=0.0, floor_seconds=0.25, max_floor_seconds=1.5,
-                          precise_seconds=0.1, min_steps=ADAPTIVE_MIN_STEPS)
+                          precise_seconds=0.1, min_steps=ADAPTIVE_MIN_STEPS,
+                          precise_min_steps=PRECISE_MIN_STEPS, min_block=PRECISE_MIN_STEPS // 2)
     if precision == "quick":
         return TimingRule(warmup_steps=2, warmup_seconds=0.05, floor_seconds=0.1,
                           max_floor_seconds=0.1)
@@ -148,6 +161,7 @@ def time_point(step: Callable[[int], Any], clock: Clock, rule: TimingRule,
 
 
 ADAPTIVE_MIN_STEPS = 8  # rule_for("adaptive"): see its docstring
+PRECISE_MIN_STEPS = 6  # rule_for("adaptive"): a median known to the target may stop here
 UNREACHABLE_SLACK = 1.5  # "about 1 %": give up extending when 1.5 x target is out of reach
 
 
@@ -237,12 +251,15 @@ def _decide(seconds: list[float], pending: int, rule: TimingRule,
     with fewer than two), computed only once it can decide (it costs the host ~0.1-0.5 ms
     at hundreds of steps)."""
     n = len(seconds) + pending
-    if n < rule.min_steps:
+    if n < min(rule.min_steps, rule.precise_min_steps or rule.min_steps):
         return None
     total = sum(seconds) + pending * (median(seconds) if seconds else estimate)
     if total < min(rule.floor_seconds, rule.precise_seconds or rule.floor_seconds):
         return None
     precision = median_precision(seconds) if len(seconds) >= 2 else float("inf")
+    if n < rule.min_steps:  # only a median already known to the target stops this early
+        precise = rule.precise_seconds is not None and total >= rule.precise_seconds
+        return "target" if precise and precision <= rule.target_rel_precision else None
     return _stop_reason(precision, total, n, rule)
 
 
@@ -291,8 +308,8 @@ def time_synced(step: Callable[[int], Any], sync: Callable[[Any], None], start: 
 
 def _block_size(warm_median: float, rule: TimingRule) -> int:
     """Steps per block of the run (:func:`timed_run`): about ``BLOCK_SECONDS`` of them, at
-    least ``MIN_BLOCK`` and at most ``max_block`` (which wins: a rule that caps its blocks,
-    as the determinism audit's, keeps its cap).
+    least the rule's ``min_block`` and at most ``max_block`` (which wins: a rule that caps
+    its blocks, as the determinism audit's, keeps its cap).
 
     The run is read a block behind what is queued, so it ends one or two blocks after the
     rule is met: blocks of 0.05 s let the adaptive rule stop at its 0.1 s when the median is
@@ -303,7 +320,7 @@ def _block_size(warm_median: float, rule: TimingRule) -> int:
     pipelined)."""
     if warm_median <= 0:
         return rule.max_block
-    return int(min(rule.max_block, max(MIN_BLOCK, BLOCK_SECONDS / warm_median)))
+    return int(min(rule.max_block, max(rule.min_block, BLOCK_SECONDS / warm_median)))
 
 
 BLOCK_SECONDS = 0.05

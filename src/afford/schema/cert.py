@@ -92,6 +92,10 @@ class Protocol(_Model):
         None, description="timing stopped before floor_seconds once at least min_timed_steps "
         "were timed, this many seconds of them, and the median was known to "
         "target_rel_precision (None: never before the floor; older certificates)")
+    precise_min_steps: Count | None = Field(
+        None, description="a median known to target_rel_precision after precise_seconds "
+        "stopped from this many timed steps, fewer than min_timed_steps (None: never; older "
+        "certificates)")
     block_seconds: Duration | None = Field(
         None, description="the timed run's blocks: about this many seconds of steps each, "
         "read once the next block is queued, with one host sync at the run's end (None: an "

@@ -17,6 +17,7 @@ Older certificates are upgraded on load (:meth:`StepTimeModel._upgrade`,
 """
 
 import math
+from collections.abc import Sequence
 from statistics import median
 from typing import Any, Literal
 
@@ -155,6 +156,15 @@ class KernelCount(BaseModel):
     kernels: Ratio
 
 
+def nearest_kernels(counts: Sequence[KernelCount], tokens: float, seq: float | None) -> float:
+    """Kernels per step at a shape: the measured count nearest in tokens (then seq); the
+    count barely moves with the shape (a few % over 64x the tokens)."""
+    def key(k: KernelCount) -> tuple[float, float]:
+        ds = abs(math.log((seq or 1.0) / (k.seq or 1.0))) if seq and k.seq else 0.0
+        return (abs(math.log(tokens / k.tokens)), ds)
+    return min(counts, key=key).kernels
+
+
 class SidesPrediction(BaseModel):
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
@@ -184,12 +194,7 @@ class SidesModel(BaseModel):
     notes: list[str] = []
 
     def kernels_at(self, tokens: float, seq: float | None) -> float:
-        """Kernels per step at a shape: the measured count nearest in tokens (then seq);
-        the count barely moves with the shape (a few % over 64x the tokens)."""
-        def key(k: KernelCount) -> tuple[float, float]:
-            ds = abs(math.log((seq or 1.0) / (k.seq or 1.0))) if seq and k.seq else 0.0
-            return (abs(math.log(tokens / k.tokens)), ds)
-        return min(self.kernels, key=key).kernels
+        return nearest_kernels(self.kernels, tokens, seq)
 
     def predict(self, feats: dict[str, float | None], tokens: float, seq: float | None
                 ) -> SidesPrediction:

@@ -46,6 +46,7 @@ from afford.schema.time_law import (
     HostSide,
     KernelCount,
     SidesModel,
+    nearest_kernels,
 )
 
 DEVICE_BOUND = 0.9  # busy >= 90 % of the wall step: the device bounds it (gap readable)
@@ -55,12 +56,54 @@ BOUND_SLACK = 1e-6  # a coefficient this close to its bound is at it
 
 class SidePoint(StepPoint):
     """A measured GPU shape: its wall step (median of child medians) and the children's
-    medians, its device busy time, kernels per step and queued gap (per boundary)."""
+    medians, its device busy time, kernels per step and queued gap (per boundary).
+    ``busy_derived``: the busy time was not profiled but read off the wall of a
+    device-bound step (:func:`derive_busy`); it is fitted, never judged, and no gap or
+    kernel count is read off it."""
 
     busy_seconds: float
     kernels: float
     gap_seconds: float | None = None
     child_seconds: tuple[float, ...] = ()
+    busy_derived: bool = False
+
+
+def profiled_busy(p: StepPoint) -> float | None:
+    """The busy time profiled at a point, or None (a one-sided point, or a derived one)."""
+    return None if not isinstance(p, SidePoint) or p.busy_derived else p.busy_seconds
+
+
+def derive_busy(points: Sequence[StepPoint], work: Sequence[bool]) -> list[StepPoint]:
+    """The points with a device side wherever one can be had: a profiled point as it is; an
+    unprofiled one in the work regime (``work``: the wall step at least ``WORK_OVER_FLOOR``
+    times the workload's floor) with the busy time its wall implies, ``wall - kernels x
+    gap``: the device bounds such a step, so its wall is its busy time and the device's cost
+    per kernel boundary (:func:`launch_gap` over the profiled points; the kernels of the
+    profiled point nearest in tokens, then sequence, as :meth:`SidesModel.kernels_at`).
+    Certify profiles no point that its first two children settled in the work regime
+    (their medians within 1 %: ``stage_time.settled_by_two``), where a profiled busy time
+    reads the wall less the gap to within about 1 % (busy / wall 0.97-1.01 over the
+    H200 certificates of 2026-12-06), and a profile of a shape the last child never ran
+    needs a longer warm-up than the timing did. Unprofiled floor points stay as they are
+    (the two-sided model then needs them all profiled, and is not fitted)."""
+    profiled = [p for p in points if profiled_busy(p)]
+    if not profiled or len(profiled) == len(points):
+        return list(points)
+    gap, _ = launch_gap(profiled)
+    counts = _kernels(profiled)
+    out: list[StepPoint] = []
+    for p, w in zip(points, work):
+        if isinstance(p, SidePoint) or not w:
+            out.append(p)
+            continue
+        k = nearest_kernels(counts, float(p.tokens), p.seq)
+        busy = p.seconds - k * gap
+        if busy <= 0:
+            out.append(p)
+            continue
+        out.append(SidePoint(**p.model_dump(), busy_seconds=busy, kernels=k,
+                             busy_derived=True))
+    return out
 
 
 def _device_candidates(rows: Sequence[dict], busy: np.ndarray, gemm_rate: float | None,
@@ -112,6 +155,7 @@ def fit_device(points: Sequence[SidePoint], rows: Sequence[dict],
 
 
 def launch_gap(points: Sequence[SidePoint]) -> tuple[float, str]:
+    points = [p for p in points if not p.busy_derived]  # a derived busy time implies its gap
     bound = [p for p in points if p.busy_seconds >= DEVICE_BOUND * p.seconds]
     if bound:
         g = median([max(0.0, p.seconds - p.busy_seconds) / p.kernels for p in bound])
@@ -148,8 +192,9 @@ def floor_prior() -> SpreadPrior:
 
 
 def _kernels(points: Sequence[SidePoint]) -> list[KernelCount]:
+    """The kernel counts profiled (a derived point's count is its neighbour's)."""
     return [KernelCount(tokens=float(p.tokens), seq=p.seq, kernels=float(p.kernels))
-            for p in points]
+            for p in points if not p.busy_derived]
 
 
 def _assemble(points: Sequence[SidePoint], rows: Sequence[dict], gemm_rate: float | None,

@@ -50,7 +50,7 @@ from afford.fit.time.step_forms import (
     fit_forms,
     work_regime,
 )
-from afford.fit.time.step_sides import SidePoint, refit_sides
+from afford.fit.time.step_sides import SidePoint, profiled_busy, refit_sides
 from afford.schema.time_law import (
     FORMS,
     CandidateFit,
@@ -231,7 +231,7 @@ def evaluate_held_out(model: StepTimeModel, held_out: Sequence[StepPoint]) -> li
         feats = model.scaling.features(batch=p.batch, seq=p.seq, n=p.n)
         mp = _model_point(p, feats, p.seconds, pred.seconds, None, pred.extrapolated, p.label)
         if model.sides is not None:
-            mp = _with_sides(mp, pred, getattr(p, "busy_seconds", None))
+            mp = _with_sides(mp, pred, profiled_busy(p))
         out.append(mp)
     return out
 
@@ -254,5 +254,5 @@ def _sides_points(model_points: list[ModelPoint], sides, points, rows) -> list[M
         mp = mp.model_copy(update={"predicted_seconds": sp.seconds,
                                    "rel_error": sp.seconds / p.seconds - 1.0,
                                    "loo_rel_error": loo})
-        out.append(_with_sides(mp, sp, getattr(p, "busy_seconds", None)))
+        out.append(_with_sides(mp, sp, profiled_busy(p)))
     return out
