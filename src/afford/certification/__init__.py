@@ -64,6 +64,7 @@ from afford.certification.stage_time import (
     Registry,
     assemble_results,
     bound_by_ceilings,
+    ceiling_rates,
     cert_verdict,
     child_options,
     early_round,
@@ -189,14 +190,14 @@ def certify(req: CertifyRequest,
             spare.kill()
         failures = sweep_failures(results)  # partial certificate, exit 3
         sections: dict = {}
-        ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
-                           sweep_starts=starts, ahead=ahead, per_child=per_child,
-                           sections=sections)
         ceilings = _Ceilings(results, list(plan.designs), device.type) \
             if time_verdict is not None else None
+        ctx = StageContext(req=req, env=env, plan=plan, results=results, on_event=on_event,
+                           sweep_starts=starts, ahead=ahead, per_child=per_child,
+                           sections=sections,
+                           on_ceilings=ceilings.start if ceilings and cuda else None)
         sections.update(run_stages(stages_for(req) if usable else [], ctx, failures,
-                                   seconds, on_event,
-                                   on_section=ceilings.start if ceilings and cuda else None))
+                                   seconds, on_event))
         if usable and plan.sizes and not req.sizes:  # the ladder's sizes, timed by the sweep:
             sections.update(run_stages([sizes_stage], ctx, failures, seconds, on_event))
         failures += gate_failures(sections.get("gates")) + failed_measurements(sections)
@@ -237,18 +238,15 @@ def agreement_applies(plan: Plan, children: int, cuda: bool) -> bool:
 
 
 def run_stages(stages: list[Stage], ctx: StageContext, failures: list[str],
-               seconds: dict[str, float], on_event: Callable[[Event], None],
-               on_section: Callable[[str, dict], None] | None = None) -> dict:
+               seconds: dict[str, float], on_event: Callable[[Event], None]) -> dict:
     """Each stage in turn, its wall seconds in ``seconds``; the certificate fields they
     return. On CUDA the probes stage's tail, the checkpoint writes from host copies (disk
     and CPU, no device), runs beside the memory stage, whose child measures peak bytes
     (which the time of another process's disk writes does not move); the stage after the
     memory stage starts once both ended, so nothing timed on the device runs beside the
-    writes. The probes' stage seconds then overlap the memory stage's. ``on_section(name,
-    fields)``: called as each stage's fields are ready, from the thread that ran it."""
+    writes. The probes' stage seconds then overlap the memory stage's."""
     sections: dict = {}
     beside: _Beside | None = None
-    done = on_section or (lambda name, out: None)
     for k, stage in enumerate(stages):
         name = stage.__name__.removesuffix("_stage")
         t0 = time.perf_counter()
@@ -256,10 +254,9 @@ def run_stages(stages: list[Stage], ctx: StageContext, failures: list[str],
         nxt = stages[k + 1] if k + 1 < len(stages) else None
         if stage is probes_stage and nxt is memory_stage and ctx.plan.device.startswith("cuda"):
             seconds[name] = 0.0  # its place among the stages; the thread sets its seconds
-            beside = _Beside(stage, ctx, failures, seconds, done)
+            beside = _Beside(stage, ctx, failures, seconds)
             continue
         out = run_stage(stage, ctx, failures)
-        done(name, out)
         sections.update(out)
         seconds[name] = time.perf_counter() - t0
         if beside is not None:
@@ -273,8 +270,7 @@ class _Beside:
     caller goes on with the next stage, and joins it after that one."""
 
     def __init__(self, stage: Stage, ctx: StageContext, failures: list[str],
-                 seconds: dict[str, float],
-                 done: Callable[[str, dict], None] = lambda name, out: None) -> None:
+                 seconds: dict[str, float]) -> None:
         name = stage.__name__.removesuffix("_stage")
         self.free = threading.Event()
         self.out: dict = {}
@@ -283,7 +279,6 @@ class _Beside:
         def run() -> None:
             try:
                 self.out = run_stage(stage, ctx, failures)
-                done(name, self.out)
             finally:
                 seconds[name] = time.perf_counter() - t0
                 self.free.set()
@@ -301,28 +296,34 @@ class _Beside:
 class _Ceilings:
     """The step-time models bounded by the probes' matrix ceilings
     (:func:`afford.certification.stage_time.bound_by_ceilings`: every model fitted again, seconds
-    of the parent's CPU). On CUDA the fitting starts in a thread as soon as the probes'
-    section is ready (:meth:`start`, run_stages' ``on_section``), beside the memory stage,
-    whose child measures bytes, not time, so nothing it reads moves; :meth:`join` takes its
-    result, or fits now where it did not start."""
+    of the parent's CPU). On CUDA the fitting starts in a thread as soon as the probe child
+    has measured them and freed the device (:meth:`start`, the stage context's
+    ``on_ceilings``), beside its checkpoint writes and the memory stage, whose child
+    measures bytes, not time, so nothing either reads moves; :meth:`join` takes its result,
+    or fits now where it did not start."""
 
     def __init__(self, results: list, designs: list, device_type: str) -> None:
         self.results, self.designs, self.device_type = results, designs, device_type
         self.future: Future | None = None
+        self.rates: dict[str, float] | None = None
 
-    def start(self, name: str, fields: dict) -> None:
-        probes = fields.get("probes")
-        if name == "probes" and probes is not None and self.future is None:
+    def start(self, rates: dict[str, float]) -> None:
+        if self.future is None:
+            self.rates = dict(rates)
             pool = ThreadPoolExecutor(1, thread_name_prefix="afford-ceilings")
-            self.future = pool.submit(self._bound, probes)
+            self.future = pool.submit(self._bound, self.rates)
             pool.shutdown(wait=False)  # the one task runs on; join takes its result
 
-    def _bound(self, probes) -> list:
-        return bound_by_ceilings(self.results, self.designs, probes, self.device_type)
+    def _bound(self, rates: dict[str, float]) -> list:
+        return bound_by_ceilings(self.results, self.designs, rates, self.device_type)
 
     def join(self, probes) -> list:
-        """The bounded results: the thread's (its exception raised here), or fitted now."""
-        return self._bound(probes) if self.future is None else self.future.result()
+        """The bounded results: the thread's (its exception raised here) where it started
+        from the ceilings the probes' section holds, else fitted now from those."""
+        rates = ceiling_rates(probes)
+        if self.future is not None and self.rates == rates:
+            return self.future.result()
+        return self._bound(rates)
 
 
 def _stage(on_event: Callable[[Event], None], name: str, **fields) -> None:

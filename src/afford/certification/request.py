@@ -88,6 +88,9 @@ class StageContext:
     per_child: list[dict] = field(default_factory=list)  # the sweep's raw records per child
     sections: dict = field(default_factory=dict)  # the sections the stages before wrote
     device_free: Any = None  # a threading.Event a stage sets once it needs the device no more
+    # called once with the measured GEMM ceiling (FLOP/s) of each sweep mode, as soon as the
+    # probes have them (certify's step-time models are bounded by them meanwhile)
+    on_ceilings: Callable[[dict[str, float]], None] | None = None
 
 
 Stage = Callable[[StageContext], dict]

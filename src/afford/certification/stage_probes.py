@@ -68,19 +68,38 @@ def probes_stage(ctx) -> dict:
     """The stage hook (:data:`afford.certification.request.Stage`). The probe child says when it
     needs the device no more (its checkpoint writes, from host copies, follow): the
     context's ``device_free`` is set then, so certify may start the next stage's child
-    beside those writes."""
+    beside those writes, and its ``on_ceilings`` is given the GEMM ceilings measured by
+    then (:func:`ceilings_of`)."""
     free = getattr(ctx, "device_free", None)
+    hook = getattr(ctx, "on_ceilings", None)
+    gemm: dict[str, dict] = {}
 
     def on_event(e: Event) -> None:
         if e.get("event") == "device_free":
+            if hook is not None:
+                hook(ceilings_of(gemm, [w[2] for w in ctx.plan.workloads], ctx.env))
             if free is not None:
                 free.set()
             return
+        if e.get("event") == "probe" and str(e.get("key", "")).startswith("gemm."):
+            gemm[e["key"].removeprefix("gemm.")] = e
         ctx.on_event(e)
 
     return {"probes": run_probes(ctx.req, ctx.env, ctx.plan, ctx.results, on_event,
                                  sweep_runs(getattr(ctx, "sweep_starts", [])),
                                  getattr(ctx, "ahead", {}).pop("probes", None))}
+
+
+def ceilings_of(gemm: dict[str, Event], modes: list[str], env: Environment) -> dict[str, float]:
+    """The GEMM ceiling (FLOP/s) of each mode, from the probe child's ``gemm.<dtype>``
+    events (a mode whose dtype's probe failed or did not run has none)."""
+    out = {}
+    for mode in modes:
+        ev = gemm.get(gemm_dtype_for(mode, env)) or {}
+        raw = ev.get("result")
+        if isinstance(raw, dict) and "not_executable" not in ev:
+            out[mode] = GemmProbe(**raw).flops_per_second
+    return out
 
 
 def sweep_runs(starts: list[Event]) -> list[dict]:

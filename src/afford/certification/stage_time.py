@@ -615,18 +615,28 @@ def _reassemble(r: WorkloadResult, design: WorkloadDesign, reg: Registry, keys: 
                                 "design_points": [again(p) for p in r.design_points]})
 
 
+def ceiling_rates(probes) -> dict[str, float]:
+    """The measured matrix ceiling (FLOP/s) of each mode the probes' workloads ran in."""
+    out = {}
+    for w in getattr(probes, "workloads", []):
+        rate = getattr(probes.gemm.get(w.gemm_dtype), "flops_per_second", None) \
+            if w.gemm_dtype else None
+        if rate:
+            out[w.mode] = rate
+    return out
+
+
 def bound_by_ceilings(results: list[WorkloadResult], designs: list[WorkloadDesign],
-                      probes, device_type: str) -> list[WorkloadResult]:
+                      rates: dict[str, float], device_type: str) -> list[WorkloadResult]:
     """Each two-sided time model fitted again with the certificate's measured matrix ceiling
-    of its mode (the probes stage runs after the sweep), so no device coefficient is cheaper
-    than the card allows (:func:`afford.fit.time.step_sides.fit_device`). No measuring happens
-    after this, so the verdict is judged as after a re-measurement."""
-    rates = {w.mode: probes.gemm.get(w.gemm_dtype) for w in getattr(probes, "workloads", [])
-             if w.gemm_dtype}
+    of its mode (``rates``: FLOP/s by mode; the probes stage runs after the sweep), so no
+    device coefficient is cheaper than the card allows
+    (:func:`afford.fit.time.step_sides.fit_device`). No measuring happens after this, so the
+    verdict is judged as after a re-measurement."""
     out = []
     for r, d in zip(results, designs):
         t = r.time
-        rate = getattr(rates.get(r.mode), "flops_per_second", None)
+        rate = rates.get(r.mode)
         if t is None or t.model is None or t.model.sides is None or not rate:
             out.append(r)
             continue

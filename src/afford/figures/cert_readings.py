@@ -28,7 +28,7 @@ def _protocol(cert: Certificate) -> dict:
     those fields keep their fingerprints."""
     proto = cert.protocol.model_dump(mode="json")
     for key in ("prewarmed_children", "step_semantics", "synced_child", "flops_child",
-                "agreement"):
+                "agreement", "precise_min_steps"):
         if not proto.get(key) and proto.get(key) != 0:
             proto.pop(key, None)
     return proto
