@@ -6,6 +6,7 @@ startup children when the sweep gave enough runs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -99,8 +100,10 @@ class ScriptedChild:
     """A real process that prints a child's events, with a known spawn stamp."""
 
     def __init__(self, lines: list[dict], spawn_wall: float, overlapped: bool):
-        script = "import sys\nsys.stdin.read()\n" + "".join(
-            f"print({json.dumps(e)!r})\n" for e in lines)
+        self.job_file = tempfile.NamedTemporaryFile(mode="w+", suffix=".json", delete=False)
+        self.job_file.close()
+        script = (f"import sys\nopen({self.job_file.name!r}, 'w').write(sys.stdin.read())\n"
+                  + "".join(f"print({json.dumps(e)!r})\n" for e in lines))
         self.err = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, text=True)
@@ -113,6 +116,10 @@ class ScriptedChild:
     def kill(self):
         self.proc.wait()
         self.err.close()
+        with open(self.job_file.name) as f:
+            text = f.read()
+        self.job = json.loads(text) if text else None  # the job the parent sent
+        os.unlink(self.job_file.name)
 
 
 def test_start_event_gets_process_seconds_from_spawn_and_ready_stamps():
@@ -483,36 +490,28 @@ def test_the_items_the_first_two_settled_go_to_the_third_child_as_skipped(monkey
     assert asked == [(0, ["a", "b"], []), (1, ["a", "b"], []), (2, ["a"], ["b"])]
 
 
-def test_a_skipped_point_gets_a_record_without_a_median_and_the_profile_if_any():
-    """The profiling child is asked to profile the points it skips; their device side
-    comes back as a record that says why it was not timed. A child that does not profile
-    still leaves a record for each, so every point has one per child."""
+def test_a_skipped_point_gets_a_record_without_a_median_and_no_profile():
+    """The child neither times nor profiles the points it skips (certify reads a settled
+    point's busy time off its wall); each still gets a record that says why, so every
+    point has one per child, and the job sent to the child does not name them."""
     start = {"event": "start", "pid": 1, "ready_wall": 1.0}
     point = {"event": "point", "key": "a", "record": {"child": 2, "order_position": 0,
                                                       "median_seconds": 0.01}}
     dev = {"busy_seconds": 0.009, "kernels": 40.0}
     lines = [start, point, {"event": "device", "key": "a", "record": {"device_steps": [dev]}},
-             {"event": "device", "key": "b", "record": {"device_steps": [dev]}},
              {"event": "done"}]
     seen = []
     skip = [{"key": "b", "skipped": "settled by children 0 and 1"}]
+    kid = ScriptedChild(lines, 0.0, True)
     out = children.run_child(2, [{"key": "a"}], device="cuda:0", device_class="x",
                              rule=rule_for("quick"), seed=0, on_event=seen.append,
-                             spawned=ScriptedChild(lines, 0.0, True), options={"profile": True},
-                             skipped=skip)
+                             spawned=kid, options={"profile": True}, skipped=skip)
     assert out["a"]["record"]["median_seconds"] == 0.01
     assert out["a"]["record"]["device_steps"] == [dev]
-    b = out["b"]["record"]
-    assert b["skipped"] == "settled by children 0 and 1" and "median_seconds" not in b
-    assert b["device_steps"] == [dev] and b["order_position"] == 1
-    assert [e["key"] for e in seen if e["event"] == "point"] == ["a", "b"]
-
-    out = children.run_child(3, [{"key": "a"}], device="cuda:0", device_class="x",
-                             rule=rule_for("quick"), seed=0, on_event=lambda e: None,
-                             spawned=ScriptedChild([start, point, {"event": "done"}], 0.0, True),
-                             skipped=skip)
-    assert out["b"]["record"] == {"child": 3, "order_position": 1,
+    assert out["b"]["record"] == {"child": 2, "order_position": 1,
                                   "skipped": "settled by children 0 and 1"}
+    assert [e["key"] for e in seen if e["event"] == "point"] == ["a", "b"]
+    assert [it["key"] for it in kid.job["items"]] == ["a"] and "profile_only" not in kid.job
 
 
 class _Talker:
