@@ -190,3 +190,16 @@ def test_a_model_with_derived_work_points_predicts_and_never_judges_their_busy_t
     assert m.held_out[0].device_measured_seconds is None
     assert m.held_out[0].device_rel_error is None
     assert [k.tokens for k in sides.kernels] == [p.tokens for p in floor_pts]
+
+
+def test_one_profiled_point_is_enough_and_its_leave_one_out_borrows_the_derived_counts():
+    # softmax on an H100 (2026-12-06): every point but the smallest settled in the work
+    # regime, so one point is profiled; the wall's leave-one-out fit without it still has
+    # the kernels and the gap its derived neighbours carry
+    work = [(32, 1024), (8, 4096), (4, 8192), (16, 2048)]
+    pts = derive_busy([point(8, 256), *[_unprofiled(b, s) for b, s in work]], [True] * 5)
+    assert sum(p.busy_derived for p in pts) == 4
+    m = fit_sides(pts, fit_scaling(pts))
+    assert len(m.loo_rel_errors) == 5 and m.gap_seconds == pytest.approx(GAP)
+    assert [k.tokens for k in m.kernels] == [8 * 256]
+    assert _at(m, 8, 8192).seconds == pytest.approx(wall(8, 8192), rel=0.02)

@@ -152,6 +152,33 @@ def test_with_the_device_side_the_model_is_two_sided_and_judges_every_held_out_s
     assert t.verdict.held_out_worst < 0.01
 
 
+def test_points_not_profiled_in_the_work_regime_keep_the_model_two_sided():
+    """The last child profiles only what it timed: a point settled in the work regime has no
+    device side of its own, and the fit reads its busy time off its wall."""
+    r, design, _, _ = sweep(device=True)
+    floor = min(p.median_seconds for p in [*r.points, *r.design_points])
+
+    def bare(p):
+        if p.median_seconds < 2 * floor:
+            return p
+        return p.model_copy(update={"device_busy_seconds": None, "kernels_per_step": None,
+                                    "device_gap_seconds": None, "device_busy_spread": None})
+
+    r = r.model_copy(update={"points": [bare(p) for p in r.points],
+                             "design_points": [bare(p) for p in r.design_points]})
+    assert sum(p.device_busy_seconds is None for p in [*r.points, *r.design_points]) >= 3
+    t = fit_time_model(r, design, "cuda")
+    m = t.model
+    assert m.used == "sides" and m.sides.gap_seconds == pytest.approx(1e-6)
+    # a held-out shape without a profile is judged on its wall alone
+    for h in m.held_out:
+        if h.measured_seconds >= 2 * floor:
+            assert h.device_measured_seconds is None and h.device_rel_error is None
+    assert max(abs(h.rel_error) for h in m.held_out) < 0.01
+    assert t.verdict.label == "OK"
+    assert predict_at(m, batch=8, seq=16384).seconds == pytest.approx(law(8, 16384), rel=0.02)
+
+
 def test_judged_errors_take_the_device_side_on_the_floor_and_the_band():
     from afford.certification.stage_time import judged_errors
     from afford.schema.time_law import ModelPoint

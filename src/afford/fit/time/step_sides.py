@@ -155,7 +155,7 @@ def fit_device(points: Sequence[SidePoint], rows: Sequence[dict],
 
 
 def launch_gap(points: Sequence[SidePoint]) -> tuple[float, str]:
-    points = [p for p in points if not p.busy_derived]  # a derived busy time implies its gap
+    points = _profiled_first(points)  # a derived busy time implies its gap
     bound = [p for p in points if p.busy_seconds >= DEVICE_BOUND * p.seconds]
     if bound:
         g = median([max(0.0, p.seconds - p.busy_seconds) / p.kernels for p in bound])
@@ -191,10 +191,16 @@ def floor_prior() -> SpreadPrior:
     return SpreadPrior(sd=sd, dof=dof)
 
 
+def _profiled_first(points: Sequence[SidePoint]) -> list[SidePoint]:
+    """The profiled points; where none is (a leave-one-out fit without the only profiled
+    one), the derived ones, which carry the profiled neighbour's kernels and gap."""
+    return [p for p in points if not p.busy_derived] or list(points)
+
+
 def _kernels(points: Sequence[SidePoint]) -> list[KernelCount]:
     """The kernel counts profiled (a derived point's count is its neighbour's)."""
     return [KernelCount(tokens=float(p.tokens), seq=p.seq, kernels=float(p.kernels))
-            for p in points if not p.busy_derived]
+            for p in _profiled_first(points)]
 
 
 def _assemble(points: Sequence[SidePoint], rows: Sequence[dict], gemm_rate: float | None,
