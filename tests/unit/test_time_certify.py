@@ -430,6 +430,21 @@ def test_the_first_childs_floor_points_are_not_extended_by_the_later_children():
     assert any(caps[k] == 0.25 and v is None for k, v in planned.items())  # a sweep point
 
 
+def test_the_early_round_fits_only_a_workload_whose_walls_stay_on_the_floor(monkeypatch):
+    import afford.certification.stage_time as stage_time
+
+    calls = []
+    real = stage_time.fit_time_model
+    monkeypatch.setattr(stage_time, "fit_time_model",
+                        lambda *a, **k: calls.append(a[0].name) or real(*a, **k))
+    _early_round(lambda it, c: law(*shape_of(it)))  # 8 x 8192: 7x the floor
+    assert calls == []
+
+    def flat(it, c, *rest):
+        return max(0.010, law(*shape_of(it)) / 40)
+    assert _first_child(flat) and calls == ["tinylm"]
+
+
 def test_the_first_childs_records_call_for_the_extension_on_the_floor_only():
     def flat(it, c, *rest):
         return max(0.010, law(*shape_of(it)) / 40)

@@ -232,6 +232,17 @@ def all_points(r: WorkloadResult) -> list[Point]:
     return [*r.points, *r.design_points]
 
 
+def work_flags(r: WorkloadResult) -> dict[str, bool] | None:
+    """Whether each usable point's step lies in the work regime: at least
+    ``WORK_OVER_FLOOR`` times the smallest fitted (not held-out) step; None with fewer than
+    two fitted points (:func:`fit_time_model`'s regimes)."""
+    pts = [p for p in all_points(r) if _usable(p)]
+    fitted = [step_seconds(p) for p in pts if not p.held_out]
+    if len(fitted) < 2:
+        return None
+    return {label(p): step_seconds(p) >= WORK_OVER_FLOOR * min(fitted) for p in pts}
+
+
 def _scaling(fitted: list[StepPoint]) -> tuple[FeatureScaling | None, str]:
     counted = [p for p in fitted if p.gemm_flops is not None]
     if not counted:
@@ -501,7 +512,9 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
       guess: :func:`settle` decides again over every child's records, measures what it
       chooses that is not here, and keeps none of these shapes it did not choose.
 
-    ``items`` unchanged when the first child's records are incomplete."""
+    ``items`` unchanged when the first child's records are incomplete. The models are
+    fitted only for a workload whose first child's walls all lie on the floor (a fit is
+    tenths of a second of the parent's, between two children on the device)."""
     reg = Registry()
     reg.add([first])
     try:
@@ -511,14 +524,14 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
     floor: set[str] = set()
     extra: list[dict] = []
     for r, d in zip(results, plan.designs):
-        if r.refused:
+        work = None if r.refused else work_flags(r)
+        if work is None:
+            continue
+        floor |= {d.key(p) for p in all_points(r) if work.get(label(p)) is False}
+        if any(work.values()):  # the walls already leave the floor: no extension to guess
             continue
         t = fit_time_model(r, d, device_type)
-        if t.model is None:
-            continue
-        work = {g.label: g.work for g in t.regimes}
-        floor |= {d.key(p) for p in all_points(r) if work.get(label(p)) is False}
-        if not t.model.floor_left:
+        if t.model is not None and not t.model.floor_left:
             shapes, _ = plan_extension(r, d, device_memory)
             extra += [{**d.item(p), "round": "extension"} for p in shapes]
     capped = [{**it, "cap": min(floor_seconds, it.get("cap") or floor_seconds)}
