@@ -7,10 +7,11 @@ For each CUDA certificate's workload whose step-time model has a host side: the 
 the log step between the children (processes) at each host-bound point, pooled over those
 points (:func:`afford.fit.stats.pooled_log_variance`), with its degrees of freedom. Over all
 of them, the prior a certificate's own few processes are moderated with
-(:func:`afford.fit.stats.spread_prior`, Smyth 2004). ``--toml`` prints the data file's
-text; ``--exclude`` leaves out certificates whose path contains a substring (to check that
-a run's own certificate does not decide its band). ``.gz`` files are read too; a file that
-is not a CUDA certificate is skipped.
+(:func:`afford.fit.stats.spread_prior`, Smyth 2004). Beside it, the spread between
+certificates of one workload repeated in one device call (:func:`session_spread`).
+``--toml`` prints the data file's text; ``--exclude`` leaves out certificates whose path
+contains a substring (to check that a run's own certificate does not decide its band).
+``.gz`` files are read too; a file that is not a CUDA certificate is skipped.
 
 Only the certificates' children are read: no fresh-process truth decides the prior, so the
 truths of ``benches/band_coverage.py`` stay a test of it.
@@ -39,6 +40,12 @@ def _read(path: Path) -> dict | None:
 
 def groups_of(cert: dict) -> list[tuple[str, list[list[float]]]]:
     """Per workload with a host side: its host-bound points' children's medians."""
+    return [(name, [meds for _, meds in labelled]) for name, labelled in labelled_groups(cert)]
+
+
+def labelled_groups(cert: dict) -> list[tuple[str, list[tuple[str, list[float]]]]]:
+    """Per workload with a host side: (shape label, its children's medians) at each of its
+    host-bound points."""
     if (cert.get("environment") or {}).get("device_type") != "cuda":
         return []
     out = []
@@ -58,11 +65,40 @@ def groups_of(cert: dict) -> list[tuple[str, list[list[float]]]]:
             meds = [c["median_seconds"] for c in p.get("children") or []
                     if c.get("median_seconds")]
             if len(meds) >= 2:
-                groups.append(meds)
+                groups.append((label, meds))
                 seen.add(label)
         if groups:
             out.append((w.get("name", "?"), groups))
     return out
+
+
+def session_spread(certs: list[tuple[str, dict]]) -> tuple[float, int, int]:
+    """(variance, degrees of freedom, groups) of a certificate's mean log floor step between
+    certificates of one workload at one host-bound shape on one machine (one folder: one
+    device call), beyond what its children's own spread explains: per group of m >= 2
+    certificates, var(their means) - mean(their children's variance) / n, pooled with
+    weights m - 1 (an unbiased estimate, so a group's negative share stays in). What a
+    fresh process at another time adds to the spread between a certificate's children."""
+    by: dict[tuple, dict[str, list[float]]] = {}
+    for path, cert in certs:
+        folder = str(Path(path).parent)
+        for name, labelled in labelled_groups(cert):
+            for label, meds in labelled:
+                by.setdefault((folder, name, label), {})[path] = [math.log(m) for m in meds]
+    num = den = 0.0
+    groups = 0
+    for per in by.values():
+        if len(per) < 2:
+            continue
+        logs = list(per.values())
+        means = [statistics.mean(g) for g in logs]
+        within = statistics.mean(statistics.variance(g) for g in logs)
+        n = statistics.mean(len(g) for g in logs)
+        m = len(logs)
+        num += (m - 1) * (statistics.variance(means) - within / n)
+        den += m - 1
+        groups += 1
+    return (max(0.0, num / den) if den else 0.0), int(den), groups
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,12 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exclude", action="append", default=[])
     a = ap.parse_args(argv)
     variances, certs, devices = [], set(), set()
+    read: list[tuple[str, dict]] = []
     for path in sorted(set(a.certs)):
         if any(x in str(path) for x in a.exclude):
             continue
         cert = _read(path)
         if cert is None:
             continue
+        read.append((str(path), cert))
         for _, groups in groups_of(cert):
             v, d = pooled_log_variance(groups)
             if d > 0 and v > 0.0:
@@ -92,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     sd0, d0 = spread_prior(variances)
     sds = sorted(math.sqrt(v) for v, _ in variances)
     dof = "inf" if math.isinf(d0) else f"{d0:.4g}"
+    s_var, s_dof, s_groups = session_spread(read)
     if a.toml:
         print(f"""# The spread of a launch-floor (host-bound) step between processes on a GPU: the
 # prior a certificate's own children are moderated with when its floor's band is made
@@ -103,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
 [prior]
 sd = {sd0:.4f}        # standard deviation of a log step between processes
 dof = {dof}       # the degrees of freedom it weighs as (Smyth's d0)
+# between certificates of one workload on one machine (one device call), minutes apart:
+# what their mean floor step varies beyond their children's spread (a fresh process at
+# another time adds it twice: its own, and the certificate's)
+session_sd = {math.sqrt(s_var):.4f}
+session_dof = {s_dof}      # over {s_groups} groups of repeated certificates
 workloads = {len(variances)}
 certificates = {len(certs)}
 devices = {json.dumps(sorted(devices))}
@@ -115,6 +159,8 @@ host-bound points ({len(variances)} workloads)"
     print(f"per-workload sd between processes: median {statistics.median(sds):.1%}, "
           f"10 % {sds[len(sds) // 10]:.1%}, 90 % {sds[9 * len(sds) // 10]:.1%}")
     print(f"prior: sd0 {sd0:.2%}, d0 {dof}")
+    print(f"between certificates minutes apart: sd {math.sqrt(s_var):.2%} ({s_dof} degrees of "
+          f"freedom, {s_groups} groups)")
     return 0
 
 

@@ -55,6 +55,24 @@ def test_a_prior_moderates_the_processes_own_spread():
     assert narrow[1] / narrow[0] < hi / lo
 
 
+def test_the_sessions_spread_enters_twice_beside_the_processes():
+    """The readings' mean carries their session's offset, the next process its own."""
+    from scipy import stats
+
+    xs = [[0.9, 1.0, 1.1], [0.95, 1.0, 1.05]]  # two shapes, scaled to one level
+    plain = process_band(xs, 0.95, SpreadPrior(sd=0.08, dof=3.0))
+    lo, hi = process_band(xs, 0.95, SpreadPrior(sd=0.08, dof=3.0, session_sd=0.05))
+    own = pooled_log_variance(xs)[0]
+    s2 = (3.0 * 0.08 ** 2 + 4 * own) / (3.0 + 4)
+    h = stats.t.ppf(0.975, 7) * math.sqrt(s2 * (1 + 1 / 3) + 2 * 0.05 ** 2)
+    m = sum(math.log(x) for g in xs for x in g) / 6
+    assert (lo, hi) == pytest.approx((math.exp(m - h), math.exp(m + h)), rel=1e-9)
+    assert hi / lo > plain[1] / plain[0]
+    assert "5.0% between certificates minutes apart" in SpreadPrior(
+        sd=0.08, dof=3.0, session_sd=0.05).words()
+    assert "minutes apart" not in SpreadPrior(sd=0.08, dof=3.0).words()
+
+
 def test_a_prior_of_infinite_weight_is_a_normal_interval_on_its_sd():
     lo, hi = process_band([[1.0, 1.0, 1.0]], 0.95, SpreadPrior(sd=0.1, dof=math.inf))
     h = 1.959963984540054 * 0.1 * math.sqrt(1 + 1 / 3)

@@ -2,7 +2,8 @@
 device busy = 4 ms + 2e-15 s x GEMM FLOP + 1.5e-15 s x attention FLOP, 1,000 kernels a
 step, 1 us of device gap per kernel boundary, the host issuing a kernel in 40 us
 (children 36-44 us). So the host floor is 40 ms, the device side busy + 1 ms; its band is the
-95 % prediction interval over the host-bound points' children (:func:`issue_band`)."""
+95 % prediction interval over the host-bound points' children and the recorded sessions'
+spread (:func:`issue_band`)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,9 @@ def issue_band(host_bound: int) -> tuple[float, float]:
     one = np.log([36e-6, 40e-6, 44e-6])
     d = 2 * host_bound
     s2 = (prior["dof"] * prior["sd"] ** 2 + d * one.var(ddof=1)) / (prior["dof"] + d)
-    h = stats.t.ppf(0.975, prior["dof"] + d) * np.sqrt(s2) * np.sqrt(1 + 1 / 3)
+    # the next process's session and the certificate's: the session's variance twice
+    h = stats.t.ppf(0.975, prior["dof"] + d) * np.sqrt(
+        s2 * (1 + 1 / 3) + 2 * prior["session_sd"] ** 2)
     return float(np.exp(one.mean() - h)), float(np.exp(one.mean() + h))
 
 

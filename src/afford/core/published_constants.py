@@ -119,9 +119,11 @@ def load_memory_defaults(path: Path = MEMORY_DEFAULTS) -> dict:
 
 
 @lru_cache(maxsize=1)
-def load_process_spread() -> tuple[float, float]:
-    """(sd, dof) of data/process_spread.toml's prior: the standard deviation of a log
-    host-bound step between processes over recorded certificates, and the degrees of freedom
-    it weighs as (Smyth 2004's d0; ``inf``: every certificate alike)."""
+def load_process_spread() -> tuple[float, float, float]:
+    """(sd, dof, session_sd) of data/process_spread.toml's prior: the standard deviation of
+    a log host-bound step between processes over recorded certificates, the degrees of
+    freedom it weighs as (Smyth 2004's d0; ``inf``: every certificate alike), and that of a
+    certificate's mean step between certificates minutes apart (0 where the file has
+    none)."""
     raw = tomllib.loads(PROCESS_SPREAD.read_text(encoding="utf-8"))["prior"]
-    return float(raw["sd"]), float(raw["dof"])
+    return float(raw["sd"]), float(raw["dof"]), float(raw.get("session_sd", 0.0))

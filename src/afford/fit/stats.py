@@ -84,15 +84,20 @@ class SpreadPrior:
     """What recorded certificates say of the spread between processes, as a prior for one
     certificate's few (Smyth 2004; :func:`spread_prior`): ``sd``, the typical standard
     deviation of a log reading between processes; ``dof``, how many degrees of freedom of
-    a certificate's own readings it weighs as (``inf``: every certificate alike)."""
+    a certificate's own readings it weighs as (``inf``: every certificate alike);
+    ``session_sd``, that of a certificate's mean reading between certificates minutes apart
+    on one machine, beyond their processes' spread (0: not known)."""
 
     sd: float
     dof: float
+    session_sd: float = 0.0
 
     def words(self) -> str:
         dof = "inf" if math.isinf(self.dof) else f"{self.dof:.3g}"
+        session = f"; {self.session_sd:.1%} between certificates minutes apart" \
+            if self.session_sd else ""
         return (f"moderated by recorded certificates' spread ({self.sd:.1%} between "
-                f"processes, weighing as {dof} degrees of freedom)")
+                f"processes, weighing as {dof} degrees of freedom{session})")
 
 
 def _log_groups(groups: Sequence[Sequence[float]]) -> list[list[float]]:
@@ -158,9 +163,11 @@ def process_band(groups: Sequence[Sequence[float]], level: float = PROCESS_BAND_
     processes (within the groups, pooled: :func:`pooled_log_variance`) and n the processes
     (the largest group); with a ``prior``, s^2 is moderated by it, ``(d0 sd0^2 + d s^2) /
     (d0 + d)`` on ``d0 + d`` degrees of freedom (Smyth 2004: three processes say little of
-    their own spread, and many recorded certificates say more). Never narrower than the
-    readings' own lowest and highest. With no prior and fewer than 2 degrees of freedom
-    (no spread to speak of) it is their range.
+    their own spread, and many recorded certificates say more), and the prior's
+    ``session_sd`` enters twice, ``t sqrt(s^2 (1 + 1/n) + 2 session_sd^2)``: the readings'
+    mean carries their session's offset and the next process, minutes or hours later, its
+    own. Never narrower than the readings' own lowest and highest. With no prior and fewer
+    than 2 degrees of freedom (no spread to speak of) it is their range.
 
     Why not the range alone: the range of n readings holds one more with probability
     (n - 1) / (n + 1) whatever their distribution (50 % with 3 children), so its coverage
@@ -188,7 +195,8 @@ def process_band(groups: Sequence[Sequence[float]], level: float = PROCESS_BAND_
         float(stdtrit(total, 0.5 + level / 2.0))
     n = max(len(g) for g in logs)
     m = sum(flat) / len(flat)
-    h = q * math.sqrt(s2) * math.sqrt(1.0 + 1.0 / n)
+    session = prior.session_sd if prior is not None else 0.0
+    h = q * math.sqrt(s2 * (1.0 + 1.0 / n) + 2.0 * session ** 2)
     return min(lo, math.exp(m - h)), max(hi, math.exp(m + h))
 
 

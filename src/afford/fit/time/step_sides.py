@@ -187,8 +187,8 @@ def floor_prior() -> SpreadPrior:
     (data/process_spread.toml): three children say little of their own spread."""
     from afford.core.published_constants import load_process_spread
 
-    sd, dof = load_process_spread()
-    return SpreadPrior(sd=sd, dof=dof)
+    sd, dof, session = load_process_spread()
+    return SpreadPrior(sd=sd, dof=dof, session_sd=session)
 
 
 def _profiled_first(points: Sequence[SidePoint]) -> list[SidePoint]:
