@@ -12,7 +12,9 @@ The host enqueues a step's kernels asynchronously, so a pipelined warm step cost
   skips the masked half of the square the count assumes): a fit that needs a coefficient
   beyond a bound is refitted at the bound and says so, never used as it was. Its floor is the
   device's own (small kernels that do not fill the card), and the leave-one-out error on the
-  busy times chooses the form.
+  busy times chooses the form. A point certify did not profile (its first two children
+  settled it in the work regime) enters with the busy time its wall implies
+  (:func:`derive_busy`).
 - **gap**: what a device-bound step pays beyond its busy time, per kernel boundary: read
   off device-bound points (``(wall - busy) / kernels``, where busy is at least
   ``DEVICE_BOUND`` of the wall) when the certificate has them, else off the trace (the
