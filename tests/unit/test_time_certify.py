@@ -170,6 +170,7 @@ def test_points_not_profiled_in_the_work_regime_keep_the_model_two_sided():
     t = fit_time_model(r, design, "cuda")
     m = t.model
     assert m.used == "sides" and m.sides.gap_seconds == pytest.approx(1e-6)
+    assert "not profiled, the wall less the gap" in m.floor_note
     # a held-out shape without a profile is judged on its wall alone
     for h in m.held_out:
         if h.measured_seconds >= 2 * floor:

@@ -173,8 +173,12 @@ def fit_step_time(points: Sequence[StepPoint], *, held_out: Sequence[StepPoint] 
         worst = max(abs(e) for e in sides.loo_rel_errors or [0.0])
         reason = (f"sides: the device's busy time and the host's issue time, measured apart "
                   f"(wall leave-one-out worst {worst:.1%}); one-sided, {reason}")
-        left, note = True, (f"the device side was read apart from the host (profiled busy "
-                            f"time): the work is seen under the floor; one-sided: {note}")
+        derived = sum(1 for p in points if isinstance(p, SidePoint) and p.busy_derived)
+        read = "profiled busy time" + (
+            f"; at {derived} device-bound point(s) not profiled, the wall less the gap"
+            if derived else "")
+        left, note = True, (f"the device side was read apart from the host ({read}): the "
+                            f"work is seen under the floor; one-sided: {note}")
         model_points = _sides_points(model_points, sides, points, rows)
     elif not left:
         warnings.append("the fitted points did not leave the launch floor: predictions "
