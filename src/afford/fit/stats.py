@@ -166,8 +166,9 @@ def process_band(groups: Sequence[Sequence[float]], level: float = PROCESS_BAND_
     their own spread, and many recorded certificates say more), and the prior's
     ``session_sd`` enters twice, ``t sqrt(s^2 (1 + 1/n) + 2 session_sd^2)``: the readings'
     mean carries their session's offset and the next process, minutes or hours later, its
-    own. Never narrower than the readings' own lowest and highest. With no prior and fewer
-    than 2 degrees of freedom (no spread to speak of) it is their range.
+    own (variance components: docs/REFERENCES.md, "Statistics of readings"). Never
+    narrower than the readings' own lowest and highest. With no prior and fewer than 2
+    degrees of freedom (no spread to speak of) it is their range.
 
     Why not the range alone: the range of n readings holds one more with probability
     (n - 1) / (n + 1) whatever their distribution (50 % with 3 children), so its coverage
