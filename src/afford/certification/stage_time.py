@@ -233,9 +233,9 @@ def all_points(r: WorkloadResult) -> list[Point]:
 
 
 def work_flags(r: WorkloadResult) -> dict[str, bool] | None:
-    """Whether each usable point's step lies in the work regime: at least
+    """Whether each usable point's step lies in the work regime, by its label: at least
     ``WORK_OVER_FLOOR`` times the smallest fitted (not held-out) step; None with fewer than
-    two fitted points (:func:`fit_time_model`'s regimes)."""
+    two fitted points (the regimes of :func:`fit_time_model` and of the early round)."""
     pts = [p for p in all_points(r) if _usable(p)]
     fitted = [step_seconds(p) for p in pts if not p.held_out]
     if len(fitted) < 2:
@@ -273,9 +273,9 @@ def fit_time_model(r: WorkloadResult, design: WorkloadDesign, device_type: str,
         fitted = [step_point(p, design.axes, False) for p in fitted_p]
         scaling = fit_scaling(fitted)
     held = [step_point(p, design.axes, False) for p in held_p]
-    low = min(p.seconds for p in fitted)
-    both = derive_busy([*fitted, *held], [p.seconds >= WORK_OVER_FLOOR * low
-                                          for p in [*fitted, *held]])
+    floor = min(step_seconds(p) for p in fitted_p)
+    work = work_flags(r)
+    both = derive_busy([*fitted, *held], [work[label(p)] for p in [*fitted_p, *held_p]])
     fitted, held = both[:len(fitted)], both[len(fitted):]
     features = _features_text(fitted_p, scaling, why, design.axes)
     try:
@@ -284,10 +284,9 @@ def fit_time_model(r: WorkloadResult, design: WorkloadDesign, device_type: str,
                               sides=sides)
     except ValueError as exc:
         return WorkloadTime(**base, features=features, not_fitted=str(exc))
-    floor = min(step_seconds(p) for p in fitted_p)
     regimes = [Regime(label=label(p), role=p.role, seconds=step_seconds(p),
-                      work=step_seconds(p) >= WORK_OVER_FLOOR * floor,
-                      child_spread=p.child_spread) for p in [*fitted_p, *held_p]]
+                      work=work[label(p)], child_spread=p.child_spread)
+               for p in [*fitted_p, *held_p]]
     floor_spreads = [g.child_spread for g in regimes if not g.work and g.child_spread is not None]
     child_tol, held_tol = TOLERANCES["cuda" if device_type == "cuda" else "cpu"]
     errors, judged, what = judged_errors(model, [g.work for g in regimes[len(fitted_p):]])
