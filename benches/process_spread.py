@@ -73,32 +73,22 @@ def labelled_groups(cert: dict) -> list[tuple[str, list[tuple[str, list[float]]]
 
 
 def session_spread(certs: list[tuple[str, dict]]) -> tuple[float, int, int]:
-    """(variance, degrees of freedom, groups) of a certificate's mean log floor step between
+    """(variance, degrees of freedom, sets) of a certificate's mean log floor step between
     certificates of one workload at one host-bound shape on one machine (one folder: one
-    device call), beyond what its children's own spread explains: per group of m >= 2
-    certificates, var(their means) - mean(their children's variance) / n, pooled with
-    weights m - 1 (an unbiased estimate, so a group's negative share stays in). What a
-    fresh process at another time adds to the spread between a certificate's children."""
+    device call), beyond what its children's own spread explains
+    (:func:`afford.fit.stats.between_log_variance`): what a fresh process at another time
+    adds to the spread between a certificate's children."""
+    from afford.fit.stats import between_log_variance
+
     by: dict[tuple, dict[str, list[float]]] = {}
     for path, cert in certs:
         folder = str(Path(path).parent)
         for name, labelled in labelled_groups(cert):
             for label, meds in labelled:
-                by.setdefault((folder, name, label), {})[path] = [math.log(m) for m in meds]
-    num = den = 0.0
-    groups = 0
-    for per in by.values():
-        if len(per) < 2:
-            continue
-        logs = list(per.values())
-        means = [statistics.mean(g) for g in logs]
-        within = statistics.mean(statistics.variance(g) for g in logs)
-        n = statistics.mean(len(g) for g in logs)
-        m = len(logs)
-        num += (m - 1) * (statistics.variance(means) - within / n)
-        den += m - 1
-        groups += 1
-    return (max(0.0, num / den) if den else 0.0), int(den), groups
+                by.setdefault((folder, name, label), {})[path] = meds
+    sets = [list(per.values()) for per in by.values() if len(per) >= 2]
+    var, dof = between_log_variance(sets)
+    return var, dof, len(sets)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from afford.fit.stats import (
     PROCESS_BAND_LEVEL,
     SpreadPrior,
+    between_log_variance,
     pooled_log_variance,
     process_band,
     spread_prior,
@@ -153,3 +154,22 @@ def test_readings_that_are_not_positive_durations_are_refused(bad):
 def test_a_level_outside_zero_to_one_is_refused():
     with pytest.raises(ValueError, match="level"):
         process_band([[1.0, 2.0, 3.0]], level=1.0)
+
+
+def test_the_between_group_component_by_hand_and_by_simulation():
+    # one set, two groups at exp(+-0.1) with readings exp(+-0.05) around each: the means'
+    # log variance 0.02, the within variance 0.005 (n = 2): 0.02 - 0.005 / 2 = 0.0175
+    e = math.exp
+    one = [[e(0.1 - 0.05), e(0.1 + 0.05)], [e(-0.1 - 0.05), e(-0.1 + 0.05)]]
+    var, dof = between_log_variance([one])
+    assert dof == 1 and var == pytest.approx(0.0175, rel=1e-9)
+    # no component beyond the readings' spread: pooled, it comes out near 0; a set of one
+    # group, or groups of one reading, add nothing
+    rng = random.Random(3)
+    sets = [[[e(rng.gauss(0, 0.1)) for _ in range(3)] for _ in range(4)] for _ in range(300)]
+    var0, dof0 = between_log_variance(sets + [[[1.0, 1.1]], [[1.0], [2.0]]])
+    assert dof0 == 900 and var0 < 0.1 ** 2 / 10
+    # a real session component of 0.05 between groups is found
+    shifted = [[[e(s + rng.gauss(0, 0.1)) for _ in range(3)]
+                for s in [rng.gauss(0, 0.05) for _ in range(4)]] for _ in range(300)]
+    assert math.sqrt(between_log_variance(shifted)[0]) == pytest.approx(0.05, rel=0.2)

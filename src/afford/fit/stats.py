@@ -153,6 +153,31 @@ def spread_prior(variances: Sequence[tuple[float, int]]) -> tuple[float, float]:
     return math.sqrt(math.exp(mean + float(digamma(half)) - math.log(half))), d0
 
 
+def between_log_variance(sets: Sequence[Sequence[Sequence[float]]]) -> tuple[float, int]:
+    """The variance component between groups of readings, beyond the readings' own spread
+    within each group, and its degrees of freedom: ``sets`` holds sets of groups (e.g. one
+    shape's certificates, each its processes' readings); per set of m >= 2 groups,
+    ``var(the groups' mean logs) - (mean within-group variance) / n`` (n the mean group
+    size), pooled over the sets with weights m - 1 (the ANOVA estimator of one-way random
+    effects; docs/REFERENCES.md, "Statistics of readings"; unbiased, so a set's negative
+    share stays in the sum). 0 where the pooled estimate is negative or no set has two
+    groups of two readings."""
+    num, dof = 0.0, 0
+    for groups in sets:
+        logs = [g for g in _log_groups(groups) if len(g) >= 2] if groups else []
+        m = len(logs)
+        if m < 2:
+            continue
+        means = [sum(g) / len(g) for g in logs]
+        mean_of_means = sum(means) / m
+        between = sum((x - mean_of_means) ** 2 for x in means) / (m - 1)
+        within = sum(_pooled([g])[0] for g in logs) / m
+        n = sum(len(g) for g in logs) / m
+        num += (m - 1) * (between - within / n)
+        dof += m - 1
+    return (max(0.0, num / dof) if dof else 0.0), dof
+
+
 def process_band(groups: Sequence[Sequence[float]], level: float = PROCESS_BAND_LEVEL,
                  prior: SpreadPrior | None = None) -> tuple[float, float]:
     """Where one more process's reading lands, at ``level``: ``groups`` holds, per shape,
