@@ -1,7 +1,7 @@
 """How often does the launch floor's band hold a fresh process's step, pooled over recorded
 runs (a bench report, not a test)?
 
-    python3 benches/band_coverage.py [--stored] DIR:CERT:TRUTH [DIR:CERT:TRUTH ...]
+    python3 benches/band_coverage.py [--stored] [--rows] DIR:CERT:TRUTH [DIR:CERT:TRUTH ...]
 
 Each triple: a folder to run in (a certificate naming its workload by a relative config
 path, ``hf:cfg/opt/config.json``, is read from its own folder), a certificate (``.gz`` read
@@ -9,7 +9,9 @@ too) and its truth (``benches/step_truth.py`` lines or ``truth_method.py``'s lis
 ``benches/truth_report.py``). The step-time model is rebuilt from each certificate's raw
 readings by this afford (``truth_report.refit_certificate``) unless ``--stored``. Per run and
 pooled: the floor truths the band holds, below and above it, the band's width over the truth
-and the truth's own block spread ((max - min) / median of its blocks in one process).
+and the truth's own block spread ((max - min) / median of its blocks in one process);
+``--rows``: every floor truth too (its shape, afford's figure and band, the truth and its
+blocks, and where a band missed it, by how much).
 """
 
 from __future__ import annotations
@@ -62,16 +64,30 @@ def describe(rows: list[dict]) -> str:
             f"within 2x of it: {within}")
 
 
+def row_line(r: dict) -> str:
+    lo, hi = r["band"]
+    t = r["truth_step"]
+    miss = "" if truth_report.in_band(r) else (
+        f"  below by {lo / t - 1:.1%}" if t < lo else f"  above by {t / hi - 1:.1%}")
+    ms = [1e3 * x for x in (r["afford_step"], lo, hi, t, min(r["truth_blocks"]),
+                            max(r["truth_blocks"]))]
+    return (f"  {r['B']:>3} x {r['s']:<5} {r['afford_tag']:<8} {ms[0]:7.2f} ms, band "
+            f"{ms[1]:.2f}-{ms[2]:.2f}; truth {ms[3]:.2f} (blocks {ms[4]:.1f}-{ms[5]:.1f}){miss}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("triples", nargs="+", help="DIR:CERT:TRUTH")
     ap.add_argument("--stored", action="store_true", help="the certificates' stored models")
+    ap.add_argument("--rows", action="store_true", help="every floor truth, a line each")
     a = ap.parse_args(argv)
     pooled = []
     for triple in a.triples:
         rows = floor_rows(triple, not a.stored)
         pooled += rows
         print(f"{triple}: {describe(rows)}")
+        if a.rows:
+            print("\n".join(row_line(r) for r in rows))
     print(f"pooled: {describe(pooled)}")
     return 0
 
