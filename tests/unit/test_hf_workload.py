@@ -191,6 +191,38 @@ def test_layer_types_follow_L_and_grouped_heads_keep_their_group():
 
 
 @needs_tf
+@pytest.mark.parametrize("spec", [
+    "hf:ministral@d64L2H4K2V512",  # head_dim None in its default: d / H
+    "hf:hunyuan_v1_dense@d64L2H4V512",  # the same
+    "hf:nemotron@d64L2H4V512F128",  # num_key_value_heads None: multi-head
+    "hf:gptj@d64L2H4V512",  # rotary_dim 64 of a 256 head, kept as a quarter of a 16 head
+    "hf:codegen@d64L2H4V512",
+    "hf:falcon@d64L2H4V512F128"])  # F is its ffn_hidden_size
+def test_families_whose_default_config_leaves_a_head_field_empty_take_whole_steps(spec):
+    """Sized from the family's default config, each of these raised a TypeError or a shape
+    mismatch inside transformers on its first step (2026-12-06, transformers 5): afford
+    fills what the model reads and scales GPT-J's rotated share with the head."""
+    w = resolve(spec, "cpu")
+    built = w.build(w.shape(16), CPU, seed=0)
+    assert torch.isfinite(train_step(built, "fp32", CPU))
+
+
+@needs_tf
+def test_head_fields_are_filled_only_where_empty_and_rotary_follows_the_head():
+    from afford.workloads.hf_models import base_config, filled, with_sizes
+
+    named = with_sizes(base_config("llama"), {"d": 256, "L": 2, "H": 8})
+    assert filled(named) is named  # every head field named: the same config back
+    m = filled(with_sizes(base_config("ministral"), {"d": 256, "L": 2, "H": 8, "K": 2}))
+    assert (m.head_dim, m.num_key_value_heads) == (32, 2)
+    n = filled(with_sizes(base_config("nemotron"), {"d": 256, "L": 2, "H": 8}))
+    assert n.num_key_value_heads == 8
+    j = with_sizes(base_config("gptj"), {"d": 512, "H": 8})  # 6B: 64 of 4096 / 16 = 256
+    assert j.rotary_dim == 16  # a quarter of the 64-feature head
+    assert with_sizes(base_config("gptj"), {"d": 64, "H": 16}).rotary_dim == 2  # at least 2
+
+
+@needs_tf
 def test_a_composite_config_sizes_its_text_decoder():
     w = resolve("hf:gemma3@d64L2H2K1", "cpu")  # multimodal config: its text decoder
     assert w.config.model_type == "gemma3_text"

@@ -14,8 +14,9 @@ Spec grammar (:func:`afford.workloads.names.parse_spec`, read without torch)::
     SOURCE  a model type (gpt2, llama, ...) or a path to a config.json (or its folder)
     SIZE    letters and numbers, each overriding one config field:
             d hidden size, L layers, H attention heads, K key/value heads (GQA configs),
-            V vocabulary, F feed-forward size (intermediate_size, n_inner, ffn_dim or d_ff,
-            whichever the family has): e.g. @d768L12H12, @d256L4H4V8192F1024
+            V vocabulary, F feed-forward size (intermediate_size, n_inner, ffn_dim, d_ff,
+            ffn_hidden_size, dff or d_inner, whichever the family has):
+            e.g. @d768L12H12, @d256L4H4V8192F1024
     OPTION  b8s1024  batch 8; the sweep is seq 256, 512, 1024 at that batch (b8 or s1024 alone
                      also work: the other keeps the device's default)
             lora=r16 LoRA adapters of rank 16 (peft, ``afford[lora]``) on the family's attention
@@ -57,7 +58,10 @@ DEFAULT_SEQ = {"cpu": (32, 64, 128), "small-gpu": (128, 256, 512),
 POOL = 4  # random token batches cycled through
 SIZE_KEYS = {"d": "hidden_size", "L": "num_hidden_layers", "H": "num_attention_heads",
              "K": "num_key_value_heads", "V": "vocab_size"}
-FFN_KEYS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff")  # llama-style, GPT-2, OPT, T5
+# llama-style, GPT-2, OPT, T5, Falcon, CTRL, XLNet (not BART-style encoder-decoders: L and H
+# size their encoder, so their decoder's F alone would build a model nobody asked for)
+FFN_KEYS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size", "dff",
+            "d_inner")
 
 
 # ---------------------------------------------------------------- the config
@@ -221,6 +225,10 @@ def _derive_heads(d: dict, keys: dict, old: dict, sizes: dict) -> None:
     for key in HEAD_DIM_KEYS:
         if d.get(key) is not None and old_d and old_h and d[key] == old_d // old_h:
             d[key] = new_d // new_h
+    rot = d.get("rotary_dim")  # GPT-J, CodeGen: the rotated part of each head, in features
+    if isinstance(rot, int) and rot > 0 and old_d and old_h:
+        share = rot / (old_d // old_h)  # GPT-J 6B: 64 of 256; kept as a share of the head
+        d["rotary_dim"] = min(new_d // new_h, max(2, 2 * round(share * (new_d // new_h) / 2)))
     k_key, old_k = keys["K"], old.get("K")
     if "K" not in sizes and k_key is not None and old_k and old_h:
         group = old_h // old_k if old_h % old_k == 0 else None
@@ -407,15 +415,41 @@ def _parsed(spec: str) -> HFSpec:
 
 
 def _config(spec: str, parsed: HFSpec):
-    """The causal config of a spec, its sizes applied (imports transformers); InputError
-    where transformers has no SDPA attention for its model (:func:`_check_sdpa`)."""
+    """The causal config of a spec, its sizes applied (imports transformers), with the head
+    fields its model reads filled in (:func:`filled`); InputError where transformers has no
+    SDPA attention for its model (:func:`_check_sdpa`)."""
     base = base_config(parsed.source)  # its errors name the source
     try:
-        config = with_sizes(causal_part(base), parsed.sizes)
+        config = filled(with_sizes(causal_part(base), parsed.sizes))
     except InputError as exc:
         raise InputError(f"workload {spec!r}: {exc}") from None
     _check_sdpa(spec, config)
     return config
+
+
+def filled(config):
+    """``config`` with the head fields a family's default leaves empty where its own model
+    reads them as numbers: ``num_key_value_heads`` None is multi-head (H, as
+    ``NemotronConfig``'s default leaves it and ``NemotronAttention`` divides by it) and
+    ``head_dim`` None is d / H (``MinistralConfig``, ``HunYuanDenseV1Config``: their
+    attention raises it to a power). Every other family derives these itself from the same
+    fields, so a config that names them is unchanged; a config.json that names them all is
+    returned as it is."""
+    names = {"K": "num_key_value_heads", "head_dim": "head_dim"}
+    try:
+        d_model, heads = config.hidden_size, config.num_attention_heads
+    except AttributeError:
+        return config
+    values = config.to_dict()
+    missing = [n for n in names.values() if n in values and values[n] is None]
+    if not missing or not isinstance(d_model, int) or not isinstance(heads, int) or not heads:
+        return config
+    if "head_dim" in missing and d_model % heads:
+        missing.remove("head_dim")
+    out = copy.deepcopy(config)
+    for n in missing:
+        setattr(out, n, heads if n == "num_key_value_heads" else d_model // heads)
+    return out
 
 
 def _check_sdpa(spec: str, config) -> None:
