@@ -150,7 +150,7 @@ def with_sizes(config, sizes: dict[str, int]):
             d[keys[letter]] = value
     if "L" in sizes:
         _resize_layers(d, old["L"], sizes["L"])
-    if "d" in sizes or "H" in sizes:
+    if sizes.keys() & {"d", "H", "K"}:
         _derive_heads(d, keys, old, sizes)
     if "V" in sizes:  # special tokens beyond a smaller vocabulary name no token
         for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
@@ -241,6 +241,10 @@ def _derive_heads(d: dict, keys: dict, old: dict, sizes: dict) -> None:
         raise InputError(f"size d{new_d}H{new_h}: the hidden size is not a multiple of the "
                          "number of heads")
     k = d.get(k_key) if k_key else None
+    if "K" in sizes and d.get("kv_lora_rank") and k != new_h:
+        raise InputError(f"size K{k}: the {d.get('model_type', 'model')} config has multi-head "
+                         "latent attention (kv_lora_rank), whose key/value heads are its "
+                         f"attention heads; leave K out (or give K{new_h})")
     if isinstance(k, int) and k and new_h % k:
         raise InputError(f"size H{new_h}: not a multiple of the {k} key/value heads; give K "
                          "too (e.g. H12K4)")
