@@ -13,7 +13,9 @@ T0=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
 export PYTHONUNBUFFERED=1
-r=/tmp/cuts; mkdir -p $r; log=$r/log.txt
+# a fresh folder each call: a warm machine keeps /tmp, and an old certificate of the same name
+# made a later call's certify exit 2 (2026-12-07)
+r=/tmp/cuts; rm -rf $r; mkdir -p $r; log=$r/log.txt
 pack() { tar czf "$OUT/run.tar.gz" -C $r . ; cp $log "$OUT/log.txt"; }
 now() { date +%s.%N; }
 since() { python3 -c "print('%.1f' % ($(date +%s.%N) - $1))"; }
@@ -43,8 +45,9 @@ cert() {  # name src-folder timeout what
   t0=$(now)
   PYTHONPATH=/tmp/site:$2/src AFFORD_TIMELINE=$r/tl-$1.jsonl timeout $3 \
     python3 -m afford certify "${w[@]}" --out $r/cert-$1.json >>$log 2>&1
-  echo "certify $1 ($2) ${w[*]} rc=$? wall $(since $t0) s" | tee -a $log
-  summary $r/cert-$1.json | tee -a $log
+  rc=$?
+  echo "certify $1 ($2) ${w[*]} rc=$rc wall $(since $t0) s" | tee -a $log
+  [ $rc = 0 ] || [ $rc = 3 ] && summary $r/cert-$1.json | tee -a $log
   pack
 }
 n=0
