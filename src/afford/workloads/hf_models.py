@@ -432,20 +432,20 @@ def _config(spec: str, parsed: HFSpec):
 
 
 def filled(config):
-    """``config`` with the head fields a family's default leaves empty where its own model
-    reads them as numbers: ``num_key_value_heads`` None is multi-head (H, as
-    ``NemotronConfig``'s default leaves it and ``NemotronAttention`` divides by it) and
-    ``head_dim`` None is d / H (``MinistralConfig``, ``HunYuanDenseV1Config``: their
-    attention raises it to a power). Every other family derives these itself from the same
-    fields, so a config that names them is unchanged; a config.json that names them all is
-    returned as it is."""
-    names = {"K": "num_key_value_heads", "head_dim": "head_dim"}
+    """``config`` with the head fields its model reads as numbers filled where the family's
+    default leaves them None: ``num_key_value_heads`` as H, multi-head (``NemotronConfig``;
+    ``NemotronAttention`` divides by it) and ``head_dim`` as d / H (``MinistralConfig``,
+    ``HunYuanDenseV1Config``; their attention raises it to a power). These are the values
+    the families that read None themselves derive, so no model changes; a config naming
+    both fields is returned as it is (every transformers causal-LM type that built before
+    builds the same: ``benches/hf_family_scan.py``)."""
+    names = ("num_key_value_heads", "head_dim")
     try:
         d_model, heads = config.hidden_size, config.num_attention_heads
     except AttributeError:
         return config
     values = config.to_dict()
-    missing = [n for n in names.values() if n in values and values[n] is None]
+    missing = [n for n in names if n in values and values[n] is None]
     if not missing or not isinstance(d_model, int) or not isinstance(heads, int) or not heads:
         return config
     if "head_dim" in missing and d_model % heads:
