@@ -394,9 +394,9 @@ def test_design_items_are_timed_for_the_model_not_to_one_percent():
 # ---- the extension decided early, from the first child's records ---------------------------
 
 
-def _early_round(seconds):
+def _early_round(seconds, died=()):
     """(the plan's items, the items the sweep's later children get) after a first child
-    whose steps follow ``seconds``."""
+    whose steps follow ``seconds`` (and that died at the keys ``died``)."""
     from afford.certification.request import Plan
     from afford.certification.stage_time import early_round
     from tests.time_fakes import event
@@ -406,8 +406,19 @@ def _early_round(seconds):
     design = plan_design("tinylm", w, "bf16", values)
     plan = Plan(device="cuda:0", device_class="large-gpu",
                 workloads=[("tinylm", w, "bf16", values)], designs=[design])
-    first = {it["key"]: event(it, 0, seconds(it, 0)) for it in plan.items}
+    first = {it["key"]: event(it, 0, seconds(it, 0), error="died" if it["key"] in died
+                              else None) for it in plan.items}
     return plan.items, early_round(plan, first, plan.items, "cuda", 10**12, 0.25)
+
+
+def test_a_point_the_first_child_could_not_time_keeps_its_synced_witness():
+    """Its regime is unknown (no wall of its own), so the later children get it as planned:
+    only a point the first child found off the floor loses the synced steps."""
+    lost = "tinylm|bf16|2048"
+    items, later = _early_round(lambda it, c: law(*shape_of(it)), died={lost})
+    planned, got = {it["key"]: it for it in items}, {it["key"]: it for it in later}
+    assert got[lost] == planned[lost]  # neither capped nor stripped of its witness
+    assert got["tinylm|bf16|8192"]["synced"] is False  # 74 ms: off the floor
 
 
 def _first_child(seconds):

@@ -521,12 +521,14 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
     except (KeyError, ValueError):
         return items
     floor: set[str] = set()
+    off: set[str] = set()  # off the floor by the first child's walls; unknown ones neither
     extra: list[dict] = []
     for r, d in zip(results, plan.designs):
         work = None if r.refused else work_flags(r)
         if work is None:
             continue
         floor |= {d.key(p) for p in all_points(r) if work.get(label(p)) is False}
+        off |= {d.key(p) for p in all_points(r) if work.get(label(p)) is True}
         if any(work.values()):  # the walls already leave the floor: no extension to guess
             continue
         t = fit_time_model(r, d, device_type)
@@ -534,7 +536,8 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
             shapes, _ = plan_extension(r, d, device_memory)
             extra += [{**d.item(p), "round": "extension"} for p in shapes]
     capped = [{**it, "cap": min(floor_seconds, it.get("cap") or floor_seconds)}
-              if it["key"] in floor else {**it, "synced": False} for it in items]
+              if it["key"] in floor else {**it, "synced": False} if it["key"] in off else it
+              for it in items]
     return capped + extra
 
 
