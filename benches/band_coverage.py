@@ -1,7 +1,7 @@
 """How often does the launch floor's band hold a fresh process's step, pooled over recorded
 runs (a bench report, not a test)?
 
-    python3 benches/band_coverage.py [--stored] [--rows] DIR:CERT:TRUTH [DIR:CERT:TRUTH ...]
+    python3 benches/band_coverage.py [--stored] [--rows] [--work] DIR:CERT:TRUTH [...]
 
 Each triple: a folder to run in (a certificate naming its workload by a relative config
 path, ``hf:cfg/opt/config.json``, is read from its own folder), a certificate (``.gz`` read
@@ -11,7 +11,9 @@ readings by this afford (``truth_report.refit_certificate``) unless ``--stored``
 pooled: the floor truths the band holds, below and above it, the band's width over the truth
 and the truth's own block spread ((max - min) / median of its blocks in one process);
 ``--rows``: every floor truth too (its shape, afford's figure and band, the truth and its
-blocks, and where a band missed it, by how much).
+blocks, and where a band missed it, by how much); ``--work``: the work regime's truths too
+(the shapes afford predicts a point for, the device bounding the step): the median and worst
+error of afford's figure, and with ``--rows`` each of them.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def _plain(path: Path, tmp: str) -> Path:
     return out
 
 
-def floor_rows(triple: str, refit: bool) -> list[dict]:
+def truth_rows(triple: str, refit: bool) -> list[dict]:
     folder, cert, truth = triple.split(":")
     here = Path.cwd()
     with tempfile.TemporaryDirectory() as tmp:
@@ -47,7 +49,20 @@ def floor_rows(triple: str, refit: bool) -> list[dict]:
             rows = truth_report.rows_for(cert_path, truth_path, refit)
         finally:
             os.chdir(here)
-    return [r for r in rows if r["band"] is not None]
+    return rows
+
+
+def describe_work(rows: list[dict]) -> str:
+    if not rows:
+        return "no work-regime truths"
+    errs = sorted(abs(r["afford_step"] / r["truth_step"] - 1) for r in rows)
+    return (f"work regime: {len(rows)} truths, error median {statistics.median(errs):.2%}, "
+            f"worst {errs[-1]:.2%}, within 5 %: {sum(e <= 0.05 for e in errs)}")
+
+
+def work_line(r: dict) -> str:
+    return (f"  {r['B']:>3} x {r['s']:<5} {r['afford_tag']:<8} {1e3 * r['afford_step']:7.2f} ms; "
+            f"truth {1e3 * r['truth_step']:.2f}: {r['afford_step'] / r['truth_step'] - 1:+.1%}")
 
 
 def describe(rows: list[dict]) -> str:
@@ -80,15 +95,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("triples", nargs="+", help="DIR:CERT:TRUTH")
     ap.add_argument("--stored", action="store_true", help="the certificates' stored models")
     ap.add_argument("--rows", action="store_true", help="every floor truth, a line each")
+    ap.add_argument("--work", action="store_true", help="the work regime's truths too")
     a = ap.parse_args(argv)
-    pooled = []
+    pooled, pooled_work = [], []
     for triple in a.triples:
-        rows = floor_rows(triple, not a.stored)
+        every = truth_rows(triple, not a.stored)
+        rows = [r for r in every if r["band"] is not None]
+        work = [r for r in every if r["band"] is None and r["afford_step"] is not None]
         pooled += rows
+        pooled_work += work
         print(f"{triple}: {describe(rows)}")
         if a.rows:
             print("\n".join(row_line(r) for r in rows))
+        if a.work:
+            print(f"  {describe_work(work)}")
+            if a.rows:
+                print("\n".join(work_line(r) for r in work))
     print(f"pooled: {describe(pooled)}")
+    if a.work:
+        print(f"pooled {describe_work(pooled_work)}")
     return 0
 
 
