@@ -53,16 +53,19 @@ def truth_rows(triple: str, refit: bool) -> list[dict]:
 
 
 def describe_work(rows: list[dict]) -> str:
-    if not rows:
+    errs = [truth_report.err(r["afford_step"], r["truth_step"]) for r in rows]
+    mw = truth_report._med_worst(errs)
+    if mw is None:
         return "no work-regime truths"
-    errs = sorted(abs(r["afford_step"] / r["truth_step"] - 1) for r in rows)
-    return (f"work regime: {len(rows)} truths, error median {statistics.median(errs):.2%}, "
-            f"worst {errs[-1]:.2%}, within 5 %: {sum(e <= 0.05 for e in errs)}")
+    within = sum(abs(e) <= 0.05 for e in errs if e is not None)
+    return (f"work regime: {len(rows)} truths, error median {mw[0]:.2%}, worst {mw[1]:.2%}, "
+            f"within 5 %: {within}")
 
 
 def work_line(r: dict) -> str:
+    e = truth_report.err(r["afford_step"], r["truth_step"])
     return (f"  {r['B']:>3} x {r['s']:<5} {r['afford_tag']:<8} {1e3 * r['afford_step']:7.2f} ms; "
-            f"truth {1e3 * r['truth_step']:.2f}: {r['afford_step'] / r['truth_step'] - 1:+.1%}")
+            f"truth {1e3 * r['truth_step']:.2f}: {e:+.1%}")
 
 
 def describe(rows: list[dict]) -> str:

@@ -1,10 +1,11 @@
 """Would the floor's band hold 95 % of fresh-process truths if it carried one more variance
 component, a fresh single-shape process beyond the certificate's session, estimated from the
 other runs' truths (leave one run out)? A bench report, not afford's model; run from the
-repository's root over the output of the recorded runs' band report:
+repository's root over the recorded runs (each certificate refitted, as
+``benches/band_coverage.py`` does):
 
-    bash lab/scripts/band_coverage_runs.sh --rows > rows.txt
-    python3 lab/scripts/band_fresh_component.py rows.txt [--q 2.0 2.2 2.5]
+    BENCH=lab/scripts/band_fresh_component.py bash lab/scripts/band_coverage_runs.sh \
+        [--q 2.0,2.2,2.5]
 
 Each band is read back as a log-normal interval, centre (log lo + log hi) / 2 and half-width
 (log hi - log lo) / 2 = q x sd, with q the interval's quantile (about 2.0-2.5 for the
@@ -25,25 +26,21 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import statistics
 import sys
+from pathlib import Path
 
-ROW = re.compile(r"\s+(\d+) x (\d+)\s+(\w+)\s+([\d.]+) ms, band ([\d.]+)-([\d.]+); "
-                 r"truth ([\d.]+)")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
+import band_coverage  # noqa: E402  (the bench whose rows these are)
 
 
-def read(path: str) -> list[tuple[str, float, float, float]]:
-    """(run, band low, band high, truth) per floor truth of a ``--rows`` report."""
-    run, rows = "", []
-    for line in open(path, encoding="utf-8"):
-        if line.startswith(("lab/", "../")):
-            run = line.split(":")[1]
-            continue
-        m = ROW.match(line)
-        if m:
-            lo, hi, t = (float(x) for x in m.groups()[4:])
-            rows.append((run, lo, hi, t))
+def read(triples: list[str]) -> list[tuple[str, float, float, float]]:
+    """(run, band low, band high, truth) per floor truth of the runs, refitted."""
+    rows = []
+    for triple in triples:
+        cert = triple.split(":")[1]
+        rows += [(cert, *r["band"], r["truth_step"])
+                 for r in band_coverage.truth_rows(triple, True) if r["band"] is not None]
     return rows
 
 
@@ -71,18 +68,17 @@ def leave_one_run_out(rows, q: float) -> tuple[int, list[float], dict[str, float
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("rows", help="the output of band_coverage_runs.sh --rows")
-    ap.add_argument("--q", type=float, nargs="+", default=[2.0, 2.2, 2.5])
+    ap.add_argument("triples", nargs="+", help="DIR:CERT:TRUTH (band_coverage.py's)")
+    ap.add_argument("--q", default="2.0,2.2,2.5", help="the quantiles, comma-separated")
     a = ap.parse_args(argv)
-    rows = read(a.rows)
+    rows = read(a.triples)
     if not rows:
-        print(f"{a.rows}: no floor truths in it (run band_coverage_runs.sh --rows)",
-              file=sys.stderr)
+        print("no floor truths in these runs", file=sys.stderr)
         return 2
     base = sum(lo <= t <= hi for _, lo, hi, t in rows)
     print(f"afford's bands: hold {base} of {len(rows)}, width median "
           f"{statistics.median((hi - lo) / t for _, lo, hi, t in rows):.0%}")
-    for q in a.q:
+    for q in (float(x) for x in a.q.split(",")):
         held, widths, taus = leave_one_run_out(rows, q)
         print(f"q {q}: hold {held} of {len(rows)}, width median "
               f"{statistics.median(widths):.0%}; tau per left-out run: "
