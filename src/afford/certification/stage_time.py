@@ -535,10 +535,13 @@ def early_round(plan, first: dict[str, Event], items: list[dict], device_type: s
         if t.model is not None and not t.model.floor_left:
             shapes, _ = plan_extension(r, d, device_memory)
             extra += [{**d.item(p), "round": "extension"} for p in shapes]
-    capped = [{**it, "cap": min(floor_seconds, it.get("cap") or floor_seconds)}
-              if it["key"] in floor else {**it, "synced": False} if it["key"] in off else it
-              for it in items]
-    return capped + extra
+
+    def later(it: dict) -> dict:  # a floor point capped; one off it without its witness
+        if it["key"] in floor:
+            return {**it, "cap": min(floor_seconds, it.get("cap") or floor_seconds)}
+        return {**it, "synced": False} if it["key"] in off else it
+
+    return [later(it) for it in items] + extra
 
 
 AGREEMENT = ("children after the second time a point only where the first two did not "
