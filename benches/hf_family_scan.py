@@ -7,9 +7,11 @@ own ``train_step``, each given at most ``--seconds`` (a huge MoE's experts take 
 
 A line per type: ``ok``, ``INPUT`` (afford's one-line refusal: bad input, exit 2 in the CLI)
 or ``FAIL`` (anything else: the exception and where it was raised), then the counts.
-2026-12-07, transformers 5.25, @d128L2H4F256V1000: 108 ok, 75 INPUT, 17 FAIL (16 raised
-inside transformers, one over 30 s); before afford filled empty head fields and scaled
-GPT-J's rotary share: 100, 78, 21 (docs/RESULTS.md, "2026-12-07").
+2026-12-07 (day), transformers 5.25, @d128L2H4F256V1000: 121 ok, 60 INPUT, 19 FAIL (a
+build refused in one line, or raised inside transformers, or one over 30 s); before the
+families without SDPA were built with their eager attention: 108, 75, 17; before afford
+filled empty head fields and scaled GPT-J's rotary share: 100, 78, 21 (docs/RESULTS.md,
+"2026-12-07" and "2026-12-07 (day)").
 """
 
 from __future__ import annotations

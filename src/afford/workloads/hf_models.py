@@ -3,7 +3,10 @@
 Nothing is downloaded: the config comes from ``AutoConfig.for_model(NAME)`` (a model type
 transformers knows offline: ``gpt2``, ``llama``, ``mistral``, ``qwen2``, ...) or from a
 ``config.json`` on disk, and ``AutoModelForCausalLM.from_config`` builds the model straight on
-the device (``with torch.device(device)``) with SDPA attention. A model type's defaults are the
+the device (``with torch.device(device)``) with SDPA attention, or, for a family that
+transformers builds without SDPA (BLOOM, GPT-Neo, MPT, Gemma 2 in transformers 5), with its
+eager attention, which stores the s x s scores and is declared so (``attention =
+"materialised"``: the memory law takes its s^2 term). A model type's defaults are the
 library's: ``hf:llama`` is the 7B Llama config (d 4096, 32 layers), because that is what was
 asked for; name a smaller one with a size (``hf:llama@d768L12H12``).
 
@@ -34,8 +37,10 @@ model. The transformer dims of the memory and time models (d, L, H) are read fro
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -255,8 +260,10 @@ def config_at(config, shape: dict[str, int]):
     sizes = {k: shape[k] for k in ("d", "L", "H", "V") if k in shape
              and shape[k] != getattr(config, SIZE_KEYS[k])}
     c = copy.deepcopy(with_sizes(config, sizes))
-    if getattr(c, "max_position_embeddings", None) is not None:
-        c.max_position_embeddings = max(int(c.max_position_embeddings), int(shape["seq"]))
+    positions = getattr(c, "max_position_embeddings", None)
+    if positions is not None:
+        with contextlib.suppress(NotImplementedError):  # XLNet's setter: it has no limit
+            c.max_position_embeddings = max(int(positions), int(shape["seq"]))
     return c
 
 
@@ -267,14 +274,19 @@ class HFCausalLM(Workload):
     """A transformers causal LM from a config; see the module docstring."""
 
     sweep_param = "seq"
-    attention = "fused"  # SDPA: the s x s scores are never stored
 
-    def __init__(self, spec: HFSpec, config, device_class: str) -> None:
+    def __init__(self, spec: HFSpec, config, device_class: str,
+                 attention: Literal["fused", "materialised"] = "fused") -> None:
         self.spec = spec
         self.config = config
         self.name = spec.name
         self.batch = spec.batch or DEFAULT_BATCH[device_class]
+        # fused: built with SDPA, the s x s scores never stored; materialised: the family's
+        # eager attention (transformers has no SDPA for it), which stores them
+        self.attention = attention
         extra = [x for x in (spec.lora_text(), f"frozen={spec.frozen}" if spec.frozen
+                             else "",
+                             "eager attention: scores stored" if attention == "materialised"
                              else "") if x]
         self.description = (
             f"transformers {config.model_type} d{config.hidden_size} "
@@ -304,12 +316,14 @@ class HFCausalLM(Workload):
 
         torch.manual_seed(seed)
         config = config_at(self.config, shape)
+        impl = IMPLEMENTATION[self.attention]
         try:
             with torch.device(device):
-                model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+                model = AutoModelForCausalLM.from_config(config, attn_implementation=impl)
         except (ValueError, ImportError) as exc:
             raise WorkloadRefused(f"{self.name}: transformers cannot build a causal LM with "
-                                  f"SDPA attention from this config: {exc}") from exc
+                                  f"attn_implementation={impl!r} from this config: {exc}"
+                                  ) from exc
         model = adapt(model, self.spec)
         model.train()
         trainable = [p for p in model.parameters() if p.requires_grad]
@@ -391,12 +405,15 @@ def resolve_hf(spec: str, device_class: str, described: dict | None = None) -> W
     parsed = _parsed(spec)
     facts = (described or {}).get("facts")
     if facts and all(isinstance(facts.get(f), int) for f in FACTS[1:]) and \
-            isinstance(facts.get("model_type"), str):
+            isinstance(facts.get("model_type"), str) and \
+            facts.get("attention") in IMPLEMENTATION:
         config = DescribedConfig(facts, described.get("config") or {})
+        attention = facts["attention"]
     else:
         config = _config(spec, parsed)
+        attention = attention_of(config)
     _check_dims(spec, config)
-    workload: Workload = HFCausalLM(parsed, config, device_class)
+    workload: Workload = HFCausalLM(parsed, config, device_class, attention)
     if parsed.step_options:
         from afford.workloads.tuned import Tuned
 
@@ -420,15 +437,12 @@ def _parsed(spec: str) -> HFSpec:
 
 def _config(spec: str, parsed: HFSpec):
     """The causal config of a spec, its sizes applied (imports transformers), with the head
-    fields its model reads filled in (:func:`filled`); InputError where transformers has no
-    SDPA attention for its model (:func:`_check_sdpa`)."""
+    fields its model reads filled in (:func:`filled`)."""
     base = base_config(parsed.source)  # its errors name the source
     try:
-        config = filled(with_sizes(causal_part(base), parsed.sizes))
+        return filled(with_sizes(causal_part(base), parsed.sizes))
     except InputError as exc:
         raise InputError(f"workload {spec!r}: {exc}") from None
-    _check_sdpa(spec, config)
-    return config
 
 
 def filled(config):
@@ -456,27 +470,24 @@ def filled(config):
     return out
 
 
-def _check_sdpa(spec: str, config) -> None:
-    """InputError, before anything is measured, where the installed transformers says its
-    causal LM for this config has no SDPA attention (``_supports_sdpa`` False on the class:
-    BLOOM, MPT, XGLM in transformers 5): every ``hf:`` model is built with SDPA
-    (:meth:`HFCausalLM.build`), which the memory and time models assume, so such a model was
-    refused only once its first child tried to build it (19 s into a certify on an H100,
-    2026-12-06). A class that does not say is left to the build."""
+# how each declared attention is built (``attn_implementation``)
+IMPLEMENTATION = {"fused": "sdpa", "materialised": "eager"}
+
+
+def attention_of(config) -> Literal["fused", "materialised"]:
+    """How ``config``'s causal LM is built: ``fused`` (SDPA) unless the installed
+    transformers says its class has no SDPA attention (``_supports_sdpa`` False: BLOOM,
+    GPT-Neo, MPT, Gemma 2, XGLM in transformers 5), then ``materialised``: its eager attention,
+    which stores the s x s scores. Those families were refused until 2026-12-07 (before that,
+    once their first child tried to build them with SDPA: 19 s into a certify on an H100,
+    2026-12-06). A class that does not say is built with SDPA, and its build decides."""
     try:
         from transformers import AutoModelForCausalLM
 
         cls = AutoModelForCausalLM._model_mapping[type(config)]
     except Exception:  # noqa: BLE001 - no mapping here: the children's build decides
-        return
-    if getattr(cls, "_supports_sdpa", None) is False:
-        import transformers
-
-        raise InputError(
-            f"workload {spec!r}: transformers {transformers.__version__} has no SDPA "
-            f"attention for {cls.__name__}, and afford builds every hf: model with SDPA "
-            "(its memory and time models assume a fused attention kernel); certify a "
-            "family transformers builds with SDPA")
+        return "fused"
+    return "materialised" if getattr(cls, "_supports_sdpa", None) is False else "fused"
 
 
 # what the parent plans with: HFCausalLM's shape (d, L, H, V) and description
@@ -487,14 +498,15 @@ def describe(spec: str) -> dict:
     """What a process that imported transformers tells certify's parent of an ``hf:``
     spec's config, so the parent plans without importing it (on a GPU image that import
     took 4-10 s, the whole of a transformers certify's start): ``{"facts": the fields
-    :data:`FACTS`, "config": its ``to_dict()``}`` (JSON-safe), or ``{"error": why}``, on
+    :data:`FACTS` and how its attention is built (:func:`attention_of`), "config": its
+    ``to_dict()``}`` (JSON-safe), or ``{"error": why}``, on
     which the parent resolves the spec itself and reports it as it always does."""
     import json
 
     try:
         config = _config(spec, _parsed(spec))
         _check_dims(spec, config)
-        facts = {f: _value(config, f) for f in FACTS}
+        facts = {**{f: _value(config, f) for f in FACTS}, "attention": attention_of(config)}
         full = json.loads(json.dumps(config.to_dict(), default=str))
     except Exception as exc:  # noqa: BLE001 - the parent's own resolve reports it
         return {"error": f"{type(exc).__name__}: {exc}"[:500]}
