@@ -352,6 +352,7 @@ def test_a_family_without_sdpa_is_built_with_its_eager_attention_declared_materi
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from afford.certification.stage_memory import plan_job, s2_term
+    from afford.certification.stage_time import plan_design
     from afford.workloads.hf_models import DescribedConfig, describe
 
     cls = AutoModelForCausalLM._model_mapping[type(AutoConfig.for_model("bloom"))]
@@ -367,6 +368,19 @@ def test_a_family_without_sdpa_is_built_with_its_eager_attention_declared_materi
         assert "eager attention: scores stored" in w.description
         job = plan_job(spec, w, "fp32", "cpu")
         assert job.attention == "materialised" and s2_term(job.attention) is True
+    # the time design keeps every shape's stored scores (B*s^2) within the sweep's largest,
+    # where GPT-2's SDPA design fits and holds out long sequences at batch 1 past it
+    def scores(spec, w):
+        values = w.default_sweep("large-gpu")
+        d = plan_design(spec, w, "bf16", values)
+        return [(p.batch or d.base_batch) * p.value ** 2 for p in d.shapes], \
+            d.base_batch * max(values) ** 2
+
+    eager, top = scores(spec, resolve(spec, "large-gpu", said))
+    assert max(eager) <= top and len(eager) >= 7  # the sweep, across and held out
+    sdpa, top = scores(TINY_GPT2, resolve(TINY_GPT2, "large-gpu"))
+    assert max(sdpa) > 4 * top
+
     built = real.build(real.shape(16), CPU, seed=0)
     assert built.model.config._attn_implementation == "eager"
     assert float(train_step(built, "fp32", CPU)) == pytest.approx(math.log(512), rel=0.05)
