@@ -10,6 +10,7 @@ too) and its truth (``benches/step_truth.py`` lines or ``truth_method.py``'s lis
 readings by this afford (``truth_report.refit_certificate``) unless ``--stored``. Per run and
 pooled: the floor truths the band holds, below and above it, the band's width over the truth
 and the truth's own block spread ((max - min) / median of its blocks in one process);
+pooled, whether the share held is what a band of its stated level would hold (binomial);
 ``--rows``: every floor truth too (its shape, afford's figure and band, the truth and its
 blocks, and where a band missed it, by how much); ``--work``: the work regime's truths too
 (the shapes afford predicts a point for, the device bounding the step): the median and worst
@@ -28,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import truth_report  # noqa: E402  (the bench beside this one)
+
+from afford.fit.stats import PROCESS_BAND_LEVEL  # noqa: E402
 
 
 def _plain(path: Path, tmp: str) -> Path:
@@ -82,6 +85,22 @@ def describe(rows: list[dict]) -> str:
             f"within 2x of it: {within}")
 
 
+def against_level(rows: list[dict], level: float) -> str:
+    """Whether the truths held are what a band of ``level`` would hold: the binomial
+    probability of holding that many or fewer, and the Clopper-Pearson 95 % interval of the
+    share held (exact; Clopper & Pearson 1934)."""
+    from scipy.stats import beta, binom
+
+    n, k = len(rows), sum(truth_report.in_band(r) for r in rows)
+    if not n:
+        return "no floor truths"
+    lo = beta.ppf(0.025, k, n - k + 1) if k else 0.0
+    hi = beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+    return (f"against the band's stated {level:.0%}: {k} or fewer of {n} held with probability "
+            f"{binom.cdf(k, n, level):.2f}; share held {k / n:.1%}, Clopper-Pearson 95 % "
+            f"interval {lo:.1%}-{hi:.1%}")
+
+
 def row_line(r: dict) -> str:
     lo, hi = r["band"]
     t = r["truth_step"]
@@ -115,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             if a.rows:
                 print("\n".join(work_line(r) for r in work))
     print(f"pooled: {describe(pooled)}")
+    print(f"  {against_level(pooled, PROCESS_BAND_LEVEL)}")
     if a.work:
         print(f"pooled {describe_work(pooled_work)}")
     return 0
