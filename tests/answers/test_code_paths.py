@@ -73,7 +73,7 @@ def fake_job(job):
     from afford.certification.stage_memory import MemoryJob
 
     return MemoryJob(spec="tinylm", mode="fp32", dim_keys={"B": "batch", "s": "seq"},
-                     base_shape={"batch": 8, "seq": 512}, runs=(), attention="materialised",
+                     base_shape={"batch": 8, "seq": 512}, runs=(), attention=job.attention,
                      traced=True, paths=job.paths)
 
 
@@ -91,6 +91,17 @@ def test_past_the_window_the_figure_is_marked_and_fits_is_not_a_plain_yes(window
                             budget=tight).fits == "uncertain"
     far = memory_at.answer(windowed, {"batch": 2, "seq": 4096}, RUN, budget=roomy)
     assert far.fits in ("likely", "uncertain") and far.settle.endswith("--measure")
+
+
+def test_past_the_window_a_materialised_attention_adds_no_scores_bound(windowed):
+    """An attention that stores its scores (an eager hf: family, the built-in softmax) has
+    them in its law's s^2 term already: past the window the figure is still marked, but
+    nothing is added for scores the law counts."""
+    law = windowed.model_copy(update={"attention": "materialised"})
+    a = memory_at.answer(law, {"batch": 2, "seq": 4096}, RUN)
+    assert a.extrapolated and any("sliding_window" in r for r in a.reasons), a.reasons
+    assert a.path_bound is None
+    assert memory_at.answer(windowed, {"batch": 2, "seq": 4096}, RUN).path_bound is not None
 
 
 def test_a_measured_shape_past_the_window_lifts_the_mark(windowed):

@@ -30,7 +30,8 @@ shape past the range, or past a threshold no measured shape crossed, is *extrapo
 with the reasons. ``fits`` then allows for the plausible error: the answering model's
 worst held-out error grown with the extrapolation factor (an assumption, said so), plus,
 past an attention path, what materialised scores would add (Korthikanti et al. 2022, eq. 1,
-the ``5as/h`` term: an upper bound for an attention that falls back from its fused kernel).
+the ``5as/h`` term: an upper bound for an attention that falls back from its fused kernel;
+nothing for an attention declared ``materialised``, whose law has the scores' s^2 term).
 
 ``fits`` is one of four (decided by :func:`decide`, monotone in batch and sequence):
 
@@ -531,8 +532,8 @@ def path_notes(paths: Sequence[CodePath], s: int) -> list[str]:
 
 def _bound(law: MemoryLaw, dims: dict[str, int], routes: list[CodePath]) -> Tagged | None:
     att = [p for p in routes if p.kind in ATTENTION_PATHS]
-    if not att or law.device_type != "cuda":
-        return None
+    if not att or law.device_type != "cuda" or law.attention == "materialised":
+        return None  # a materialised attention's scores are in the law already
     v = scores_bound(law, dims)
     return module(v, "B", "what an attention past " + ", ".join(p.source for p in att) +
                   " would add if it kept its scores: 5 L B H s^2 bytes"
