@@ -321,8 +321,8 @@ class HFCausalLM(Workload):
             with torch.device(device):
                 model = AutoModelForCausalLM.from_config(config, attn_implementation=impl)
         except (ValueError, ImportError) as exc:
-            raise WorkloadRefused(f"{self.name}: transformers cannot build a causal LM with "
-                                  f"attn_implementation={impl!r} from this config: {exc}"
+            raise WorkloadRefused(f"{self.name}: transformers cannot build a causal LM from "
+                                  f"this config (attn_implementation={impl!r}): {exc}"
                                   ) from exc
         model = adapt(model, self.spec)
         model.train()
