@@ -20,17 +20,14 @@ from pathlib import Path
 from statistics import median
 
 from afford.certification.sweep import assemble_point
-from afford.measure.timing import TimingRule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.burners import measure_at_load, tinylm_items  # noqa: E402
-
-# 30 timed steps where a core is left free, so that free steps are to be had; with a busy
-# loop on every core the protocol's own 12 (a step there always waits).
-FREE = TimingRule(warmup_steps=3, warmup_seconds=0.1, min_steps=30, floor_seconds=0.5,
-                  max_floor_seconds=0.5)
-EVERY_CORE = TimingRule(warmup_steps=3, warmup_seconds=0.1, min_steps=12, floor_seconds=0.5,
-                        max_floor_seconds=0.5)
+from tests.burners import (  # noqa: E402
+    EVERY_CORE_RULE,
+    FREE_RULE,
+    measure_at_load,
+    tinylm_items,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(a.repeat):
         base: dict[str, float] = {}
         for n in loads:
-            got, load = measure_at_load(n, tinylm_items(), EVERY_CORE if n >= cores else FREE)
+            rule = EVERY_CORE_RULE if n >= cores else FREE_RULE
+            got, load = measure_at_load(n, tinylm_items(), rule)
             for key, ev in sorted(got.items()):
                 p = assemble_point(int(key.rsplit("|", 1)[1]), [ev], None)
                 if n == 0 and p.idle_seconds:

@@ -12,6 +12,13 @@ import time
 from afford.measure.timing import TimingRule
 
 BURN_SECONDS = 90
+# 30 timed steps where a core is left free, so that free steps are to be had; with a busy
+# loop on every core the protocol's own 12 (a step there always waits, and its wait share is
+# a ratio of each step's own times)
+FREE_RULE = TimingRule(warmup_steps=3, warmup_seconds=0.1, min_steps=30, floor_seconds=0.5,
+                       max_floor_seconds=0.5)
+EVERY_CORE_RULE = TimingRule(warmup_steps=3, warmup_seconds=0.1, min_steps=12,
+                             floor_seconds=0.5, max_floor_seconds=0.5)
 
 
 def burners(n: int) -> list[subprocess.Popen]:

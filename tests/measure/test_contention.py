@@ -24,7 +24,7 @@ from afford.fit.time.time_noise import time_verdict
 from afford.measure.host_load import UsageClock
 from afford.measure.timing import TimingRule, time_point
 from afford.workloads.clock import FakeClock
-from tests.burners import measure_at_load, tinylm_items
+from tests.burners import EVERY_CORE_RULE, FREE_RULE, measure_at_load, tinylm_items
 
 
 def _ms(seconds: float | None) -> float:
@@ -160,14 +160,10 @@ def test_under_busy_loops_every_step_keeps_its_wait_and_the_point_states_its_fre
 
     30 timed steps with no busy loop; with a busy loop on every core, the protocol's own 12:
     a step there always waits, and its wait share is a ratio of each step's own times."""
-    rule = TimingRule(warmup_steps=3, warmup_seconds=0.1, min_steps=30, floor_seconds=0.5,
-                      max_floor_seconds=0.5)
-    every_core = TimingRule(warmup_steps=3, warmup_seconds=0.1, min_steps=12,
-                            floor_seconds=0.5, max_floor_seconds=0.5)
     cores = os.cpu_count() or 1
     seen = {}
     for n in (0, cores):
-        got, load = measure_at_load(n, tinylm_items(), every_core if n else rule)
+        got, load = measure_at_load(n, tinylm_items(), EVERY_CORE_RULE if n else FREE_RULE)
         assert set(got) == {"tinylm|fp32|32", "tinylm|fp32|128"}
         for key, ev in got.items():
             p = assemble_point(int(key.rsplit("|", 1)[1]), [ev], None)

@@ -63,6 +63,10 @@ class Built:
     report: Callable[[], dict] | None = None
 
 
+# how a workload's attention keeps its s x s scores (Workload.attention)
+Attention = Literal["fused", "materialised"]
+
+
 class Workload(ABC):
     """The protocol. Subclasses set the three class attributes and the three methods."""
 
@@ -72,7 +76,7 @@ class Workload(ABC):
     # how the attention keeps its s x s scores, for the memory law (fit/memory.py): "fused"
     # (scaled_dot_product_attention: never stored, no s^2 term), "materialised" (stored,
     # an s^2 term), None: not declared (the fit chooses with or without one).
-    attention: ClassVar[Literal["fused", "materialised"] | None] = None
+    attention: ClassVar[Attention | None] = None
 
     @abstractmethod
     def default_sweep(self, device_class: str) -> list[int]:

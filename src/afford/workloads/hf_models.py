@@ -40,13 +40,12 @@ from __future__ import annotations
 import contextlib
 import copy
 from pathlib import Path
-from typing import Literal
 
 import torch
 
 from afford.core.errors import InputError
 from afford.schema.memory_section import CodePath
-from afford.workloads.base import Built, Workload, WorkloadRefused
+from afford.workloads.base import Attention, Built, Workload, WorkloadRefused
 from afford.workloads.names import (
     HFSpec,
     is_config_path,
@@ -276,7 +275,7 @@ class HFCausalLM(Workload):
     sweep_param = "seq"
 
     def __init__(self, spec: HFSpec, config, device_class: str,
-                 attention: Literal["fused", "materialised"] = "fused") -> None:
+                 attention: Attention = "fused") -> None:
         self.spec = spec
         self.config = config
         self.name = spec.name
@@ -474,7 +473,7 @@ def filled(config):
 IMPLEMENTATION = {"fused": "sdpa", "materialised": "eager"}
 
 
-def attention_of(config) -> Literal["fused", "materialised"]:
+def attention_of(config) -> Attention:
     """How ``config``'s causal LM is built: ``fused`` (SDPA) unless the installed
     transformers says its class has no SDPA attention (``_supports_sdpa`` False: BLOOM,
     GPT-Neo, MPT, Gemma 2, XGLM in transformers 5), then ``materialised``: its eager attention,
